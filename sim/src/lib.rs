@@ -1,0 +1,17 @@
+//! dtsim: a discrete-event simulator of the networks that distributed deep-learning training
+//! runs on.
+//!
+//! Layers, each depending only on those above it in this list:
+//! - [`units`]: human units in files (`"400Gbps"`, `"1.5us"`, `"16MiB"`)
+//! - [`engine`]: simulated time, the event queue, random streams
+//! - [`topology`]: devices and links (petgraph), generators, routing
+//! - [`net`]: network models (flow-level max-min sharing) behind one interface
+//! - [`collective`]: collective algorithms as schedules of chunk transfers
+//! - [`profile`]: calibration profiles (efficiency factors, provenance)
+//! - [`scenario`]: scenario files → simulations; [`metrics`]: what a run reports
+
+pub mod collective;
+pub mod engine;
+pub mod net;
+pub mod topology;
+pub mod units;

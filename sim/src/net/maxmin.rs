@@ -1,0 +1,1 @@
+//! Max-min fair bandwidth sharing.

@@ -1,0 +1,1 @@
+//! Topology files (TOML) → [`super::Topology`].

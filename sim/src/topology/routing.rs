@@ -1,0 +1,268 @@
+//! Deterministic shortest-path routing with ECMP, cached per (source, destination).
+//!
+//! A path is a shortest path in hops whose interior devices all forward traffic (GPUs do not,
+//! by default; see [`super::DeviceKind::forwards_by_default`]). Where several next hops are
+//! equally short, one is picked by a hash of (source, destination, hop, salt): the same pair
+//! always takes the same path, different pairs spread over the equal-cost links, and changing
+//! the salt (a scenario's seed) draws another ECMP assignment.
+//!
+//! Distances are computed by a breadth-first search backwards from the destination. A
+//! destination with a single neighbour that forwards (a GPU under a leaf switch, a host on a
+//! ring) shares the search of that neighbour, so a 16,384-GPU fat-tree needs one search per
+//! leaf switch, not one per GPU. Searches are kept in a bounded cache.
+
+use std::collections::{HashMap, VecDeque};
+
+use super::{DeviceId, LinkId, Topology, TopologyError};
+
+const UNREACHABLE: u16 = u16::MAX;
+
+/// Routes between devices of one topology. Holds caches; create one per simulation.
+#[derive(Debug)]
+pub struct Router {
+    salt: u64,
+    /// Distance (hops) from every device to the root, per root device.
+    dist: HashMap<u32, Vec<u16>>,
+    dist_order: VecDeque<u32>,
+    max_roots: usize,
+    /// (src, dst) → range in `arena`.
+    routes: HashMap<(u32, u32), (u32, u32)>,
+    arena: Vec<LinkId>,
+}
+
+fn mix(mut x: u64) -> u64 {
+    // splitmix64 finalizer: stable, well spread.
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+impl Router {
+    /// A router whose ECMP choices are drawn with `salt`.
+    pub fn new(topo: &Topology, salt: u64) -> Self {
+        // Keep at most ~64 Mi distance entries (128 MiB) of searches.
+        let max_roots = (64usize << 20) / topo.devices().len().max(1);
+        Router {
+            salt,
+            dist: HashMap::new(),
+            dist_order: VecDeque::new(),
+            max_roots: max_roots.max(16),
+            routes: HashMap::new(),
+            arena: Vec::new(),
+        }
+    }
+
+    /// The directed links from `src` to `dst`, in order. Empty when `src == dst`.
+    pub fn path(
+        &mut self,
+        topo: &Topology,
+        src: DeviceId,
+        dst: DeviceId,
+    ) -> Result<&[LinkId], TopologyError> {
+        if let Some(&(start, len)) = self.routes.get(&(src.0, dst.0)) {
+            return Ok(&self.arena[start as usize..(start + len) as usize]);
+        }
+        let start = self.arena.len() as u32;
+        if src != dst {
+            self.compute(topo, src, dst)?;
+        }
+        let len = self.arena.len() as u32 - start;
+        self.routes.insert((src.0, dst.0), (start, len));
+        Ok(&self.arena[start as usize..])
+    }
+
+    /// Hop count from `src` to `dst`, or `None` when no path exists.
+    pub fn hops(&mut self, topo: &Topology, src: DeviceId, dst: DeviceId) -> Option<u32> {
+        self.path(topo, src, dst).ok().map(|p| p.len() as u32)
+    }
+
+    /// The device whose search stands for `dst`'s: its only neighbour if it has exactly one
+    /// and that neighbour forwards.
+    fn root_of(topo: &Topology, dst: DeviceId) -> (DeviceId, u16) {
+        let out = topo.out_links(dst);
+        if out.len() == 1 {
+            let w = topo.link(out[0]).to;
+            if topo.device(w).forwards {
+                return (w, 1);
+            }
+        }
+        (dst, 0)
+    }
+
+    fn distances(&mut self, topo: &Topology, root: DeviceId) -> &Vec<u16> {
+        if !self.dist.contains_key(&root.0) {
+            if self.dist_order.len() >= self.max_roots {
+                if let Some(old) = self.dist_order.pop_front() {
+                    self.dist.remove(&old);
+                }
+            }
+            let n = topo.devices().len();
+            let mut dist = vec![UNREACHABLE; n];
+            dist[root.index()] = 0;
+            let mut queue = VecDeque::from([root]);
+            while let Some(v) = queue.pop_front() {
+                // Only the root itself or forwarding devices can be passed through.
+                if v != root && !topo.device(v).forwards {
+                    continue;
+                }
+                let d = dist[v.index()];
+                // Links are full duplex: u → v exists iff v → u does.
+                for &l in topo.out_links(v) {
+                    let u = topo.link(l).to;
+                    if dist[u.index()] == UNREACHABLE {
+                        dist[u.index()] = d + 1;
+                        queue.push_back(u);
+                    }
+                }
+            }
+            self.dist.insert(root.0, dist);
+            self.dist_order.push_back(root.0);
+        }
+        &self.dist[&root.0]
+    }
+
+    fn compute(
+        &mut self,
+        topo: &Topology,
+        src: DeviceId,
+        dst: DeviceId,
+    ) -> Result<(), TopologyError> {
+        let (root, extra) = Self::root_of(topo, dst);
+        let salt = self.salt;
+        // Distance from v to dst: through the root, plus the last hop when dst hangs off it.
+        let to_dst = |dist: &Vec<u16>, v: DeviceId| -> u32 {
+            if v == dst {
+                0
+            } else if dist[v.index()] == UNREACHABLE {
+                u32::MAX
+            } else {
+                dist[v.index()] as u32 + extra as u32
+            }
+        };
+        let dist = self.distances(topo, root);
+        let total = to_dst(dist, src);
+        if total == u32::MAX {
+            return Err(TopologyError::new(
+                "route",
+                format!(
+                    "a path from {} to {}; none exists through forwarding devices",
+                    topo.device(src).name,
+                    topo.device(dst).name
+                ),
+            ));
+        }
+        let mut here = src;
+        let mut remaining = total;
+        let mut hop = 0u64;
+        let mut hops: Vec<LinkId> = Vec::with_capacity(total as usize);
+        let mut candidates: Vec<LinkId> = Vec::new();
+        while here != dst {
+            candidates.clear();
+            for &l in topo.out_links(here) {
+                let v = topo.link(l).to;
+                let usable = v == dst || topo.device(v).forwards;
+                if usable && to_dst(dist, v) == remaining - 1 {
+                    candidates.push(l);
+                }
+            }
+            let pick = if candidates.len() == 1 {
+                0
+            } else {
+                let h = mix(salt ^ mix(((src.0 as u64) << 32 | dst.0 as u64) ^ mix(hop)));
+                (h % candidates.len() as u64) as usize
+            };
+            let l = candidates[pick];
+            hops.push(l);
+            here = topo.link(l).to;
+            remaining -= 1;
+            hop += 1;
+        }
+        self.arena.extend_from_slice(&hops);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::SimTime;
+    use crate::topology::{DeviceKind, LinkClass, LinkSpec};
+
+    fn spec() -> LinkSpec {
+        LinkSpec {
+            bandwidth_bps: 1e9,
+            latency: SimTime::from_ns(1),
+            buffer_bytes: 1 << 20,
+            class: LinkClass::Ethernet,
+        }
+    }
+
+    /// ```text
+    ///   g0 ─ s0 ─┬─ a ─┬─ s1 ─ g1
+    ///            └─ b ─┘
+    /// ```
+    fn diamond() -> Topology {
+        let mut t = Topology::builder("diamond");
+        let g0 = t.add_device("g0", DeviceKind::Gpu, Some(0));
+        let g1 = t.add_device("g1", DeviceKind::Gpu, Some(1));
+        let s0 = t.add_device("s0", DeviceKind::Switch, None);
+        let s1 = t.add_device("s1", DeviceKind::Switch, None);
+        let a = t.add_device("a", DeviceKind::Switch, None);
+        let b = t.add_device("b", DeviceKind::Switch, None);
+        t.add_link(g0, s0, spec());
+        t.add_link(g1, s1, spec());
+        for m in [a, b] {
+            t.add_link(s0, m, spec());
+            t.add_link(m, s1, spec());
+        }
+        t.build().unwrap()
+    }
+
+    #[test]
+    fn paths_are_shortest_and_connected() {
+        let t = diamond();
+        let mut r = Router::new(&t, 0);
+        let (g0, g1) = (t.find("g0").unwrap(), t.find("g1").unwrap());
+        let p = r.path(&t, g0, g1).unwrap().to_vec();
+        assert_eq!(p.len(), 4);
+        assert_eq!(t.link(p[0]).from, g0);
+        assert_eq!(t.link(p[3]).to, g1);
+        for w in p.windows(2) {
+            assert_eq!(t.link(w[0]).to, t.link(w[1]).from);
+        }
+        assert_eq!(r.path(&t, g0, g0).unwrap(), &[]);
+    }
+
+    #[test]
+    fn ecmp_is_deterministic_and_uses_both_branches_across_salts() {
+        let t = diamond();
+        let (g0, g1) = (t.find("g0").unwrap(), t.find("g1").unwrap());
+        let mut seen = std::collections::BTreeSet::new();
+        for salt in 0..32 {
+            let p1 = Router::new(&t, salt).path(&t, g0, g1).unwrap().to_vec();
+            let p2 = Router::new(&t, salt).path(&t, g0, g1).unwrap().to_vec();
+            assert_eq!(p1, p2);
+            seen.insert(t.link(p1[1]).to);
+        }
+        assert_eq!(seen.len(), 2, "both middle switches are used by some salt");
+    }
+
+    #[test]
+    fn gpus_do_not_forward_others_traffic() {
+        // g0 ─ g1 ─ g2, and g0 ─ h ─ g2 through a host: g0→g2 must go through the host.
+        let mut t = Topology::builder("chain");
+        let g0 = t.add_device("g0", DeviceKind::Gpu, Some(0));
+        let g1 = t.add_device("g1", DeviceKind::Gpu, Some(0));
+        let g2 = t.add_device("g2", DeviceKind::Gpu, Some(0));
+        let h = t.add_device("h", DeviceKind::Host, Some(0));
+        t.add_link(g0, g1, spec());
+        t.add_link(g1, g2, spec());
+        t.add_link(g0, h, spec());
+        t.add_link(h, g2, spec());
+        let t = t.build().unwrap();
+        let mut r = Router::new(&t, 0);
+        let p = r.path(&t, g0, g2).unwrap().to_vec();
+        assert_eq!(t.link(p[0]).to, h);
+    }
+}
