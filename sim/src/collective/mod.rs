@@ -16,6 +16,8 @@
 //! `size` column (all-reduce: the buffer every rank reduces; all-gather: the gathered output;
 //! reduce-scatter: the input), so algbw = bytes / time and busbw = algbw × [`bus_factor`].
 
+pub mod play;
+
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::sync::Arc;

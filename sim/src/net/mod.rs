@@ -1,4 +1,88 @@
 //! Network models: how transfers share links over time.
 //!
+//! A model is handed *batches*: every (source, destination) pair of a registered pattern sends
+//! the same number of bytes starting now, and the model reports when all of them have been
+//! delivered. Batches are the unit a collective step is made of (see `collective`), and they
+//! let a model do per-step work once instead of once per transfer.
+//!
 //! - [`maxmin`]: the bandwidth-sharing math (max-min fairness by progressive filling), a fast
 //!   solver and a deliberately simple reference solver it must match.
+//! - [`flow`]: the fluid model: max-min fair rates over link capacities, re-solved per
+//!   connected component when batches start and finish, solutions reused when a state repeats.
+//! - [`factors`]: size-dependent bandwidth and latency factors per link class (calibration).
+//!
+//! Models know nothing about training or collectives: only devices, links and bytes.
+
+pub mod factors;
+pub mod flow;
+pub mod maxmin;
+
+use crate::engine::{EventHandle, SimTime};
+use crate::topology::{DeviceId, LinkClass, TopologyError};
+
+/// A registered set of (source, destination) device pairs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NetPatternId(pub u32);
+
+/// An event a network model scheduled for itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetEvent {
+    /// Some flows of a batch finish transmitting (the earliest of its live flows).
+    TxDone { slot: u32, generation: u32 },
+    /// The last byte of a batch has arrived at its destinations.
+    Delivered { slot: u32, generation: u32 },
+}
+
+/// What a model may do to the simulation it lives in: the owner of the event queue
+/// implements it (so the model never sees the owner's event type).
+pub trait NetContext {
+    fn now(&self) -> SimTime;
+    fn schedule(&mut self, at: SimTime, event: NetEvent) -> EventHandle;
+    fn cancel(&mut self, handle: EventHandle);
+    /// The batch started with `tag` has been delivered completely.
+    fn batch_done(&mut self, tag: u64);
+}
+
+/// Traffic a directed link carried over a run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LinkTraffic {
+    pub bytes: f64,
+}
+
+/// Work a model did, for benchmarks and `--json` output.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct NetCounters {
+    pub batches: u64,
+    pub flows: u64,
+    pub events: u64,
+    pub solves: u64,
+    pub solution_reuses: u64,
+}
+
+/// The interface every network model implements.
+pub trait NetworkModel {
+    /// Routes the pairs once; later batches refer to the pattern by id.
+    fn add_pattern(
+        &mut self,
+        pairs: &[(DeviceId, DeviceId)],
+    ) -> Result<NetPatternId, TopologyError>;
+    /// Every pair of `pattern` starts sending `bytes` now; `ctx.batch_done(tag)` when all arrived.
+    fn start_batch(
+        &mut self,
+        ctx: &mut dyn NetContext,
+        pattern: NetPatternId,
+        bytes: u64,
+        tag: u64,
+    );
+    /// Handles an event the model scheduled.
+    fn on_event(&mut self, ctx: &mut dyn NetContext, event: NetEvent);
+    /// Per directed link (indexed by `LinkId`), what it carried so far.
+    fn link_traffic(&mut self) -> Vec<LinkTraffic>;
+    fn counters(&self) -> NetCounters;
+    /// Bottleneck bandwidth (bits/s) and link class of the routed path on an idle network.
+    fn path_bottleneck(
+        &mut self,
+        src: DeviceId,
+        dst: DeviceId,
+    ) -> Result<(f64, LinkClass), TopologyError>;
+}

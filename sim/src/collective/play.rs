@@ -1,0 +1,197 @@
+//! Plays a [`Schedule`] on a network model: the event loop of a collective.
+//!
+//! Ops start as soon as all their dependencies have finished, in op order among those ready at
+//! the same time. Transfer ops become batches of the network model; reduce ops are delays of
+//! `bytes / reduce rate`. The loop owns the event queue; the network model schedules its own
+//! events through [`NetContext`] and never sees the loop's event type.
+
+use std::collections::VecDeque;
+
+use super::{OpKind, Schedule};
+use crate::engine::{EventHandle, EventQueue, SimTime};
+use crate::net::{NetContext, NetCounters, NetEvent, NetPatternId, NetworkModel};
+use crate::topology::{DeviceId, TopologyError};
+
+/// When each op ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct OpTiming {
+    pub start: SimTime,
+    pub end: SimTime,
+}
+
+/// The result of playing a schedule.
+#[derive(Debug, Clone)]
+pub struct PlayOutcome {
+    /// When the last op finished.
+    pub end: SimTime,
+    pub ops: Vec<OpTiming>,
+    /// Bytes each pattern's pairs sent in total (per pair), indexed by pattern.
+    pub pattern_bytes: Vec<u128>,
+    /// Events the loop delivered (network and reduce events).
+    pub events: u64,
+    pub net: NetCounters,
+}
+
+/// How local reductions are timed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlayOptions {
+    /// Bytes per second one endpoint reduces; `None` means reductions are fused into the
+    /// transfers (as NCCL's kernels do) and take no extra time.
+    pub reduce_bytes_per_s: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Event {
+    Net(NetEvent),
+    ReduceDone(u32),
+}
+
+struct Ctx<'a> {
+    queue: &'a mut EventQueue<Event>,
+    finished: &'a mut VecDeque<u32>,
+}
+
+impl NetContext for Ctx<'_> {
+    fn now(&self) -> SimTime {
+        self.queue.now()
+    }
+    fn schedule(&mut self, at: SimTime, event: NetEvent) -> EventHandle {
+        self.queue
+            .schedule(at, Event::Net(event))
+            .expect("network models schedule at or after now")
+    }
+    fn cancel(&mut self, handle: EventHandle) {
+        self.queue.cancel(handle);
+    }
+    fn batch_done(&mut self, tag: u64) {
+        self.finished.push_back(tag as u32);
+    }
+}
+
+/// Plays `schedule` with endpoint `e` placed on device `endpoints[e]`.
+pub fn play(
+    schedule: &Schedule,
+    endpoints: &[DeviceId],
+    net: &mut dyn NetworkModel,
+    options: PlayOptions,
+) -> Result<PlayOutcome, TopologyError> {
+    assert_eq!(
+        endpoints.len(),
+        schedule.endpoints() as usize,
+        "one device per endpoint"
+    );
+    let n_ops = schedule.ops.len();
+
+    // Successors in CSR form, and how many deps each op still waits for.
+    let mut waiting: Vec<u32> = schedule.ops.iter().map(|op| op.deps.len() as u32).collect();
+    let mut succ_offsets = vec![0u32; n_ops + 1];
+    for op in &schedule.ops {
+        for d in &op.deps {
+            succ_offsets[d.0 as usize + 1] += 1;
+        }
+    }
+    for i in 0..n_ops {
+        succ_offsets[i + 1] += succ_offsets[i];
+    }
+    let mut fill = succ_offsets.clone();
+    let mut succ = vec![0u32; succ_offsets[n_ops] as usize];
+    for (i, op) in schedule.ops.iter().enumerate() {
+        for d in &op.deps {
+            succ[fill[d.0 as usize] as usize] = i as u32;
+            fill[d.0 as usize] += 1;
+        }
+    }
+
+    let mut net_patterns: Vec<Option<NetPatternId>> = vec![None; schedule.patterns.len()];
+    let mut pattern_bytes = vec![0u128; schedule.patterns.len()];
+    let mut timings = vec![OpTiming::default(); n_ops];
+    let mut queue: EventQueue<Event> = EventQueue::new();
+    let mut finished: VecDeque<u32> = VecDeque::new();
+    let mut ready: VecDeque<u32> = (0..n_ops as u32)
+        .filter(|&i| waiting[i as usize] == 0)
+        .collect();
+    let mut events = 0u64;
+    let mut completed = 0usize;
+
+    loop {
+        // Start everything that is ready, then propagate completions, until quiet.
+        loop {
+            if let Some(op) = ready.pop_front() {
+                let now = queue.now();
+                timings[op as usize].start = now;
+                match schedule.ops[op as usize].kind {
+                    OpKind::Transfer { pattern, bytes } => {
+                        let p = pattern.0 as usize;
+                        let id = match net_patterns[p] {
+                            Some(id) => id,
+                            None => {
+                                let pairs: Vec<(DeviceId, DeviceId)> = schedule.patterns[p]
+                                    .pairs
+                                    .iter()
+                                    .map(|&(s, d)| (endpoints[s as usize], endpoints[d as usize]))
+                                    .collect();
+                                let id = net.add_pattern(&pairs)?;
+                                net_patterns[p] = Some(id);
+                                id
+                            }
+                        };
+                        pattern_bytes[p] += bytes as u128;
+                        let mut ctx = Ctx {
+                            queue: &mut queue,
+                            finished: &mut finished,
+                        };
+                        net.start_batch(&mut ctx, id, bytes, op as u64);
+                    }
+                    OpKind::Reduce { bytes, .. } => {
+                        let secs = match options.reduce_bytes_per_s {
+                            Some(rate) if rate > 0.0 => bytes as f64 / rate,
+                            _ => 0.0,
+                        };
+                        if secs == 0.0 {
+                            finished.push_back(op);
+                        } else {
+                            let _ = queue
+                                .schedule_in(SimTime::from_secs_f64(secs), Event::ReduceDone(op));
+                        }
+                    }
+                }
+                continue;
+            }
+            if let Some(op) = finished.pop_front() {
+                timings[op as usize].end = queue.now();
+                completed += 1;
+                for &s in &succ
+                    [succ_offsets[op as usize] as usize..succ_offsets[op as usize + 1] as usize]
+                {
+                    waiting[s as usize] -= 1;
+                    if waiting[s as usize] == 0 {
+                        ready.push_back(s);
+                    }
+                }
+                continue;
+            }
+            break;
+        }
+        let Some((_, event)) = queue.pop() else { break };
+        events += 1;
+        match event {
+            Event::Net(e) => {
+                let mut ctx = Ctx {
+                    queue: &mut queue,
+                    finished: &mut finished,
+                };
+                net.on_event(&mut ctx, e);
+            }
+            Event::ReduceDone(op) => finished.push_back(op),
+        }
+    }
+    debug_assert_eq!(completed, n_ops, "every op of a valid schedule runs");
+    let end = timings.iter().map(|t| t.end).max().unwrap_or(SimTime::ZERO);
+    Ok(PlayOutcome {
+        end,
+        ops: timings,
+        pattern_bytes,
+        events,
+        net: net.counters(),
+    })
+}

@@ -1,0 +1,103 @@
+//! Size-dependent bandwidth and latency factors per link class, SimGrid-style.
+//!
+//! Real transfers do not reach a link's nominal bandwidth, and small ones pay more than the
+//! wire latency. A calibration profile can say, per link class, "transfers of at least S bytes
+//! get factor f of the bandwidth and g times the latency": a piecewise-constant table over the
+//! size. A flow's rate is then capped at `bandwidth_factor × bottleneck bandwidth` and its path
+//! latency scaled by `latency_factor`, using the factors of its bottleneck link's class.
+
+use serde::{Deserialize, Serialize};
+
+use crate::topology::LinkClass;
+
+/// One row of a factor table: applies to sizes `>= min_bytes` up to the next row.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FactorRow {
+    pub min_bytes: u64,
+    pub bandwidth_factor: f64,
+    pub latency_factor: f64,
+}
+
+/// Factors for every link class; a class without a table has factor 1.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EfficiencyFactors {
+    /// Sorted by `min_bytes` per class.
+    pub tables: Vec<(LinkClass, Vec<FactorRow>)>,
+}
+
+impl EfficiencyFactors {
+    /// (bandwidth factor, latency factor) for a transfer of `bytes` whose bottleneck is `class`.
+    pub fn lookup(&self, class: LinkClass, bytes: u64) -> (f64, f64) {
+        let Some((_, rows)) = self.tables.iter().find(|(c, _)| *c == class) else {
+            return (1.0, 1.0);
+        };
+        match rows.iter().rev().find(|r| bytes >= r.min_bytes) {
+            Some(r) => (r.bandwidth_factor, r.latency_factor),
+            None => (1.0, 1.0),
+        }
+    }
+
+    pub fn is_identity(&self) -> bool {
+        self.tables.iter().all(|(_, rows)| {
+            rows.iter()
+                .all(|r| r.bandwidth_factor == 1.0 && r.latency_factor == 1.0)
+        })
+    }
+
+    /// Checks factors are positive and rows sorted; `field` prefixes error messages.
+    pub fn validate(&self) -> Result<(), String> {
+        for (class, rows) in &self.tables {
+            for (i, r) in rows.iter().enumerate() {
+                if !(r.bandwidth_factor > 0.0 && r.bandwidth_factor.is_finite()) {
+                    return Err(format!(
+                        "{class}[{i}].bandwidth_factor: a number > 0, got {}",
+                        r.bandwidth_factor
+                    ));
+                }
+                if !(r.latency_factor >= 0.0 && r.latency_factor.is_finite()) {
+                    return Err(format!(
+                        "{class}[{i}].latency_factor: a number >= 0, got {}",
+                        r.latency_factor
+                    ));
+                }
+                if i > 0 && rows[i - 1].min_bytes >= r.min_bytes {
+                    return Err(format!(
+                        "{class}[{i}].min_bytes: rows sorted by increasing size"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_row_with_the_largest_min_at_or_below_the_size_applies() {
+        let f = EfficiencyFactors {
+            tables: vec![(
+                LinkClass::Ib,
+                vec![
+                    FactorRow {
+                        min_bytes: 0,
+                        bandwidth_factor: 0.5,
+                        latency_factor: 3.0,
+                    },
+                    FactorRow {
+                        min_bytes: 65536,
+                        bandwidth_factor: 0.9,
+                        latency_factor: 1.0,
+                    },
+                ],
+            )],
+        };
+        assert_eq!(f.lookup(LinkClass::Ib, 1024), (0.5, 3.0));
+        assert_eq!(f.lookup(LinkClass::Ib, 65536), (0.9, 1.0));
+        assert_eq!(f.lookup(LinkClass::Nvlink, 1024), (1.0, 1.0));
+        assert!(f.validate().is_ok());
+    }
+}

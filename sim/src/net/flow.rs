@@ -1,0 +1,816 @@
+//! The flow-level (fluid) network model.
+//!
+//! Every transfer is a fluid flow over its routed path. At any moment the rates of the live
+//! flows are the max-min fair allocation over the links' capacities, with per-flow caps from
+//! the calibration factors. A flow's last byte arrives its path latency after it finished
+//! transmitting; a batch is done when its last flow's data has arrived.
+//!
+//! What makes it fast at scale (see DESIGN.md, "Speed"):
+//! - flows live in batches (one collective step): per-flow state is a few flat `f64` arrays
+//!   indexed by the flow's position in its pattern, routes are computed once per pattern;
+//! - rates are re-solved only for the connected component of batches that share links with the
+//!   batch that changed (components at batch granularity: a superset of the flow-level
+//!   component, which gives the same rates);
+//! - a component's solution is cached under the exact state that produced it (which patterns,
+//!   which of their flows are live, which caps), so the second step of a ring, and every step
+//!   after it, reuses the first step's solutions instead of solving again;
+//! - one completion event per batch (its earliest finishing flows), rescheduled when rates
+//!   change;
+//! - link traffic is integrated per solution (rate × time the solution was in force), not per
+//!   flow per event.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::factors::EfficiencyFactors;
+use super::maxmin::{MaxMinSolver, Problem};
+use super::{LinkTraffic, NetContext, NetCounters, NetEvent, NetPatternId, NetworkModel};
+use crate::engine::{EventHandle, SimTime};
+use crate::topology::routing::Router;
+use crate::topology::{DeviceId, LinkClass, Topology, TopologyError};
+
+/// Routed flows of one pattern: flat tables indexed by flow position.
+#[derive(Debug)]
+struct RoutedPattern {
+    /// Flow f crosses `links[offsets[f]..offsets[f+1]]`.
+    offsets: Vec<u32>,
+    links: Vec<u32>,
+    latency_ps: Vec<u64>,
+    bottleneck_bps: Vec<f64>,
+    bottleneck_class: Vec<LinkClass>,
+    /// Distinct links used by any flow, sorted (to find which batches share links).
+    link_set: Vec<u32>,
+    /// XOR of `flow_key(f)` over all flows: the signature of "every flow live".
+    full_signature: u64,
+}
+
+impl RoutedPattern {
+    fn flows(&self) -> usize {
+        self.latency_ps.len()
+    }
+    fn path(&self, f: usize) -> &[u32] {
+        &self.links[self.offsets[f] as usize..self.offsets[f + 1] as usize]
+    }
+}
+
+fn flow_key(f: u32) -> u64 {
+    let mut x = (f as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// Rates of one batch's flows under one component state, and the link loads they make.
+#[derive(Debug)]
+struct BatchSolution {
+    /// Indexed by flow position in the pattern; zero for flows not live in that state.
+    rates_bps: Vec<f64>,
+    /// Index into `FlowModel::records` where the time this solution was in force accumulates.
+    record: usize,
+}
+
+/// Link loads of one batch solution and how long it was in force.
+#[derive(Debug)]
+struct SolutionRecord {
+    link_loads_bps: Vec<(u32, f64)>,
+    in_force_ps: u64,
+}
+
+/// The state of one batch as a cache key part.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct BatchState {
+    pattern: u32,
+    live_signature: u64,
+    live_count: u32,
+    factor_signature: u64,
+}
+
+#[derive(Debug, Default)]
+struct Batch {
+    in_use: bool,
+    generation: u32,
+    pattern: u32,
+    tag: u64,
+    bytes: u64,
+    /// Bytes left to transmit per flow (pattern position), valid at `last_update`.
+    remaining: Vec<f64>,
+    /// Live flow positions, in a deterministic order.
+    live: Vec<u32>,
+    live_signature: u64,
+    cap_bps: Vec<f64>,
+    latency_factor: [f64; LinkClass::ALL.len()],
+    factor_signature: u64,
+    solution: Option<Arc<BatchSolution>>,
+    last_update: SimTime,
+    tx_event: Option<EventHandle>,
+    deliver_at: SimTime,
+    /// Scratch mark for component search.
+    mark: bool,
+}
+
+/// The fluid model over one topology.
+pub struct FlowModel {
+    topo: Arc<Topology>,
+    router: Router,
+    factors: EfficiencyFactors,
+    link_capacity_bps: Vec<f64>,
+    patterns: Vec<RoutedPattern>,
+    /// Whether two patterns share a link, keyed (smaller id, larger id).
+    overlap: BTreeMap<(u32, u32), bool>,
+    batches: Vec<Batch>,
+    free_slots: Vec<u32>,
+    active: Vec<u32>,
+    cache: BTreeMap<Vec<BatchState>, Vec<Arc<BatchSolution>>>,
+    cached_rates: usize,
+    records: Vec<SolutionRecord>,
+    link_bytes: Vec<f64>,
+    solver: MaxMinSolver,
+    counters: NetCounters,
+    // Scratch for building problems.
+    p_offsets: Vec<u32>,
+    p_links: Vec<u32>,
+    p_caps: Vec<f64>,
+    p_rates: Vec<f64>,
+}
+
+/// Cached rate values kept before the cache is emptied (about 256 MiB of `f64`).
+const MAX_CACHED_RATES: usize = 32 << 20;
+
+impl FlowModel {
+    pub fn new(topo: Arc<Topology>, factors: EfficiencyFactors, ecmp_salt: u64) -> Self {
+        let router = Router::new(&topo, ecmp_salt);
+        let link_capacity_bps = topo.links().iter().map(|l| l.bandwidth_bps).collect();
+        let nl = topo.links().len();
+        FlowModel {
+            topo,
+            router,
+            factors,
+            link_capacity_bps,
+            patterns: Vec::new(),
+            overlap: BTreeMap::new(),
+            batches: Vec::new(),
+            free_slots: Vec::new(),
+            active: Vec::new(),
+            cache: BTreeMap::new(),
+            cached_rates: 0,
+            records: Vec::new(),
+            link_bytes: vec![0.0; nl],
+            solver: MaxMinSolver::new(),
+            counters: NetCounters::default(),
+            p_offsets: Vec::new(),
+            p_links: Vec::new(),
+            p_caps: Vec::new(),
+            p_rates: Vec::new(),
+        }
+    }
+
+    pub fn topology(&self) -> &Topology {
+        &self.topo
+    }
+
+    fn patterns_overlap(&mut self, a: u32, b: u32) -> bool {
+        if a == b {
+            return !self.patterns[a as usize].link_set.is_empty();
+        }
+        let key = (a.min(b), a.max(b));
+        if let Some(&o) = self.overlap.get(&key) {
+            return o;
+        }
+        let (x, y) = (
+            &self.patterns[a as usize].link_set,
+            &self.patterns[b as usize].link_set,
+        );
+        let (mut i, mut j) = (0, 0);
+        let mut shared = false;
+        while i < x.len() && j < y.len() {
+            match x[i].cmp(&y[j]) {
+                std::cmp::Ordering::Less => i += 1,
+                std::cmp::Ordering::Greater => j += 1,
+                std::cmp::Ordering::Equal => {
+                    shared = true;
+                    break;
+                }
+            }
+        }
+        self.overlap.insert(key, shared);
+        shared
+    }
+
+    /// Active batches connected to `seed` through shared links (`seed` first).
+    fn component(&mut self, seed: u32) -> Vec<u32> {
+        let mut comp = vec![seed];
+        self.batches[seed as usize].mark = true;
+        let mut i = 0;
+        while i < comp.len() {
+            let b = comp[i];
+            let pb = self.batches[b as usize].pattern;
+            for k in 0..self.active.len() {
+                let other = self.active[k];
+                if self.batches[other as usize].mark {
+                    continue;
+                }
+                let po = self.batches[other as usize].pattern;
+                if self.patterns_overlap(pb, po) {
+                    self.batches[other as usize].mark = true;
+                    comp.push(other);
+                }
+            }
+            i += 1;
+        }
+        for &b in &comp {
+            self.batches[b as usize].mark = false;
+        }
+        comp.sort_unstable();
+        comp
+    }
+
+    /// Moves a batch's per-flow progress forward to `now` at its current rates, and credits
+    /// the time to its current solution.
+    fn advance(&mut self, slot: u32, now: SimTime) {
+        let b = &mut self.batches[slot as usize];
+        let dt_ps = now.as_ps() - b.last_update.as_ps();
+        if dt_ps == 0 {
+            return;
+        }
+        if let Some(sol) = &b.solution {
+            let dt = dt_ps as f64 * 1e-12;
+            for &f in &b.live {
+                let f = f as usize;
+                b.remaining[f] -= sol.rates_bps[f] / 8.0 * dt;
+            }
+            self.records[sol.record].in_force_ps += dt_ps;
+        }
+        b.last_update = now;
+    }
+
+    fn state_of(&self, slot: u32) -> BatchState {
+        let b = &self.batches[slot as usize];
+        BatchState {
+            pattern: b.pattern,
+            live_signature: b.live_signature,
+            live_count: b.live.len() as u32,
+            factor_signature: b.factor_signature,
+        }
+    }
+
+    /// Re-solves the component of `seed` (which must be active), reschedules its batches and
+    /// returns them.
+    fn resolve(&mut self, ctx: &mut dyn NetContext, seed: u32) -> Vec<u32> {
+        let now = ctx.now();
+        let mut comp = self.component(seed);
+        // Canonical order: by state, so that the same state found in other slots hits the
+        // cache (batches with equal states are interchangeable).
+        comp.sort_by_cached_key(|&b| (self.state_of(b), b));
+        for &b in &comp {
+            self.advance(b, now);
+        }
+        let key: Vec<BatchState> = comp.iter().map(|&b| self.state_of(b)).collect();
+        let solutions = match self.cache.get(&key) {
+            Some(s) => {
+                self.counters.solution_reuses += 1;
+                s.clone()
+            }
+            None => {
+                let s = self.solve(&comp);
+                self.cached_rates += s.iter().map(|x| x.rates_bps.len()).sum::<usize>();
+                if self.cached_rates > MAX_CACHED_RATES {
+                    self.cache.clear();
+                    self.cached_rates = 0;
+                }
+                self.cache.insert(key, s.clone());
+                s
+            }
+        };
+        for (&b, sol) in comp.iter().zip(solutions) {
+            self.batches[b as usize].solution = Some(sol);
+            self.reschedule(ctx, b);
+        }
+        comp
+    }
+
+    fn solve(&mut self, comp: &[u32]) -> Vec<Arc<BatchSolution>> {
+        self.counters.solves += 1;
+        self.p_offsets.clear();
+        self.p_links.clear();
+        self.p_caps.clear();
+        self.p_offsets.push(0);
+        for &b in comp {
+            let batch = &self.batches[b as usize];
+            let pat = &self.patterns[batch.pattern as usize];
+            for &f in &batch.live {
+                self.p_links.extend_from_slice(pat.path(f as usize));
+                self.p_offsets.push(self.p_links.len() as u32);
+                self.p_caps.push(batch.cap_bps[f as usize]);
+            }
+        }
+        self.p_rates.clear();
+        self.p_rates.resize(self.p_caps.len(), 0.0);
+        let problem = Problem {
+            link_capacity_bps: &self.link_capacity_bps,
+            flow_offsets: &self.p_offsets,
+            flow_links: &self.p_links,
+            flow_cap_bps: &self.p_caps,
+        };
+        self.solver.solve(&problem, &mut self.p_rates);
+
+        let mut out = Vec::with_capacity(comp.len());
+        let mut k = 0;
+        let mut loads: BTreeMap<u32, f64> = BTreeMap::new();
+        for &b in comp {
+            let batch = &self.batches[b as usize];
+            let pat = &self.patterns[batch.pattern as usize];
+            let mut rates = vec![0.0; pat.flows()];
+            loads.clear();
+            for &f in &batch.live {
+                let r = self.p_rates[k];
+                k += 1;
+                rates[f as usize] = r;
+                if r.is_finite() {
+                    for &l in pat.path(f as usize) {
+                        *loads.entry(l).or_insert(0.0) += r;
+                    }
+                }
+            }
+            self.records.push(SolutionRecord {
+                link_loads_bps: loads.iter().map(|(&l, &r)| (l, r)).collect(),
+                in_force_ps: 0,
+            });
+            out.push(Arc::new(BatchSolution {
+                rates_bps: rates,
+                record: self.records.len() - 1,
+            }));
+        }
+        out
+    }
+
+    /// Schedules the batch's next transmission completion under its current rates.
+    fn reschedule(&mut self, ctx: &mut dyn NetContext, slot: u32) {
+        let now = ctx.now();
+        let b = &mut self.batches[slot as usize];
+        if let Some(h) = b.tx_event.take() {
+            ctx.cancel(h);
+        }
+        let sol = b
+            .solution
+            .as_ref()
+            .expect("a scheduled batch has a solution");
+        let mut earliest = f64::INFINITY;
+        for &f in &b.live {
+            let f = f as usize;
+            let r = sol.rates_bps[f];
+            let t = if r.is_infinite() || b.remaining[f] <= 0.0 {
+                0.0
+            } else {
+                b.remaining[f] * 8.0 / r
+            };
+            earliest = earliest.min(t);
+        }
+        if earliest.is_finite() {
+            let at = now.saturating_add(SimTime::from_ps((earliest * 1e12).ceil() as u64));
+            b.tx_event = Some(ctx.schedule(
+                at,
+                NetEvent::TxDone {
+                    slot,
+                    generation: b.generation,
+                },
+            ));
+        }
+    }
+
+    fn alloc_slot(&mut self) -> u32 {
+        if let Some(s) = self.free_slots.pop() {
+            return s;
+        }
+        self.batches.push(Batch::default());
+        self.batches.len() as u32 - 1
+    }
+
+    fn on_tx_done(&mut self, ctx: &mut dyn NetContext, slot: u32) {
+        let now = ctx.now();
+        self.batches[slot as usize].tx_event = None;
+        self.advance(slot, now);
+        let b = &mut self.batches[slot as usize];
+        let pat = &self.patterns[b.pattern as usize];
+        let sol = b
+            .solution
+            .clone()
+            .expect("a transmitting batch has a solution");
+        // A flow is done when what is left would take under a picosecond (the event time
+        // was rounded up to whole picoseconds), or is a rounding residue of its size.
+        let residue = b.bytes as f64 * 1e-12;
+        let mut i = 0;
+        let mut finished = 0;
+        while i < b.live.len() {
+            let f = b.live[i] as usize;
+            let r = sol.rates_bps[f];
+            if r.is_infinite() || b.remaining[f] <= r / 8.0 * 1e-12 + residue {
+                b.remaining[f] = 0.0;
+                b.live_signature ^= flow_key(f as u32);
+                let lat = pat.latency_ps[f] as f64
+                    * b.latency_factor[class_index(pat.bottleneck_class[f])];
+                b.deliver_at = b.deliver_at.max(now + SimTime::from_ps(lat.round() as u64));
+                b.live.swap_remove(i);
+                finished += 1;
+            } else {
+                i += 1;
+            }
+        }
+        if finished == 0 {
+            // Rounding left a sliver; wait for it.
+            self.reschedule(ctx, slot);
+            return;
+        }
+        if b.live.is_empty() {
+            let at = b.deliver_at.max(now);
+            let generation = b.generation;
+            b.solution = None;
+            // The event handle is not kept: a delivery is never cancelled.
+            let _ = ctx.schedule(at, NetEvent::Delivered { slot, generation });
+            let neighbours = self.component(slot);
+            self.active.retain(|&a| a != slot);
+            // The batches that shared links with it get its capacity; removing it may have
+            // split their component in several.
+            let mut resolved: Vec<u32> = vec![slot];
+            for n in neighbours {
+                if !resolved.contains(&n) {
+                    resolved.extend(self.resolve(ctx, n));
+                }
+            }
+        } else {
+            let _ = self.resolve(ctx, slot);
+        }
+    }
+}
+
+fn class_index(c: LinkClass) -> usize {
+    LinkClass::ALL.iter().position(|&x| x == c).unwrap_or(0)
+}
+
+impl NetworkModel for FlowModel {
+    fn add_pattern(
+        &mut self,
+        pairs: &[(DeviceId, DeviceId)],
+    ) -> Result<NetPatternId, TopologyError> {
+        let mut offsets = Vec::with_capacity(pairs.len() + 1);
+        let mut links = Vec::new();
+        let mut latency_ps = Vec::with_capacity(pairs.len());
+        let mut bottleneck_bps = Vec::with_capacity(pairs.len());
+        let mut bottleneck_class = Vec::with_capacity(pairs.len());
+        let mut full_signature = 0u64;
+        offsets.push(0u32);
+        for (f, &(src, dst)) in pairs.iter().enumerate() {
+            let path = self.router.path(&self.topo, src, dst)?;
+            let mut lat = 0u64;
+            let mut bn = f64::INFINITY;
+            let mut class = LinkClass::Other;
+            for &l in path {
+                let link = self.topo.link(l);
+                lat += link.latency.as_ps();
+                if link.bandwidth_bps < bn {
+                    bn = link.bandwidth_bps;
+                    class = link.class;
+                }
+                links.push(l.0);
+            }
+            offsets.push(links.len() as u32);
+            latency_ps.push(lat);
+            bottleneck_bps.push(bn);
+            bottleneck_class.push(class);
+            full_signature ^= flow_key(f as u32);
+        }
+        let mut link_set = links.clone();
+        link_set.sort_unstable();
+        link_set.dedup();
+        self.patterns.push(RoutedPattern {
+            offsets,
+            links,
+            latency_ps,
+            bottleneck_bps,
+            bottleneck_class,
+            link_set,
+            full_signature,
+        });
+        Ok(NetPatternId(self.patterns.len() as u32 - 1))
+    }
+
+    fn start_batch(
+        &mut self,
+        ctx: &mut dyn NetContext,
+        pattern: NetPatternId,
+        bytes: u64,
+        tag: u64,
+    ) {
+        let now = ctx.now();
+        let slot = self.alloc_slot();
+        let pat = &self.patterns[pattern.0 as usize];
+        let n = pat.flows();
+        self.counters.batches += 1;
+        self.counters.flows += n as u64;
+
+        // Calibration factors for this size, per class.
+        let mut bw_factor = [1.0; LinkClass::ALL.len()];
+        let mut latency_factor = [1.0; LinkClass::ALL.len()];
+        let mut factor_signature = 0u64;
+        for (i, &c) in LinkClass::ALL.iter().enumerate() {
+            let (bw, lat) = self.factors.lookup(c, bytes);
+            bw_factor[i] = bw;
+            latency_factor[i] = lat;
+            factor_signature =
+                factor_signature.rotate_left(11) ^ bw.to_bits() ^ lat.to_bits().rotate_left(7);
+        }
+        let b = &mut self.batches[slot as usize];
+        b.in_use = true;
+        b.generation = b.generation.wrapping_add(1);
+        b.pattern = pattern.0;
+        b.tag = tag;
+        b.bytes = bytes;
+        b.remaining.clear();
+        b.remaining.resize(n, bytes as f64);
+        b.live.clear();
+        b.live.extend(0..n as u32);
+        b.live_signature = pat.full_signature;
+        b.cap_bps.clear();
+        b.cap_bps.extend((0..n).map(|f| {
+            let k = bw_factor[class_index(pat.bottleneck_class[f])];
+            if k == 1.0 {
+                f64::INFINITY
+            } else {
+                k * pat.bottleneck_bps[f]
+            }
+        }));
+        b.latency_factor = latency_factor;
+        b.factor_signature = factor_signature;
+        b.solution = None;
+        b.last_update = now;
+        b.tx_event = None;
+        b.deliver_at = now;
+        b.mark = false;
+        if n == 0 {
+            let _ = ctx.schedule(
+                now,
+                NetEvent::Delivered {
+                    slot,
+                    generation: b.generation,
+                },
+            );
+            return;
+        }
+        self.active.push(slot);
+        let _ = self.resolve(ctx, slot);
+    }
+
+    fn on_event(&mut self, ctx: &mut dyn NetContext, event: NetEvent) {
+        self.counters.events += 1;
+        match event {
+            NetEvent::TxDone { slot, generation } => {
+                let b = &self.batches[slot as usize];
+                if b.in_use && b.generation == generation {
+                    self.on_tx_done(ctx, slot);
+                }
+            }
+            NetEvent::Delivered { slot, generation } => {
+                let b = &mut self.batches[slot as usize];
+                if b.in_use && b.generation == generation {
+                    b.in_use = false;
+                    let tag = b.tag;
+                    self.free_slots.push(slot);
+                    ctx.batch_done(tag);
+                }
+            }
+        }
+    }
+
+    fn link_traffic(&mut self) -> Vec<LinkTraffic> {
+        for rec in &mut self.records {
+            if rec.in_force_ps == 0 {
+                continue;
+            }
+            let secs = rec.in_force_ps as f64 * 1e-12;
+            for &(l, load) in &rec.link_loads_bps {
+                self.link_bytes[l as usize] += load / 8.0 * secs;
+            }
+            rec.in_force_ps = 0;
+        }
+        self.link_bytes
+            .iter()
+            .map(|&bytes| LinkTraffic { bytes })
+            .collect()
+    }
+
+    fn counters(&self) -> NetCounters {
+        self.counters
+    }
+
+    fn path_bottleneck(
+        &mut self,
+        src: DeviceId,
+        dst: DeviceId,
+    ) -> Result<(f64, LinkClass), TopologyError> {
+        let path = self.router.path(&self.topo, src, dst)?;
+        let mut best = (f64::INFINITY, LinkClass::Other);
+        for &l in path {
+            let link = self.topo.link(l);
+            if link.bandwidth_bps < best.0 {
+                best = (link.bandwidth_bps, link.class);
+            }
+        }
+        Ok(best)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::play::{play, PlayOptions};
+    use crate::collective::{Collective, OpKind, Phase, Schedule};
+    use crate::net::factors::FactorRow;
+    use crate::topology::{DeviceKind, LinkSpec};
+
+    const GBPS: f64 = 1e9;
+
+    /// `n` GPUs on one switch, every link `bw` bits/s and `lat` per hop.
+    fn star(n: u32, bw: f64, lat: SimTime) -> Arc<Topology> {
+        let mut b = Topology::builder("star");
+        let gpus: Vec<_> = (0..n)
+            .map(|i| b.add_device(format!("g{i}"), DeviceKind::Gpu, Some(i)))
+            .collect();
+        let sw = b.add_device("sw", DeviceKind::Switch, None);
+        for g in gpus {
+            b.add_link(
+                g,
+                sw,
+                LinkSpec {
+                    bandwidth_bps: bw,
+                    latency: lat,
+                    buffer_bytes: 1 << 20,
+                    class: LinkClass::Ethernet,
+                },
+            );
+        }
+        Arc::new(b.build().unwrap())
+    }
+
+    /// One op per entry of `ops`: (pairs, bytes, deps).
+    fn schedule(n: u32, ops: &[(Vec<(u32, u32)>, u64, Vec<u32>)]) -> Schedule {
+        let mut s = Schedule::new(Collective::SendRecv, "test", n, 0);
+        for (pairs, bytes, deps) in ops {
+            let p = s.add_pattern(pairs.clone());
+            s.push(
+                OpKind::Transfer {
+                    pattern: p,
+                    bytes: *bytes,
+                },
+                deps.iter().map(|&d| crate::collective::OpId(d)).collect(),
+                Phase::SendRecv,
+                0,
+                0,
+            );
+        }
+        s
+    }
+
+    fn run(
+        topo: &Arc<Topology>,
+        s: &Schedule,
+        factors: EfficiencyFactors,
+    ) -> (crate::collective::play::PlayOutcome, Vec<LinkTraffic>) {
+        let mut m = FlowModel::new(topo.clone(), factors, 0);
+        let eps: Vec<DeviceId> = topo.gpus()[..s.endpoints() as usize].to_vec();
+        let out = play(
+            s,
+            &eps,
+            &mut m,
+            PlayOptions {
+                reduce_bytes_per_s: None,
+            },
+        )
+        .unwrap();
+        let traffic = m.link_traffic();
+        (out, traffic)
+    }
+
+    fn secs(t: SimTime) -> f64 {
+        t.as_secs_f64()
+    }
+
+    #[test]
+    fn a_single_flow_takes_size_over_bandwidth_plus_path_latency() {
+        // g0 ─1us─ sw ─1us─ g1, 100 Gb/s: 1 GB takes 80 ms + 2 us.
+        let t = star(2, 100.0 * GBPS, SimTime::from_us(1));
+        let (out, _) = run(
+            &t,
+            &schedule(2, &[(vec![(0, 1)], 1_000_000_000, vec![])]),
+            Default::default(),
+        );
+        assert_eq!(out.end.as_ps(), 80_000_000_000 + 2_000_000);
+    }
+
+    #[test]
+    fn two_flows_on_one_link_get_half_each() {
+        // g0 → g2 and g1 → g2 share sw → g2: each gets 50 Gb/s, so 1 GB each takes 160 ms.
+        let t = star(3, 100.0 * GBPS, SimTime::ZERO);
+        let (out, traffic) = run(
+            &t,
+            &schedule(3, &[(vec![(0, 2), (1, 2)], 1_000_000_000, vec![])]),
+            Default::default(),
+        );
+        assert!((secs(out.end) - 0.160).abs() < 1e-9, "{}", out.end);
+        // The shared link carried both gigabytes.
+        let into_g2 = t
+            .out_links(t.find("sw").unwrap())
+            .iter()
+            .find(|&&l| t.link(l).to == t.find("g2").unwrap())
+            .unwrap();
+        assert!((traffic[into_g2.index()].bytes - 2e9).abs() < 1.0);
+    }
+
+    #[test]
+    fn a_flow_that_finishes_early_frees_its_share() {
+        // Flows of 0.5 GB and 1 GB into g2: both at 50 Gb/s until the small one ends at 80 ms,
+        // then the big one alone at 100 Gb/s for its remaining 0.5 GB: 40 ms more.
+        let t = star(3, 100.0 * GBPS, SimTime::ZERO);
+        let s = schedule(
+            3,
+            &[
+                (vec![(0, 2)], 500_000_000, vec![]),
+                (vec![(1, 2)], 1_000_000_000, vec![]),
+            ],
+        );
+        let (out, _) = run(&t, &s, Default::default());
+        assert!((secs(out.ops[0].end) - 0.080).abs() < 1e-9);
+        assert!(
+            (secs(out.ops[1].end) - 0.120).abs() < 1e-9,
+            "{}",
+            out.ops[1].end
+        );
+    }
+
+    #[test]
+    fn a_capped_flow_frees_capacity_for_the_others() {
+        // Ethernet transfers get 20% of the bandwidth by calibration; one capped batch of two flows
+        // into g2 then takes 20 Gb/s each (caps) instead of 50.
+        let t = star(3, 100.0 * GBPS, SimTime::ZERO);
+        let factors = EfficiencyFactors {
+            tables: vec![(
+                LinkClass::Ethernet,
+                vec![FactorRow {
+                    min_bytes: 0,
+                    bandwidth_factor: 0.2,
+                    latency_factor: 1.0,
+                }],
+            )],
+        };
+        let (out, _) = run(
+            &t,
+            &schedule(3, &[(vec![(0, 2), (1, 2)], 1_000_000_000, vec![])]),
+            factors,
+        );
+        assert!((secs(out.end) - 0.400).abs() < 1e-9, "{}", out.end);
+    }
+
+    #[test]
+    fn dependent_ops_run_back_to_back_and_repeated_states_reuse_solutions() {
+        // A ring step pattern played 6 times in a chain: 6 × (size/B + 2 hops latency).
+        let t = star(4, 100.0 * GBPS, SimTime::from_us(1));
+        let ring: Vec<(u32, u32)> = (0..4).map(|i| (i, (i + 1) % 4)).collect();
+        let ops: Vec<_> = (0..6)
+            .map(|k| {
+                (
+                    ring.clone(),
+                    1_000_000,
+                    if k == 0 { vec![] } else { vec![k - 1] },
+                )
+            })
+            .collect();
+        let (out, _) = run(&t, &schedule(4, &ops), Default::default());
+        let step_ps = 80_000_000 + 2_000_000;
+        assert_eq!(out.end.as_ps(), 6 * step_ps);
+        assert_eq!(out.net.solves, 1);
+        assert_eq!(out.net.solution_reuses, 5);
+    }
+
+    #[test]
+    fn bytes_are_conserved_on_every_hop() {
+        // Sum over links of carried bytes = bytes × hops for every flow.
+        let t = star(5, 40.0 * GBPS, SimTime::from_ns(300));
+        let s = schedule(
+            5,
+            &[
+                (
+                    vec![(0, 1), (1, 2), (2, 3), (3, 4), (4, 0)],
+                    3_000_000,
+                    vec![],
+                ),
+                (vec![(0, 4), (2, 4)], 7_000_000, vec![]),
+                (vec![(3, 1)], 5_000_000, vec![0]),
+            ],
+        );
+        let (_, traffic) = run(&t, &s, Default::default());
+        let total: f64 = traffic.iter().map(|l| l.bytes).sum();
+        let expected = 2.0 * (5.0 * 3e6 + 2.0 * 7e6 + 5e6);
+        assert!(
+            (total - expected).abs() / expected < 1e-9,
+            "{total} vs {expected}"
+        );
+    }
+}
