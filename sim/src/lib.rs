@@ -12,6 +12,9 @@
 
 pub mod collective;
 pub mod engine;
+pub mod metrics;
 pub mod net;
+pub mod profile;
+pub mod scenario;
 pub mod topology;
 pub mod units;

@@ -50,7 +50,7 @@ pub struct LinkTraffic {
 }
 
 /// Work a model did, for benchmarks and `--json` output.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct NetCounters {
     pub batches: u64,
     pub flows: u64,

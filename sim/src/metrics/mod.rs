@@ -1,0 +1,258 @@
+//! What a run reports, and writing it out.
+//!
+//! A [`RunReport`] holds the summary (time, algbw/busbw with the nccl-tests definitions, bytes
+//! per link class, busiest links), per-link statistics, the endpoint×endpoint traffic matrix
+//! split by phase, and the per-op and per-rank timeline. Everything in it is a pure function of
+//! (scenario, seed): no wall-clock times, ordered maps only, so two runs write byte-identical
+//! files. Files are written atomically (temporary file + rename).
+
+pub mod output;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::collective::play::PlayOutcome;
+use crate::collective::{bus_factor, OpKind, Phase, Schedule};
+use crate::net::{LinkTraffic, NetCounters};
+use crate::scenario::run::Prepared;
+use crate::scenario::Scenario;
+use crate::topology::DeviceId;
+use crate::units::{fmt_bits_per_s, fmt_bytes, fmt_gbytes_per_s};
+
+/// Bytes from one endpoint to another in one phase of the algorithm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TrafficKey {
+    pub src: u32,
+    pub dst: u32,
+    pub phase: Phase,
+}
+
+/// One directed link's statistics.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinkRow {
+    pub link: u32,
+    pub from: String,
+    pub to: String,
+    pub class: String,
+    pub bandwidth_bps: f64,
+    pub bytes: f64,
+    /// Bytes carried over (bandwidth × run time).
+    pub utilization: f64,
+}
+
+/// One op of the schedule as it ran.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TimelineRow {
+    pub op: u32,
+    pub kind: &'static str,
+    pub phase: &'static str,
+    pub channel: u16,
+    pub step: u32,
+    pub pairs: u32,
+    pub bytes_per_pair: u64,
+    pub start_us: f64,
+    pub end_us: f64,
+}
+
+/// Headline numbers of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub scenario: String,
+    pub topology: String,
+    pub network_model: String,
+    pub profile: String,
+    pub seed: u64,
+    pub collective: String,
+    pub algorithm: String,
+    pub ranks: u32,
+    pub bytes: u64,
+    pub time_ps: u64,
+    pub time_us: f64,
+    /// nccl-tests algorithm bandwidth: bytes / time, GB/s (10^9).
+    pub algbw_gbytes_per_s: f64,
+    /// nccl-tests bus bandwidth: algbw × bus factor, GB/s.
+    pub busbw_gbytes_per_s: f64,
+    pub ops: usize,
+    pub bytes_by_class: BTreeMap<String, f64>,
+    pub busiest_links: Vec<LinkRow>,
+    pub events: u64,
+    pub net: NetCounters,
+}
+
+/// Everything a run produced.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    pub summary: Summary,
+    pub links: Vec<LinkRow>,
+    /// Endpoint names (ranks first, then extra endpoints) with their device names.
+    pub endpoints: Vec<(String, String)>,
+    pub traffic: BTreeMap<TrafficKey, u128>,
+    pub timeline: Vec<TimelineRow>,
+    /// (endpoint, op) pairs for the per-rank timeline, or `None` when too large to write.
+    pub rank_timeline: Option<Vec<(u32, u32, &'static str)>>,
+}
+
+/// The per-rank timeline is skipped above this many rows (it grows as ranks × steps).
+pub const MAX_RANK_TIMELINE_ROWS: usize = 2_000_000;
+
+impl RunReport {
+    pub fn new(
+        s: &Scenario,
+        prep: &Prepared,
+        schedule: &Schedule,
+        endpoints: &[DeviceId],
+        outcome: &PlayOutcome,
+        traffic: &[LinkTraffic],
+        pairs: BTreeMap<TrafficKey, u128>,
+    ) -> RunReport {
+        let topo = &prep.topology;
+        let secs = outcome.end.as_secs_f64();
+        let links: Vec<LinkRow> = topo
+            .links()
+            .iter()
+            .enumerate()
+            .map(|(i, l)| LinkRow {
+                link: i as u32,
+                from: topo.device(l.from).name.clone(),
+                to: topo.device(l.to).name.clone(),
+                class: l.class.to_string(),
+                bandwidth_bps: l.bandwidth_bps,
+                bytes: traffic[i].bytes,
+                utilization: if secs > 0.0 { traffic[i].bytes * 8.0 / (l.bandwidth_bps * secs) } else { 0.0 },
+            })
+            .collect();
+        let mut bytes_by_class = BTreeMap::new();
+        for row in &links {
+            *bytes_by_class.entry(row.class.clone()).or_insert(0.0) += row.bytes;
+        }
+        let mut busiest: Vec<LinkRow> = links.iter().filter(|l| l.bytes > 0.0).cloned().collect();
+        busiest.sort_by(|a, b| b.utilization.total_cmp(&a.utilization).then(a.link.cmp(&b.link)));
+        busiest.truncate(10);
+
+        let algbw = if secs > 0.0 { schedule.bytes as f64 / secs } else { 0.0 };
+        let summary = Summary {
+            scenario: s.file.name.clone(),
+            topology: topo.name.clone(),
+            network_model: format!("{:?}", s.file.network.model).to_lowercase(),
+            profile: prep.profile.name.clone(),
+            seed: s.file.seed,
+            collective: schedule.collective.to_string(),
+            algorithm: schedule.algorithm.clone(),
+            ranks: schedule.ranks,
+            bytes: schedule.bytes,
+            time_ps: outcome.end.as_ps(),
+            time_us: outcome.end.as_us_f64(),
+            algbw_gbytes_per_s: algbw / 1e9,
+            busbw_gbytes_per_s: algbw * bus_factor(schedule.collective, schedule.ranks) / 1e9,
+            ops: schedule.ops.len(),
+            bytes_by_class,
+            busiest_links: busiest,
+            events: outcome.events,
+            net: outcome.net,
+        };
+
+        let timeline: Vec<TimelineRow> = schedule
+            .ops
+            .iter()
+            .zip(&outcome.ops)
+            .enumerate()
+            .map(|(i, (op, t))| {
+                let (kind, pairs, bytes) = match op.kind {
+                    OpKind::Transfer { pattern, bytes } => {
+                        ("transfer", schedule.patterns[pattern.0 as usize].pairs.len() as u32, bytes)
+                    }
+                    OpKind::Reduce { endpoints, bytes } => ("reduce", endpoints, bytes),
+                };
+                TimelineRow {
+                    op: i as u32,
+                    kind,
+                    phase: op.phase.as_str(),
+                    channel: op.channel,
+                    step: op.step,
+                    pairs,
+                    bytes_per_pair: bytes,
+                    start_us: t.start.as_us_f64(),
+                    end_us: t.end.as_us_f64(),
+                }
+            })
+            .collect();
+
+        let rows: usize = schedule
+            .ops
+            .iter()
+            .map(|op| match op.kind {
+                OpKind::Transfer { pattern, .. } => 2 * schedule.patterns[pattern.0 as usize].pairs.len(),
+                OpKind::Reduce { .. } => 0,
+            })
+            .sum();
+        let rank_timeline = (rows <= MAX_RANK_TIMELINE_ROWS).then(|| {
+            let mut v = Vec::with_capacity(rows);
+            for (i, op) in schedule.ops.iter().enumerate() {
+                if let OpKind::Transfer { pattern, .. } = op.kind {
+                    for &(a, b) in schedule.patterns[pattern.0 as usize].pairs.iter() {
+                        v.push((a, i as u32, "send"));
+                        v.push((b, i as u32, "recv"));
+                    }
+                }
+            }
+            v.sort();
+            v
+        });
+
+        let endpoint_names = endpoints
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let name = if (i as u32) < schedule.ranks {
+                    format!("rank{i}")
+                } else {
+                    schedule.extra_endpoints[i - schedule.ranks as usize].clone()
+                };
+                (name, topo.device(*d).name.clone())
+            })
+            .collect();
+        RunReport { summary, links, endpoints: endpoint_names, traffic: pairs, timeline, rank_timeline }
+    }
+}
+
+impl fmt::Display for RunReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.summary;
+        writeln!(f, "scenario   {}", s.scenario)?;
+        writeln!(f, "topology   {}  ({} network model, profile {}, seed {})", s.topology, s.network_model, s.profile, s.seed)?;
+        writeln!(f, "collective {} of {} over {} ranks, algorithm {}", s.collective, fmt_bytes(s.bytes as f64), s.ranks, s.algorithm)?;
+        writeln!(f)?;
+        writeln!(f, "  time    {:>12.3} us", s.time_us)?;
+        writeln!(f, "  algbw   {:>15}   (size / time)", fmt_gbytes_per_s(s.algbw_gbytes_per_s * 1e9))?;
+        writeln!(f, "  busbw   {:>15}   (algbw x bus factor, as nccl-tests)", fmt_gbytes_per_s(s.busbw_gbytes_per_s * 1e9))?;
+        writeln!(f)?;
+        writeln!(f, "  bytes on links by class")?;
+        for (class, bytes) in &s.bytes_by_class {
+            if *bytes > 0.0 {
+                writeln!(f, "    {class:<10} {:>12}", fmt_bytes(*bytes))?;
+            }
+        }
+        writeln!(f)?;
+        writeln!(f, "  busiest links")?;
+        writeln!(f, "    {:<36} {:<9} {:>10} {:>12} {:>6}", "link", "class", "bandwidth", "bytes", "util")?;
+        for l in &s.busiest_links {
+            writeln!(
+                f,
+                "    {:<36} {:<9} {:>10} {:>12} {:>5.1}%",
+                format!("{} -> {}", l.from, l.to),
+                l.class,
+                fmt_bits_per_s(l.bandwidth_bps),
+                fmt_bytes(l.bytes),
+                l.utilization * 100.0
+            )?;
+        }
+        writeln!(f)?;
+        write!(
+            f,
+            "  {} ops, {} events, {} flows in {} batches, {} max-min solves ({} reused)",
+            s.ops, s.events, s.net.flows, s.net.batches, s.net.solves, s.net.solution_reuses
+        )
+    }
+}

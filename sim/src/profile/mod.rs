@@ -1,0 +1,173 @@
+//! Calibration profiles: the measured numbers a simulation replays, each with its provenance.
+//!
+//! A profile is JSON (written by `calibrate`, shipped in `data/profiles/`). It is shared by the
+//! `calibrate` crate, which writes profiles, and the simulator, which reads them. A profile
+//! without provenance is refused: every table says where its numbers came from (measured by
+//! `calibrate` on which machine and when, imported from which log, or taken from which public
+//! table).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::net::factors::{EfficiencyFactors, FactorRow};
+use crate::topology::LinkClass;
+use crate::units::Bandwidth;
+
+/// The schema version this build reads and writes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Where a number came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Provenance {
+    /// `measured`, `imported`, `public` or `nominal`.
+    pub source: String,
+    /// What exactly: machine and command, file imported, table cited, or why nominal.
+    pub detail: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub date: Option<String>,
+}
+
+/// A factor table for one link class with its provenance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FactorTable {
+    pub rows: Vec<FactorRow>,
+    pub provenance: Provenance,
+}
+
+/// A rate with its provenance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeasuredBandwidth {
+    pub value: Bandwidth,
+    pub provenance: Provenance,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkCalibration {
+    /// Size-dependent bandwidth/latency factors per link class.
+    #[serde(default)]
+    pub factors: BTreeMap<LinkClass, FactorTable>,
+    /// Rate at which one GPU reduces received data when reductions are not fused into copies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reduce_bandwidth: Option<MeasuredBandwidth>,
+}
+
+/// A calibration profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub schema_version: u32,
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub provenance: Provenance,
+    #[serde(default)]
+    pub network: NetworkCalibration,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {field}: {expected}")]
+pub struct ProfileError {
+    pub file: String,
+    pub field: String,
+    pub expected: String,
+}
+
+impl Profile {
+    /// A profile with no calibration: links exactly as the topology says, fused reductions.
+    pub fn nominal() -> Profile {
+        Profile {
+            schema_version: SCHEMA_VERSION,
+            name: "nominal".into(),
+            description: "No calibration: link bandwidths and latencies as the topology file gives them.".into(),
+            provenance: Provenance {
+                source: "nominal".into(),
+                detail: "built into dtsim; no measurement behind it".into(),
+                date: None,
+            },
+            network: NetworkCalibration::default(),
+        }
+    }
+
+    pub fn load(path: &Path) -> Result<Profile, ProfileError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ProfileError {
+            file: file.clone(),
+            field: "(file)".into(),
+            expected: format!("a readable profile JSON file ({e})"),
+        })?;
+        Self::parse(&text, &file)
+    }
+
+    pub fn parse(text: &str, origin: &str) -> Result<Profile, ProfileError> {
+        let err = |field: &str, expected: String| ProfileError { file: origin.to_string(), field: field.to_string(), expected };
+        // serde's message names the field (unknown or missing) and serde_json adds line and column.
+        let p: Profile = serde_json::from_str(text).map_err(|e| err("(profile)", e.to_string()))?;
+        if p.schema_version != SCHEMA_VERSION {
+            return Err(err("schema_version", format!("{SCHEMA_VERSION}, got {}", p.schema_version)));
+        }
+        if p.provenance.source.trim().is_empty() || p.provenance.detail.trim().is_empty() {
+            return Err(err("provenance", "a source and a detail saying where the numbers came from".into()));
+        }
+        for (class, table) in &p.network.factors {
+            if table.provenance.detail.trim().is_empty() {
+                return Err(err(&format!("network.factors.{class}.provenance.detail"), "where these factors came from".into()));
+            }
+        }
+        p.efficiency_factors().validate().map_err(|e| err("network.factors", e))?;
+        Ok(p)
+    }
+
+    /// The factor tables in the form the network models use.
+    pub fn efficiency_factors(&self) -> EfficiencyFactors {
+        EfficiencyFactors { tables: self.network.factors.iter().map(|(c, t)| (*c, t.rows.clone())).collect() }
+    }
+
+    /// Reduction rate in bytes per second, when the profile has one.
+    pub fn reduce_bytes_per_s(&self) -> Option<f64> {
+        self.network.reduce_bandwidth.as_ref().map(|m| m.value.bytes_per_s())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_profile_without_provenance_is_refused() {
+        let text = r#"{"schema_version": 1, "name": "x"}"#;
+        let e = Profile::parse(text, "p.json").unwrap_err();
+        assert!(e.to_string().contains("provenance"), "{e}");
+        assert!(e.to_string().starts_with("p.json"), "{e}");
+    }
+
+    #[test]
+    fn factors_and_reduce_bandwidth_round_trip() {
+        let text = r#"{
+          "schema_version": 1, "name": "x",
+          "provenance": {"source": "imported", "detail": "nccl-tests log a.txt"},
+          "network": {
+            "factors": {"ib": {"rows": [{"min_bytes": 0, "bandwidth_factor": 0.9, "latency_factor": 1.5}],
+                               "provenance": {"source": "imported", "detail": "fit of a.txt"}}},
+            "reduce_bandwidth": {"value": "100GB/s", "provenance": {"source": "public", "detail": "spec"}}
+          }}"#;
+        let p = Profile::parse(text, "p.json").unwrap();
+        assert_eq!(p.efficiency_factors().lookup(LinkClass::Ib, 10), (0.9, 1.5));
+        assert_eq!(p.reduce_bytes_per_s(), Some(100e9));
+        let again = Profile::parse(&serde_json::to_string(&p).unwrap(), "q.json").unwrap();
+        assert_eq!(again, p);
+    }
+
+    #[test]
+    fn wrong_schema_version_and_unknown_fields_are_refused() {
+        let text = r#"{"schema_version": 9, "name": "x", "provenance": {"source": "a", "detail": "b"}}"#;
+        assert!(Profile::parse(text, "p.json").unwrap_err().to_string().contains("schema_version"));
+        let text = r#"{"schema_version": 1, "name": "x", "provenance": {"source": "a", "detail": "b"}, "colour": 1}"#;
+        assert!(Profile::parse(text, "p.json").unwrap_err().to_string().contains("colour"));
+    }
+}

@@ -1,0 +1,363 @@
+//! Scenario files: one experiment each (topology + placement + collective + network model +
+//! profile + seed + outputs), and `--set key=value` overrides.
+//!
+//! ```toml
+//! name = "quickstart"
+//! seed = 1
+//! [topology]
+//! file = "../topologies/ring10_10GBps.toml"   # relative to this file
+//! # any other key overrides the topology file, e.g. [topology.generator] n = 16
+//! [placement]
+//! strategy = "rank_ordered"                    # rank_ordered | random | explicit
+//! ranks = 10                                   # default: every GPU
+//! [collective]
+//! op = "all_reduce"
+//! bytes = "1GiB"
+//! algorithm = "ring"                           # ring | hierarchical | double_binary_tree |
+//! permutations = [0, 5]                        #   halving_doubling | parameter_server | direct
+//! [network]
+//! model = "flow"
+//! ```
+//!
+//! Loading never panics: every problem is a [`ScenarioError`] naming the file, the field and
+//! what was expected.
+
+pub mod run;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::collective::{Algorithm, Collective, CollectiveSpec, RingOrder};
+use crate::units::Bytes;
+
+/// A scenario problem: which file, which field, what was expected.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{file}: {field}: {expected}")]
+pub struct ScenarioError {
+    pub file: String,
+    pub field: String,
+    pub expected: String,
+}
+
+impl ScenarioError {
+    pub fn new(file: impl Into<String>, field: impl Into<String>, expected: impl Into<String>) -> Self {
+        ScenarioError { file: file.into(), field: field.into(), expected: expected.into() }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlacementStrategy {
+    /// Rank i on the i-th GPU of the topology (node-major order).
+    #[default]
+    RankOrdered,
+    /// Ranks on a random choice of GPUs, drawn from the scenario seed.
+    Random,
+    /// Rank i on `devices[i]`.
+    Explicit,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlacementSpec {
+    #[serde(default)]
+    pub strategy: PlacementStrategy,
+    /// Number of ranks; default: every GPU of the topology.
+    pub ranks: Option<u32>,
+    /// Device names for `explicit` placement.
+    pub devices: Option<Vec<String>>,
+    /// Devices of extra endpoints (parameter servers), e.g. `{ ps0 = "host0" }`.
+    #[serde(default)]
+    pub endpoints: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AlgorithmName {
+    #[default]
+    Ring,
+    Hierarchical,
+    DoubleBinaryTree,
+    HalvingDoubling,
+    ParameterServer,
+    Direct,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollectiveTable {
+    pub op: Collective,
+    /// nccl-tests `size`: the per-rank buffer.
+    pub bytes: Bytes,
+    #[serde(default)]
+    pub algorithm: AlgorithmName,
+    /// Ring: number of rings (rotations 0..k of the rank order) when neither `permutations`
+    /// nor `orders` is given.
+    pub rings: Option<u32>,
+    /// Ring: one ring per entry, the rank order rotated by that offset.
+    pub permutations: Option<Vec<u32>>,
+    /// Ring: one ring per entry, an explicit rank order.
+    pub orders: Option<Vec<Vec<u32>>>,
+    /// Ring: stride of generated orders (coprime with the rank count).
+    pub stride: Option<u32>,
+    /// Ring: traverse ring i in reverse (one entry per ring).
+    pub reverse: Option<Vec<bool>>,
+    /// Parameter server: number of server shards.
+    pub servers: Option<u32>,
+    /// Parameter server: servers are ranks 0..servers instead of extra endpoints.
+    pub colocated: Option<bool>,
+    /// NCCL-style pipelining: slices per step.
+    pub slices: Option<u32>,
+    #[serde(default)]
+    pub root: u32,
+    #[serde(default = "one")]
+    pub peer: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkModelName {
+    #[default]
+    Flow,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSpec {
+    #[serde(default)]
+    pub model: NetworkModelName,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputSpec {
+    /// Where `dtsim run` writes results when `--out` is not given (relative to the working
+    /// directory).
+    pub dir: Option<String>,
+}
+
+/// The scenario file as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioFile {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub seed: u64,
+    /// `file = "..."` plus overrides of that file's keys.
+    pub topology: toml::Table,
+    #[serde(default)]
+    pub placement: PlacementSpec,
+    pub collective: CollectiveTable,
+    #[serde(default)]
+    pub network: NetworkSpec,
+    /// Calibration profile (JSON), relative to this file; default: nominal (no calibration).
+    pub profile: Option<String>,
+    #[serde(default)]
+    pub output: OutputSpec,
+}
+
+/// A loaded scenario: the file's content with paths resolved.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub path: PathBuf,
+    pub file: ScenarioFile,
+    pub topology_path: PathBuf,
+    pub topology_overrides: toml::Table,
+    pub profile_path: Option<PathBuf>,
+}
+
+/// Reads `path`, applies `overrides` (`key.path=value`, value parsed as TOML or else taken as a
+/// string) and checks the result.
+pub fn load(path: &Path, overrides: &[String]) -> Result<Scenario, ScenarioError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ScenarioError::new(&file, "(file)", format!("a readable scenario file ({e})")))?;
+    parse(&text, path, overrides)
+}
+
+/// Like [`load`] with the text given; `path` names the file and anchors relative paths.
+pub fn parse(text: &str, path: &Path, overrides: &[String]) -> Result<Scenario, ScenarioError> {
+    let file = path.display().to_string();
+    let mut table: toml::Table = toml::from_str(text).map_err(|e| toml_error(&file, text, &e))?;
+    for o in overrides {
+        apply_override(&mut table, o).map_err(|expected| ScenarioError::new(&file, format!("--set {o}"), expected))?;
+    }
+    // Re-serialize so that serde errors after overrides still point at a field; spans refer
+    // to the original text only when there were no overrides.
+    let sf: ScenarioFile = if overrides.is_empty() {
+        toml::from_str(text).map_err(|e| toml_error(&file, text, &e))?
+    } else {
+        let merged = toml::to_string(&table).expect("a TOML table serializes");
+        toml::from_str(&merged).map_err(|e| toml_error(&format!("{file} (after --set)"), &merged, &e))?
+    };
+    let base = path.parent().unwrap_or(Path::new("."));
+    let mut topology_overrides = sf.topology.clone();
+    let topo_file = match topology_overrides.remove("file") {
+        Some(toml::Value::String(s)) => s,
+        Some(other) => {
+            return Err(ScenarioError::new(&file, "topology.file", format!("a path string, got {other}")));
+        }
+        None => return Err(ScenarioError::new(&file, "topology.file", "the path of a topology file")),
+    };
+    let topology_path = resolve(base, &topo_file);
+    if !topology_path.exists() {
+        return Err(ScenarioError::new(
+            &file,
+            "topology.file",
+            format!("an existing topology file; {} does not exist", topology_path.display()),
+        ));
+    }
+    let profile_path = match &sf.profile {
+        Some(p) => {
+            let pp = resolve(base, p);
+            if !pp.exists() {
+                return Err(ScenarioError::new(
+                    &file,
+                    "profile",
+                    format!("an existing profile file; {} does not exist", pp.display()),
+                ));
+            }
+            Some(pp)
+        }
+        None => None,
+    };
+    let scenario = Scenario { path: path.to_path_buf(), file: sf, topology_path, topology_overrides, profile_path };
+    scenario.collective_spec(u32::MAX).map_err(|(field, expected)| ScenarioError::new(&file, field, expected))?;
+    Ok(scenario)
+}
+
+/// A path in a file, relative to that file's directory (absolute paths as they are).
+fn resolve(base: &Path, p: &str) -> PathBuf {
+    let pb = PathBuf::from(p);
+    if pb.is_absolute() {
+        pb
+    } else {
+        base.join(pb)
+    }
+}
+
+/// `a.b.c=value` → sets table[a][b][c], creating tables on the way.
+pub fn apply_override(table: &mut toml::Table, assignment: &str) -> Result<(), String> {
+    let Some((key, raw)) = assignment.split_once('=') else {
+        return Err("the form key.path=value".into());
+    };
+    let key = key.trim();
+    if key.is_empty() || key.split('.').any(|k| k.trim().is_empty()) {
+        return Err("a dotted key such as collective.bytes".into());
+    }
+    // A TOML value if it parses as one (numbers, booleans, arrays, quoted strings), otherwise
+    // the raw text as a string (so `collective.bytes=64MiB` works unquoted).
+    let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.trim().to_string()));
+    let parts: Vec<&str> = key.split('.').map(str::trim).collect();
+    let mut t = table;
+    for p in &parts[..parts.len() - 1] {
+        let entry = t.entry(p.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        t = match entry {
+            toml::Value::Table(inner) => inner,
+            _ => return Err(format!("{p} to be a table, but it holds a value")),
+        };
+    }
+    t.insert(parts[parts.len() - 1].to_string(), value);
+    Ok(())
+}
+
+/// A TOML syntax or schema error as "file: line L, column C: message".
+pub fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> ScenarioError {
+    let location = e
+        .span()
+        .map(|s| {
+            let (line, col) = line_col(text, s.start);
+            format!("line {line}, column {col}")
+        })
+        .unwrap_or_else(|| "(document)".to_string());
+    ScenarioError::new(file, location, e.message().trim().to_string())
+}
+
+/// 1-based line and column of a byte offset.
+pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
+    (line, col)
+}
+
+impl Scenario {
+    /// The collective to generate for `ranks` ranks, or (field, expected).
+    pub fn collective_spec(&self, ranks: u32) -> Result<CollectiveSpec, (String, String)> {
+        let c = &self.file.collective;
+        let field = |f: &str| format!("collective.{f}");
+        let ring_only = [("rings", c.rings.is_some()), ("permutations", c.permutations.is_some()), ("orders", c.orders.is_some()), ("stride", c.stride.is_some()), ("reverse", c.reverse.is_some())];
+        let ps_only = [("servers", c.servers.is_some()), ("colocated", c.colocated.is_some())];
+        let reject = |list: &[(&str, bool)], alg: &str| -> Result<(), (String, String)> {
+            match list.iter().find(|(_, set)| *set) {
+                Some((name, _)) => Err((field(name), format!("not used by algorithm \"{alg}\"; remove it or change collective.algorithm"))),
+                None => Ok(()),
+            }
+        };
+        let algorithm = match c.algorithm {
+            AlgorithmName::Ring => {
+                reject(&ps_only, "ring")?;
+                let stride = c.stride.unwrap_or(1);
+                let mut rings: Vec<RingOrder> = match (&c.orders, &c.permutations, c.rings) {
+                    (Some(orders), None, None) => orders.iter().cloned().map(RingOrder::Explicit).collect(),
+                    (None, Some(perms), None) => {
+                        perms.iter().map(|&offset| RingOrder::Generated { offset, stride, reverse: false }).collect()
+                    }
+                    (None, None, k) => {
+                        (0..k.unwrap_or(1)).map(|offset| RingOrder::Generated { offset, stride, reverse: false }).collect()
+                    }
+                    _ => return Err((field("rings"), "only one of rings, permutations and orders".into())),
+                };
+                if rings.is_empty() {
+                    return Err((field("rings"), "at least one ring".into()));
+                }
+                if let Some(rev) = &c.reverse {
+                    if rev.len() != rings.len() {
+                        return Err((field("reverse"), format!("one entry per ring ({}), got {}", rings.len(), rev.len())));
+                    }
+                    for (r, &flip) in rings.iter_mut().zip(rev) {
+                        match r {
+                            RingOrder::Generated { reverse, .. } => *reverse = flip,
+                            RingOrder::Explicit(order) if flip => order.reverse(),
+                            RingOrder::Explicit(_) => {}
+                        }
+                    }
+                }
+                Algorithm::Ring { rings }
+            }
+            AlgorithmName::ParameterServer => {
+                reject(&ring_only, "parameter_server")?;
+                Algorithm::ParameterServer { servers: c.servers.unwrap_or(1), colocated: c.colocated.unwrap_or(false) }
+            }
+            other => {
+                reject(&ring_only, "this")?;
+                reject(&ps_only, "this")?;
+                match other {
+                    AlgorithmName::Hierarchical => Algorithm::Hierarchical,
+                    AlgorithmName::DoubleBinaryTree => Algorithm::DoubleBinaryTree,
+                    AlgorithmName::HalvingDoubling => Algorithm::HalvingDoubling,
+                    _ => Algorithm::Direct,
+                }
+            }
+        };
+        let slices = c.slices.unwrap_or(1);
+        if slices == 0 {
+            return Err((field("slices"), "at least 1".into()));
+        }
+        if c.root >= ranks.max(1) && ranks > 1 {
+            return Err((field("root"), format!("a rank below {ranks}, got {}", c.root)));
+        }
+        Ok(CollectiveSpec { collective: c.op, bytes: c.bytes.0, root: c.root, peer: c.peer, algorithm, slices })
+    }
+}

@@ -1,0 +1,190 @@
+//! Runs a loaded scenario: builds the topology, places the ranks, generates the collective's
+//! schedule, plays it on the chosen network model and gathers the results.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::{NetworkModelName, PlacementStrategy, Scenario, ScenarioError};
+use crate::collective::play::{play, PlayOptions, PlayOutcome};
+use crate::collective::{generate, CollectiveError, Fabric, OpKind, Phase, Schedule};
+use crate::engine::SimRng;
+use crate::metrics::{RunReport, TrafficKey};
+use crate::net::flow::FlowModel;
+use crate::net::NetworkModel;
+use crate::profile::{Profile, ProfileError};
+use crate::topology::{file as topology_file, DeviceId, DeviceKind, Topology, TopologyError};
+
+/// Anything that can stop a run, each naming the file and field at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+}
+
+/// The network model as the collective generators see it.
+struct NetFabric<'a> {
+    model: RefCell<&'a mut dyn NetworkModel>,
+    topo: &'a Topology,
+    endpoints: &'a [DeviceId],
+}
+
+impl Fabric for NetFabric<'_> {
+    fn bottleneck_bps(&self, src: u32, dst: u32) -> f64 {
+        let (a, b) = (self.endpoints[src as usize], self.endpoints[dst as usize]);
+        self.model.borrow_mut().path_bottleneck(a, b).map(|(bps, _)| bps).unwrap_or(0.0)
+    }
+    fn node_of(&self, rank: u32) -> u32 {
+        self.topo.device(self.endpoints[rank as usize]).node.unwrap_or(rank)
+    }
+}
+
+/// Everything a run needs, built from the scenario.
+pub struct Prepared {
+    pub topology: Arc<Topology>,
+    pub profile: Profile,
+    pub ranks: Vec<DeviceId>,
+}
+
+/// Loads the topology and profile and places the ranks.
+pub fn prepare(s: &Scenario) -> Result<Prepared, RunError> {
+    let file = s.path.display().to_string();
+    let topology = Arc::new(topology_file::load_with_overrides(&s.topology_path, &s.topology_overrides)?);
+    let profile = match &s.profile_path {
+        Some(p) => Profile::load(p)?,
+        None => Profile::nominal(),
+    };
+    let gpus = topology.gpus();
+    let p = &s.file.placement;
+    let n = p.ranks.unwrap_or(gpus.len() as u32);
+    if n == 0 {
+        return Err(ScenarioError::new(&file, "placement.ranks", "at least 1 rank").into());
+    }
+    if n as usize > gpus.len() {
+        return Err(ScenarioError::new(
+            &file,
+            "placement.ranks",
+            format!("at most {} (the GPUs of topology {:?}), got {n}", gpus.len(), topology.name),
+        )
+        .into());
+    }
+    let ranks: Vec<DeviceId> = match p.strategy {
+        PlacementStrategy::RankOrdered => gpus[..n as usize].to_vec(),
+        PlacementStrategy::Random => {
+            let mut all = gpus.to_vec();
+            SimRng::new(s.file.seed, 0).fork("placement").shuffle(&mut all);
+            all.truncate(n as usize);
+            all
+        }
+        PlacementStrategy::Explicit => {
+            let Some(names) = &p.devices else {
+                return Err(ScenarioError::new(&file, "placement.devices", "a list of GPU names for explicit placement").into());
+            };
+            if names.len() != n as usize {
+                return Err(ScenarioError::new(
+                    &file,
+                    "placement.devices",
+                    format!("one device per rank ({n}), got {}", names.len()),
+                )
+                .into());
+            }
+            let mut out = Vec::with_capacity(names.len());
+            for (i, name) in names.iter().enumerate() {
+                let id = lookup(&topology, name, &file, &format!("placement.devices[{i}]"))?;
+                if topology.device(id).kind != DeviceKind::Gpu {
+                    return Err(ScenarioError::new(
+                        &file,
+                        format!("placement.devices[{i}]"),
+                        format!("a GPU, but {name:?} is a {}", topology.device(id).kind),
+                    )
+                    .into());
+                }
+                if out.contains(&id) {
+                    return Err(ScenarioError::new(&file, format!("placement.devices[{i}]"), format!("a GPU not used by another rank; {name:?} is used twice")).into());
+                }
+                out.push(id);
+            }
+            out
+        }
+    };
+    if p.strategy != PlacementStrategy::Explicit && p.devices.is_some() {
+        return Err(ScenarioError::new(&file, "placement.devices", "only with strategy = \"explicit\"").into());
+    }
+    Ok(Prepared { topology, profile, ranks })
+}
+
+fn lookup(t: &Topology, name: &str, file: &str, field: &str) -> Result<DeviceId, ScenarioError> {
+    t.find(name).ok_or_else(|| {
+        ScenarioError::new(file, field, format!("a device of topology {:?}; there is no {name:?}", t.name))
+    })
+}
+
+/// Runs the scenario to completion.
+pub fn run(s: &Scenario) -> Result<RunReport, RunError> {
+    let file = s.path.display().to_string();
+    let prep = prepare(s)?;
+    let n = prep.ranks.len() as u32;
+    let spec = s.collective_spec(n).map_err(|(f, e)| ScenarioError::new(&file, f, e))?;
+    let mut model: Box<dyn NetworkModel> = match s.file.network.model {
+        NetworkModelName::Flow => {
+            Box::new(FlowModel::new(prep.topology.clone(), prep.profile.efficiency_factors(), s.file.seed))
+        }
+    };
+    let collective_error = |e: CollectiveError| ScenarioError::new(&file, format!("collective ({})", e.field), e.expected);
+
+    // Extra endpoints (parameter servers) go where the scenario says; generate once to learn
+    // their names, then place them.
+    let schedule: Schedule = {
+        let fabric = NetFabric { model: RefCell::new(model.as_mut()), topo: &prep.topology, endpoints: &prep.ranks };
+        generate(&spec, n, &fabric).map_err(collective_error)?
+    };
+    let mut endpoints = prep.ranks.clone();
+    for (i, name) in schedule.extra_endpoints.iter().enumerate() {
+        let field = format!("placement.endpoints.{name}");
+        let Some(dev) = s.file.placement.endpoints.get(name) else {
+            return Err(ScenarioError::new(
+                &file,
+                field,
+                format!("the device of extra endpoint {name:?} (endpoint {} of algorithm {}), e.g. a host", n as usize + i, schedule.algorithm),
+            )
+            .into());
+        };
+        endpoints.push(lookup(&prep.topology, dev, &file, &field)?);
+    }
+    for name in s.file.placement.endpoints.keys() {
+        if !schedule.extra_endpoints.contains(name) {
+            return Err(ScenarioError::new(
+                &file,
+                format!("placement.endpoints.{name}"),
+                format!("one of the algorithm's extra endpoints {:?}", schedule.extra_endpoints),
+            )
+            .into());
+        }
+    }
+    let outcome: PlayOutcome = play(
+        &schedule,
+        &endpoints,
+        model.as_mut(),
+        PlayOptions { reduce_bytes_per_s: prep.profile.reduce_bytes_per_s() },
+    )?;
+    let traffic = model.link_traffic();
+
+    // Bytes per (pattern, phase) first: one pass over ops, then one over each pattern's pairs.
+    let mut per_pattern: BTreeMap<(u32, Phase), u128> = BTreeMap::new();
+    for op in &schedule.ops {
+        if let OpKind::Transfer { pattern, bytes } = op.kind {
+            *per_pattern.entry((pattern.0, op.phase)).or_insert(0) += bytes as u128;
+        }
+    }
+    let mut pairs: BTreeMap<TrafficKey, u128> = BTreeMap::new();
+    for (&(pattern, phase), &bytes) in &per_pattern {
+        for &(src, dst) in schedule.patterns[pattern as usize].pairs.iter() {
+            *pairs.entry(TrafficKey { src, dst, phase }).or_insert(0) += bytes;
+        }
+    }
+    Ok(RunReport::new(s, &prep, &schedule, &endpoints, &outcome, &traffic, pairs))
+}
