@@ -858,7 +858,8 @@ class = "nvlink"
 
     #[test]
     fn span_tree_names_array_elements_and_nested_keys() {
-        let text = "name = \"x\"\n[[link]]\na = \"p\"\n[[link]]\na = \"q\"\nbandwidth = \"1Gbps\"\n";
+        let text =
+            "name = \"x\"\n[[link]]\na = \"p\"\n[[link]]\na = \"q\"\nbandwidth = \"1Gbps\"\n";
         let tree = SpanTree::parse(text).unwrap();
         let at = text.find("\"1Gbps\"").unwrap();
         assert_eq!(tree.path_at(at + 2).as_deref(), Some("link[1].bandwidth"));
@@ -866,7 +867,11 @@ class = "nvlink"
         assert_eq!(tree.path_at(key).as_deref(), Some("link[1].a"));
         let span = tree.span_of("link[1].bandwidth").unwrap();
         assert_eq!(&text[span], "\"1Gbps\"");
-        assert_eq!(tree.span_of("link"), None, "a whole array has no single place");
+        assert_eq!(
+            tree.span_of("link"),
+            None,
+            "a whole array has no single place"
+        );
         assert_eq!(tree.span_of("link[7].a"), None);
     }
 

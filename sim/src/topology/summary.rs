@@ -237,14 +237,18 @@ impl Dinic {
                     let mut first_saturated = path.len();
                     for (i, &e) in path.iter().enumerate() {
                         self.cap[e as usize] -= push;
-                        self.cap[(e ^ 1) as usize] = self.cap[(e ^ 1) as usize].saturating_add(push);
+                        self.cap[(e ^ 1) as usize] =
+                            self.cap[(e ^ 1) as usize].saturating_add(push);
                         if self.cap[e as usize] == 0 && first_saturated == path.len() {
                             first_saturated = i;
                         }
                     }
                     total = total.saturating_add(push);
                     path.truncate(first_saturated);
-                    v = path.last().map(|&e| self.to[e as usize] as usize).unwrap_or(s);
+                    v = path
+                        .last()
+                        .map(|&e| self.to[e as usize] as usize)
+                        .unwrap_or(s);
                     continue;
                 }
                 // Advance along the current arc, skipping edges that do not lead one level on.
@@ -430,9 +434,14 @@ impl fmt::Display for TopologySummary {
         } else {
             "exact".to_string()
         };
+        let hop_word = if self.diameter_hops == 1 {
+            "hop"
+        } else {
+            "hops"
+        };
         writeln!(
             f,
-            "{:<LABEL$}{} hops  (routed, between GPUs; {how})",
+            "{:<LABEL$}{} {hop_word}  (routed, between GPUs; {how})",
             "diameter", self.diameter_hops
         )?;
         match self.gpu_pair_bottleneck_bps {
@@ -720,10 +729,7 @@ mod tests {
     #[test]
     fn display_names_the_definitions_and_units() {
         let text = summarize(&two_nodes()).to_string();
-        assert!(
-            text.contains("first half of GPUs -> second half"),
-            "{text}"
-        );
+        assert!(text.contains("first half of GPUs -> second half"), "{text}");
         assert!(text.contains("100 Gbps = 12.50 GB/s"), "{text}");
         assert!(text.contains("3 hops"), "{text}");
         assert!(text.contains("exact"), "{text}");
