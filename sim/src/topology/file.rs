@@ -1,1 +1,890 @@
-//! Topology files (TOML) → [`super::Topology`].
+//! Topology files (TOML) → [`Topology`].
+//!
+//! A file names the topology and either asks a generator for a parameterized family or lists
+//! devices and links explicitly (exactly one of the two):
+//!
+//! ```toml
+//! name = "two-gpus"                    # required
+//! description = "free text"            # optional
+//!
+//! [generator]                          # EITHER a generator ...
+//! kind = "ring"                        # see generators::GeneratorSpec for kinds and parameters
+//! n = 10
+//! link = { bandwidth = "10GB/s", latency = "1us", class = "ethernet" }
+//!
+//! [defaults.nvlink]                    # ... OR explicit lists; optional per-class link defaults
+//! latency = "700ns"
+//! buffer = "1MiB"
+//!
+//! [[device]]
+//! name = "gpu{i}"                      # with count: "{i}" is replaced by 0..count
+//! kind = "gpu"                         # gpu | nic | nvswitch | pcie_switch | host | switch
+//! node = 0                             # optional server index
+//! forwards = false                     # optional; default per kind (GPUs do not forward)
+//! count = 2                            # optional; expands to gpu0, gpu1
+//!
+//! [[link]]
+//! a = "gpu0"
+//! b = "gpu1"
+//! bandwidth = "300GB/s"                # per direction, required
+//! latency = "1us"                      # optional; else [defaults.<class>].latency; else 0
+//! buffer = "1MiB"                      # optional; else [defaults.<class>].buffer; else per class
+//! class = "nvlink"                     # required: nvlink | pcie | smp | ib | ethernet | other
+//! count = 2                            # optional: parallel links bundled into one
+//! ```
+//!
+//! `count` on a link bundles that many identical parallel links into one full-duplex link whose
+//! bandwidth and buffer are `count` times those given (latency is unchanged): flows share the
+//! bundle as if packets were sprayed over its members.
+//!
+//! Every error names the file (with `:line:column` where the TOML text locates it), the field
+//! path (`link[3].bandwidth`, `device[2].kind`, `generator.n`) and what was expected.
+//! [`load_with_overrides`] merges a table of overrides (a scenario's `--set topology.x=y`)
+//! into the file before reading it; locations then refer to the merged text, so only the field
+//! path is given.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::Path;
+
+use serde::de::{Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize as DeriveDeserialize;
+
+use super::generators::{default_buffer_bytes, GeneratorSpec};
+use super::{DeviceId, DeviceKind, LinkClass, LinkSpec, Topology, TopologyError};
+use crate::engine::SimTime;
+use crate::units::{Bandwidth, Bytes, Duration};
+
+/// A whole topology file.
+#[derive(Debug, Clone, DeriveDeserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopologyFile {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub generator: Option<GeneratorSpec>,
+    #[serde(default)]
+    pub defaults: Option<ClassDefaultsTable>,
+    #[serde(default)]
+    pub device: Vec<DeviceEntry>,
+    #[serde(default)]
+    pub link: Vec<LinkEntry>,
+}
+
+/// `[defaults.<class>]`: values for links of that class that do not give their own.
+#[derive(Debug, Clone, Default, DeriveDeserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassDefaultsTable {
+    pub nvlink: Option<ClassDefaults>,
+    pub pcie: Option<ClassDefaults>,
+    pub smp: Option<ClassDefaults>,
+    pub ib: Option<ClassDefaults>,
+    pub ethernet: Option<ClassDefaults>,
+    pub other: Option<ClassDefaults>,
+}
+
+impl ClassDefaultsTable {
+    pub fn get(&self, class: LinkClass) -> Option<&ClassDefaults> {
+        match class {
+            LinkClass::Nvlink => self.nvlink.as_ref(),
+            LinkClass::Pcie => self.pcie.as_ref(),
+            LinkClass::Smp => self.smp.as_ref(),
+            LinkClass::Ib => self.ib.as_ref(),
+            LinkClass::Ethernet => self.ethernet.as_ref(),
+            LinkClass::Other => self.other.as_ref(),
+        }
+    }
+}
+
+/// Defaults for the links of one class.
+#[derive(Debug, Clone, Copy, Default, DeriveDeserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassDefaults {
+    pub latency: Option<Duration>,
+    pub buffer: Option<Bytes>,
+}
+
+/// One `[[device]]` entry (several devices when `count` is given).
+#[derive(Debug, Clone, DeriveDeserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceEntry {
+    pub name: String,
+    pub kind: DeviceKind,
+    #[serde(default)]
+    pub node: Option<u32>,
+    #[serde(default)]
+    pub forwards: Option<bool>,
+    #[serde(default)]
+    pub count: Option<u32>,
+}
+
+/// One `[[link]]` entry: a full-duplex link, alike in both directions.
+#[derive(Debug, Clone, DeriveDeserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkEntry {
+    pub a: String,
+    pub b: String,
+    /// Per direction.
+    pub bandwidth: Bandwidth,
+    #[serde(default)]
+    pub latency: Option<Duration>,
+    #[serde(default)]
+    pub buffer: Option<Bytes>,
+    pub class: LinkClass,
+    /// Parallel links bundled into one (bandwidth and buffer multiplied).
+    #[serde(default)]
+    pub count: Option<u32>,
+}
+
+/// Reads and builds the topology file at `path`.
+pub fn load(path: &Path) -> Result<Topology, TopologyError> {
+    load_with_overrides(path, &toml::Table::new())
+}
+
+/// Builds a topology from the text of a file; `origin` (usually its path) is named in errors.
+pub fn parse_str(text: &str, origin: &str) -> Result<Topology, TopologyError> {
+    parse_with_overrides(text, origin, &toml::Table::new())
+}
+
+/// Reads the file at `path`, deep-merges `overrides` into it (see [`merge_toml`]) and builds it.
+pub fn load_with_overrides(
+    path: &Path,
+    overrides: &toml::Table,
+) -> Result<Topology, TopologyError> {
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| TopologyError {
+        file: Some(origin.clone()),
+        field: "(file)".into(),
+        expected: format!("a readable UTF-8 topology file ({e})"),
+    })?;
+    parse_with_overrides(&text, &origin, overrides)
+}
+
+/// Merges `over` into `base`: tables merge key by key, recursively; any other value (including
+/// arrays) replaces the one in `base`.
+pub fn merge_toml(base: &mut toml::Table, over: &toml::Table) {
+    for (key, value) in over {
+        match (base.get_mut(key), value) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge_toml(b, o),
+            _ => {
+                base.insert(key.clone(), value.clone());
+            }
+        }
+    }
+}
+
+fn parse_with_overrides(
+    text: &str,
+    origin: &str,
+    overrides: &toml::Table,
+) -> Result<Topology, TopologyError> {
+    let mut table: toml::Table = toml::from_str(text).map_err(|e| TopologyError {
+        file: Some(located(origin, text, e.span())),
+        field: "(toml syntax)".into(),
+        expected: format!("valid TOML: {}", e.message().trim().replace('\n', "; ")),
+    })?;
+    // Locations are only meaningful in the text as written.
+    let (merged, locate) = if overrides.is_empty() {
+        (text.to_string(), true)
+    } else {
+        merge_toml(&mut table, overrides);
+        let merged = toml::to_string(&table).map_err(|e| TopologyError {
+            file: Some(origin.to_string()),
+            field: "(overrides)".into(),
+            expected: format!("overrides that form a valid TOML document ({e})"),
+        })?;
+        (merged, false)
+    };
+    let source = Source {
+        origin,
+        text: &merged,
+        locate,
+        tree: SpanTree::parse(&merged),
+    };
+    let file: TopologyFile = toml::from_str(&merged).map_err(|e| source.serde_error(&e))?;
+    build(&file).map_err(|e| source.attach(e))
+}
+
+/// The text being read, to turn byte spans into `file:line:column` and field paths.
+struct Source<'a> {
+    origin: &'a str,
+    text: &'a str,
+    locate: bool,
+    tree: Option<SpanTree>,
+}
+
+impl Source<'_> {
+    fn file_at(&self, span: Option<Range<usize>>) -> String {
+        if self.locate {
+            located(self.origin, self.text, span)
+        } else {
+            self.origin.to_string()
+        }
+    }
+
+    fn serde_error(&self, e: &toml::de::Error) -> TopologyError {
+        let message = e.message().trim().to_string();
+        let mut span = e.span();
+        let path = match (&self.tree, e.span()) {
+            // An empty span is the document itself (a missing top-level field).
+            (Some(_), Some(s)) if s.is_empty() => None,
+            (Some(tree), Some(s)) => tree.path_at(s.start).map(|raw| {
+                let refined = tree.refine(&raw, &message, self.text);
+                if refined != raw {
+                    span = tree.span_of(&refined).or(span.clone());
+                }
+                refined
+            }),
+            _ => None,
+        };
+        let mut field = path.unwrap_or_default();
+        let mut expected = message.clone();
+        // "missing field `x`" is reported on the table; name the field itself.
+        if let Some(missing) = backticked_after(&message, "missing field ") {
+            field = join_path(&field, missing);
+            expected = format!("a value for `{missing}` (required)");
+        }
+        if field.is_empty() {
+            field = "(top level)".into();
+        }
+        TopologyError {
+            file: Some(self.file_at(span)),
+            field,
+            expected,
+        }
+    }
+
+    /// Adds the file, located at `e.field` when the text has it.
+    fn attach(&self, mut e: TopologyError) -> TopologyError {
+        let span = self.tree.as_ref().and_then(|t| t.span_of(&e.field));
+        if e.file.is_none() {
+            e.file = Some(self.file_at(span));
+        }
+        e
+    }
+}
+
+fn join_path(parent: &str, key: &str) -> String {
+    if parent.is_empty() {
+        key.to_string()
+    } else {
+        format!("{parent}.{key}")
+    }
+}
+
+/// `missing field `x`` → `x`.
+fn backticked_after<'m>(message: &'m str, prefix: &str) -> Option<&'m str> {
+    let rest = message.strip_prefix(prefix)?.strip_prefix('`')?;
+    rest.split('`').next()
+}
+
+/// `origin:line:column` for the start of `span` (1-based), or `origin` alone.
+fn located(origin: &str, text: &str, span: Option<Range<usize>>) -> String {
+    match span {
+        Some(span) => {
+            let (line, col) = line_col(text, span.start);
+            format!("{origin}:{line}:{col}")
+        }
+        None => origin.to_string(),
+    }
+}
+
+/// 1-based line and column (in characters) of byte `offset` in `text`.
+pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let mut line = 1;
+    let mut col = 1;
+    for (i, c) in text.char_indices() {
+        if i >= offset {
+            break;
+        }
+        if c == '\n' {
+            line += 1;
+            col = 1;
+        } else {
+            col += 1;
+        }
+    }
+    (line, col)
+}
+
+const INDEX_TOKEN: &str = "{i}";
+
+/// Turns a deserialized file into a validated topology. Errors carry field paths, no file.
+fn build(file: &TopologyFile) -> Result<Topology, TopologyError> {
+    if file.name.trim().is_empty() {
+        return Err(TopologyError::new("name", "a non-empty topology name"));
+    }
+    let has_lists = !file.device.is_empty() || !file.link.is_empty() || file.defaults.is_some();
+    match (&file.generator, has_lists) {
+        (Some(_), true) => Err(TopologyError::new(
+            "generator",
+            "either a [generator] table or [[device]]/[[link]]/[defaults] lists, not both",
+        )),
+        (Some(spec), false) => spec.build(&file.name),
+        (None, false) => Err(TopologyError::new(
+            "device",
+            "a [generator] table or [[device]] and [[link]] lists; the file has neither",
+        )),
+        (None, true) => build_lists(file),
+    }
+}
+
+fn at_least_one(field: String, count: Option<u32>) -> Result<u32, TopologyError> {
+    match count {
+        None => Ok(1),
+        Some(0) => Err(TopologyError::new(field, "a count of at least 1, got 0")),
+        Some(c) => Ok(c),
+    }
+}
+
+fn build_lists(file: &TopologyFile) -> Result<Topology, TopologyError> {
+    let mut b = Topology::builder(file.name.clone());
+    // Device name → (id, index of the [[device]] entry that made it).
+    let mut by_name: BTreeMap<String, (DeviceId, usize)> = BTreeMap::new();
+    for (i, d) in file.device.iter().enumerate() {
+        if d.name.trim().is_empty() {
+            return Err(TopologyError::new(
+                format!("device[{i}].name"),
+                "a non-empty device name",
+            ));
+        }
+        let templated = d.name.contains(INDEX_TOKEN);
+        let count = at_least_one(format!("device[{i}].count"), d.count)?;
+        match (d.count.is_some(), templated) {
+            (true, false) => {
+                return Err(TopologyError::new(
+                    format!("device[{i}].name"),
+                    format!(
+                        "a name containing \"{{i}}\" when count is given (got {:?}), \
+                         e.g. \"gpu{{i}}\"",
+                        d.name
+                    ),
+                ))
+            }
+            (false, true) => {
+                return Err(TopologyError::new(
+                    format!("device[{i}].name"),
+                    format!(
+                        "a plain name, or a count with a name containing \"{{i}}\" \
+                         (got {:?} without count)",
+                        d.name
+                    ),
+                ))
+            }
+            _ => {}
+        }
+        for k in 0..count {
+            let name = if templated {
+                d.name.replace(INDEX_TOKEN, &k.to_string())
+            } else {
+                d.name.clone()
+            };
+            if let Some(&(_, first)) = by_name.get(&name) {
+                return Err(TopologyError::new(
+                    format!("device[{i}].name"),
+                    format!("a unique device name; {name:?} is also made by device[{first}]"),
+                ));
+            }
+            let id = b.add_device(name.clone(), d.kind, d.node);
+            b.set_forwards(id, d.forwards.unwrap_or(d.kind.forwards_by_default()));
+            by_name.insert(name, (id, i));
+        }
+    }
+    let defaults = file.defaults.clone().unwrap_or_default();
+    for (j, l) in file.link.iter().enumerate() {
+        let end = |side: &str, name: &str| -> Result<DeviceId, TopologyError> {
+            by_name.get(name).map(|&(id, _)| id).ok_or_else(|| {
+                TopologyError::new(
+                    format!("link[{j}].{side}"),
+                    format!("the name of a device in [[device]]; no device is named {name:?}"),
+                )
+            })
+        };
+        let a = end("a", &l.a)?;
+        let b_end = end("b", &l.b)?;
+        if a == b_end {
+            return Err(TopologyError::new(
+                format!("link[{j}].b"),
+                format!("a device other than link[{j}].a ({:?})", l.a),
+            ));
+        }
+        let count = at_least_one(format!("link[{j}].count"), l.count)?;
+        let class_defaults = defaults.get(l.class).copied().unwrap_or_default();
+        let latency = l
+            .latency
+            .or(class_defaults.latency)
+            .map(|d| d.0)
+            .unwrap_or(SimTime::ZERO);
+        let buffer_bytes = l
+            .buffer
+            .or(class_defaults.buffer)
+            .map(|b| b.0)
+            .unwrap_or_else(|| default_buffer_bytes(l.class));
+        let buffer_bytes = buffer_bytes.checked_mul(count as u64).ok_or_else(|| {
+            TopologyError::new(
+                format!("link[{j}].buffer"),
+                "a buffer that times count fits in 64 bits",
+            )
+        })?;
+        let bandwidth_bps = l.bandwidth.bits_per_s() * count as f64;
+        if !(bandwidth_bps.is_finite() && bandwidth_bps > 0.0) {
+            return Err(TopologyError::new(
+                format!("link[{j}].bandwidth"),
+                "a finite bandwidth greater than zero",
+            ));
+        }
+        b.add_link(
+            a,
+            b_end,
+            LinkSpec {
+                bandwidth_bps,
+                latency,
+                buffer_bytes,
+                class: l.class,
+            },
+        );
+    }
+    b.build()
+}
+
+/// Where every key and value of a TOML document lies in its text, to name the field at an
+/// error's byte offset and to find the text of a field path.
+#[derive(Debug, Default)]
+struct SpanTree {
+    entries: Vec<SpanEntry>,
+}
+
+#[derive(Debug)]
+struct SpanEntry {
+    segment: Segment,
+    key_span: Option<Range<usize>>,
+    value_span: Range<usize>,
+    is_array: bool,
+    children: SpanTree,
+}
+
+/// What [`SpanTree::refine`] looks for.
+enum Target {
+    Key(String),
+    Text(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Segment {
+    Key(String),
+    Index(usize),
+}
+
+impl SpanTree {
+    /// `None` when the text cannot be read with spans (errors then name no field path).
+    fn parse(text: &str) -> Option<SpanTree> {
+        let raw = RawTree::deserialize(toml::de::Deserializer::new(text)).ok()?;
+        Some(raw.into_tree())
+    }
+
+    /// The path of the innermost key or value whose text contains `offset`.
+    fn path_at(&self, offset: usize) -> Option<String> {
+        let mut best: Option<(usize, Vec<Segment>)> = None;
+        let mut stack = Vec::new();
+        self.search(offset, &mut stack, &mut best);
+        best.map(|(_, path)| format_path(&path))
+    }
+
+    fn search(
+        &self,
+        offset: usize,
+        path: &mut Vec<Segment>,
+        best: &mut Option<(usize, Vec<Segment>)>,
+    ) {
+        for e in &self.entries {
+            path.push(e.segment.clone());
+            for span in e.key_span.iter().chain(std::iter::once(&e.value_span)) {
+                let contains =
+                    span.start <= offset && (offset < span.end || span.start == span.end);
+                let len = span.end - span.start;
+                if contains && best.as_ref().is_none_or(|(l, _)| len <= *l) {
+                    *best = Some((len, path.clone()));
+                }
+            }
+            e.children.search(offset, path, best);
+            path.pop();
+        }
+    }
+
+    /// A more precise path than `path` (a table) for an error raised on the whole table, as
+    /// serde does for internally tagged enums such as `[generator]`: the key named by
+    /// "unknown field `x`", or the value quoted by `got "..."`, when one lies inside it.
+    fn refine(&self, path: &str, message: &str, text: &str) -> String {
+        let Some(node) = self.node_at(path) else {
+            return path.to_string();
+        };
+        let target = if let Some(i) = message.find("unknown field `") {
+            backticked_after(&message[i..], "unknown field ").map(|k| Target::Key(k.to_string()))
+        } else if let Some(i) = message.find("got \"") {
+            message[i + 5..]
+                .split('"')
+                .next()
+                .map(|v| Target::Text(format!("\"{v}\"")))
+        } else {
+            None
+        };
+        let mut found = Vec::new();
+        match target {
+            Some(t) if node.find(&t, text, &mut found) => {
+                let mut segments = parse_path(path).unwrap_or_default();
+                segments.extend(found.into_iter().rev());
+                format_path(&segments)
+            }
+            _ => path.to_string(),
+        }
+    }
+
+    /// The children of the entry at `path`.
+    fn node_at(&self, path: &str) -> Option<&SpanTree> {
+        let mut node = self;
+        for seg in parse_path(path)? {
+            node = &node.entries.iter().find(|e| e.segment == seg)?.children;
+        }
+        Some(node)
+    }
+
+    /// Depth-first search for `target`; on success `found` holds the path to it, innermost
+    /// segment first.
+    fn find(&self, target: &Target, text: &str, found: &mut Vec<Segment>) -> bool {
+        for e in &self.entries {
+            let hit = match target {
+                Target::Key(k) => e.segment == Segment::Key(k.clone()),
+                Target::Text(t) => {
+                    e.children.entries.is_empty()
+                        && text.get(e.value_span.clone()) == Some(t.as_str())
+                }
+            };
+            if hit || e.children.find(target, text, found) {
+                found.push(e.segment.clone());
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The value span of a field path such as `link[3].bandwidth` (anything after a space is
+    /// ignored); `None` for paths not in the text and for whole arrays (no single place).
+    fn span_of(&self, field: &str) -> Option<Range<usize>> {
+        let field = field.split(' ').next().unwrap_or("");
+        let mut node = self;
+        let mut found: Option<&SpanEntry> = None;
+        for seg in parse_path(field)? {
+            let e = node.entries.iter().find(|e| e.segment == seg)?;
+            node = &e.children;
+            found = Some(e);
+        }
+        found.filter(|e| !e.is_array).map(|e| e.value_span.clone())
+    }
+}
+
+fn format_path(path: &[Segment]) -> String {
+    let mut s = String::new();
+    for seg in path {
+        match seg {
+            Segment::Key(k) => {
+                if !s.is_empty() {
+                    s.push('.');
+                }
+                s.push_str(k);
+            }
+            Segment::Index(i) => s.push_str(&format!("[{i}]")),
+        }
+    }
+    s
+}
+
+/// `link[3].bandwidth` → [Key(link), Index(3), Key(bandwidth)].
+fn parse_path(field: &str) -> Option<Vec<Segment>> {
+    let mut out = Vec::new();
+    for part in field.split('.') {
+        let (key, mut rest) = match part.find('[') {
+            Some(i) => (&part[..i], &part[i..]),
+            None => (part, ""),
+        };
+        if key.is_empty() {
+            return None;
+        }
+        out.push(Segment::Key(key.to_string()));
+        while let Some(r) = rest.strip_prefix('[') {
+            let close = r.find(']')?;
+            out.push(Segment::Index(r[..close].parse().ok()?));
+            rest = &r[close + 1..];
+        }
+        if !rest.is_empty() {
+            return None;
+        }
+    }
+    Some(out)
+}
+
+/// The names `toml` uses to hand out spans through serde (`toml::Spanned`'s protocol, from
+/// `serde_spanned`). Asking for them directly, rather than through `Spanned<T>`, lets the tree
+/// accept the items that have no span (implicit tables such as `defaults` in
+/// `[defaults.nvlink]`) instead of failing on them.
+const SPANNED_NAME: &str = "$__serde_spanned_private_Spanned";
+const SPANNED_START: &str = "$__serde_spanned_private_start";
+const SPANNED_END: &str = "$__serde_spanned_private_end";
+const SPANNED_VALUE: &str = "$__serde_spanned_private_value";
+const SPANNED_FIELDS: &[&str] = &[SPANNED_START, SPANNED_END, SPANNED_VALUE];
+
+/// A key or value with its span when the document has one.
+type Located<T> = (Option<Range<usize>>, T);
+
+/// A TOML document read with the spans of its keys and values.
+enum RawTree {
+    Leaf,
+    Table(Vec<(Located<String>, Located<RawTree>)>),
+    Array(Vec<Located<RawTree>>),
+}
+
+impl RawTree {
+    fn into_tree(self) -> SpanTree {
+        let entry = |segment, key_span: Option<Range<usize>>, (span, inner): Located<RawTree>| {
+            // An item without a span of its own lies where its key does.
+            let value_span: Option<Range<usize>> = span.or_else(|| key_span.clone());
+            SpanEntry {
+                segment,
+                key_span,
+                value_span: value_span.unwrap_or(usize::MAX..usize::MAX),
+                is_array: matches!(inner, RawTree::Array(_)),
+                children: inner.into_tree(),
+            }
+        };
+        let entries = match self {
+            RawTree::Leaf => Vec::new(),
+            RawTree::Table(kvs) => kvs
+                .into_iter()
+                .map(|((key_span, key), v)| entry(Segment::Key(key), key_span, v))
+                .collect(),
+            RawTree::Array(items) => items
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| entry(Segment::Index(i), None, v))
+                .collect(),
+        };
+        SpanTree { entries }
+    }
+}
+
+impl<'de> Deserialize<'de> for RawTree {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(TreeVisitor).map(|(_, tree)| tree)
+    }
+}
+
+/// Reads a key, with its span when it has one.
+struct KeySeed;
+
+impl<'de> DeserializeSeed<'de> for KeySeed {
+    type Value = Located<String>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_struct(SPANNED_NAME, SPANNED_FIELDS, KeyVisitor)
+    }
+}
+
+struct KeyVisitor;
+
+impl<'de> Visitor<'de> for KeyVisitor {
+    type Value = Located<String>;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a TOML key")
+    }
+    fn visit_str<E>(self, key: &str) -> Result<Self::Value, E> {
+        Ok((None, key.to_string()))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        let (span, key) = read_spanned(map, None, |m| m.next_value::<String>())?;
+        Ok((Some(span), key))
+    }
+}
+
+/// Reads a value, with its span when it has one.
+struct ValueSeed;
+
+impl<'de> DeserializeSeed<'de> for ValueSeed {
+    type Value = Located<RawTree>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_struct(SPANNED_NAME, SPANNED_FIELDS, TreeVisitor)
+    }
+}
+
+/// Reads a value without asking for its span again (the inside of a spanned value).
+struct PlainValueSeed;
+
+impl<'de> DeserializeSeed<'de> for PlainValueSeed {
+    type Value = Located<RawTree>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(TreeVisitor)
+    }
+}
+
+/// The rest of a span-protocol map (start, end, then the value read by `value`); `start` when
+/// its first entry was already read.
+fn read_spanned<'de, A: MapAccess<'de>, T>(
+    mut map: A,
+    mut start: Option<usize>,
+    value: impl FnOnce(&mut A) -> Result<T, A::Error>,
+) -> Result<(Range<usize>, T), A::Error> {
+    use serde::de::Error;
+    let mut end = None;
+    while let Some(key) = map.next_key::<String>()? {
+        match key.as_str() {
+            SPANNED_START => start = Some(map.next_value::<usize>()?),
+            SPANNED_END => end = Some(map.next_value::<usize>()?),
+            SPANNED_VALUE => {
+                let v = value(&mut map)?;
+                return match (start, end) {
+                    (Some(s), Some(e)) => Ok((s..e, v)),
+                    _ => Err(A::Error::custom("span without start or end")),
+                };
+            }
+            other => return Err(A::Error::custom(format!("unexpected span key {other}"))),
+        }
+    }
+    Err(A::Error::custom("span without value"))
+}
+
+struct TreeVisitor;
+
+impl<'de> Visitor<'de> for TreeVisitor {
+    type Value = Located<RawTree>;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any TOML value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok((None, RawTree::Leaf))
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok((None, RawTree::Leaf))
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok((None, RawTree::Leaf))
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok((None, RawTree::Leaf))
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok((None, RawTree::Leaf))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let Some(first) = map.next_key_seed(KeySeed)? else {
+            return Ok((None, RawTree::Table(Vec::new())));
+        };
+        if first.0.is_none() && first.1 == SPANNED_START {
+            // A spanned value: start, end, then the value itself.
+            let start = map.next_value::<usize>()?;
+            let (span, (_, tree)) =
+                read_spanned(map, Some(start), |m| m.next_value_seed(PlainValueSeed))?;
+            return Ok((Some(span), tree));
+        }
+        let mut kvs = vec![(first, map.next_value_seed(ValueSeed)?)];
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            kvs.push((key, map.next_value_seed(ValueSeed)?));
+        }
+        Ok((None, RawTree::Table(kvs)))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(ValueSeed)? {
+            items.push(item);
+        }
+        Ok((None, RawTree::Array(items)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// ```text
+    ///   gpu0 ══ nvlink 300GB/s ══ gpu1      (one node, no switch)
+    /// ```
+    const TWO_GPUS: &str = r#"
+name = "two"
+[defaults.nvlink]
+latency = "700ns"
+[[device]]
+name = "gpu{i}"
+kind = "gpu"
+node = 0
+count = 2
+[[link]]
+a = "gpu0"
+b = "gpu1"
+bandwidth = "300GB/s"
+class = "nvlink"
+"#;
+
+    #[test]
+    fn counted_devices_expand_and_class_defaults_fill_links() {
+        let t = parse_str(TWO_GPUS, "two.toml").unwrap();
+        assert_eq!(t.devices().len(), 2);
+        assert_eq!(t.devices()[1].name, "gpu1");
+        assert_eq!(t.devices()[1].node, Some(0));
+        assert!(!t.devices()[1].forwards);
+        let l = &t.links()[0];
+        assert_eq!(l.bandwidth_bps, 2.4e12);
+        assert_eq!(l.latency, SimTime::from_ns(700));
+        assert_eq!(l.buffer_bytes, default_buffer_bytes(LinkClass::Nvlink));
+    }
+
+    #[test]
+    fn bundled_links_multiply_bandwidth_and_buffer_not_latency() {
+        let text = TWO_GPUS.replace("class = \"nvlink\"", "class = \"nvlink\"\ncount = 4");
+        let t = parse_str(&text, "x").unwrap();
+        assert_eq!(t.duplex_link_count(), 1);
+        assert_eq!(t.links()[0].bandwidth_bps, 4.0 * 2.4e12);
+        assert_eq!(
+            t.links()[0].buffer_bytes,
+            4 * default_buffer_bytes(LinkClass::Nvlink)
+        );
+        assert_eq!(t.links()[0].latency, SimTime::from_ns(700));
+    }
+
+    #[test]
+    fn line_and_column_count_characters_from_one() {
+        let text = "ab\ncµd\n";
+        assert_eq!(line_col(text, 0), (1, 1));
+        assert_eq!(line_col(text, 3), (2, 1));
+        // 'µ' is two bytes; 'd' is the third character of line 2.
+        assert_eq!(line_col(text, 6), (2, 3));
+    }
+
+    #[test]
+    fn span_tree_names_array_elements_and_nested_keys() {
+        let text =
+            "name = \"x\"\n[[link]]\na = \"p\"\n[[link]]\na = \"q\"\nbandwidth = \"1Gbps\"\n";
+        let tree = SpanTree::parse(text).unwrap();
+        let at = text.find("\"1Gbps\"").unwrap();
+        assert_eq!(tree.path_at(at + 2).as_deref(), Some("link[1].bandwidth"));
+        let key = text.rfind("a = ").unwrap();
+        assert_eq!(tree.path_at(key).as_deref(), Some("link[1].a"));
+        let span = tree.span_of("link[1].bandwidth").unwrap();
+        assert_eq!(&text[span], "\"1Gbps\"");
+        assert_eq!(
+            tree.span_of("link"),
+            None,
+            "a whole array has no single place"
+        );
+        assert_eq!(tree.span_of("link[7].a"), None);
+    }
+
+    #[test]
+    fn merge_replaces_values_and_merges_tables() {
+        let mut base: toml::Table =
+            toml::from_str("name = \"a\"\n[generator]\nkind = \"ring\"\nn = 4\n").unwrap();
+        let over: toml::Table = toml::from_str("[generator]\nn = 8\nextra = true\n").unwrap();
+        merge_toml(&mut base, &over);
+        let g = base["generator"].as_table().unwrap();
+        assert_eq!(g["kind"].as_str(), Some("ring"));
+        assert_eq!(g["n"].as_integer(), Some(8));
+        assert_eq!(g["extra"].as_bool(), Some(true));
+        assert_eq!(base["name"].as_str(), Some("a"));
+    }
+}
