@@ -103,7 +103,8 @@ pub fn default_buffer_bytes(class: LinkClass) -> u64 {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum GeneratorSpec {
-    /// `n` GPUs (one per node) in a bidirectional ring: gpu i ↔ gpu (i+1) mod n.
+    /// `n` GPUs (one per node, each forwarding its neighbours' traffic) in a bidirectional
+    /// ring: gpu i ↔ gpu (i+1) mod n.
     Ring {
         n: u32,
         link: LinkParams,
@@ -170,8 +171,14 @@ pub fn ring(name: &str, n: u32, link: &LinkParams) -> Result<Topology, TopologyE
     at_least("n", n, 2)?;
     not_too_many("n", n as u64)?;
     let mut b = Topology::builder(name);
+    // Each ring node is a one-GPU machine that forwards its neighbours' traffic (as the hosts
+    // of a physical ring network do), so any two GPUs can reach each other around the ring.
     let gpus: Vec<_> = (0..n)
-        .map(|i| b.add_device(format!("gpu{i}"), DeviceKind::Gpu, Some(i)))
+        .map(|i| {
+            let g = b.add_device(format!("gpu{i}"), DeviceKind::Gpu, Some(i));
+            b.set_forwards(g, true);
+            g
+        })
         .collect();
     let pairs = if n == 2 { 1 } else { n };
     for i in 0..pairs {
@@ -795,6 +802,8 @@ mod tests {
         assert_eq!(t.gpus().len(), 5);
         assert_eq!(t.duplex_link_count(), 5);
         assert_eq!(ring("r", 2, &eth("10GB/s")).unwrap().duplex_link_count(), 1);
+        let mut router = crate::topology::routing::Router::new(&t, 0);
+        assert_eq!(router.hops(&t, t.gpus()[0], t.gpus()[2]), Some(2), "ring nodes forward");
         assert_eq!(
             ring("r", 1, &eth("10GB/s")).unwrap_err().field,
             "generator.n"
