@@ -16,7 +16,28 @@
 //! `size` column (all-reduce: the buffer every rank reduces; all-gather: the gathered output;
 //! reduce-scatter: the input), so algbw = bytes / time and busbw = algbw × [`bus_factor`].
 
+//!
+//! Generators, one module per algorithm family, behind one entry point [`generate()`]:
+//! - [`ring`]: k rings (all-reduce, reduce-scatter, all-gather, chain broadcast/reduce)
+//! - [`hierarchical`]: intra-node reduce-scatter → inter-node all-reduce → intra-node all-gather
+//! - [`tree`]: NCCL's double binary tree
+//! - [`halving_doubling`]: Rabenseifner's recursive halving and doubling
+//! - [`parameter_server`]: synchronous, sharded, separate or colocated servers
+//! - [`direct`]: every rank sends straight to its destinations (all-to-all and friends)
+//! - [`generate`](mod@generate): the entry point, the algorithm × collective table, defaults,
+//!   exact byte splitting and the pipelined (sliced) chain every step-by-step algorithm uses.
+//! - [`play`]: the event loop that plays a schedule on a network model.
+
+pub mod direct;
+pub mod generate;
+pub mod halving_doubling;
+pub mod hierarchical;
+pub mod parameter_server;
 pub mod play;
+pub mod ring;
+pub mod tree;
+
+pub use generate::{default_algorithm, generate};
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -135,6 +156,16 @@ impl Schedule {
             return PatternId(i as u32);
         }
         self.patterns.push(Pattern { pairs });
+        PatternId(self.patterns.len() as u32 - 1)
+    }
+
+    /// Adds a pattern without looking for an equal one (for generators that know their
+    /// patterns are new, such as the n-1 single-pair hops of a chain, where searching would
+    /// cost O(n²)).
+    pub fn push_pattern(&mut self, pairs: impl Into<Arc<[(Endpoint, Endpoint)]>>) -> PatternId {
+        self.patterns.push(Pattern {
+            pairs: pairs.into(),
+        });
         PatternId(self.patterns.len() as u32 - 1)
     }
 
