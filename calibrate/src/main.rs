@@ -57,7 +57,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 fn describe(p: &Profile) -> String {
     let mut s = String::new();
     let prov = |pr: &sim::profile::Provenance| {
-        format!("{}: {}{}", pr.source, pr.detail, pr.date.as_ref().map(|d| format!(" ({d})")).unwrap_or_default())
+        format!(
+            "{}: {}{}",
+            pr.source,
+            pr.detail,
+            pr.date
+                .as_ref()
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default()
+        )
     };
     s += &format!("profile {} (schema {})\n", p.name, p.schema_version);
     if !p.description.is_empty() {
@@ -68,14 +76,28 @@ fn describe(p: &Profile) -> String {
         s += "  link factors: none (links run at the topology's nominal bandwidth and latency)\n";
     }
     for (class, table) in &p.network.factors {
-        s += &format!("  link factors for {class} (from {})\n", prov(&table.provenance));
+        s += &format!(
+            "  link factors for {class} (from {})\n",
+            prov(&table.provenance)
+        );
         s += "    from size    bandwidth x   latency x\n";
         for r in &table.rows {
-            s += &format!("    {:>10}   {:>11.3}   {:>9.3}\n", fmt_bytes(r.min_bytes as f64), r.bandwidth_factor, r.latency_factor);
+            s += &format!(
+                "    {:>10}   {:>11.3}   {:>9.3}\n",
+                fmt_bytes(r.min_bytes as f64),
+                r.bandwidth_factor,
+                r.latency_factor
+            );
         }
     }
     match &p.network.reduce_bandwidth {
-        Some(m) => s += &format!("  reduction rate {} (from {})\n", fmt_bits_per_s(m.value.bits_per_s()), prov(&m.provenance)),
+        Some(m) => {
+            s += &format!(
+                "  reduction rate {} (from {})\n",
+                fmt_bits_per_s(m.value.bits_per_s()),
+                prov(&m.provenance)
+            )
+        }
         None => s += "  reduction rate: fused into transfers (no extra time)\n",
     }
     s

@@ -8,7 +8,10 @@ use sim::metrics::Summary;
 use sim::units::{fmt_bytes, three_digits};
 
 fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 /// One HTML page comparing runs: one row per summary, in the order given.

@@ -16,7 +16,11 @@ use sim::scenario::{self, run::run};
 use sim::topology::{file as topology_file, summary};
 
 #[derive(Parser)]
-#[command(name = "dtsim", version, about = "Simulate the networks distributed deep-learning training runs on")]
+#[command(
+    name = "dtsim",
+    version,
+    about = "Simulate the networks distributed deep-learning training runs on"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -72,7 +76,12 @@ fn main() -> ExitCode {
 
 fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Run { scenario: path, set, json, out } => {
+        Command::Run {
+            scenario: path,
+            set,
+            json,
+            out,
+        } => {
             let s = scenario::load(&path, &set)?;
             let started = std::time::Instant::now();
             let report = run(&s)?;
@@ -84,7 +93,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             }
             let out = out.or_else(|| s.file.output.dir.as_ref().map(PathBuf::from));
             if let Some(dir) = out {
-                let files = report.write_dir(&dir).with_context(|| format!("writing results to {}", dir.display()))?;
+                let files = report
+                    .write_dir(&dir)
+                    .with_context(|| format!("writing results to {}", dir.display()))?;
                 if !json {
                     println!("\nwrote {} files to {}", files.len(), dir.display());
                 }
@@ -93,7 +104,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             eprintln!("simulated in {:.3} s wall time", wall.as_secs_f64());
             Ok(())
         }
-        Command::Topo { command: TopoCommand::Show { topology, set, dot } } => {
+        Command::Topo {
+            command: TopoCommand::Show { topology, set, dot },
+        } => {
             let mut overrides = toml::Table::new();
             for o in &set {
                 scenario::apply_override(&mut overrides, o)

@@ -120,7 +120,11 @@ impl RunReport {
                 class: l.class.to_string(),
                 bandwidth_bps: l.bandwidth_bps,
                 bytes: traffic[i].bytes,
-                utilization: if secs > 0.0 { traffic[i].bytes * 8.0 / (l.bandwidth_bps * secs) } else { 0.0 },
+                utilization: if secs > 0.0 {
+                    traffic[i].bytes * 8.0 / (l.bandwidth_bps * secs)
+                } else {
+                    0.0
+                },
             })
             .collect();
         let mut bytes_by_class = BTreeMap::new();
@@ -128,10 +132,18 @@ impl RunReport {
             *bytes_by_class.entry(row.class.clone()).or_insert(0.0) += row.bytes;
         }
         let mut busiest: Vec<LinkRow> = links.iter().filter(|l| l.bytes > 0.0).cloned().collect();
-        busiest.sort_by(|a, b| b.utilization.total_cmp(&a.utilization).then(a.link.cmp(&b.link)));
+        busiest.sort_by(|a, b| {
+            b.utilization
+                .total_cmp(&a.utilization)
+                .then(a.link.cmp(&b.link))
+        });
         busiest.truncate(10);
 
-        let algbw = if secs > 0.0 { schedule.bytes as f64 / secs } else { 0.0 };
+        let algbw = if secs > 0.0 {
+            schedule.bytes as f64 / secs
+        } else {
+            0.0
+        };
         let summary = Summary {
             scenario: s.file.name.clone(),
             topology: topo.name.clone(),
@@ -160,9 +172,11 @@ impl RunReport {
             .enumerate()
             .map(|(i, (op, t))| {
                 let (kind, pairs, bytes) = match op.kind {
-                    OpKind::Transfer { pattern, bytes } => {
-                        ("transfer", schedule.patterns[pattern.0 as usize].pairs.len() as u32, bytes)
-                    }
+                    OpKind::Transfer { pattern, bytes } => (
+                        "transfer",
+                        schedule.patterns[pattern.0 as usize].pairs.len() as u32,
+                        bytes,
+                    ),
                     OpKind::Reduce { endpoints, bytes } => ("reduce", endpoints, bytes),
                 };
                 TimelineRow {
@@ -183,7 +197,9 @@ impl RunReport {
             .ops
             .iter()
             .map(|op| match op.kind {
-                OpKind::Transfer { pattern, .. } => 2 * schedule.patterns[pattern.0 as usize].pairs.len(),
+                OpKind::Transfer { pattern, .. } => {
+                    2 * schedule.patterns[pattern.0 as usize].pairs.len()
+                }
                 OpKind::Reduce { .. } => 0,
             })
             .sum();
@@ -213,7 +229,14 @@ impl RunReport {
                 (name, topo.device(*d).name.clone())
             })
             .collect();
-        RunReport { summary, links, endpoints: endpoint_names, traffic: pairs, timeline, rank_timeline }
+        RunReport {
+            summary,
+            links,
+            endpoints: endpoint_names,
+            traffic: pairs,
+            timeline,
+            rank_timeline,
+        }
     }
 }
 
@@ -221,12 +244,31 @@ impl fmt::Display for RunReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.summary;
         writeln!(f, "scenario   {}", s.scenario)?;
-        writeln!(f, "topology   {}  ({} network model, profile {}, seed {})", s.topology, s.network_model, s.profile, s.seed)?;
-        writeln!(f, "collective {} of {} over {} ranks, algorithm {}", s.collective, fmt_bytes(s.bytes as f64), s.ranks, s.algorithm)?;
+        writeln!(
+            f,
+            "topology   {}  ({} network model, profile {}, seed {})",
+            s.topology, s.network_model, s.profile, s.seed
+        )?;
+        writeln!(
+            f,
+            "collective {} of {} over {} ranks, algorithm {}",
+            s.collective,
+            fmt_bytes(s.bytes as f64),
+            s.ranks,
+            s.algorithm
+        )?;
         writeln!(f)?;
         writeln!(f, "  time    {:>12.3} us", s.time_us)?;
-        writeln!(f, "  algbw   {:>15}   (size / time)", fmt_gbytes_per_s(s.algbw_gbytes_per_s * 1e9))?;
-        writeln!(f, "  busbw   {:>15}   (algbw x bus factor, as nccl-tests)", fmt_gbytes_per_s(s.busbw_gbytes_per_s * 1e9))?;
+        writeln!(
+            f,
+            "  algbw   {:>15}   (size / time)",
+            fmt_gbytes_per_s(s.algbw_gbytes_per_s * 1e9)
+        )?;
+        writeln!(
+            f,
+            "  busbw   {:>15}   (algbw x bus factor, as nccl-tests)",
+            fmt_gbytes_per_s(s.busbw_gbytes_per_s * 1e9)
+        )?;
         writeln!(f)?;
         writeln!(f, "  bytes on links by class")?;
         for (class, bytes) in &s.bytes_by_class {
@@ -236,7 +278,11 @@ impl fmt::Display for RunReport {
         }
         writeln!(f)?;
         writeln!(f, "  busiest links")?;
-        writeln!(f, "    {:<36} {:<9} {:>10} {:>12} {:>6}", "link", "class", "bandwidth", "bytes", "util")?;
+        writeln!(
+            f,
+            "    {:<36} {:<9} {:>10} {:>12} {:>6}",
+            "link", "class", "bandwidth", "bytes", "util"
+        )?;
         for l in &s.busiest_links {
             writeln!(
                 f,

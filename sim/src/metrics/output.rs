@@ -14,9 +14,15 @@ use super::RunReport;
 /// Writes `contents` to `path` so that readers see either the old file or the whole new one:
 /// a temporary file in the same directory, flushed, then renamed over the target.
 pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
     {
         let mut f = std::fs::File::create(&tmp)?;
@@ -82,12 +88,21 @@ impl RunReport {
         }
         put("traffic.csv", s)?;
 
-        let mut s = String::from("op,kind,phase,channel,step,pairs,bytes_per_pair,start_us,end_us\n");
+        let mut s =
+            String::from("op,kind,phase,channel,step,pairs,bytes_per_pair,start_us,end_us\n");
         for r in &self.timeline {
             let _ = writeln!(
                 s,
                 "{},{},{},{},{},{},{},{},{}",
-                r.op, r.kind, r.phase, r.channel, r.step, r.pairs, r.bytes_per_pair, r.start_us, r.end_us
+                r.op,
+                r.kind,
+                r.phase,
+                r.channel,
+                r.step,
+                r.pairs,
+                r.bytes_per_pair,
+                r.start_us,
+                r.end_us
             );
         }
         put("timeline.csv", s)?;
@@ -115,7 +130,10 @@ mod tests {
         write_atomic(&p, b"first").unwrap();
         write_atomic(&p, b"second").unwrap();
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "second");
-        let names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names.len(), 1, "{names:?}");
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -84,7 +84,9 @@ impl Profile {
         Profile {
             schema_version: SCHEMA_VERSION,
             name: "nominal".into(),
-            description: "No calibration: link bandwidths and latencies as the topology file gives them.".into(),
+            description:
+                "No calibration: link bandwidths and latencies as the topology file gives them."
+                    .into(),
             provenance: Provenance {
                 source: "nominal".into(),
                 detail: "built into dtsim; no measurement behind it".into(),
@@ -105,32 +107,57 @@ impl Profile {
     }
 
     pub fn parse(text: &str, origin: &str) -> Result<Profile, ProfileError> {
-        let err = |field: &str, expected: String| ProfileError { file: origin.to_string(), field: field.to_string(), expected };
+        let err = |field: &str, expected: String| ProfileError {
+            file: origin.to_string(),
+            field: field.to_string(),
+            expected,
+        };
         // serde's message names the field (unknown or missing) and serde_json adds line and column.
         let p: Profile = serde_json::from_str(text).map_err(|e| err("(profile)", e.to_string()))?;
         if p.schema_version != SCHEMA_VERSION {
-            return Err(err("schema_version", format!("{SCHEMA_VERSION}, got {}", p.schema_version)));
+            return Err(err(
+                "schema_version",
+                format!("{SCHEMA_VERSION}, got {}", p.schema_version),
+            ));
         }
         if p.provenance.source.trim().is_empty() || p.provenance.detail.trim().is_empty() {
-            return Err(err("provenance", "a source and a detail saying where the numbers came from".into()));
+            return Err(err(
+                "provenance",
+                "a source and a detail saying where the numbers came from".into(),
+            ));
         }
         for (class, table) in &p.network.factors {
             if table.provenance.detail.trim().is_empty() {
-                return Err(err(&format!("network.factors.{class}.provenance.detail"), "where these factors came from".into()));
+                return Err(err(
+                    &format!("network.factors.{class}.provenance.detail"),
+                    "where these factors came from".into(),
+                ));
             }
         }
-        p.efficiency_factors().validate().map_err(|e| err("network.factors", e))?;
+        p.efficiency_factors()
+            .validate()
+            .map_err(|e| err("network.factors", e))?;
         Ok(p)
     }
 
     /// The factor tables in the form the network models use.
     pub fn efficiency_factors(&self) -> EfficiencyFactors {
-        EfficiencyFactors { tables: self.network.factors.iter().map(|(c, t)| (*c, t.rows.clone())).collect() }
+        EfficiencyFactors {
+            tables: self
+                .network
+                .factors
+                .iter()
+                .map(|(c, t)| (*c, t.rows.clone()))
+                .collect(),
+        }
     }
 
     /// Reduction rate in bytes per second, when the profile has one.
     pub fn reduce_bytes_per_s(&self) -> Option<f64> {
-        self.network.reduce_bandwidth.as_ref().map(|m| m.value.bytes_per_s())
+        self.network
+            .reduce_bandwidth
+            .as_ref()
+            .map(|m| m.value.bytes_per_s())
     }
 }
 
@@ -165,9 +192,16 @@ mod tests {
 
     #[test]
     fn wrong_schema_version_and_unknown_fields_are_refused() {
-        let text = r#"{"schema_version": 9, "name": "x", "provenance": {"source": "a", "detail": "b"}}"#;
-        assert!(Profile::parse(text, "p.json").unwrap_err().to_string().contains("schema_version"));
+        let text =
+            r#"{"schema_version": 9, "name": "x", "provenance": {"source": "a", "detail": "b"}}"#;
+        assert!(Profile::parse(text, "p.json")
+            .unwrap_err()
+            .to_string()
+            .contains("schema_version"));
         let text = r#"{"schema_version": 1, "name": "x", "provenance": {"source": "a", "detail": "b"}, "colour": 1}"#;
-        assert!(Profile::parse(text, "p.json").unwrap_err().to_string().contains("colour"));
+        assert!(Profile::parse(text, "p.json")
+            .unwrap_err()
+            .to_string()
+            .contains("colour"));
     }
 }

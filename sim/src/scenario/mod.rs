@@ -42,8 +42,16 @@ pub struct ScenarioError {
 }
 
 impl ScenarioError {
-    pub fn new(file: impl Into<String>, field: impl Into<String>, expected: impl Into<String>) -> Self {
-        ScenarioError { file: file.into(), field: field.into(), expected: expected.into() }
+    pub fn new(
+        file: impl Into<String>,
+        field: impl Into<String>,
+        expected: impl Into<String>,
+    ) -> Self {
+        ScenarioError {
+            file: file.into(),
+            field: field.into(),
+            expected: expected.into(),
+        }
     }
 }
 
@@ -178,8 +186,9 @@ pub struct Scenario {
 /// string) and checks the result.
 pub fn load(path: &Path, overrides: &[String]) -> Result<Scenario, ScenarioError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ScenarioError::new(&file, "(file)", format!("a readable scenario file ({e})")))?;
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ScenarioError::new(&file, "(file)", format!("a readable scenario file ({e})"))
+    })?;
     parse(&text, path, overrides)
 }
 
@@ -188,7 +197,8 @@ pub fn parse(text: &str, path: &Path, overrides: &[String]) -> Result<Scenario, 
     let file = path.display().to_string();
     let mut table: toml::Table = toml::from_str(text).map_err(|e| toml_error(&file, text, &e))?;
     for o in overrides {
-        apply_override(&mut table, o).map_err(|expected| ScenarioError::new(&file, format!("--set {o}"), expected))?;
+        apply_override(&mut table, o)
+            .map_err(|expected| ScenarioError::new(&file, format!("--set {o}"), expected))?;
     }
     // Re-serialize so that serde errors after overrides still point at a field; spans refer
     // to the original text only when there were no overrides.
@@ -196,23 +206,37 @@ pub fn parse(text: &str, path: &Path, overrides: &[String]) -> Result<Scenario, 
         toml::from_str(text).map_err(|e| toml_error(&file, text, &e))?
     } else {
         let merged = toml::to_string(&table).expect("a TOML table serializes");
-        toml::from_str(&merged).map_err(|e| toml_error(&format!("{file} (after --set)"), &merged, &e))?
+        toml::from_str(&merged)
+            .map_err(|e| toml_error(&format!("{file} (after --set)"), &merged, &e))?
     };
     let base = path.parent().unwrap_or(Path::new("."));
     let mut topology_overrides = sf.topology.clone();
     let topo_file = match topology_overrides.remove("file") {
         Some(toml::Value::String(s)) => s,
         Some(other) => {
-            return Err(ScenarioError::new(&file, "topology.file", format!("a path string, got {other}")));
+            return Err(ScenarioError::new(
+                &file,
+                "topology.file",
+                format!("a path string, got {other}"),
+            ));
         }
-        None => return Err(ScenarioError::new(&file, "topology.file", "the path of a topology file")),
+        None => {
+            return Err(ScenarioError::new(
+                &file,
+                "topology.file",
+                "the path of a topology file",
+            ))
+        }
     };
     let topology_path = resolve(base, &topo_file);
     if !topology_path.exists() {
         return Err(ScenarioError::new(
             &file,
             "topology.file",
-            format!("an existing topology file; {} does not exist", topology_path.display()),
+            format!(
+                "an existing topology file; {} does not exist",
+                topology_path.display()
+            ),
         ));
     }
     let profile_path = match &sf.profile {
@@ -229,8 +253,16 @@ pub fn parse(text: &str, path: &Path, overrides: &[String]) -> Result<Scenario, 
         }
         None => None,
     };
-    let scenario = Scenario { path: path.to_path_buf(), file: sf, topology_path, topology_overrides, profile_path };
-    scenario.collective_spec(u32::MAX).map_err(|(field, expected)| ScenarioError::new(&file, field, expected))?;
+    let scenario = Scenario {
+        path: path.to_path_buf(),
+        file: sf,
+        topology_path,
+        topology_overrides,
+        profile_path,
+    };
+    scenario
+        .collective_spec(u32::MAX)
+        .map_err(|(field, expected)| ScenarioError::new(&file, field, expected))?;
     Ok(scenario)
 }
 
@@ -262,7 +294,9 @@ pub fn apply_override(table: &mut toml::Table, assignment: &str) -> Result<(), S
     let parts: Vec<&str> = key.split('.').map(str::trim).collect();
     let mut t = table;
     for p in &parts[..parts.len() - 1] {
-        let entry = t.entry(p.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let entry = t
+            .entry(p.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
         t = match entry {
             toml::Value::Table(inner) => inner,
             _ => return Err(format!("{p} to be a table, but it holds a value")),
@@ -288,7 +322,12 @@ pub fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> ScenarioError 
 pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;
-    let col = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
+    let col = before
+        .rsplit('\n')
+        .next()
+        .map(|l| l.chars().count())
+        .unwrap_or(0)
+        + 1;
     (line, col)
 }
 
@@ -297,11 +336,25 @@ impl Scenario {
     pub fn collective_spec(&self, ranks: u32) -> Result<CollectiveSpec, (String, String)> {
         let c = &self.file.collective;
         let field = |f: &str| format!("collective.{f}");
-        let ring_only = [("rings", c.rings.is_some()), ("permutations", c.permutations.is_some()), ("orders", c.orders.is_some()), ("stride", c.stride.is_some()), ("reverse", c.reverse.is_some())];
-        let ps_only = [("servers", c.servers.is_some()), ("colocated", c.colocated.is_some())];
+        let ring_only = [
+            ("rings", c.rings.is_some()),
+            ("permutations", c.permutations.is_some()),
+            ("orders", c.orders.is_some()),
+            ("stride", c.stride.is_some()),
+            ("reverse", c.reverse.is_some()),
+        ];
+        let ps_only = [
+            ("servers", c.servers.is_some()),
+            ("colocated", c.colocated.is_some()),
+        ];
         let reject = |list: &[(&str, bool)], alg: &str| -> Result<(), (String, String)> {
             match list.iter().find(|(_, set)| *set) {
-                Some((name, _)) => Err((field(name), format!("not used by algorithm \"{alg}\"; remove it or change collective.algorithm"))),
+                Some((name, _)) => Err((
+                    field(name),
+                    format!(
+                        "not used by algorithm \"{alg}\"; remove it or change collective.algorithm"
+                    ),
+                )),
                 None => Ok(()),
             }
         };
@@ -310,21 +363,40 @@ impl Scenario {
                 reject(&ps_only, "ring")?;
                 let stride = c.stride.unwrap_or(1);
                 let mut rings: Vec<RingOrder> = match (&c.orders, &c.permutations, c.rings) {
-                    (Some(orders), None, None) => orders.iter().cloned().map(RingOrder::Explicit).collect(),
-                    (None, Some(perms), None) => {
-                        perms.iter().map(|&offset| RingOrder::Generated { offset, stride, reverse: false }).collect()
+                    (Some(orders), None, None) => {
+                        orders.iter().cloned().map(RingOrder::Explicit).collect()
                     }
-                    (None, None, k) => {
-                        (0..k.unwrap_or(1)).map(|offset| RingOrder::Generated { offset, stride, reverse: false }).collect()
+                    (None, Some(perms), None) => perms
+                        .iter()
+                        .map(|&offset| RingOrder::Generated {
+                            offset,
+                            stride,
+                            reverse: false,
+                        })
+                        .collect(),
+                    (None, None, k) => (0..k.unwrap_or(1))
+                        .map(|offset| RingOrder::Generated {
+                            offset,
+                            stride,
+                            reverse: false,
+                        })
+                        .collect(),
+                    _ => {
+                        return Err((
+                            field("rings"),
+                            "only one of rings, permutations and orders".into(),
+                        ))
                     }
-                    _ => return Err((field("rings"), "only one of rings, permutations and orders".into())),
                 };
                 if rings.is_empty() {
                     return Err((field("rings"), "at least one ring".into()));
                 }
                 if let Some(rev) = &c.reverse {
                     if rev.len() != rings.len() {
-                        return Err((field("reverse"), format!("one entry per ring ({}), got {}", rings.len(), rev.len())));
+                        return Err((
+                            field("reverse"),
+                            format!("one entry per ring ({}), got {}", rings.len(), rev.len()),
+                        ));
                     }
                     for (r, &flip) in rings.iter_mut().zip(rev) {
                         match r {
@@ -338,7 +410,10 @@ impl Scenario {
             }
             AlgorithmName::ParameterServer => {
                 reject(&ring_only, "parameter_server")?;
-                Algorithm::ParameterServer { servers: c.servers.unwrap_or(1), colocated: c.colocated.unwrap_or(false) }
+                Algorithm::ParameterServer {
+                    servers: c.servers.unwrap_or(1),
+                    colocated: c.colocated.unwrap_or(false),
+                }
             }
             other => {
                 reject(&ring_only, "this")?;
@@ -356,8 +431,18 @@ impl Scenario {
             return Err((field("slices"), "at least 1".into()));
         }
         if c.root >= ranks.max(1) && ranks > 1 {
-            return Err((field("root"), format!("a rank below {ranks}, got {}", c.root)));
+            return Err((
+                field("root"),
+                format!("a rank below {ranks}, got {}", c.root),
+            ));
         }
-        Ok(CollectiveSpec { collective: c.op, bytes: c.bytes.0, root: c.root, peer: c.peer, algorithm, slices })
+        Ok(CollectiveSpec {
+            collective: c.op,
+            bytes: c.bytes.0,
+            root: c.root,
+            peer: c.peer,
+            algorithm,
+            slices,
+        })
     }
 }

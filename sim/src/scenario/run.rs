@@ -36,10 +36,17 @@ struct NetFabric<'a> {
 impl Fabric for NetFabric<'_> {
     fn bottleneck_bps(&self, src: u32, dst: u32) -> f64 {
         let (a, b) = (self.endpoints[src as usize], self.endpoints[dst as usize]);
-        self.model.borrow_mut().path_bottleneck(a, b).map(|(bps, _)| bps).unwrap_or(0.0)
+        self.model
+            .borrow_mut()
+            .path_bottleneck(a, b)
+            .map(|(bps, _)| bps)
+            .unwrap_or(0.0)
     }
     fn node_of(&self, rank: u32) -> u32 {
-        self.topo.device(self.endpoints[rank as usize]).node.unwrap_or(rank)
+        self.topo
+            .device(self.endpoints[rank as usize])
+            .node
+            .unwrap_or(rank)
     }
 }
 
@@ -53,7 +60,10 @@ pub struct Prepared {
 /// Loads the topology and profile and places the ranks.
 pub fn prepare(s: &Scenario) -> Result<Prepared, RunError> {
     let file = s.path.display().to_string();
-    let topology = Arc::new(topology_file::load_with_overrides(&s.topology_path, &s.topology_overrides)?);
+    let topology = Arc::new(topology_file::load_with_overrides(
+        &s.topology_path,
+        &s.topology_overrides,
+    )?);
     let profile = match &s.profile_path {
         Some(p) => Profile::load(p)?,
         None => Profile::nominal(),
@@ -68,7 +78,11 @@ pub fn prepare(s: &Scenario) -> Result<Prepared, RunError> {
         return Err(ScenarioError::new(
             &file,
             "placement.ranks",
-            format!("at most {} (the GPUs of topology {:?}), got {n}", gpus.len(), topology.name),
+            format!(
+                "at most {} (the GPUs of topology {:?}), got {n}",
+                gpus.len(),
+                topology.name
+            ),
         )
         .into());
     }
@@ -76,13 +90,20 @@ pub fn prepare(s: &Scenario) -> Result<Prepared, RunError> {
         PlacementStrategy::RankOrdered => gpus[..n as usize].to_vec(),
         PlacementStrategy::Random => {
             let mut all = gpus.to_vec();
-            SimRng::new(s.file.seed, 0).fork("placement").shuffle(&mut all);
+            SimRng::new(s.file.seed, 0)
+                .fork("placement")
+                .shuffle(&mut all);
             all.truncate(n as usize);
             all
         }
         PlacementStrategy::Explicit => {
             let Some(names) = &p.devices else {
-                return Err(ScenarioError::new(&file, "placement.devices", "a list of GPU names for explicit placement").into());
+                return Err(ScenarioError::new(
+                    &file,
+                    "placement.devices",
+                    "a list of GPU names for explicit placement",
+                )
+                .into());
             };
             if names.len() != n as usize {
                 return Err(ScenarioError::new(
@@ -104,7 +125,12 @@ pub fn prepare(s: &Scenario) -> Result<Prepared, RunError> {
                     .into());
                 }
                 if out.contains(&id) {
-                    return Err(ScenarioError::new(&file, format!("placement.devices[{i}]"), format!("a GPU not used by another rank; {name:?} is used twice")).into());
+                    return Err(ScenarioError::new(
+                        &file,
+                        format!("placement.devices[{i}]"),
+                        format!("a GPU not used by another rank; {name:?} is used twice"),
+                    )
+                    .into());
                 }
                 out.push(id);
             }
@@ -112,14 +138,27 @@ pub fn prepare(s: &Scenario) -> Result<Prepared, RunError> {
         }
     };
     if p.strategy != PlacementStrategy::Explicit && p.devices.is_some() {
-        return Err(ScenarioError::new(&file, "placement.devices", "only with strategy = \"explicit\"").into());
+        return Err(ScenarioError::new(
+            &file,
+            "placement.devices",
+            "only with strategy = \"explicit\"",
+        )
+        .into());
     }
-    Ok(Prepared { topology, profile, ranks })
+    Ok(Prepared {
+        topology,
+        profile,
+        ranks,
+    })
 }
 
 fn lookup(t: &Topology, name: &str, file: &str, field: &str) -> Result<DeviceId, ScenarioError> {
     t.find(name).ok_or_else(|| {
-        ScenarioError::new(file, field, format!("a device of topology {:?}; there is no {name:?}", t.name))
+        ScenarioError::new(
+            file,
+            field,
+            format!("a device of topology {:?}; there is no {name:?}", t.name),
+        )
     })
 }
 
@@ -128,18 +167,28 @@ pub fn run(s: &Scenario) -> Result<RunReport, RunError> {
     let file = s.path.display().to_string();
     let prep = prepare(s)?;
     let n = prep.ranks.len() as u32;
-    let spec = s.collective_spec(n).map_err(|(f, e)| ScenarioError::new(&file, f, e))?;
+    let spec = s
+        .collective_spec(n)
+        .map_err(|(f, e)| ScenarioError::new(&file, f, e))?;
     let mut model: Box<dyn NetworkModel> = match s.file.network.model {
-        NetworkModelName::Flow => {
-            Box::new(FlowModel::new(prep.topology.clone(), prep.profile.efficiency_factors(), s.file.seed))
-        }
+        NetworkModelName::Flow => Box::new(FlowModel::new(
+            prep.topology.clone(),
+            prep.profile.efficiency_factors(),
+            s.file.seed,
+        )),
     };
-    let collective_error = |e: CollectiveError| ScenarioError::new(&file, format!("collective ({})", e.field), e.expected);
+    let collective_error = |e: CollectiveError| {
+        ScenarioError::new(&file, format!("collective ({})", e.field), e.expected)
+    };
 
     // Extra endpoints (parameter servers) go where the scenario says; generate once to learn
     // their names, then place them.
     let schedule: Schedule = {
-        let fabric = NetFabric { model: RefCell::new(model.as_mut()), topo: &prep.topology, endpoints: &prep.ranks };
+        let fabric = NetFabric {
+            model: RefCell::new(model.as_mut()),
+            topo: &prep.topology,
+            endpoints: &prep.ranks,
+        };
         generate(&spec, n, &fabric).map_err(collective_error)?
     };
     let mut endpoints = prep.ranks.clone();
@@ -160,7 +209,10 @@ pub fn run(s: &Scenario) -> Result<RunReport, RunError> {
             return Err(ScenarioError::new(
                 &file,
                 format!("placement.endpoints.{name}"),
-                format!("one of the algorithm's extra endpoints {:?}", schedule.extra_endpoints),
+                format!(
+                    "one of the algorithm's extra endpoints {:?}",
+                    schedule.extra_endpoints
+                ),
             )
             .into());
         }
@@ -169,7 +221,9 @@ pub fn run(s: &Scenario) -> Result<RunReport, RunError> {
         &schedule,
         &endpoints,
         model.as_mut(),
-        PlayOptions { reduce_bytes_per_s: prep.profile.reduce_bytes_per_s() },
+        PlayOptions {
+            reduce_bytes_per_s: prep.profile.reduce_bytes_per_s(),
+        },
     )?;
     let traffic = model.link_traffic();
 
@@ -186,5 +240,7 @@ pub fn run(s: &Scenario) -> Result<RunReport, RunError> {
             *pairs.entry(TrafficKey { src, dst, phase }).or_insert(0) += bytes;
         }
     }
-    Ok(RunReport::new(s, &prep, &schedule, &endpoints, &outcome, &traffic, pairs))
+    Ok(RunReport::new(
+        s, &prep, &schedule, &endpoints, &outcome, &traffic, pairs,
+    ))
 }

@@ -803,7 +803,11 @@ mod tests {
         assert_eq!(t.duplex_link_count(), 5);
         assert_eq!(ring("r", 2, &eth("10GB/s")).unwrap().duplex_link_count(), 1);
         let mut router = crate::topology::routing::Router::new(&t, 0);
-        assert_eq!(router.hops(&t, t.gpus()[0], t.gpus()[2]), Some(2), "ring nodes forward");
+        assert_eq!(
+            router.hops(&t, t.gpus()[0], t.gpus()[2]),
+            Some(2),
+            "ring nodes forward"
+        );
         assert_eq!(
             ring("r", 1, &eth("10GB/s")).unwrap_err().field,
             "generator.n"

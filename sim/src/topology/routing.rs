@@ -1,12 +1,14 @@
 //! Deterministic shortest-path routing with ECMP, cached per (source, destination).
 //!
-//! A path is a shortest path in hops whose interior devices all forward traffic (GPUs do not,
-//! by default; see [`super::DeviceKind::forwards_by_default`]). Where several next hops are
-//! equally short, one is picked by a hash of (source, destination, hop, salt): the same pair
-//! always takes the same path, different pairs spread over the equal-cost links, and changing
-//! the salt (a scenario's seed) draws another ECMP assignment.
+//! A path is a *widest shortest* path: fewest hops, interior devices that all forward traffic
+//! (GPUs do not, by default; see [`super::DeviceKind::forwards_by_default`]), and among those the
+//! largest bottleneck bandwidth (so GPU→NVSwitch→GPU wins over GPU→PCIe host→GPU, as NCCL's
+//! path search does). Where several next hops are equally short and equally wide, one is picked
+//! by a hash of (source, destination, hop, salt): the same pair always takes the same path,
+//! different pairs spread over the equal-cost links, and changing the salt (a scenario's seed)
+//! draws another ECMP assignment.
 //!
-//! Distances are computed by a breadth-first search backwards from the destination. A
+//! Distances and widths come from a breadth-first search backwards from the destination. A
 //! destination with a single neighbour that forwards (a GPU under a leaf switch, a host on a
 //! ring) shares the search of that neighbour, so a 16,384-GPU fat-tree needs one search per
 //! leaf switch, not one per GPU. Searches are kept in a bounded cache.
@@ -17,12 +19,68 @@ use super::{DeviceId, LinkId, Topology, TopologyError};
 
 const UNREACHABLE: u16 = u16::MAX;
 
+/// How every device reaches one root: hop count and the widest bottleneck among shortest paths.
+#[derive(Debug)]
+struct Reach {
+    hops: Vec<u16>,
+    width_bps: Vec<f32>,
+}
+
+/// A root's search seen from a target: the root itself, or a device hanging off it by one
+/// link (then every device is one hop further and no wider than that last link).
+struct View<'a> {
+    reach: &'a Reach,
+    target: DeviceId,
+    extra: u16,
+    last_bps: f32,
+}
+
+impl View<'_> {
+    /// Hops from `v` to the target, `u32::MAX` when unreachable.
+    fn hops(&self, v: DeviceId) -> u32 {
+        let h = self.reach.hops[v.index()];
+        if v == self.target {
+            0
+        } else if h == UNREACHABLE {
+            u32::MAX
+        } else {
+            h as u32 + self.extra as u32
+        }
+    }
+
+    /// Widest bottleneck (bits/s) over shortest paths from `v` to the target.
+    fn width(&self, v: DeviceId) -> f32 {
+        if v == self.target {
+            f32::INFINITY
+        } else {
+            self.reach.width_bps[v.index()].min(self.last_bps)
+        }
+    }
+
+    /// Links from `u` one hop closer to the target through a usable device (the target itself
+    /// or one that forwards), each with the width of the best path through it.
+    fn next_hops<'t>(
+        &'t self,
+        topo: &'t Topology,
+        u: DeviceId,
+    ) -> impl Iterator<Item = (LinkId, f32)> + 't {
+        let du = self.hops(u);
+        topo.out_links(u).iter().filter_map(move |&l| {
+            let v = topo.link(l).to;
+            let usable = v == self.target || topo.device(v).forwards;
+            let dv = self.hops(v);
+            (usable && dv != u32::MAX && dv + 1 == du)
+                .then(|| (l, (topo.link(l).bandwidth_bps as f32).min(self.width(v))))
+        })
+    }
+}
+
 /// Routes between devices of one topology. Holds caches; create one per simulation.
 #[derive(Debug)]
 pub struct Router {
     salt: u64,
-    /// Distance (hops) from every device to the root, per root device.
-    dist: HashMap<u32, Vec<u16>>,
+    /// Per root device: distance (hops) and widest bottleneck (bits/s) from every device to it.
+    dist: HashMap<u32, Reach>,
     dist_order: VecDeque<u32>,
     max_roots: usize,
     /// (src, dst) → range in `arena`.
@@ -90,7 +148,7 @@ impl Router {
         (dst, 0)
     }
 
-    fn distances(&mut self, topo: &Topology, root: DeviceId) -> &Vec<u16> {
+    fn distances(&mut self, topo: &Topology, root: DeviceId) -> &Reach {
         if !self.dist.contains_key(&root.0) {
             if self.dist_order.len() >= self.max_roots {
                 if let Some(old) = self.dist_order.pop_front() {
@@ -98,25 +156,42 @@ impl Router {
                 }
             }
             let n = topo.devices().len();
-            let mut dist = vec![UNREACHABLE; n];
-            dist[root.index()] = 0;
+            let mut hops = vec![UNREACHABLE; n];
+            let mut width_bps = vec![0.0f32; n];
+            hops[root.index()] = 0;
+            width_bps[root.index()] = f32::INFINITY;
+            let mut order = Vec::with_capacity(n);
             let mut queue = VecDeque::from([root]);
             while let Some(v) = queue.pop_front() {
+                order.push(v);
                 // Only the root itself or forwarding devices can be passed through.
                 if v != root && !topo.device(v).forwards {
                     continue;
                 }
-                let d = dist[v.index()];
+                let d = hops[v.index()];
                 // Links are full duplex: u → v exists iff v → u does.
                 for &l in topo.out_links(v) {
                     let u = topo.link(l).to;
-                    if dist[u.index()] == UNREACHABLE {
-                        dist[u.index()] = d + 1;
+                    if hops[u.index()] == UNREACHABLE {
+                        hops[u.index()] = d + 1;
                         queue.push_back(u);
                     }
                 }
             }
-            self.dist.insert(root.0, dist);
+            // In order of increasing distance: a device's width is the best, over its next
+            // hops (one hop closer, and the root or forwarding), of min(link, next's width).
+            let mut reach = Reach { hops, width_bps };
+            for &u in &order[1..] {
+                let view = View {
+                    reach: &reach,
+                    target: root,
+                    extra: 0,
+                    last_bps: f32::INFINITY,
+                };
+                let w = view.next_hops(topo, u).map(|(_, w)| w).fold(0.0, f32::max);
+                reach.width_bps[u.index()] = w;
+            }
+            self.dist.insert(root.0, reach);
             self.dist_order.push_back(root.0);
         }
         &self.dist[&root.0]
@@ -130,19 +205,24 @@ impl Router {
     ) -> Result<(), TopologyError> {
         let (root, extra) = Self::root_of(topo, dst);
         let salt = self.salt;
-        // Distance from v to dst: through the root, plus the last hop when dst hangs off it.
-        let to_dst = |dist: &Vec<u16>, v: DeviceId| -> u32 {
-            if v == dst {
-                0
-            } else if dist[v.index()] == UNREACHABLE {
-                u32::MAX
-            } else {
-                dist[v.index()] as u32 + extra as u32
-            }
+        let reach = self.distances(topo, root);
+        // When dst hangs off the root, the last hop is the root → dst link.
+        let last_bps = if extra == 0 {
+            f32::INFINITY
+        } else {
+            topo.out_links(root)
+                .iter()
+                .filter(|&&l| topo.link(l).to == dst)
+                .map(|&l| topo.link(l).bandwidth_bps as f32)
+                .fold(0.0, f32::max)
         };
-        let dist = self.distances(topo, root);
-        let total = to_dst(dist, src);
-        if total == u32::MAX {
+        let view = View {
+            reach,
+            target: dst,
+            extra,
+            last_bps,
+        };
+        if view.hops(src) == u32::MAX {
             return Err(TopologyError::new(
                 "route",
                 format!(
@@ -153,19 +233,17 @@ impl Router {
             ));
         }
         let mut here = src;
-        let mut remaining = total;
         let mut hop = 0u64;
-        let mut hops: Vec<LinkId> = Vec::with_capacity(total as usize);
+        let mut path: Vec<LinkId> = Vec::with_capacity(view.hops(src) as usize);
         let mut candidates: Vec<LinkId> = Vec::new();
         while here != dst {
+            let want = view.width(here);
             candidates.clear();
-            for &l in topo.out_links(here) {
-                let v = topo.link(l).to;
-                let usable = v == dst || topo.device(v).forwards;
-                if usable && to_dst(dist, v) == remaining - 1 {
-                    candidates.push(l);
-                }
-            }
+            candidates.extend(
+                view.next_hops(topo, here)
+                    .filter(|&(_, w)| w == want)
+                    .map(|(l, _)| l),
+            );
             let pick = if candidates.len() == 1 {
                 0
             } else {
@@ -173,12 +251,11 @@ impl Router {
                 (h % candidates.len() as u64) as usize
             };
             let l = candidates[pick];
-            hops.push(l);
+            path.push(l);
             here = topo.link(l).to;
-            remaining -= 1;
             hop += 1;
         }
-        self.arena.extend_from_slice(&hops);
+        self.arena.extend_from_slice(&path);
         Ok(())
     }
 }
@@ -264,5 +341,34 @@ mod tests {
         let mut r = Router::new(&t, 0);
         let p = r.path(&t, g0, g2).unwrap().to_vec();
         assert_eq!(t.link(p[0]).to, h);
+    }
+
+    #[test]
+    fn among_equally_short_paths_the_widest_wins() {
+        // g0 ─NVLink 3.6T─ nvsw ─NVLink─ g1, and g0 ─PCIe 0.5T─ host ─PCIe─ g1: both 2 hops.
+        let mut t = Topology::builder("hgx-like");
+        let g0 = t.add_device("g0", DeviceKind::Gpu, Some(0));
+        let g1 = t.add_device("g1", DeviceKind::Gpu, Some(0));
+        let sw = t.add_device("nvsw", DeviceKind::Nvswitch, Some(0));
+        let h = t.add_device("host", DeviceKind::Host, Some(0));
+        let nv = LinkSpec {
+            bandwidth_bps: 3.6e12,
+            class: LinkClass::Nvlink,
+            ..spec()
+        };
+        let pcie = LinkSpec {
+            bandwidth_bps: 0.5e12,
+            class: LinkClass::Pcie,
+            ..spec()
+        };
+        t.add_link(g0, h, pcie);
+        t.add_link(h, g1, pcie);
+        t.add_link(g0, sw, nv);
+        t.add_link(sw, g1, nv);
+        let t = t.build().unwrap();
+        for salt in 0..16 {
+            let p = Router::new(&t, salt).path(&t, g0, g1).unwrap().to_vec();
+            assert_eq!(t.link(p[0]).to, sw, "salt {salt}");
+        }
     }
 }
