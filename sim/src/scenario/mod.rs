@@ -315,7 +315,14 @@ pub fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> ScenarioError 
             format!("line {line}, column {col}")
         })
         .unwrap_or_else(|| "(document)".to_string());
-    ScenarioError::new(file, location, e.message().trim().to_string())
+    // toml's messages can span lines ("invalid table header\nexpected ..."): keep one line.
+    let message: Vec<&str> = e
+        .message()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    ScenarioError::new(file, location, message.join("; "))
 }
 
 /// 1-based line and column of a byte offset.

@@ -1,0 +1,270 @@
+//! The `dtsim` binary on real files: outputs, determinism, and one clear error per bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn dtsim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dtsim"))
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .expect("dtsim runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("dtsim-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Writes a scenario and its topology into `dir`; returns the scenario path.
+fn write_case(dir: &Path, topology: &str, scenario: &str) -> PathBuf {
+    std::fs::write(dir.join("topo.toml"), topology).unwrap();
+    let p = dir.join("scenario.toml");
+    std::fs::write(&p, scenario).unwrap();
+    p
+}
+
+const GOOD_TOPOLOGY: &str = r#"
+name = "two"
+[[device]]
+name = "gpu{i}"
+count = 2
+kind = "gpu"
+[[device]]
+name = "sw"
+kind = "switch"
+[[link]]
+a = "gpu0"
+b = "sw"
+bandwidth = "100Gbps"
+latency = "1us"
+class = "ethernet"
+[[link]]
+a = "gpu1"
+b = "sw"
+bandwidth = "100Gbps"
+latency = "1us"
+class = "ethernet"
+"#;
+
+const GOOD_SCENARIO: &str = r#"
+name = "case"
+[topology]
+file = "topo.toml"
+[collective]
+op = "all_reduce"
+bytes = "16MiB"
+"#;
+
+#[test]
+fn quickstart_runs_and_reports_the_closed_form_time() {
+    let o = dtsim(&["run", "scenarios/quickstart.toml", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // 2(n-1)(a + M/(nB)) = 18 × (1 us + 2^30 B / (10 × 10 GB/s)) = 193,291.528 us.
+    let t = v["time_us"].as_f64().unwrap();
+    assert!((t - 193_291.528).abs() / 193_291.528 < 1e-6, "{t}");
+    assert!((v["busbw_gbytes_per_s"].as_f64().unwrap() - 10.0).abs() < 0.01);
+}
+
+#[test]
+fn the_same_scenario_and_seed_write_byte_identical_files() {
+    let (a, b) = (scratch("det-a"), scratch("det-b"));
+    for dir in [&a, &b] {
+        let o = dtsim(&[
+            "run",
+            "scenarios/leaf_spine_oversubscribed.toml",
+            "--out",
+            dir.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let names = [
+        "summary.json",
+        "links.csv",
+        "traffic.csv",
+        "timeline.csv",
+        "rank_timeline.csv",
+        "endpoints.csv",
+    ];
+    for name in names {
+        let (x, y) = (
+            std::fs::read(a.join(name)).unwrap(),
+            std::fs::read(b.join(name)).unwrap(),
+        );
+        assert!(!x.is_empty(), "{name} is empty");
+        assert_eq!(x, y, "{name} differs between two runs");
+    }
+    // A different seed draws another random placement and gives another result.
+    let c = scratch("det-c");
+    let o = dtsim(&[
+        "run",
+        "scenarios/leaf_spine_oversubscribed.toml",
+        "--set",
+        "seed=8",
+        "--out",
+        c.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_ne!(
+        std::fs::read(a.join("endpoints.csv")).unwrap(),
+        std::fs::read(c.join("endpoints.csv")).unwrap()
+    );
+}
+
+#[test]
+fn overrides_change_the_run() {
+    let o = dtsim(&[
+        "run",
+        "scenarios/quickstart.toml",
+        "--json",
+        "--set",
+        "collective.bytes=64MiB",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["bytes"].as_u64(), Some(64 << 20));
+}
+
+#[test]
+fn topo_show_prints_bisection_and_dot_exports_graphviz() {
+    let o = dtsim(&["topo", "show", "topologies/ring10_10GBps.toml"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("bisection"), "{text}");
+    assert!(
+        text.contains("160 Gbps"),
+        "two cut links of 80 Gbps: {text}"
+    );
+    let o = dtsim(&["topo", "show", "topologies/dgx1_v100.toml", "--dot"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("graph"));
+}
+
+/// Runs a broken case and checks for one clear error naming the file, field and expectation.
+fn expect_error(name: &str, topology: &str, scenario: &str, must_mention: &[&str]) {
+    let dir = scratch(name);
+    let path = write_case(&dir, topology, scenario);
+    let o = dtsim(&["run", path.to_str().unwrap()]);
+    let err = stderr(&o);
+    assert!(!o.status.success(), "{name}: should fail");
+    assert_eq!(o.status.code(), Some(2), "{name}: exit code, stderr: {err}");
+    assert!(!err.contains("panicked"), "{name}: panicked: {err}");
+    assert!(err.starts_with("error: "), "{name}: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{name}: one line: {err}");
+    for m in must_mention {
+        assert!(err.contains(m), "{name}: error should mention {m:?}: {err}");
+    }
+}
+
+#[test]
+fn malformed_toml_names_the_line() {
+    expect_error(
+        "malformed",
+        GOOD_TOPOLOGY,
+        "name = \"x\"\n[topology\nfile = 1\n",
+        &["scenario.toml", "line 2"],
+    );
+}
+
+#[test]
+fn an_unknown_field_is_named() {
+    let s = GOOD_SCENARIO.replace("bytes = \"16MiB\"", "bytes = \"16MiB\"\nbytez = 3");
+    expect_error("unknown", GOOD_TOPOLOGY, &s, &["scenario.toml", "bytez"]);
+}
+
+#[test]
+fn a_wrong_unit_says_which_units_are_accepted() {
+    let t = GOOD_TOPOLOGY.replacen("100Gbps", "100Gbit", 1);
+    expect_error(
+        "unit",
+        &t,
+        GOOD_SCENARIO,
+        &["topo.toml", "link[0].bandwidth", "100Gbit", "Gbps"],
+    );
+    let s = GOOD_SCENARIO.replace("16MiB", "16 parsecs");
+    expect_error(
+        "unit-size",
+        GOOD_TOPOLOGY,
+        &s,
+        &["scenario.toml", "16 parsecs", "MiB"],
+    );
+}
+
+#[test]
+fn a_link_to_a_missing_device_names_it() {
+    let t = GOOD_TOPOLOGY.replacen("b = \"sw\"", "b = \"sw9\"", 1);
+    expect_error("missing", &t, GOOD_SCENARIO, &["topo.toml", "sw9"]);
+}
+
+#[test]
+fn a_disconnected_topology_is_refused() {
+    let t = GOOD_TOPOLOGY.replace(
+        "[[link]]\na = \"gpu1\"\nb = \"sw\"\nbandwidth = \"100Gbps\"\nlatency = \"1us\"\nclass = \"ethernet\"\n",
+        "",
+    );
+    expect_error(
+        "disconnected",
+        &t,
+        GOOD_SCENARIO,
+        &["topo.toml", "connected"],
+    );
+}
+
+#[test]
+fn more_ranks_than_gpus_is_refused() {
+    let s = format!("{GOOD_SCENARIO}\n[placement]\nranks = 3\n");
+    expect_error(
+        "ranks",
+        GOOD_TOPOLOGY,
+        &s,
+        &["scenario.toml", "placement.ranks", "at most 2"],
+    );
+}
+
+#[test]
+fn zero_bandwidth_is_refused() {
+    let t = GOOD_TOPOLOGY.replacen("100Gbps", "0Gbps", 1);
+    expect_error(
+        "zero",
+        &t,
+        GOOD_SCENARIO,
+        &["topo.toml", "bandwidth", "greater than zero"],
+    );
+}
+
+#[test]
+fn a_missing_topology_file_and_a_bad_algorithm_are_named() {
+    let s = GOOD_SCENARIO.replace("topo.toml", "nope.toml");
+    expect_error(
+        "nofile",
+        GOOD_TOPOLOGY,
+        &s,
+        &["scenario.toml", "topology.file", "nope.toml"],
+    );
+    let s = GOOD_SCENARIO.replace(
+        "op = \"all_reduce\"",
+        "op = \"all_to_all\"\nalgorithm = \"hierarchical\"",
+    );
+    expect_error("alg", GOOD_TOPOLOGY, &s, &["scenario.toml", "algorithm"]);
+    let s = GOOD_SCENARIO.replace(
+        "op = \"all_reduce\"",
+        "op = \"all_reduce\"\nalgorithm = \"parameter_server\"",
+    );
+    expect_error(
+        "ps",
+        GOOD_TOPOLOGY,
+        &s,
+        &["scenario.toml", "placement.endpoints.ps0"],
+    );
+}
