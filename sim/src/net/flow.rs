@@ -16,6 +16,12 @@
 //!   after it, reuses the first step's solutions instead of solving again;
 //! - one completion event per batch (its earliest finishing flows), rescheduled when rates
 //!   change;
+//! - a batch that runs alone (no other active batch shares its links) from start to end is
+//!   recorded as a *trajectory*: the solutions in force and for how long. The next batch of the
+//!   same pattern, size and factors that starts alone replays it with one event instead of one
+//!   event per group of finishing flows; if another batch starts on its links mid-way, the
+//!   replay is materialized (per-flow state rebuilt at that moment) and simulation goes on
+//!   normally;
 //! - link traffic is integrated per solution (rate × time the solution was in force), not per
 //!   flow per event.
 
@@ -76,6 +82,18 @@ struct SolutionRecord {
     in_force_ps: u64,
 }
 
+/// How a batch that ran alone unfolded: the solutions in force, in order, for how long each
+/// (each segment ends with some flows finishing), and when it finished relative to its start.
+#[derive(Debug)]
+struct Trajectory {
+    segments: Vec<(Arc<BatchSolution>, u64)>,
+    tx_end_ps: u64,
+    deliver_ps: u64,
+}
+
+/// What identifies a batch's trajectory when it runs alone: pattern, bytes and factors.
+type TrajectoryKey = (u32, u64, u64);
+
 /// The state of one batch as a cache key part.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct BatchState {
@@ -104,6 +122,11 @@ struct Batch {
     last_update: SimTime,
     tx_event: Option<EventHandle>,
     deliver_at: SimTime,
+    started: SimTime,
+    /// Segments so far while the batch has run alone since its start.
+    recording: Option<Vec<(Arc<BatchSolution>, u64)>>,
+    /// Set while the batch replays a recorded trajectory (per-flow state not maintained).
+    replay: Option<Arc<Trajectory>>,
     /// Scratch mark for component search.
     mark: bool,
 }
@@ -121,6 +144,7 @@ pub struct FlowModel {
     free_slots: Vec<u32>,
     active: Vec<u32>,
     cache: BTreeMap<Vec<BatchState>, Vec<Arc<BatchSolution>>>,
+    trajectories: BTreeMap<TrajectoryKey, Arc<Trajectory>>,
     cached_rates: usize,
     records: Vec<SolutionRecord>,
     link_bytes: Vec<f64>,
@@ -152,6 +176,7 @@ impl FlowModel {
             free_slots: Vec::new(),
             active: Vec::new(),
             cache: BTreeMap::new(),
+            trajectories: BTreeMap::new(),
             cached_rates: 0,
             records: Vec::new(),
             link_bytes: vec![0.0; nl],
@@ -239,6 +264,9 @@ impl FlowModel {
                 b.remaining[f] -= sol.rates_bps[f] / 8.0 * dt;
             }
             self.records[sol.record].in_force_ps += dt_ps;
+            if let Some(rec) = &mut b.recording {
+                rec.push((sol.clone(), dt_ps));
+            }
         }
         b.last_update = now;
     }
@@ -258,6 +286,21 @@ impl FlowModel {
     fn resolve(&mut self, ctx: &mut dyn NetContext, seed: u32) -> Vec<u32> {
         let now = ctx.now();
         let mut comp = self.component(seed);
+        for &b in &comp {
+            if self.batches[b as usize].replay.is_some() {
+                self.materialize(ctx, b);
+            }
+        }
+        // A batch that has run alone may not be alone any more.
+        comp.retain(|&b| self.batches[b as usize].in_use && !self.batches[b as usize].live.is_empty());
+        if comp.len() > 1 {
+            for &b in &comp {
+                self.batches[b as usize].recording = None;
+            }
+        }
+        if comp.is_empty() {
+            return comp;
+        }
         // Canonical order: by state, so that the same state found in other slots hits the
         // cache (batches with equal states are interchangeable).
         comp.sort_by_cached_key(|&b| (self.state_of(b), b));
@@ -385,16 +428,12 @@ impl FlowModel {
         self.batches.len() as u32 - 1
     }
 
-    fn on_tx_done(&mut self, ctx: &mut dyn NetContext, slot: u32) {
-        let now = ctx.now();
-        self.batches[slot as usize].tx_event = None;
-        self.advance(slot, now);
+    /// Removes the flows of a batch that have finished by `now` (its progress must already be
+    /// advanced to `now`); returns how many.
+    fn finish_flows(&mut self, slot: u32, now: SimTime) -> usize {
         let b = &mut self.batches[slot as usize];
         let pat = &self.patterns[b.pattern as usize];
-        let sol = b
-            .solution
-            .clone()
-            .expect("a transmitting batch has a solution");
+        let sol = b.solution.clone().expect("a transmitting batch has a solution");
         // A flow is done when what is left would take under a picosecond (the event time
         // was rounded up to whole picoseconds), or is a rounding residue of its size.
         let residue = b.bytes as f64 * 1e-12;
@@ -406,8 +445,7 @@ impl FlowModel {
             if r.is_infinite() || b.remaining[f] <= r / 8.0 * 1e-12 + residue {
                 b.remaining[f] = 0.0;
                 b.live_signature ^= flow_key(f as u32);
-                let lat = pat.latency_ps[f] as f64
-                    * b.latency_factor[class_index(pat.bottleneck_class[f])];
+                let lat = pat.latency_ps[f] as f64 * b.latency_factor[class_index(pat.bottleneck_class[f])];
                 b.deliver_at = b.deliver_at.max(now + SimTime::from_ps(lat.round() as u64));
                 b.live.swap_remove(i);
                 finished += 1;
@@ -415,30 +453,99 @@ impl FlowModel {
                 i += 1;
             }
         }
-        if finished == 0 {
+        finished
+    }
+
+    fn on_tx_done(&mut self, ctx: &mut dyn NetContext, slot: u32) {
+        let now = ctx.now();
+        self.batches[slot as usize].tx_event = None;
+        self.advance(slot, now);
+        if self.finish_flows(slot, now) == 0 {
             // Rounding left a sliver; wait for it.
             self.reschedule(ctx, slot);
-            return;
-        }
-        if b.live.is_empty() {
-            let at = b.deliver_at.max(now);
-            let generation = b.generation;
-            b.solution = None;
-            // The event handle is not kept: a delivery is never cancelled.
-            let _ = ctx.schedule(at, NetEvent::Delivered { slot, generation });
-            let neighbours = self.component(slot);
-            self.active.retain(|&a| a != slot);
-            // The batches that shared links with it get its capacity; removing it may have
-            // split their component in several.
-            let mut resolved: Vec<u32> = vec![slot];
-            for n in neighbours {
-                if !resolved.contains(&n) {
-                    resolved.extend(self.resolve(ctx, n));
-                }
-            }
+        } else if self.batches[slot as usize].live.is_empty() {
+            self.complete(ctx, slot);
         } else {
             let _ = self.resolve(ctx, slot);
         }
+    }
+
+    /// Every flow of the batch has been transmitted: schedule its delivery, leave the active
+    /// set, keep its trajectory if it ran alone, and give its capacity to its neighbours.
+    fn complete(&mut self, ctx: &mut dyn NetContext, slot: u32) {
+        let now = ctx.now();
+        let b = &mut self.batches[slot as usize];
+        let at = b.deliver_at.max(now);
+        let generation = b.generation;
+        b.solution = None;
+        if let Some(tx) = b.tx_event.take() {
+            ctx.cancel(tx);
+        }
+        if let Some(segments) = b.recording.take() {
+            let key = (b.pattern, b.bytes, b.factor_signature);
+            let trajectory = Trajectory {
+                segments,
+                tx_end_ps: (now - b.started).as_ps(),
+                deliver_ps: (at - b.started).as_ps(),
+            };
+            self.trajectories.entry(key).or_insert_with(|| Arc::new(trajectory));
+        }
+        // The event handle is not kept: a delivery is never cancelled.
+        let _ = ctx.schedule(at, NetEvent::Delivered { slot, generation });
+        let neighbours = self.component(slot);
+        self.active.retain(|&a| a != slot);
+        // The batches that shared links with it get its capacity; removing it may have
+        // split their component in several.
+        let mut resolved: Vec<u32> = vec![slot];
+        for n in neighbours {
+            if !resolved.contains(&n) {
+                resolved.extend(self.resolve(ctx, n));
+            }
+        }
+    }
+
+    /// Rebuilds the per-flow state of a replaying batch at `now` by playing its trajectory's
+    /// segments up to `now`, exactly as the events would have; the batch then goes on as a
+    /// normal one (the caller re-solves its component).
+    fn materialize(&mut self, ctx: &mut dyn NetContext, slot: u32) {
+        let now = ctx.now();
+        let b = &mut self.batches[slot as usize];
+        let Some(trajectory) = b.replay.take() else { return };
+        if let Some(h) = b.tx_event.take() {
+            ctx.cancel(h);
+        }
+        let mut t = b.started;
+        for (sol, dur) in &trajectory.segments {
+            let end = t + SimTime::from_ps(*dur);
+            self.batches[slot as usize].solution = Some(sol.clone());
+            if end <= now {
+                self.advance(slot, end);
+                self.finish_flows(slot, end);
+                t = end;
+            } else {
+                self.advance(slot, now);
+                return;
+            }
+        }
+        // The whole trajectory lies before `now` (its end event is due at this very time).
+        if self.batches[slot as usize].live.is_empty() {
+            self.complete(ctx, slot);
+        }
+    }
+
+    /// The end of a replayed batch: credit its segments to their solutions and complete it.
+    fn on_replay_end(&mut self, ctx: &mut dyn NetContext, slot: u32) {
+        let b = &mut self.batches[slot as usize];
+        b.tx_event = None;
+        let trajectory = b.replay.take().expect("a replay end belongs to a replaying batch");
+        for (sol, dur) in &trajectory.segments {
+            self.records[sol.record].in_force_ps += dur;
+        }
+        let b = &mut self.batches[slot as usize];
+        b.live.clear();
+        b.deliver_at = b.started + SimTime::from_ps(trajectory.deliver_ps);
+        self.counters.replays += 1;
+        self.complete(ctx, slot);
     }
 }
 
@@ -544,6 +651,9 @@ impl NetworkModel for FlowModel {
         b.last_update = now;
         b.tx_event = None;
         b.deliver_at = now;
+        b.started = now;
+        b.recording = None;
+        b.replay = None;
         b.mark = false;
         if n == 0 {
             let _ = ctx.schedule(
@@ -556,6 +666,17 @@ impl NetworkModel for FlowModel {
             return;
         }
         self.active.push(slot);
+        if self.component(slot).len() == 1 {
+            let key = (pattern.0, bytes, factor_signature);
+            if let Some(trajectory) = self.trajectories.get(&key).cloned() {
+                let at = now + SimTime::from_ps(trajectory.tx_end_ps);
+                let b = &mut self.batches[slot as usize];
+                b.replay = Some(trajectory);
+                b.tx_event = Some(ctx.schedule(at, NetEvent::ReplayEnd { slot, generation: b.generation }));
+                return;
+            }
+            self.batches[slot as usize].recording = Some(Vec::new());
+        }
         let _ = self.resolve(ctx, slot);
     }
 
@@ -566,6 +687,12 @@ impl NetworkModel for FlowModel {
                 let b = &self.batches[slot as usize];
                 if b.in_use && b.generation == generation {
                     self.on_tx_done(ctx, slot);
+                }
+            }
+            NetEvent::ReplayEnd { slot, generation } => {
+                let b = &self.batches[slot as usize];
+                if b.in_use && b.generation == generation && b.replay.is_some() {
+                    self.on_replay_end(ctx, slot);
                 }
             }
             NetEvent::Delivered { slot, generation } => {

@@ -29,6 +29,8 @@ pub struct NetPatternId(pub u32);
 pub enum NetEvent {
     /// Some flows of a batch finish transmitting (the earliest of its live flows).
     TxDone { slot: u32, generation: u32 },
+    /// A batch replaying a recorded trajectory has finished transmitting.
+    ReplayEnd { slot: u32, generation: u32 },
     /// The last byte of a batch has arrived at its destinations.
     Delivered { slot: u32, generation: u32 },
 }
@@ -57,6 +59,8 @@ pub struct NetCounters {
     pub events: u64,
     pub solves: u64,
     pub solution_reuses: u64,
+    /// Batches that replayed a recorded trajectory instead of being simulated event by event.
+    pub replays: u64,
 }
 
 /// The interface every network model implements.
