@@ -1,1 +1,0 @@
-//! Max-min fair bandwidth sharing.
