@@ -145,6 +145,7 @@ pub struct FlowModel {
     active: Vec<u32>,
     cache: BTreeMap<Vec<BatchState>, Vec<Arc<BatchSolution>>>,
     trajectories: BTreeMap<TrajectoryKey, Arc<Trajectory>>,
+    replay_enabled: bool,
     cached_rates: usize,
     records: Vec<SolutionRecord>,
     link_bytes: Vec<f64>,
@@ -177,6 +178,7 @@ impl FlowModel {
             active: Vec::new(),
             cache: BTreeMap::new(),
             trajectories: BTreeMap::new(),
+            replay_enabled: true,
             cached_rates: 0,
             records: Vec::new(),
             link_bytes: vec![0.0; nl],
@@ -187,6 +189,13 @@ impl FlowModel {
             p_caps: Vec::new(),
             p_rates: Vec::new(),
         }
+    }
+
+    /// Turns trajectory replay off (every batch simulated event by event), for tests that
+    /// check replay changes nothing.
+    pub fn without_replay(mut self) -> Self {
+        self.replay_enabled = false;
+        self
     }
 
     pub fn topology(&self) -> &Topology {
@@ -292,7 +301,9 @@ impl FlowModel {
             }
         }
         // A batch that has run alone may not be alone any more.
-        comp.retain(|&b| self.batches[b as usize].in_use && !self.batches[b as usize].live.is_empty());
+        comp.retain(|&b| {
+            self.batches[b as usize].in_use && !self.batches[b as usize].live.is_empty()
+        });
         if comp.len() > 1 {
             for &b in &comp {
                 self.batches[b as usize].recording = None;
@@ -433,7 +444,10 @@ impl FlowModel {
     fn finish_flows(&mut self, slot: u32, now: SimTime) -> usize {
         let b = &mut self.batches[slot as usize];
         let pat = &self.patterns[b.pattern as usize];
-        let sol = b.solution.clone().expect("a transmitting batch has a solution");
+        let sol = b
+            .solution
+            .clone()
+            .expect("a transmitting batch has a solution");
         // A flow is done when what is left would take under a picosecond (the event time
         // was rounded up to whole picoseconds), or is a rounding residue of its size.
         let residue = b.bytes as f64 * 1e-12;
@@ -445,7 +459,8 @@ impl FlowModel {
             if r.is_infinite() || b.remaining[f] <= r / 8.0 * 1e-12 + residue {
                 b.remaining[f] = 0.0;
                 b.live_signature ^= flow_key(f as u32);
-                let lat = pat.latency_ps[f] as f64 * b.latency_factor[class_index(pat.bottleneck_class[f])];
+                let lat = pat.latency_ps[f] as f64
+                    * b.latency_factor[class_index(pat.bottleneck_class[f])];
                 b.deliver_at = b.deliver_at.max(now + SimTime::from_ps(lat.round() as u64));
                 b.live.swap_remove(i);
                 finished += 1;
@@ -488,7 +503,9 @@ impl FlowModel {
                 tx_end_ps: (now - b.started).as_ps(),
                 deliver_ps: (at - b.started).as_ps(),
             };
-            self.trajectories.entry(key).or_insert_with(|| Arc::new(trajectory));
+            self.trajectories
+                .entry(key)
+                .or_insert_with(|| Arc::new(trajectory));
         }
         // The event handle is not kept: a delivery is never cancelled.
         let _ = ctx.schedule(at, NetEvent::Delivered { slot, generation });
@@ -510,7 +527,10 @@ impl FlowModel {
     fn materialize(&mut self, ctx: &mut dyn NetContext, slot: u32) {
         let now = ctx.now();
         let b = &mut self.batches[slot as usize];
-        let Some(trajectory) = b.replay.take() else { return };
+        let Some(trajectory) = b.replay.take() else {
+            return;
+        };
+        self.counters.replays_interrupted += 1;
         if let Some(h) = b.tx_event.take() {
             ctx.cancel(h);
         }
@@ -537,14 +557,16 @@ impl FlowModel {
     fn on_replay_end(&mut self, ctx: &mut dyn NetContext, slot: u32) {
         let b = &mut self.batches[slot as usize];
         b.tx_event = None;
-        let trajectory = b.replay.take().expect("a replay end belongs to a replaying batch");
+        let trajectory = b
+            .replay
+            .take()
+            .expect("a replay end belongs to a replaying batch");
         for (sol, dur) in &trajectory.segments {
             self.records[sol.record].in_force_ps += dur;
         }
         let b = &mut self.batches[slot as usize];
         b.live.clear();
         b.deliver_at = b.started + SimTime::from_ps(trajectory.deliver_ps);
-        self.counters.replays += 1;
         self.complete(ctx, slot);
     }
 }
@@ -666,13 +688,20 @@ impl NetworkModel for FlowModel {
             return;
         }
         self.active.push(slot);
-        if self.component(slot).len() == 1 {
+        if self.replay_enabled && self.component(slot).len() == 1 {
             let key = (pattern.0, bytes, factor_signature);
             if let Some(trajectory) = self.trajectories.get(&key).cloned() {
                 let at = now + SimTime::from_ps(trajectory.tx_end_ps);
                 let b = &mut self.batches[slot as usize];
                 b.replay = Some(trajectory);
-                b.tx_event = Some(ctx.schedule(at, NetEvent::ReplayEnd { slot, generation: b.generation }));
+                self.counters.replays += 1;
+                b.tx_event = Some(ctx.schedule(
+                    at,
+                    NetEvent::ReplayEnd {
+                        slot,
+                        generation: b.generation,
+                    },
+                ));
                 return;
             }
             self.batches[slot as usize].recording = Some(Vec::new());
@@ -913,7 +942,10 @@ mod tests {
         let step_ps = 80_000_000 + 2_000_000;
         assert_eq!(out.end.as_ps(), 6 * step_ps);
         assert_eq!(out.net.solves, 1);
-        assert_eq!(out.net.solution_reuses, 5);
+        assert_eq!(
+            out.net.replays, 5,
+            "steps 2..6 replay the first step's trajectory"
+        );
     }
 
     #[test]
@@ -939,5 +971,71 @@ mod tests {
             (total - expected).abs() / expected < 1e-9,
             "{total} vs {expected}"
         );
+    }
+
+    #[test]
+    fn a_replay_interrupted_by_a_new_batch_continues_exactly_as_a_simulated_one() {
+        // A: three ring steps over g0..g3 (the second and third replay the first). C: a small
+        // transfer g4 → g5 elsewhere that ends during A's second step. B: starts when C ends,
+        // g0 → g2, sharing g0's uplink and g2's downlink with A: A's replay must be rebuilt at
+        // that moment and shared from then on.
+        let t = star(6, 100.0 * GBPS, SimTime::from_us(1));
+        let ring: Vec<(u32, u32)> = (0..4).map(|i| (i, (i + 1) % 4)).collect();
+        let s = schedule(
+            6,
+            &[
+                (ring.clone(), 4_000_000, vec![]),
+                (ring.clone(), 4_000_000, vec![0]),
+                (ring, 4_000_000, vec![1]),
+                (vec![(4, 5)], 6_000_000, vec![]),
+                (vec![(0, 2)], 3_000_000, vec![3]),
+            ],
+        );
+        let eps: Vec<DeviceId> = t.gpus().to_vec();
+        let mut with = FlowModel::new(t.clone(), Default::default(), 0);
+        let a = play(
+            &s,
+            &eps,
+            &mut with,
+            PlayOptions {
+                reduce_bytes_per_s: None,
+            },
+        )
+        .unwrap();
+        let mut without = FlowModel::new(t.clone(), Default::default(), 0).without_replay();
+        let b = play(
+            &s,
+            &eps,
+            &mut without,
+            PlayOptions {
+                reduce_bytes_per_s: None,
+            },
+        )
+        .unwrap();
+        assert!(
+            a.ops[3].end > a.ops[1].start && a.ops[3].end < a.ops[1].end,
+            "C ends inside A's second step"
+        );
+        assert_eq!(a.ops, b.ops, "same op times with and without replay");
+        let (la, lb) = (with.link_traffic(), without.link_traffic());
+        for (x, y) in la.iter().zip(&lb) {
+            assert!(
+                (x.bytes - y.bytes).abs() <= 1e-6 * y.bytes.max(1.0),
+                "{} vs {}",
+                x.bytes,
+                y.bytes
+            );
+        }
+        assert_eq!(
+            (a.net.replays, a.net.replays_interrupted),
+            (1, 1),
+            "A's second step replayed, then was interrupted"
+        );
+        assert_eq!(b.net.replays, 0);
+        // B slowed A down: the shared step took longer than the unshared first one.
+        let step = |o: &crate::collective::play::PlayOutcome, i: usize| {
+            o.ops[i].end.as_ps() - o.ops[i].start.as_ps()
+        };
+        assert!(step(&a, 1) > step(&a, 0));
     }
 }

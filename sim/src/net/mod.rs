@@ -61,6 +61,8 @@ pub struct NetCounters {
     pub solution_reuses: u64,
     /// Batches that replayed a recorded trajectory instead of being simulated event by event.
     pub replays: u64,
+    /// Replays that another batch interrupted (rebuilt and simulated on from there).
+    pub replays_interrupted: u64,
 }
 
 /// The interface every network model implements.
