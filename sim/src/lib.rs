@@ -10,6 +10,7 @@
 //! - [`profile`]: calibration profiles (efficiency factors, provenance)
 //! - [`scenario`]: scenario files → simulations; [`metrics`]: what a run reports
 
+pub mod bench;
 pub mod collective;
 pub mod engine;
 pub mod metrics;

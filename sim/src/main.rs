@@ -42,6 +42,12 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Time the engine's benchmark cases and print a table (see also `cargo bench -p sim`).
+    Bench {
+        /// Skip the 16,384-GPU cases.
+        #[arg(long)]
+        quick: bool,
+    },
     /// Inspect topology files.
     Topo {
         #[command(subcommand)]
@@ -104,6 +110,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             eprintln!("simulated in {:.3} s wall time", wall.as_secs_f64());
             Ok(())
         }
+        Command::Bench { quick } => {
+            bench(quick);
+            Ok(())
+        }
         Command::Topo {
             command: TopoCommand::Show { topology, set, dot },
         } => {
@@ -121,4 +131,102 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// Runs the benchmark cases of `sim::bench` once each and prints what they did and how fast.
+fn bench(quick: bool) {
+    use sim::bench::{
+        fat_tree, fat_tree_k_for, peak_memory_bytes, place, ring_all_reduce, Hold, Placement,
+        RingStep,
+    };
+    use std::time::Instant;
+    let mib = |b: Option<u64>| {
+        b.map(|b| format!("{:.0} MiB", b as f64 / (1u64 << 20) as f64))
+            .unwrap_or("?".into())
+    };
+    let gpus_max: u32 = if quick { 4096 } else { 16384 };
+
+    println!("(a) one max-min solve of a ring step on a three-tier fat-tree (k=32, 32 hosts per edge, 16,384 GPUs)");
+    let topo = fat_tree(32, 16384, Some(32));
+    let mut solver = sim::net::maxmin::MaxMinSolver::new();
+    let mut rates = Vec::new();
+    for placement in [Placement::RankOrdered, Placement::Random] {
+        let step = RingStep::new(&topo, &place(&topo, 16384, placement));
+        step.solve(&mut solver, &mut rates);
+        let reps = 20;
+        let t = Instant::now();
+        let mut slowest = 0.0;
+        for _ in 0..reps {
+            slowest = step.solve(&mut solver, &mut rates);
+        }
+        let per = t.elapsed().as_secs_f64() / reps as f64;
+        println!(
+            "    {:<13} {:>8.3} ms per solve   {} flows, {} link crossings, slowest flow {}",
+            format!("{placement:?}"),
+            per * 1e3,
+            step.caps.len(),
+            step.links.len(),
+            sim::units::fmt_bits_per_s(slowest)
+        );
+    }
+
+    println!("\n(b) ring all-reduce of 1 GiB on a non-blocking fat-tree (400 Gb/s, 1 us per hop)");
+    println!(
+        "    {:<24} {:>9} {:>10} {:>12} {:>12} {:>12} {:>7} {:>14} {:>9} {:>10}",
+        "case",
+        "wall s",
+        "events",
+        "flows",
+        "flows/s",
+        "events/s",
+        "solves",
+        "simulated",
+        "vs ideal",
+        "peak mem"
+    );
+    let cases = [
+        (1024, Placement::RankOrdered),
+        (4096, Placement::RankOrdered),
+        (4096, Placement::Random),
+        (16384, Placement::RankOrdered),
+        (16384, Placement::Random),
+    ];
+    for (n, placement) in cases {
+        if n > gpus_max {
+            continue;
+        }
+        let topo = fat_tree(fat_tree_k_for(n), n, None);
+        let ranks = place(&topo, n, placement);
+        let t = Instant::now();
+        let run = ring_all_reduce(&topo, &ranks, 1 << 30);
+        let wall = t.elapsed().as_secs_f64();
+        let o = &run.outcome;
+        let err = o.end.as_secs_f64() / run.closed_form.as_secs_f64() - 1.0;
+        println!(
+            "    {:<24} {:>9.3} {:>10} {:>12} {:>12.3e} {:>12.3e} {:>7} {:>14} {:>+8.3}% {:>10}",
+            format!("{n} GPUs {placement:?}"),
+            wall,
+            o.events,
+            o.net.flows,
+            o.net.flows as f64 / wall,
+            o.events as f64 / wall,
+            o.net.solves,
+            o.end.to_string(),
+            err * 100.0,
+            mib(peak_memory_bytes())
+        );
+    }
+    println!("    (peak memory is the process's so far: cases run in increasing size)");
+
+    println!("\n(c) event-queue hold with 10^6 pending events");
+    let mut hold = Hold::new(1_000_000);
+    hold.run(1_000_000);
+    let n = 5_000_000;
+    let t = Instant::now();
+    let sum = hold.run(n);
+    let per = t.elapsed().as_secs_f64() / n as f64;
+    println!(
+        "    {:.1} ns per hold (pop + schedule), checksum {sum}",
+        per * 1e9
+    );
 }

@@ -38,8 +38,11 @@ fn topology(gpus: u32, leaves: u32, seeds: &[u64]) -> Arc<Topology> {
     Arc::new(b.build().unwrap())
 }
 
+/// One transfer op: its (src, dst) pairs, bytes per pair, and the ops it waits for.
+type OpSpec = (Vec<(u32, u32)>, u64, Vec<u32>);
+
 /// Random transfer ops: each a few random pairs, random sizes, random earlier dependencies.
-fn schedule(gpus: u32, ops: &[(Vec<(u32, u32)>, u64, Vec<u32>)]) -> Schedule {
+fn schedule(gpus: u32, ops: &[OpSpec]) -> Schedule {
     let mut s = Schedule::new(Collective::SendRecv, "random", gpus, 0);
     for (i, (pairs, bytes, deps)) in ops.iter().enumerate() {
         let pairs: Vec<(u32, u32)> = pairs
@@ -90,7 +93,7 @@ fn run(topo: &Arc<Topology>, s: &Schedule, replay: bool) -> (PlayOutcome, Vec<Li
 
 /// Ops drawn from a small pool of patterns and sizes, so that batches repeat (and replay
 /// recorded trajectories) and sometimes overlap (and interrupt replays).
-fn ops_strategy() -> impl Strategy<Value = Vec<(Vec<(u32, u32)>, u64, Vec<u32>)>> {
+fn ops_strategy() -> impl Strategy<Value = Vec<OpSpec>> {
     let pool = prop::collection::vec(prop::collection::vec((0u32..64, 0u32..64), 1..6), 3);
     let sizes = prop::collection::vec(
         prop_oneof![Just(0u64), 1u64..10_000, 100_000u64..5_000_000],

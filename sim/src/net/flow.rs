@@ -806,8 +806,11 @@ mod tests {
         Arc::new(b.build().unwrap())
     }
 
+    /// One transfer op: its (src, dst) pairs, bytes per pair, and the ops it waits for.
+    type OpSpec = (Vec<(u32, u32)>, u64, Vec<u32>);
+
     /// One op per entry of `ops`: (pairs, bytes, deps).
-    fn schedule(n: u32, ops: &[(Vec<(u32, u32)>, u64, Vec<u32>)]) -> Schedule {
+    fn schedule(n: u32, ops: &[OpSpec]) -> Schedule {
         let mut s = Schedule::new(Collective::SendRecv, "test", n, 0);
         for (pairs, bytes, deps) in ops {
             let p = s.add_pattern(pairs.clone());
