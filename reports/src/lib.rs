@@ -47,3 +47,30 @@ pub fn read_summary(path: &std::path::Path) -> Result<Summary, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(name: &str, time_us: f64) -> Summary {
+        serde_json::from_value(serde_json::json!({
+            "scenario": name, "topology": "t<1>", "network_model": "flow", "profile": "nominal",
+            "seed": 1, "collective": "all_reduce", "algorithm": "ring(1)", "ranks": 8,
+            "bytes": 1073741824u64, "time_ps": (time_us * 1e6) as u64, "time_us": time_us,
+            "algbw_gbytes_per_s": 1.0, "busbw_gbytes_per_s": 1.75, "ops": 3,
+            "bytes_by_class": {}, "busiest_links": [], "events": 1,
+            "net": {"batches": 1, "flows": 1, "events": 1, "solves": 1, "solution_reuses": 0,
+                    "replays": 0, "replays_interrupted": 0}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_comparison_table_has_one_row_per_run_and_escapes_names() {
+        let html = comparison_table("ring vs tree", &[summary("a", 10.0), summary("b", 2000.0)]);
+        assert_eq!(html.matches("<tr><td>").count(), 2);
+        assert!(html.contains("t&lt;1&gt;"), "names are escaped");
+        assert!(html.contains("<td>2000</td>"));
+        assert!(html.contains("1.00 GiB"));
+    }
+}
