@@ -240,6 +240,17 @@ impl RunReport {
     }
 }
 
+/// A duration in microseconds for people, to the nanosecond: `193.291 ms`, `12.345 us`.
+pub fn fmt_time_us(us: f64) -> String {
+    if us >= 1e6 {
+        format!("{:.6} s", us / 1e6)
+    } else if us >= 1e3 {
+        format!("{:.3} ms", us / 1e3)
+    } else {
+        format!("{us:.3} us")
+    }
+}
+
 impl fmt::Display for RunReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.summary;
@@ -258,7 +269,7 @@ impl fmt::Display for RunReport {
             s.algorithm
         )?;
         writeln!(f)?;
-        writeln!(f, "  time    {:>12.3} us", s.time_us)?;
+        writeln!(f, "  time    {:>15}", fmt_time_us(s.time_us))?;
         writeln!(
             f,
             "  algbw   {:>15}   (size / time)",
