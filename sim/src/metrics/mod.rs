@@ -7,6 +7,7 @@
 //! files. Files are written atomically (temporary file + rename).
 
 pub mod output;
+pub mod workload;
 
 use std::collections::BTreeMap;
 use std::fmt;

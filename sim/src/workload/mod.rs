@@ -10,3 +10,7 @@
 //! - [`metrics`]: step time, throughput, compute vs communication, exposed communication
 
 pub mod catalog;
+pub mod compute;
+pub mod memory;
+pub mod metrics;
+pub mod step;
