@@ -34,6 +34,8 @@ pub struct WorkloadSummary {
     pub global_batch: u64,
     pub dtype: String,
     pub buckets: usize,
+    /// Bytes of each gradient bucket, in the order they are sent.
+    pub bucket_bytes: Vec<u64>,
     /// Layer ranges [start, end) of the pipeline stages.
     pub stages: Vec<(usize, usize)>,
     pub metrics: StepMetrics,

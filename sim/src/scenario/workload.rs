@@ -346,6 +346,7 @@ pub fn run_workload(s: &Scenario) -> Result<WorkloadReport, RunError> {
         global_batch: dag.global_batch,
         dtype: cfg.dtype.as_str().to_string(),
         buckets: dag.buckets.len(),
+        bucket_bytes: dag.buckets.iter().map(|b| b.0).collect(),
         stages: dag.stages.iter().map(|r| (r.start, r.end)).collect(),
         metrics,
         memory: mem,

@@ -317,7 +317,7 @@ pub fn build(
     if cfg.batch_per_gpu == 0 {
         return Err(err("workload.batch_per_gpu", "at least 1"));
     }
-    if ranks % (tp * pp) != 0 {
+    if !ranks.is_multiple_of(tp * pp) {
         return Err(err(
             "workload.tensor_parallel",
             format!("tensor_parallel × pipeline_parallel ({tp} × {pp}) dividing the {ranks} ranks"),
@@ -419,7 +419,7 @@ fn data_parallel_step(
     let mut prev: Vec<OpId> = Vec::new();
     let mut dag = empty_dag();
     dag.global_batch = cfg.batch_per_gpu * n as u64 * cfg.accumulation_steps as u64;
-    dag.stages = vec![0..model.layers.len()];
+    dag.stages = std::iter::once(0..model.layers.len()).collect();
     let single_process = cfg.method == DpMethod::DataParallel;
     if single_process {
         // GPU 0 holds the batch and the parameters: scatter inputs, replicate parameters.
@@ -481,8 +481,9 @@ fn data_parallel_step(
     }
     let backward_done = prev[0];
     let optimizer = cm.optimizer_time(model.params(), model.param_tensors(), cfg.optimizer);
+    let is_ps = cfg.method == DpMethod::ParameterServer;
     let update = move |op: &Op| match op.kind {
-        OpKind::Reduce { endpoints, .. } => OpKind::Compute {
+        OpKind::Reduce { endpoints, .. } if is_ps => OpKind::Compute {
             endpoints,
             duration: SimTime::from_secs_f64(optimizer.as_secs_f64() / cfg.servers.max(1) as f64),
         },
@@ -585,7 +586,7 @@ fn hybrid_step(
     pp: u32,
 ) -> Result<StepDag, StepError> {
     let m = cfg.microbatches.max(1);
-    if cfg.batch_per_gpu % m as u64 != 0 {
+    if !cfg.batch_per_gpu.is_multiple_of(m as u64) {
         return Err(err(
             "workload.microbatches",
             format!(
