@@ -8,6 +8,7 @@
 //! - [`net`]: network models (flow-level max-min sharing) behind one interface
 //! - [`collective`]: collective algorithms as schedules of chunk transfers
 //! - [`profile`]: calibration profiles (efficiency factors, provenance)
+//! - [`workload`]: models, training-step DAGs, parallelism (above collective, below scenario)
 //! - [`scenario`]: scenario files → simulations; [`metrics`]: what a run reports
 
 pub mod bench;
@@ -19,3 +20,4 @@ pub mod profile;
 pub mod scenario;
 pub mod topology;
 pub mod units;
+pub mod workload;

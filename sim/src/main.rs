@@ -89,6 +89,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             out,
         } => {
             let s = scenario::load(&path, &set)?;
+            if s.file.workload.is_some() {
+                return run_workload(&s, &path, &set, json, out);
+            }
             let started = std::time::Instant::now();
             let report = run(&s)?;
             let wall = started.elapsed();
@@ -131,6 +134,59 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// Runs a `[workload]` scenario (and its `[[compare]]` variants) and prints the step report, or
+/// a table when there are variants.
+fn run_workload(
+    s: &scenario::Scenario,
+    path: &std::path::Path,
+    set: &[String],
+    json: bool,
+    out: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    let rows = scenario::workload::run_study(path, set)?;
+    let wall = started.elapsed();
+    if json {
+        let v: Vec<_> = rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "label": r.label,
+                    "speedup": r.speedup,
+                    "scaling_efficiency": r.scaling_efficiency,
+                    "summary": r.report.summary,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else if s.file.compare.is_empty() {
+        println!("{}", rows[0].report);
+    } else {
+        if !s.file.description.is_empty() {
+            println!("{}\n", s.file.description.trim());
+        }
+        print!("{}", sim::metrics::workload::study_table(&rows));
+    }
+    let out = out.or_else(|| s.file.output.dir.as_ref().map(PathBuf::from));
+    if let Some(dir) = out {
+        for r in &rows {
+            let d = if rows.len() == 1 {
+                dir.clone()
+            } else {
+                dir.join(&r.label)
+            };
+            r.report
+                .write_dir(&d)
+                .with_context(|| format!("writing results to {}", d.display()))?;
+        }
+        if !json {
+            println!("\nwrote results to {}", dir.display());
+        }
+    }
+    eprintln!("simulated in {:.3} s wall time", wall.as_secs_f64());
+    Ok(())
 }
 
 /// Runs the benchmark cases of `sim::bench` once each and prints what they did and how fast.

@@ -428,7 +428,7 @@ mod tests {
             .iter()
             .map(|op| match op.kind {
                 OpKind::Transfer { bytes, .. } => bytes,
-                OpKind::Reduce { .. } => 0,
+                OpKind::Reduce { .. } | OpKind::Compute { .. } => 0,
             })
             .collect();
         assert_eq!(bytes, vec![4, 3, 3]);

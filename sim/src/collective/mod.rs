@@ -67,6 +67,13 @@ pub enum OpKind {
     /// Each of the `endpoints` reduces `bytes` locally (in parallel); the time comes from the
     /// profile's reduction bandwidth (zero when the reduction is fused into the copy, as in NCCL).
     Reduce { endpoints: u32, bytes: u64 },
+    /// Each of the `endpoints` computes for `duration` (in parallel): one layer's forward or
+    /// backward pass on every rank of a group, an optimizer step. Workload DAGs use it;
+    /// collective generators never do. A zero duration makes a join point.
+    Compute {
+        endpoints: u32,
+        duration: crate::engine::SimTime,
+    },
 }
 
 /// Which part of the algorithm an op belongs to, for timelines and traffic matrices.
@@ -85,6 +92,12 @@ pub enum Phase {
     Pull,
     /// Hierarchical: the inter-node stage.
     InterNode,
+    /// Training step: a forward-pass compute op.
+    Forward,
+    /// Training step: a backward-pass compute op.
+    Backward,
+    /// Training step: the optimizer update (also a parameter server's update).
+    Optimizer,
 }
 
 impl Phase {
@@ -99,6 +112,9 @@ impl Phase {
             Phase::Push => "push",
             Phase::Pull => "pull",
             Phase::InterNode => "inter-node",
+            Phase::Forward => "forward",
+            Phase::Backward => "backward",
+            Phase::Optimizer => "optimizer",
         }
     }
 }
@@ -199,9 +215,82 @@ impl Schedule {
                 OpKind::Transfer { pattern, bytes } => {
                     self.patterns[pattern.0 as usize].pairs.len() as u128 * bytes as u128
                 }
-                OpKind::Reduce { .. } => 0,
+                OpKind::Reduce { .. } | OpKind::Compute { .. } => 0,
             })
             .sum()
+    }
+
+    /// Copies `sub` into this schedule once for all `groups` at the same time: group g's
+    /// endpoint e of `sub` becomes `groups[g][e]` here, and each pattern of `sub` becomes one
+    /// pattern holding every group's mapped pairs, so the groups' identical steps stay one
+    /// batch each. Ops of `sub` without dependencies wait for `after`; `map_kind` may replace
+    /// an op's kind (e.g. a server's reduction by the optimizer update it stands for). Returns
+    /// the op ids that nothing inside the copy waits for (the copy is finished when they are);
+    /// empty when `sub` has no ops.
+    ///
+    /// Every group must have `sub.endpoints()` entries, all below `self.endpoints()`.
+    pub fn embed(
+        &mut self,
+        sub: &Schedule,
+        groups: &[&[Endpoint]],
+        after: &[OpId],
+        map_kind: &dyn Fn(&Op) -> OpKind,
+    ) -> Vec<OpId> {
+        let base = self.ops.len() as u32;
+        let n_groups = groups.len().max(1) as u32;
+        let mut pattern_map: Vec<Option<PatternId>> = vec![None; sub.patterns.len()];
+        let mut has_succ = vec![false; sub.ops.len()];
+        for op in &sub.ops {
+            for d in &op.deps {
+                has_succ[d.0 as usize] = true;
+            }
+        }
+        for op in &sub.ops {
+            let kind = match map_kind(op) {
+                OpKind::Transfer { pattern, bytes } => {
+                    let p = pattern.0 as usize;
+                    let id = match pattern_map[p] {
+                        Some(id) => id,
+                        None => {
+                            let pairs: Vec<(Endpoint, Endpoint)> = groups
+                                .iter()
+                                .flat_map(|g| {
+                                    sub.patterns[p]
+                                        .pairs
+                                        .iter()
+                                        .map(|&(s, d)| (g[s as usize], g[d as usize]))
+                                })
+                                .collect();
+                            let id = self.add_pattern(pairs);
+                            pattern_map[p] = Some(id);
+                            id
+                        }
+                    };
+                    OpKind::Transfer { pattern: id, bytes }
+                }
+                OpKind::Reduce { endpoints, bytes } => OpKind::Reduce {
+                    endpoints: endpoints * n_groups,
+                    bytes,
+                },
+                OpKind::Compute {
+                    endpoints,
+                    duration,
+                } => OpKind::Compute {
+                    endpoints: endpoints * n_groups,
+                    duration,
+                },
+            };
+            let deps = if op.deps.is_empty() {
+                after.to_vec()
+            } else {
+                op.deps.iter().map(|d| OpId(d.0 + base)).collect()
+            };
+            self.push(kind, deps, op.phase, op.channel, op.step);
+        }
+        (0..sub.ops.len())
+            .filter(|&i| !has_succ[i])
+            .map(|i| OpId(base + i as u32))
+            .collect()
     }
 
     /// Checks the invariants every generator must keep: deps point backwards, patterns and

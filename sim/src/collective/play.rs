@@ -2,7 +2,7 @@
 //!
 //! Ops start as soon as all their dependencies have finished, in op order among those ready at
 //! the same time. Transfer ops become batches of the network model; reduce ops are delays of
-//! `bytes / reduce rate`. The loop owns the event queue; the network model schedules its own
+//! `bytes / reduce rate`; compute ops are delays of their duration. The loop owns the event queue; the network model schedules its own
 //! events through [`NetContext`] and never sees the loop's event type.
 
 use std::collections::VecDeque;
@@ -44,6 +44,7 @@ pub struct PlayOptions {
 enum Event {
     Net(NetEvent),
     ReduceDone(u32),
+    ComputeDone(u32),
 }
 
 struct Ctx<'a> {
@@ -142,6 +143,13 @@ pub fn play(
                         };
                         net.start_batch(&mut ctx, id, bytes, op as u64);
                     }
+                    OpKind::Compute { duration, .. } => {
+                        if duration == SimTime::ZERO {
+                            finished.push_back(op);
+                        } else {
+                            let _ = queue.schedule_in(duration, Event::ComputeDone(op));
+                        }
+                    }
                     OpKind::Reduce { bytes, .. } => {
                         let secs = match options.reduce_bytes_per_s {
                             Some(rate) if rate > 0.0 => bytes as f64 / rate,
@@ -182,7 +190,7 @@ pub fn play(
                 };
                 net.on_event(&mut ctx, e);
             }
-            Event::ReduceDone(op) => finished.push_back(op),
+            Event::ReduceDone(op) | Event::ComputeDone(op) => finished.push_back(op),
         }
     }
     debug_assert_eq!(completed, n_ops, "every op of a valid schedule runs");

@@ -7,6 +7,7 @@
 //! files. Files are written atomically (temporary file + rename).
 
 pub mod output;
+pub mod workload;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -178,6 +179,7 @@ impl RunReport {
                         bytes,
                     ),
                     OpKind::Reduce { endpoints, bytes } => ("reduce", endpoints, bytes),
+                    OpKind::Compute { endpoints, .. } => ("compute", endpoints, 0),
                 };
                 TimelineRow {
                     op: i as u32,
@@ -200,7 +202,7 @@ impl RunReport {
                 OpKind::Transfer { pattern, .. } => {
                     2 * schedule.patterns[pattern.0 as usize].pairs.len()
                 }
-                OpKind::Reduce { .. } => 0,
+                OpKind::Reduce { .. } | OpKind::Compute { .. } => 0,
             })
             .sum();
         let rank_timeline = (rows <= MAX_RANK_TIMELINE_ROWS).then(|| {

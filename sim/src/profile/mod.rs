@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::net::factors::{EfficiencyFactors, FactorRow};
 use crate::topology::LinkClass;
-use crate::units::Bandwidth;
+use crate::units::{Bandwidth, Bytes, Duration};
 
 /// The schema version this build reads and writes.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -57,6 +57,59 @@ pub struct NetworkCalibration {
     pub reduce_bandwidth: Option<MeasuredBandwidth>,
 }
 
+/// A number with where it came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Calibrated<T> {
+    pub value: T,
+    pub provenance: Provenance,
+}
+
+/// A layer's measured forward and backward time at one batch size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeasuredLayerTime {
+    pub model: String,
+    pub layer: String,
+    pub batch: u64,
+    pub forward: Duration,
+    pub backward: Duration,
+    pub provenance: Provenance,
+}
+
+/// How fast one GPU computes: what turns a layer's FLOPs and bytes into time.
+///
+/// A matmul-class layer (convolution, linear, attention, MLP) of F FLOPs moving B bytes takes
+/// `max((F + half_efficiency_flops) / (peak × matmul_efficiency), B / (memory_bandwidth ×
+/// memory_efficiency)) + layer_overhead`: its efficiency rises with the work per kernel and is
+/// half of `matmul_efficiency` at F = `half_efficiency_flops`, so small batches underuse the
+/// GPU. Other layers are memory-bound. Measured per-layer times, when present, win.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComputeCalibration {
+    /// The GPU, e.g. "Tesla V100-SXM2-16GB".
+    pub device: String,
+    /// Peak FLOP/s per dtype ("fp32", "fp16", "bf16").
+    pub peak_flops_per_s: BTreeMap<String, Calibrated<f64>>,
+    /// Largest fraction of peak that matmul-class layers reach.
+    pub matmul_efficiency: Calibrated<f64>,
+    /// Work per kernel (FLOPs) at which a matmul layer reaches half of `matmul_efficiency`.
+    pub half_efficiency_flops: Calibrated<f64>,
+    pub memory_bandwidth: Calibrated<Bandwidth>,
+    /// Fraction of `memory_bandwidth` that memory-bound layers reach.
+    pub memory_efficiency: Calibrated<f64>,
+    /// GPU memory.
+    pub memory_capacity: Calibrated<Bytes>,
+    /// Fixed cost per layer and pass (kernel launches, framework dispatch).
+    pub layer_overhead: Calibrated<Duration>,
+    /// DDP's cost per gradient tensor (autograd hook, copy into the bucket), added to the
+    /// backward pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ddp_overhead_per_tensor: Option<Calibrated<Duration>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layer_times: Vec<MeasuredLayerTime>,
+}
+
 /// A calibration profile.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -68,6 +121,9 @@ pub struct Profile {
     pub provenance: Provenance,
     #[serde(default)]
     pub network: NetworkCalibration,
+    /// GPU compute rates, for training workloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute: Option<ComputeCalibration>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -93,6 +149,7 @@ impl Profile {
                 date: None,
             },
             network: NetworkCalibration::default(),
+            compute: None,
         }
     }
 
@@ -134,6 +191,9 @@ impl Profile {
                 ));
             }
         }
+        if let Some(c) = &p.compute {
+            check_compute(c).map_err(|(f, e)| err(&format!("compute.{f}"), e))?;
+        }
         p.efficiency_factors()
             .validate()
             .map_err(|e| err("network.factors", e))?;
@@ -159,6 +219,75 @@ impl Profile {
             .as_ref()
             .map(|m| m.value.bytes_per_s())
     }
+}
+
+/// Every compute number needs a provenance detail and a sensible value.
+fn check_compute(c: &ComputeCalibration) -> Result<(), (String, String)> {
+    let prov = |field: &str, p: &Provenance| {
+        if p.detail.trim().is_empty() || p.source.trim().is_empty() {
+            Err((
+                format!("{field}.provenance"),
+                "a source and a detail saying where this number came from".to_string(),
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    if c.peak_flops_per_s.is_empty() {
+        return Err((
+            "peak_flops_per_s".into(),
+            "at least one dtype, e.g. {\"fp32\": {\"value\": 15.7e12, ...}}".into(),
+        ));
+    }
+    for (dtype, v) in &c.peak_flops_per_s {
+        prov(&format!("peak_flops_per_s.{dtype}"), &v.provenance)?;
+        if !(v.value > 0.0 && v.value.is_finite()) {
+            return Err((
+                format!("peak_flops_per_s.{dtype}.value"),
+                format!("a positive FLOP/s, got {}", v.value),
+            ));
+        }
+    }
+    // Matmul efficiency may exceed 1: FLOPs are counted as direct convolution, and Winograd /
+    // FFT kernels do fewer multiplications (see workload::compute::MAX_MATMUL_EFFICIENCY).
+    for (field, v, max) in [
+        ("matmul_efficiency", &c.matmul_efficiency, 2.0),
+        ("memory_efficiency", &c.memory_efficiency, 1.0),
+    ] {
+        prov(field, &v.provenance)?;
+        if !(v.value > 0.0 && v.value <= max) {
+            return Err((
+                format!("{field}.value"),
+                format!("a fraction of peak in (0, {max}], got {}", v.value),
+            ));
+        }
+    }
+    prov("half_efficiency_flops", &c.half_efficiency_flops.provenance)?;
+    if !(c.half_efficiency_flops.value >= 0.0 && c.half_efficiency_flops.value.is_finite()) {
+        return Err((
+            "half_efficiency_flops.value".into(),
+            "a non-negative number of FLOPs".into(),
+        ));
+    }
+    prov("memory_bandwidth", &c.memory_bandwidth.provenance)?;
+    if c.memory_bandwidth.value.bits_per_s() <= 0.0 {
+        return Err((
+            "memory_bandwidth.value".into(),
+            "a positive bandwidth".into(),
+        ));
+    }
+    prov("memory_capacity", &c.memory_capacity.provenance)?;
+    prov("layer_overhead", &c.layer_overhead.provenance)?;
+    if let Some(d) = &c.ddp_overhead_per_tensor {
+        prov("ddp_overhead_per_tensor", &d.provenance)?;
+    }
+    for (i, t) in c.layer_times.iter().enumerate() {
+        prov(&format!("layer_times[{i}]"), &t.provenance)?;
+        if t.batch == 0 {
+            return Err((format!("layer_times[{i}].batch"), "at least 1".into()));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

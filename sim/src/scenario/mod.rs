@@ -23,6 +23,7 @@
 //! what was expected.
 
 pub mod run;
+pub mod workload;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -163,7 +164,13 @@ pub struct ScenarioFile {
     pub topology: toml::Table,
     #[serde(default)]
     pub placement: PlacementSpec,
-    pub collective: CollectiveTable,
+    /// A collective to time (exactly one of `collective` and `workload`).
+    pub collective: Option<CollectiveTable>,
+    /// A training workload to time (see [`workload::WorkloadTable`]).
+    pub workload: Option<workload::WorkloadTable>,
+    /// Variants of this scenario to run and tabulate side by side (see [`workload::CompareEntry`]).
+    #[serde(default)]
+    pub compare: Vec<workload::CompareEntry>,
     #[serde(default)]
     pub network: NetworkSpec,
     /// Calibration profile (JSON), relative to this file; default: nominal (no calibration).
@@ -260,9 +267,30 @@ pub fn parse(text: &str, path: &Path, overrides: &[String]) -> Result<Scenario, 
         topology_overrides,
         profile_path,
     };
-    scenario
-        .collective_spec(u32::MAX)
-        .map_err(|(field, expected)| ScenarioError::new(&file, field, expected))?;
+    match (&scenario.file.collective, &scenario.file.workload) {
+        (Some(_), None) => {
+            scenario
+                .collective_spec(u32::MAX)
+                .map_err(|(field, expected)| ScenarioError::new(&file, field, expected))?;
+        }
+        (None, Some(w)) => w
+            .check()
+            .map_err(|(field, expected)| ScenarioError::new(&file, field, expected))?,
+        (Some(_), Some(_)) => {
+            return Err(ScenarioError::new(
+                &file,
+                "workload",
+                "exactly one of [collective] and [workload]; this file has both",
+            ))
+        }
+        (None, None) => {
+            return Err(ScenarioError::new(
+                &file,
+                "collective",
+                "a [collective] table (time one collective) or a [workload] table (time a training step)",
+            ))
+        }
+    }
     Ok(scenario)
 }
 
@@ -341,7 +369,23 @@ pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
 impl Scenario {
     /// The collective to generate for `ranks` ranks, or (field, expected).
     pub fn collective_spec(&self, ranks: u32) -> Result<CollectiveSpec, (String, String)> {
-        let c = &self.file.collective;
+        let Some(c) = &self.file.collective else {
+            return Err((
+                "collective".into(),
+                "a [collective] table (this scenario describes a [workload]; run it with `dtsim run`)"
+                    .into(),
+            ));
+        };
+        collective_spec_of(c, ranks)
+    }
+}
+
+/// The collective a `[collective]`-shaped table describes, for `ranks` ranks, or (field, expected).
+pub fn collective_spec_of(
+    c: &CollectiveTable,
+    ranks: u32,
+) -> Result<CollectiveSpec, (String, String)> {
+    {
         let field = |f: &str| format!("collective.{f}");
         let ring_only = [
             ("rings", c.rings.is_some()),

@@ -1,0 +1,412 @@
+//! `[workload]` scenarios: a training step on the scenario's topology, and `[[compare]]`
+//! studies that run several variants of one scenario and tabulate them.
+//!
+//! ```toml
+//! [workload]
+//! model = "resnet50"               # a catalog name, or model_file = "my_model.toml", or
+//!                                  # [workload.transformer] layers = 24, hidden = 2048, ...
+//! batch_per_gpu = 32
+//! parallelism = "ddp"              # ddp | allreduce_after_backward | parameter_server | data_parallel
+//! bucket = "25MiB"                 # DDP bucket cap; first_bucket = "1MiB" (default: = bucket)
+//! dtype = "fp32"                   # fp32 | fp16 | bf16
+//! optimizer = "momentum"           # sgd | momentum | adam
+//! accumulation_steps = 1
+//! tensor_parallel = 1              # Megatron TP group size
+//! pipeline_parallel = 1            # stages; microbatches = 4, pipeline_schedule = "1f1b" | "gpipe"
+//! servers = 1                      # parameter server shards; colocated = true (servers are ranks)
+//! steps_per_epoch = 100            # epoch time and traffic per epoch = steps × one step
+//! epochs = 1
+//! ablation = "none"                # none | free_communication | free_compute
+//! [workload.allreduce]             # the gradient / TP all-reduce algorithm, as in [collective]
+//! algorithm = "ring"
+//! permutations = [0, 5]
+//!
+//! [[compare]]                      # optional: variants, each a list of --set overrides
+//! label = "hierarchical"
+//! set = ["workload.allreduce.algorithm=hierarchical"]
+//! ```
+//!
+//! Steps are identical and separated by the optimizer (synchronous training), so one step is
+//! simulated and an epoch is `steps_per_epoch` of them.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use super::run::{prepare, RunError};
+use super::{
+    collective_spec_of, AlgorithmName, CollectiveTable, NetworkModelName, Scenario, ScenarioError,
+};
+use crate::collective::play::{play, PlayOptions};
+use crate::collective::{Collective, Fabric};
+use crate::metrics::workload::{StudyRow, WorkloadReport, WorkloadSummary};
+use crate::net::flow::FlowModel;
+use crate::net::NetworkModel;
+use crate::topology::{DeviceId, Topology};
+use crate::units::Bytes;
+use crate::workload::catalog::{self, Model, TransformerConfig};
+use crate::workload::compute::{ComputeModel, Dtype, Optimizer};
+use crate::workload::memory;
+use crate::workload::metrics::{step_metrics, traffic_per_step};
+use crate::workload::step::{self, Ablation, DpMethod, PipelineSchedule, StepConfig};
+
+/// The gradient all-reduce algorithm, with the options `[collective]` accepts.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AllReduceTable {
+    #[serde(default)]
+    pub algorithm: AlgorithmName,
+    pub rings: Option<u32>,
+    pub permutations: Option<Vec<u32>>,
+    pub orders: Option<Vec<Vec<u32>>>,
+    pub stride: Option<u32>,
+    pub reverse: Option<Vec<bool>>,
+    pub slices: Option<u32>,
+}
+
+/// The `[workload]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadTable {
+    pub model: Option<String>,
+    pub model_file: Option<String>,
+    pub transformer: Option<TransformerConfig>,
+    pub batch_per_gpu: u64,
+    #[serde(default)]
+    pub parallelism: DpMethod,
+    pub bucket: Option<Bytes>,
+    pub first_bucket: Option<Bytes>,
+    #[serde(default)]
+    pub dtype: Dtype,
+    #[serde(default)]
+    pub optimizer: Optimizer,
+    #[serde(default = "one")]
+    pub accumulation_steps: u32,
+    #[serde(default = "one")]
+    pub tensor_parallel: u32,
+    #[serde(default = "one")]
+    pub pipeline_parallel: u32,
+    #[serde(default = "one")]
+    pub microbatches: u32,
+    #[serde(default)]
+    pub pipeline_schedule: PipelineSchedule,
+    #[serde(default = "one")]
+    pub servers: u32,
+    #[serde(default = "yes")]
+    pub colocated: bool,
+    #[serde(default = "one_u64")]
+    pub steps_per_epoch: u64,
+    #[serde(default = "one_u64")]
+    pub epochs: u64,
+    #[serde(default)]
+    pub ablation: Ablation,
+    #[serde(default)]
+    pub allreduce: AllReduceTable,
+}
+
+fn one() -> u32 {
+    1
+}
+fn one_u64() -> u64 {
+    1
+}
+fn yes() -> bool {
+    true
+}
+
+/// One variant of a study: a label and `--set`-style overrides applied to the scenario.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompareEntry {
+    pub label: String,
+    #[serde(default)]
+    pub set: Vec<String>,
+}
+
+impl WorkloadTable {
+    /// Checks what can be checked without the topology: (field, expected).
+    pub fn check(&self) -> Result<(), (String, String)> {
+        let sources = [
+            self.model.is_some(),
+            self.model_file.is_some(),
+            self.transformer.is_some(),
+        ];
+        if sources.iter().filter(|&&x| x).count() != 1 {
+            return Err((
+                "workload.model".into(),
+                format!(
+                    "exactly one of model (one of {}), model_file and [workload.transformer]",
+                    catalog::CATALOG.join(", ")
+                ),
+            ));
+        }
+        if let Some(name) = &self.model {
+            catalog::by_name(name).map_err(|e| ("workload.model".to_string(), e.expected))?;
+        }
+        for (field, v) in [
+            ("batch_per_gpu", self.batch_per_gpu),
+            ("accumulation_steps", self.accumulation_steps as u64),
+            ("tensor_parallel", self.tensor_parallel as u64),
+            ("pipeline_parallel", self.pipeline_parallel as u64),
+            ("microbatches", self.microbatches as u64),
+            ("servers", self.servers as u64),
+            ("steps_per_epoch", self.steps_per_epoch),
+            ("epochs", self.epochs),
+        ] {
+            if v == 0 {
+                return Err((format!("workload.{field}"), "at least 1".into()));
+            }
+        }
+        if self.bucket.is_some_and(|b| b.0 == 0) || self.first_bucket.is_some_and(|b| b.0 == 0) {
+            return Err((
+                "workload.bucket".into(),
+                "a positive size such as \"25MiB\"".into(),
+            ));
+        }
+        self.step_config(u32::MAX).map(|_| ())
+    }
+
+    /// The step configuration for `ranks` ranks.
+    pub fn step_config(&self, ranks: u32) -> Result<StepConfig, (String, String)> {
+        let a = &self.allreduce;
+        let table = CollectiveTable {
+            op: Collective::AllReduce,
+            bytes: Bytes(0),
+            algorithm: a.algorithm,
+            rings: a.rings,
+            permutations: a.permutations.clone(),
+            orders: a.orders.clone(),
+            stride: a.stride,
+            reverse: a.reverse.clone(),
+            servers: None,
+            colocated: None,
+            slices: a.slices,
+            root: 0,
+            peer: 1,
+        };
+        let spec = collective_spec_of(&table, ranks)
+            .map_err(|(f, e)| (f.replacen("collective.", "workload.allreduce.", 1), e))?;
+        let bucket = self.bucket.map(|b| b.0).unwrap_or(25 << 20);
+        Ok(StepConfig {
+            batch_per_gpu: self.batch_per_gpu,
+            method: self.parallelism,
+            bucket_bytes: bucket,
+            first_bucket_bytes: self.first_bucket.map(|b| b.0).unwrap_or(bucket),
+            accumulation_steps: self.accumulation_steps,
+            tensor_parallel: self.tensor_parallel,
+            pipeline_parallel: self.pipeline_parallel,
+            microbatches: self.microbatches,
+            pipeline_schedule: self.pipeline_schedule,
+            algorithm: spec.algorithm,
+            slices: spec.slices,
+            servers: self.servers,
+            colocated: self.colocated,
+            optimizer: self.optimizer,
+            dtype: self.dtype,
+            ablation: self.ablation,
+        })
+    }
+
+    /// The model, from the catalog, a model file (relative to the scenario) or the inline
+    /// transformer configuration.
+    pub fn model(&self, scenario_path: &Path) -> Result<Model, (String, String)> {
+        if let Some(name) = &self.model {
+            return catalog::by_name(name).map_err(|e| ("workload.model".into(), e.expected));
+        }
+        if let Some(f) = &self.model_file {
+            let base = scenario_path.parent().unwrap_or(Path::new("."));
+            return catalog::load_model_file(&base.join(f))
+                .map_err(|e| ("workload.model_file".into(), e.to_string()));
+        }
+        let c = self
+            .transformer
+            .as_ref()
+            .ok_or_else(|| ("workload.model".to_string(), "a model".to_string()))?;
+        if c.layers == 0 || c.hidden == 0 || c.heads == 0 || c.sequence == 0 || c.vocabulary == 0 {
+            return Err((
+                "workload.transformer".into(),
+                "layers, hidden, heads, sequence and vocabulary all at least 1".into(),
+            ));
+        }
+        Ok(catalog::transformer(c))
+    }
+}
+
+/// The network as the collective generators see it.
+struct NetFabric<'a> {
+    model: RefCell<&'a mut dyn NetworkModel>,
+    topo: &'a Topology,
+    endpoints: &'a [DeviceId],
+}
+
+impl Fabric for NetFabric<'_> {
+    fn bottleneck_bps(&self, src: u32, dst: u32) -> f64 {
+        let (a, b) = (self.endpoints[src as usize], self.endpoints[dst as usize]);
+        self.model
+            .borrow_mut()
+            .path_bottleneck(a, b)
+            .map(|(bps, _)| bps)
+            .unwrap_or(0.0)
+    }
+    fn node_of(&self, rank: u32) -> u32 {
+        self.topo
+            .device(self.endpoints[rank as usize])
+            .node
+            .unwrap_or(rank)
+    }
+}
+
+/// Runs a `[workload]` scenario: one training step, played on the network model.
+pub fn run_workload(s: &Scenario) -> Result<WorkloadReport, RunError> {
+    let file = s.path.display().to_string();
+    let fail = |(f, e): (String, String)| RunError::from(ScenarioError::new(&file, f, e));
+    let w = s.file.workload.as_ref().ok_or_else(|| {
+        fail((
+            "workload".into(),
+            "a [workload] table (this scenario times a collective)".into(),
+        ))
+    })?;
+    let prep = prepare(s)?;
+    let n = prep.ranks.len() as u32;
+    let model = w.model(&s.path).map_err(fail)?;
+    let cfg = w.step_config(n).map_err(fail)?;
+    let cm = ComputeModel::from_profile(&prep.profile, cfg.dtype)
+        .map_err(|e| fail(("profile".into(), e)))?;
+    let mut net: Box<dyn NetworkModel> = match s.file.network.model {
+        NetworkModelName::Flow => Box::new(FlowModel::new(
+            prep.topology.clone(),
+            prep.profile.efficiency_factors(),
+            s.file.seed,
+        )),
+    };
+    let dag = {
+        let fabric = NetFabric {
+            model: RefCell::new(net.as_mut()),
+            topo: &prep.topology,
+            endpoints: &prep.ranks,
+        };
+        step::build(&model, &cm, &cfg, n, &fabric).map_err(fail)?
+    };
+    let mut endpoints = prep.ranks.clone();
+    for name in &dag.schedule.extra_endpoints {
+        let field = format!("placement.endpoints.{name}");
+        let dev = s.file.placement.endpoints.get(name).ok_or_else(|| {
+            fail((
+                field.clone(),
+                format!("the device of parameter server {name:?}, e.g. a host (or set workload.colocated = true)"),
+            ))
+        })?;
+        let id = prep.topology.find(dev).ok_or_else(|| {
+            fail((
+                field.clone(),
+                format!(
+                    "a device of topology {:?}; there is no {dev:?}",
+                    prep.topology.name
+                ),
+            ))
+        })?;
+        endpoints.push(id);
+    }
+    let outcome = play(
+        &dag.schedule,
+        &endpoints,
+        net.as_mut(),
+        PlayOptions {
+            reduce_bytes_per_s: prep.profile.reduce_bytes_per_s(),
+        },
+    )?;
+    let metrics = step_metrics(&dag, &outcome, model.tokens_per_sample);
+    let micro = cfg.batch_per_gpu / cfg.microbatches.max(1) as u64;
+    let mem = memory::per_gpu(&model, &cfg, &dag, micro);
+    let largest = memory::largest_batch(&model, &cfg, &dag, cm.memory_capacity_bytes);
+    let traffic = traffic_per_step(&dag);
+    let mut by_class: BTreeMap<String, f64> = BTreeMap::new();
+    for (&(_, _, class), &bytes) in &traffic {
+        *by_class.entry(class.to_string()).or_insert(0.0) +=
+            bytes as f64 * w.steps_per_epoch as f64;
+    }
+    let summary = WorkloadSummary {
+        scenario: s.file.name.clone(),
+        topology: prep.topology.name.clone(),
+        profile: prep.profile.name.clone(),
+        model: model.name.clone(),
+        params: model.params(),
+        forward_gflops_per_sample: model.forward_flops() as f64 / 1e9,
+        parallelism: cfg.method.as_str().to_string(),
+        algorithm: cfg.algorithm.report_name(),
+        ranks: n,
+        data_parallel: dag.data_parallel,
+        tensor_parallel: cfg.tensor_parallel,
+        pipeline_parallel: cfg.pipeline_parallel,
+        microbatches: cfg.microbatches,
+        batch_per_gpu: cfg.batch_per_gpu,
+        global_batch: dag.global_batch,
+        dtype: cfg.dtype.as_str().to_string(),
+        buckets: dag.buckets.len(),
+        bucket_bytes: dag.buckets.iter().map(|b| b.0).collect(),
+        stages: dag.stages.iter().map(|r| (r.start, r.end)).collect(),
+        metrics,
+        memory: mem,
+        memory_capacity_bytes: cm.memory_capacity_bytes,
+        largest_batch_per_gpu: largest,
+        steps_per_epoch: w.steps_per_epoch,
+        epochs: w.epochs,
+        traffic_per_epoch_bytes: by_class,
+        ops: dag.schedule.ops.len(),
+        events: outcome.events,
+    };
+    let device_names = endpoints
+        .iter()
+        .map(|d| prep.topology.device(*d).name.clone())
+        .collect();
+    Ok(WorkloadReport {
+        summary,
+        traffic_per_step: traffic,
+        endpoints: device_names,
+        topology: Arc::clone(&prep.topology),
+    })
+}
+
+/// Runs the scenario at `path` and each of its `[[compare]]` variants; one row per variant
+/// (one row for a scenario without variants).
+pub fn run_study(path: &Path, overrides: &[String]) -> Result<Vec<StudyRow>, RunError> {
+    let base = super::load(path, overrides)?;
+    let variants: Vec<CompareEntry> = if base.file.compare.is_empty() {
+        vec![CompareEntry {
+            label: base.file.name.clone(),
+            set: Vec::new(),
+        }]
+    } else {
+        base.file.compare.clone()
+    };
+    let mut rows: Vec<StudyRow> = Vec::new();
+    for v in &variants {
+        let mut all = overrides.to_vec();
+        all.extend(v.set.iter().cloned());
+        let s = super::load(path, &all)?;
+        let report = run_workload(&s)?;
+        rows.push(StudyRow {
+            label: v.label.clone(),
+            report,
+            speedup: 0.0,
+            scaling_efficiency: 0.0,
+        });
+    }
+    let (t0, n0) = (
+        rows[0].report.summary.metrics.samples_per_s,
+        rows[0].report.summary.ranks,
+    );
+    for r in &mut rows {
+        let s = &r.report.summary;
+        r.speedup = if t0 > 0.0 {
+            s.metrics.samples_per_s / t0
+        } else {
+            0.0
+        };
+        r.scaling_efficiency = r.speedup / (s.ranks as f64 / n0 as f64);
+    }
+    Ok(rows)
+}

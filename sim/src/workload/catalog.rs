@@ -1,0 +1,1038 @@
+//! The model catalog: networks as ordered lists of layers with exact shapes, parameter counts,
+//! forward FLOPs and activation sizes, per sample.
+//!
+//! Conventions:
+//! - **FLOPs count a multiply-add as two** (`forward_flops = 2 × MACs`). The "4.1 GFLOPs" commonly
+//!   cited for ResNet-50 at 224×224 counts a multiply-add once, i.e. it is 4.1 GMACs; see
+//!   [`Model::forward_macs`]. Only convolutions, linear layers and attention matrix products are
+//!   counted as MACs; normalizations, activations, pooling and additions get their elementwise
+//!   FLOPs (small) so that their time comes from memory bandwidth.
+//! - The backward pass costs twice the forward FLOPs (input gradient + weight gradient), the
+//!   usual approximation.
+//! - Layers are in execution order. Branches (residual shortcuts, Inception branches) run one
+//!   after the other, as one GPU stream runs them.
+//! - Sizes are in *elements*; the workload's dtype turns them into bytes.
+//!
+//! Reference parameter counts (asserted exactly in the tests):
+//! - AlexNet 61,100,840; VGG-16 138,357,544; ResNet-18 11,689,512; ResNet-50 25,557,032;
+//!   ResNet-101 44,549,160; ResNet-152 60,192,808; Inception-v3 27,161,264 (with the auxiliary
+//!   classifier, torchvision's default): torchvision.models, the `num_params` of each weights
+//!   entry in torchvision's model documentation (`docs.pytorch.org/vision/stable/models`).
+//! - ResNet-18 for CIFAR-10 11,173,962: the widely used `kuangliu/pytorch-cifar` ResNet18
+//!   (3×3 stem, no max-pool, 10 classes).
+//! - BERT-base 109,482,240 and BERT-large 335,141,888 (Hugging Face `BertModel` with pooler,
+//!   bert-base-uncased / bert-large-uncased configs); GPT-2 124,439,808 (Hugging Face
+//!   `GPT2Model`, tied LM head not counted twice).
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+/// What a layer does, which decides its efficiency class and whether tensor parallelism
+/// splits it.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum LayerKind {
+    Conv,
+    Linear,
+    Norm,
+    Activation,
+    Pool,
+    /// Elementwise addition (residual) or concatenation.
+    Add,
+    Embedding,
+    /// A transformer's attention block (layer norm, QKV, attention, output projection):
+    /// Megatron tensor parallelism splits it with one all-reduce forward and one backward.
+    AttentionBlock,
+    /// A transformer's MLP block (layer norm, two linear layers): split like attention.
+    MlpBlock,
+}
+
+impl LayerKind {
+    /// Whether the layer is dominated by matrix products (vs memory-bound elementwise work).
+    pub fn is_matmul(self) -> bool {
+        matches!(
+            self,
+            LayerKind::Conv | LayerKind::Linear | LayerKind::AttentionBlock | LayerKind::MlpBlock
+        )
+    }
+
+    /// Whether Megatron-style tensor parallelism splits this layer across the TP group.
+    pub fn tensor_parallel(self) -> bool {
+        matches!(self, LayerKind::AttentionBlock | LayerKind::MlpBlock)
+    }
+}
+
+/// One layer, per sample.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Layer {
+    pub name: String,
+    pub kind: LayerKind,
+    pub params: u64,
+    /// Parameter tensors (weight, bias, ...): DDP's per-tensor costs scale with it.
+    pub param_tensors: u32,
+    /// Forward FLOPs per sample (a multiply-add is 2).
+    pub forward_flops: u64,
+    /// Elements read as input, per sample.
+    pub input_elems: u64,
+    /// Elements of the output, per sample (what a pipeline stage sends on, what TP all-reduces).
+    pub output_elems: u64,
+    /// Elements kept for the backward pass, per sample.
+    pub saved_elems: u64,
+}
+
+/// A network: layers in execution order plus what a sample is.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Model {
+    pub name: String,
+    pub layers: Vec<Layer>,
+    /// Elements of one input sample (an image, a token sequence's ids).
+    pub input_elems: u64,
+    /// Tokens per sample for sequence models (throughput is then also given in tokens/s).
+    pub tokens_per_sample: Option<u64>,
+}
+
+impl Model {
+    pub fn params(&self) -> u64 {
+        self.layers.iter().map(|l| l.params).sum()
+    }
+    pub fn forward_flops(&self) -> u64 {
+        self.layers.iter().map(|l| l.forward_flops).sum()
+    }
+    /// Multiply-adds of convolutions, linear layers and attention products (a MAC counted once).
+    pub fn forward_macs(&self) -> u64 {
+        self.layers
+            .iter()
+            .filter(|l| l.kind.is_matmul())
+            .map(|l| l.forward_flops / 2)
+            .sum()
+    }
+    pub fn param_tensors(&self) -> u32 {
+        self.layers.iter().map(|l| l.param_tensors).sum()
+    }
+}
+
+/// Why a model could not be built or read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{origin}: {field}: {expected}")]
+pub struct ModelError {
+    pub origin: String,
+    pub field: String,
+    pub expected: String,
+}
+
+/// The catalog's model names.
+pub const CATALOG: &[&str] = &[
+    "alexnet",
+    "vgg16",
+    "resnet18",
+    "resnet34",
+    "resnet50",
+    "resnet101",
+    "resnet152",
+    "resnet18_cifar",
+    "inception_v3",
+    "bert_base",
+    "bert_large",
+    "gpt2",
+    "gpt_1_3b",
+];
+
+/// A model of the catalog by name, or a [`ModelError`] listing the names.
+pub fn by_name(name: &str) -> Result<Model, ModelError> {
+    Ok(match name {
+        "alexnet" => alexnet(),
+        "vgg16" => vgg16(),
+        "resnet18" => resnet(18, 1000),
+        "resnet34" => resnet(34, 1000),
+        "resnet50" => resnet(50, 1000),
+        "resnet101" => resnet(101, 1000),
+        "resnet152" => resnet(152, 1000),
+        "resnet18_cifar" => resnet18_cifar(),
+        "inception_v3" => inception_v3(),
+        "bert_base" => transformer(&TransformerConfig::bert_base()),
+        "bert_large" => transformer(&TransformerConfig::bert_large()),
+        "gpt2" => transformer(&TransformerConfig::gpt2()),
+        "gpt_1_3b" => transformer(&TransformerConfig::gpt_1_3b()),
+        other => {
+            return Err(ModelError {
+                origin: "model catalog".into(),
+                field: "model".into(),
+                expected: format!("one of {}, got {other:?}", CATALOG.join(", ")),
+            })
+        }
+    })
+}
+
+/// Channels × height × width of the activation the builder is at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    pub c: u64,
+    pub h: u64,
+    pub w: u64,
+}
+
+impl Shape {
+    pub fn elems(self) -> u64 {
+        self.c * self.h * self.w
+    }
+}
+
+/// Builds CNNs layer by layer, tracking the activation shape.
+pub struct CnnBuilder {
+    pub layers: Vec<Layer>,
+    pub shape: Shape,
+    input: Shape,
+}
+
+fn out_dim(i: u64, k: u64, s: u64, p: u64) -> u64 {
+    (i + 2 * p - k) / s + 1
+}
+
+impl CnnBuilder {
+    pub fn new(c: u64, h: u64, w: u64) -> Self {
+        let shape = Shape { c, h, w };
+        CnnBuilder {
+            layers: Vec::new(),
+            shape,
+            input: shape,
+        }
+    }
+
+    fn push(
+        &mut self,
+        name: &str,
+        kind: LayerKind,
+        params: u64,
+        tensors: u32,
+        flops: u64,
+        out: Shape,
+    ) {
+        let input = self.shape.elems();
+        self.layers.push(Layer {
+            name: name.to_string(),
+            kind,
+            params,
+            param_tensors: tensors,
+            forward_flops: flops,
+            input_elems: input,
+            output_elems: out.elems(),
+            saved_elems: out.elems(),
+        });
+        self.shape = out;
+    }
+
+    /// Convolution with kernel `kh×kw`, stride, padding `ph, pw`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn conv2(
+        &mut self,
+        name: &str,
+        out_c: u64,
+        kh: u64,
+        kw: u64,
+        s: u64,
+        ph: u64,
+        pw: u64,
+        bias: bool,
+    ) {
+        let i = self.shape;
+        let out = Shape {
+            c: out_c,
+            h: out_dim(i.h, kh, s, ph),
+            w: out_dim(i.w, kw, s, pw),
+        };
+        let weights = out_c * i.c * kh * kw;
+        let params = weights + if bias { out_c } else { 0 };
+        let macs = out.elems() * i.c * kh * kw;
+        self.push(
+            name,
+            LayerKind::Conv,
+            params,
+            1 + bias as u32,
+            2 * macs,
+            out,
+        );
+    }
+
+    pub fn conv(&mut self, name: &str, out_c: u64, k: u64, s: u64, p: u64, bias: bool) {
+        self.conv2(name, out_c, k, k, s, p, p, bias);
+    }
+
+    pub fn bn(&mut self, name: &str) {
+        let s = self.shape;
+        self.push(name, LayerKind::Norm, 2 * s.c, 2, 4 * s.elems(), s);
+    }
+
+    pub fn relu(&mut self, name: &str) {
+        let s = self.shape;
+        self.push(name, LayerKind::Activation, 0, 0, s.elems(), s);
+    }
+
+    pub fn maxpool(&mut self, name: &str, k: u64, s: u64, p: u64) {
+        self.pool(name, k, s, p);
+    }
+
+    pub fn pool(&mut self, name: &str, k: u64, s: u64, p: u64) {
+        let i = self.shape;
+        let out = Shape {
+            c: i.c,
+            h: out_dim(i.h, k, s, p),
+            w: out_dim(i.w, k, s, p),
+        };
+        self.push(name, LayerKind::Pool, 0, 0, out.elems() * k * k, out);
+    }
+
+    /// Adaptive average pooling to `h×w`.
+    pub fn adaptive_pool(&mut self, name: &str, h: u64, w: u64) {
+        let i = self.shape;
+        let out = Shape { c: i.c, h, w };
+        self.push(name, LayerKind::Pool, 0, 0, i.elems(), out);
+    }
+
+    /// Residual addition (or concatenation bookkeeping) producing `out`.
+    pub fn add(&mut self, name: &str, out: Shape) {
+        self.push(name, LayerKind::Add, 0, 0, out.elems(), out);
+    }
+
+    pub fn linear(&mut self, name: &str, out_f: u64, bias: bool) {
+        let in_f = self.shape.elems();
+        let out = Shape {
+            c: out_f,
+            h: 1,
+            w: 1,
+        };
+        let params = in_f * out_f + if bias { out_f } else { 0 };
+        self.push(
+            name,
+            LayerKind::Linear,
+            params,
+            1 + bias as u32,
+            2 * in_f * out_f,
+            out,
+        );
+    }
+
+    pub fn finish(self, name: &str) -> Model {
+        Model {
+            name: name.to_string(),
+            layers: self.layers,
+            input_elems: self.input.elems(),
+            tokens_per_sample: None,
+        }
+    }
+}
+
+/// torchvision `alexnet`.
+pub fn alexnet() -> Model {
+    let mut b = CnnBuilder::new(3, 224, 224);
+    b.conv("features.0", 64, 11, 4, 2, true);
+    b.relu("features.1");
+    b.maxpool("features.2", 3, 2, 0);
+    b.conv("features.3", 192, 5, 1, 2, true);
+    b.relu("features.4");
+    b.maxpool("features.5", 3, 2, 0);
+    b.conv("features.6", 384, 3, 1, 1, true);
+    b.relu("features.7");
+    b.conv("features.8", 256, 3, 1, 1, true);
+    b.relu("features.9");
+    b.conv("features.10", 256, 3, 1, 1, true);
+    b.relu("features.11");
+    b.maxpool("features.12", 3, 2, 0);
+    b.adaptive_pool("avgpool", 6, 6);
+    b.linear("classifier.1", 4096, true);
+    b.relu("classifier.2");
+    b.linear("classifier.4", 4096, true);
+    b.relu("classifier.5");
+    b.linear("classifier.6", 1000, true);
+    b.finish("alexnet")
+}
+
+/// torchvision `vgg16` (configuration D, no batch norm).
+pub fn vgg16() -> Model {
+    let mut b = CnnBuilder::new(3, 224, 224);
+    let cfg: [u64; 18] = [
+        64, 64, 0, 128, 128, 0, 256, 256, 256, 0, 512, 512, 512, 0, 512, 512, 512, 0,
+    ];
+    for (i, &c) in cfg.iter().enumerate() {
+        if c == 0 {
+            b.maxpool(&format!("features.pool{i}"), 2, 2, 0);
+        } else {
+            b.conv(&format!("features.conv{i}"), c, 3, 1, 1, true);
+            b.relu(&format!("features.relu{i}"));
+        }
+    }
+    b.adaptive_pool("avgpool", 7, 7);
+    b.linear("classifier.0", 4096, true);
+    b.relu("classifier.1");
+    b.linear("classifier.3", 4096, true);
+    b.relu("classifier.4");
+    b.linear("classifier.6", 1000, true);
+    b.finish("vgg16")
+}
+
+fn basic_block(b: &mut CnnBuilder, name: &str, planes: u64, stride: u64) {
+    let input = b.shape;
+    b.conv(&format!("{name}.conv1"), planes, 3, stride, 1, false);
+    b.bn(&format!("{name}.bn1"));
+    b.relu(&format!("{name}.relu1"));
+    b.conv(&format!("{name}.conv2"), planes, 3, 1, 1, false);
+    b.bn(&format!("{name}.bn2"));
+    let out = b.shape;
+    if stride != 1 || input.c != planes {
+        b.shape = input;
+        b.conv(&format!("{name}.downsample.0"), planes, 1, stride, 0, false);
+        b.bn(&format!("{name}.downsample.1"));
+    }
+    b.add(&format!("{name}.add"), out);
+    b.relu(&format!("{name}.relu2"));
+}
+
+fn bottleneck(b: &mut CnnBuilder, name: &str, planes: u64, stride: u64) {
+    let input = b.shape;
+    b.conv(&format!("{name}.conv1"), planes, 1, 1, 0, false);
+    b.bn(&format!("{name}.bn1"));
+    b.relu(&format!("{name}.relu1"));
+    b.conv(&format!("{name}.conv2"), planes, 3, stride, 1, false);
+    b.bn(&format!("{name}.bn2"));
+    b.relu(&format!("{name}.relu2"));
+    b.conv(&format!("{name}.conv3"), planes * 4, 1, 1, 0, false);
+    b.bn(&format!("{name}.bn3"));
+    let out = b.shape;
+    if stride != 1 || input.c != planes * 4 {
+        b.shape = input;
+        b.conv(
+            &format!("{name}.downsample.0"),
+            planes * 4,
+            1,
+            stride,
+            0,
+            false,
+        );
+        b.bn(&format!("{name}.downsample.1"));
+    }
+    b.add(&format!("{name}.add"), out);
+    b.relu(&format!("{name}.relu3"));
+}
+
+fn resnet_stages(b: &mut CnnBuilder, depth: u32) {
+    let (blocks, bottle): ([u32; 4], bool) = match depth {
+        18 => ([2, 2, 2, 2], false),
+        34 => ([3, 4, 6, 3], false),
+        50 => ([3, 4, 6, 3], true),
+        101 => ([3, 4, 23, 3], true),
+        _ => ([3, 8, 36, 3], true),
+    };
+    for (stage, &n) in blocks.iter().enumerate() {
+        let planes = 64u64 << stage;
+        for i in 0..n {
+            let stride = if i == 0 && stage > 0 { 2 } else { 1 };
+            let name = format!("layer{}.{i}", stage + 1);
+            if bottle {
+                bottleneck(b, &name, planes, stride);
+            } else {
+                basic_block(b, &name, planes, stride);
+            }
+        }
+    }
+}
+
+/// torchvision `resnet{18,34,50,101,152}` at 224×224 (v1.5: stride in the 3×3 convolution).
+/// Any other depth builds ResNet-152.
+pub fn resnet(depth: u32, classes: u64) -> Model {
+    let mut b = CnnBuilder::new(3, 224, 224);
+    b.conv("conv1", 64, 7, 2, 3, false);
+    b.bn("bn1");
+    b.relu("relu");
+    b.maxpool("maxpool", 3, 2, 1);
+    resnet_stages(&mut b, depth);
+    b.adaptive_pool("avgpool", 1, 1);
+    b.linear("fc", classes, true);
+    b.finish(&format!("resnet{depth}"))
+}
+
+/// ResNet-18 for CIFAR-10 (32×32 inputs, 3×3 stem, no max-pool, 10 classes), as in
+/// `kuangliu/pytorch-cifar`.
+pub fn resnet18_cifar() -> Model {
+    let mut b = CnnBuilder::new(3, 32, 32);
+    b.conv("conv1", 64, 3, 1, 1, false);
+    b.bn("bn1");
+    b.relu("relu");
+    resnet_stages(&mut b, 18);
+    b.adaptive_pool("avgpool", 1, 1);
+    b.linear("linear", 10, true);
+    b.finish("resnet18_cifar")
+}
+
+/// torchvision's `BasicConv2d`: convolution without bias, batch norm, ReLU.
+#[allow(clippy::too_many_arguments)]
+fn basic_conv(
+    b: &mut CnnBuilder,
+    name: &str,
+    out_c: u64,
+    kh: u64,
+    kw: u64,
+    s: u64,
+    ph: u64,
+    pw: u64,
+) {
+    b.conv2(&format!("{name}.conv"), out_c, kh, kw, s, ph, pw, false);
+    b.bn(&format!("{name}.bn"));
+    b.relu(&format!("{name}.relu"));
+}
+
+/// Runs each branch from the block's input and concatenates their channels.
+fn branches(b: &mut CnnBuilder, name: &str, list: &[&dyn Fn(&mut CnnBuilder)]) {
+    let input = b.shape;
+    let mut channels = 0;
+    let mut hw = (input.h, input.w);
+    for f in list {
+        b.shape = input;
+        f(b);
+        channels += b.shape.c;
+        hw = (b.shape.h, b.shape.w);
+    }
+    b.add(
+        &format!("{name}.concat"),
+        Shape {
+            c: channels,
+            h: hw.0,
+            w: hw.1,
+        },
+    );
+}
+
+fn inception_a(b: &mut CnnBuilder, n: &str, pool_features: u64) {
+    branches(
+        b,
+        n,
+        &[
+            &|b| basic_conv(b, &format!("{n}.branch1x1"), 64, 1, 1, 1, 0, 0),
+            &|b| {
+                basic_conv(b, &format!("{n}.branch5x5_1"), 48, 1, 1, 1, 0, 0);
+                basic_conv(b, &format!("{n}.branch5x5_2"), 64, 5, 5, 1, 2, 2);
+            },
+            &|b| {
+                basic_conv(b, &format!("{n}.branch3x3dbl_1"), 64, 1, 1, 1, 0, 0);
+                basic_conv(b, &format!("{n}.branch3x3dbl_2"), 96, 3, 3, 1, 1, 1);
+                basic_conv(b, &format!("{n}.branch3x3dbl_3"), 96, 3, 3, 1, 1, 1);
+            },
+            &|b| {
+                b.pool(&format!("{n}.avgpool"), 3, 1, 1);
+                basic_conv(b, &format!("{n}.branch_pool"), pool_features, 1, 1, 1, 0, 0);
+            },
+        ],
+    );
+}
+
+fn inception_b(b: &mut CnnBuilder, n: &str) {
+    branches(
+        b,
+        n,
+        &[
+            &|b| basic_conv(b, &format!("{n}.branch3x3"), 384, 3, 3, 2, 0, 0),
+            &|b| {
+                basic_conv(b, &format!("{n}.branch3x3dbl_1"), 64, 1, 1, 1, 0, 0);
+                basic_conv(b, &format!("{n}.branch3x3dbl_2"), 96, 3, 3, 1, 1, 1);
+                basic_conv(b, &format!("{n}.branch3x3dbl_3"), 96, 3, 3, 2, 0, 0);
+            },
+            &|b| b.maxpool(&format!("{n}.maxpool"), 3, 2, 0),
+        ],
+    );
+}
+
+fn inception_c(b: &mut CnnBuilder, n: &str, c7: u64) {
+    branches(
+        b,
+        n,
+        &[
+            &|b| basic_conv(b, &format!("{n}.branch1x1"), 192, 1, 1, 1, 0, 0),
+            &|b| {
+                basic_conv(b, &format!("{n}.branch7x7_1"), c7, 1, 1, 1, 0, 0);
+                basic_conv(b, &format!("{n}.branch7x7_2"), c7, 1, 7, 1, 0, 3);
+                basic_conv(b, &format!("{n}.branch7x7_3"), 192, 7, 1, 1, 3, 0);
+            },
+            &|b| {
+                basic_conv(b, &format!("{n}.branch7x7dbl_1"), c7, 1, 1, 1, 0, 0);
+                basic_conv(b, &format!("{n}.branch7x7dbl_2"), c7, 7, 1, 1, 3, 0);
+                basic_conv(b, &format!("{n}.branch7x7dbl_3"), c7, 1, 7, 1, 0, 3);
+                basic_conv(b, &format!("{n}.branch7x7dbl_4"), c7, 7, 1, 1, 3, 0);
+                basic_conv(b, &format!("{n}.branch7x7dbl_5"), 192, 1, 7, 1, 0, 3);
+            },
+            &|b| {
+                b.pool(&format!("{n}.avgpool"), 3, 1, 1);
+                basic_conv(b, &format!("{n}.branch_pool"), 192, 1, 1, 1, 0, 0);
+            },
+        ],
+    );
+}
+
+fn inception_d(b: &mut CnnBuilder, n: &str) {
+    branches(
+        b,
+        n,
+        &[
+            &|b| {
+                basic_conv(b, &format!("{n}.branch3x3_1"), 192, 1, 1, 1, 0, 0);
+                basic_conv(b, &format!("{n}.branch3x3_2"), 320, 3, 3, 2, 0, 0);
+            },
+            &|b| {
+                basic_conv(b, &format!("{n}.branch7x7x3_1"), 192, 1, 1, 1, 0, 0);
+                basic_conv(b, &format!("{n}.branch7x7x3_2"), 192, 1, 7, 1, 0, 3);
+                basic_conv(b, &format!("{n}.branch7x7x3_3"), 192, 7, 1, 1, 3, 0);
+                basic_conv(b, &format!("{n}.branch7x7x3_4"), 192, 3, 3, 2, 0, 0);
+            },
+            &|b| b.maxpool(&format!("{n}.maxpool"), 3, 2, 0),
+        ],
+    );
+}
+
+fn inception_e(b: &mut CnnBuilder, n: &str) {
+    branches(
+        b,
+        n,
+        &[
+            &|b| basic_conv(b, &format!("{n}.branch1x1"), 320, 1, 1, 1, 0, 0),
+            &|b| {
+                basic_conv(b, &format!("{n}.branch3x3_1"), 384, 1, 1, 1, 0, 0);
+                let mid = b.shape;
+                basic_conv(b, &format!("{n}.branch3x3_2a"), 384, 1, 3, 1, 0, 1);
+                b.shape = mid;
+                basic_conv(b, &format!("{n}.branch3x3_2b"), 384, 3, 1, 1, 1, 0);
+                b.shape.c = 768;
+            },
+            &|b| {
+                basic_conv(b, &format!("{n}.branch3x3dbl_1"), 448, 1, 1, 1, 0, 0);
+                basic_conv(b, &format!("{n}.branch3x3dbl_2"), 384, 3, 3, 1, 1, 1);
+                let mid = b.shape;
+                basic_conv(b, &format!("{n}.branch3x3dbl_3a"), 384, 1, 3, 1, 0, 1);
+                b.shape = mid;
+                basic_conv(b, &format!("{n}.branch3x3dbl_3b"), 384, 3, 1, 1, 1, 0);
+                b.shape.c = 768;
+            },
+            &|b| {
+                b.pool(&format!("{n}.avgpool"), 3, 1, 1);
+                basic_conv(b, &format!("{n}.branch_pool"), 192, 1, 1, 1, 0, 0);
+            },
+        ],
+    );
+}
+
+/// torchvision `inception_v3` at 299×299 with the auxiliary classifier (its default,
+/// `aux_logits=True`); the auxiliary head runs after Mixed_6e, as in training.
+pub fn inception_v3() -> Model {
+    let mut b = CnnBuilder::new(3, 299, 299);
+    basic_conv(&mut b, "Conv2d_1a_3x3", 32, 3, 3, 2, 0, 0);
+    basic_conv(&mut b, "Conv2d_2a_3x3", 32, 3, 3, 1, 0, 0);
+    basic_conv(&mut b, "Conv2d_2b_3x3", 64, 3, 3, 1, 1, 1);
+    b.maxpool("maxpool1", 3, 2, 0);
+    basic_conv(&mut b, "Conv2d_3b_1x1", 80, 1, 1, 1, 0, 0);
+    basic_conv(&mut b, "Conv2d_4a_3x3", 192, 3, 3, 1, 0, 0);
+    b.maxpool("maxpool2", 3, 2, 0);
+    inception_a(&mut b, "Mixed_5b", 32);
+    inception_a(&mut b, "Mixed_5c", 64);
+    inception_a(&mut b, "Mixed_5d", 64);
+    inception_b(&mut b, "Mixed_6a");
+    inception_c(&mut b, "Mixed_6b", 128);
+    inception_c(&mut b, "Mixed_6c", 160);
+    inception_c(&mut b, "Mixed_6d", 160);
+    inception_c(&mut b, "Mixed_6e", 192);
+    let main = b.shape;
+    b.pool("AuxLogits.avgpool", 5, 3, 0);
+    basic_conv(&mut b, "AuxLogits.conv0", 128, 1, 1, 1, 0, 0);
+    basic_conv(&mut b, "AuxLogits.conv1", 768, 5, 5, 1, 0, 0);
+    b.adaptive_pool("AuxLogits.pool", 1, 1);
+    b.linear("AuxLogits.fc", 1000, true);
+    b.shape = main;
+    inception_d(&mut b, "Mixed_7a");
+    inception_e(&mut b, "Mixed_7b");
+    inception_e(&mut b, "Mixed_7c");
+    b.adaptive_pool("avgpool", 1, 1);
+    b.linear("fc", 1000, true);
+    b.finish("inception_v3")
+}
+
+/// A transformer encoder (BERT) or decoder-only (GPT) model.
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TransformerConfig {
+    #[serde(default = "default_transformer_name")]
+    pub name: String,
+    pub layers: u32,
+    pub hidden: u64,
+    pub heads: u64,
+    /// Feed-forward width; default 4 × hidden.
+    #[serde(default)]
+    pub ffn: Option<u64>,
+    /// Tokens per sample.
+    pub sequence: u64,
+    pub vocabulary: u64,
+    /// Learned position embeddings; default = sequence.
+    #[serde(default)]
+    pub max_positions: Option<u64>,
+    /// Token-type embeddings (BERT: 2; GPT: 0).
+    #[serde(default)]
+    pub token_types: u64,
+    /// BERT's pooler (a hidden×hidden linear layer on the first token).
+    #[serde(default)]
+    pub pooler: bool,
+    /// A final layer norm after the last block (GPT).
+    #[serde(default)]
+    pub final_norm: bool,
+    /// Layer norm right after the embeddings (BERT).
+    #[serde(default)]
+    pub embedding_norm: bool,
+    /// Output projection onto the vocabulary with weights tied to the embedding (FLOPs, no
+    /// extra parameters).
+    #[serde(default)]
+    pub tied_lm_head: bool,
+}
+
+fn default_transformer_name() -> String {
+    "transformer".into()
+}
+
+impl TransformerConfig {
+    /// GPT-2 small (Hugging Face `gpt2`): 12 layers, 768 hidden, 12 heads, 1024 tokens.
+    pub fn gpt2() -> Self {
+        TransformerConfig {
+            name: "gpt2".into(),
+            layers: 12,
+            hidden: 768,
+            heads: 12,
+            ffn: None,
+            sequence: 1024,
+            vocabulary: 50257,
+            max_positions: Some(1024),
+            token_types: 0,
+            pooler: false,
+            final_norm: true,
+            embedding_norm: false,
+            tied_lm_head: true,
+        }
+    }
+    /// A 1.3B-parameter GPT (the GPT-3 "XL" shape: 24 layers, d_model 2048, 2048 tokens),
+    /// 16 heads of 128.
+    pub fn gpt_1_3b() -> Self {
+        TransformerConfig {
+            name: "gpt_1_3b".into(),
+            layers: 24,
+            hidden: 2048,
+            heads: 16,
+            sequence: 2048,
+            max_positions: Some(2048),
+            ..Self::gpt2()
+        }
+    }
+    /// BERT-base (uncased), sequence 128 (pre-training phase 1); position table of 512.
+    pub fn bert_base() -> Self {
+        TransformerConfig {
+            name: "bert_base".into(),
+            layers: 12,
+            hidden: 768,
+            heads: 12,
+            ffn: None,
+            sequence: 128,
+            vocabulary: 30522,
+            max_positions: Some(512),
+            token_types: 2,
+            pooler: true,
+            final_norm: false,
+            embedding_norm: true,
+            tied_lm_head: false,
+        }
+    }
+    pub fn bert_large() -> Self {
+        TransformerConfig {
+            name: "bert_large".into(),
+            layers: 24,
+            hidden: 1024,
+            heads: 16,
+            ..Self::bert_base()
+        }
+    }
+}
+
+/// Builds a transformer: embeddings, then per block an attention block and an MLP block, then
+/// the head. Saved activations follow Korthikanti et al. 2022 ("Reducing Activation
+/// Recomputation in Large Transformer Models"): s·h·(34 + 5·a·s/h) bytes per layer and sample
+/// with 16-bit activations, i.e. half that many 2-byte elements; 13·s·h + 5·a·s² of those bytes
+/// belong to attention and 21·s·h to the MLP.
+pub fn transformer(c: &TransformerConfig) -> Model {
+    let (s, h, a) = (c.sequence, c.hidden, c.heads);
+    let f = c.ffn.unwrap_or(4 * h);
+    let v = c.vocabulary;
+    let positions = c.max_positions.unwrap_or(s);
+    let mut layers = Vec::new();
+    let emb_params = v * h + positions * h + c.token_types * h;
+    let emb_norm = if c.embedding_norm { 2 * h } else { 0 };
+    layers.push(Layer {
+        name: "embeddings".into(),
+        kind: LayerKind::Embedding,
+        params: emb_params + emb_norm,
+        param_tensors: 2 + (c.token_types > 0) as u32 + 2 * c.embedding_norm as u32,
+        forward_flops: 4 * s * h,
+        input_elems: s,
+        output_elems: s * h,
+        saved_elems: s * h,
+    });
+    for l in 0..c.layers {
+        // Attention: norm (2h) + QKV (3h² + 3h) + output projection (h² + h).
+        let attn_macs = s * 3 * h * h + 2 * s * s * h + s * h * h;
+        layers.push(Layer {
+            name: format!("h.{l}.attn"),
+            kind: LayerKind::AttentionBlock,
+            params: 4 * h * h + 4 * h + 2 * h,
+            param_tensors: 6,
+            forward_flops: 2 * attn_macs + 5 * a * s * s,
+            input_elems: s * h,
+            output_elems: s * h,
+            saved_elems: (13 * s * h + 5 * a * s * s) / 2,
+        });
+        let mlp_macs = 2 * s * h * f;
+        layers.push(Layer {
+            name: format!("h.{l}.mlp"),
+            kind: LayerKind::MlpBlock,
+            params: 2 * h * f + f + h + 2 * h,
+            param_tensors: 6,
+            forward_flops: 2 * mlp_macs + 8 * s * f,
+            input_elems: s * h,
+            output_elems: s * h,
+            saved_elems: 21 * s * h / 2,
+        });
+    }
+    if c.final_norm {
+        layers.push(Layer {
+            name: "ln_f".into(),
+            kind: LayerKind::Norm,
+            params: 2 * h,
+            param_tensors: 2,
+            forward_flops: 4 * s * h,
+            input_elems: s * h,
+            output_elems: s * h,
+            saved_elems: s * h,
+        });
+    }
+    if c.pooler {
+        layers.push(Layer {
+            name: "pooler".into(),
+            kind: LayerKind::Linear,
+            params: h * h + h,
+            param_tensors: 2,
+            forward_flops: 2 * h * h,
+            input_elems: h,
+            output_elems: h,
+            saved_elems: h,
+        });
+    }
+    if c.tied_lm_head {
+        layers.push(Layer {
+            name: "lm_head".into(),
+            kind: LayerKind::Linear,
+            params: 0,
+            param_tensors: 0,
+            forward_flops: 2 * s * h * v,
+            input_elems: s * h,
+            output_elems: s * v,
+            saved_elems: s * v,
+        });
+    }
+    Model {
+        name: c.name.clone(),
+        layers,
+        input_elems: s,
+        tokens_per_sample: Some(s),
+    }
+}
+
+/// A model file: a list of layers, so users bring their own networks.
+///
+/// ```toml
+/// name = "mlp"
+/// input_elements = 784
+/// [[layer]]
+/// name = "fc1"
+/// kind = "linear"            # conv | linear | norm | activation | pool | add | embedding |
+/// params = 200960            #   attention_block | mlp_block
+/// forward_flops = 401408     # per sample, a multiply-add counts 2
+/// output_elements = 256      # per sample
+/// # param_tensors = 2        # default: 2 when params > 0
+/// # saved_elements = 256     # default: output_elements
+/// ```
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelFile {
+    name: String,
+    input_elements: u64,
+    #[serde(default)]
+    tokens_per_sample: Option<u64>,
+    layer: Vec<LayerEntry>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LayerEntry {
+    name: String,
+    kind: LayerKind,
+    #[serde(default)]
+    params: u64,
+    #[serde(default)]
+    param_tensors: Option<u32>,
+    forward_flops: u64,
+    output_elements: u64,
+    #[serde(default)]
+    saved_elements: Option<u64>,
+}
+
+/// Reads a model file (see [`ModelFile`]'s format above).
+pub fn load_model_file(path: &Path) -> Result<Model, ModelError> {
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ModelError {
+        origin: origin.clone(),
+        field: "(file)".into(),
+        expected: format!("a readable model file ({e})"),
+    })?;
+    parse_model_file(&text, &origin)
+}
+
+/// Like [`load_model_file`] with the text given.
+pub fn parse_model_file(text: &str, origin: &str) -> Result<Model, ModelError> {
+    let f: ModelFile = toml::from_str(text).map_err(|e| ModelError {
+        origin: origin.to_string(),
+        field: "(model file)".into(),
+        expected: e
+            .message()
+            .lines()
+            .next()
+            .unwrap_or("valid TOML")
+            .to_string(),
+    })?;
+    if f.layer.is_empty() {
+        return Err(ModelError {
+            origin: origin.to_string(),
+            field: "layer".into(),
+            expected: "at least one [[layer]]".into(),
+        });
+    }
+    let mut input = f.input_elements;
+    let layers = f
+        .layer
+        .into_iter()
+        .map(|e| {
+            let l = Layer {
+                name: e.name,
+                kind: e.kind,
+                params: e.params,
+                param_tensors: e.param_tensors.unwrap_or(if e.params > 0 { 2 } else { 0 }),
+                forward_flops: e.forward_flops,
+                input_elems: input,
+                output_elems: e.output_elements,
+                saved_elems: e.saved_elements.unwrap_or(e.output_elements),
+            };
+            input = e.output_elements;
+            l
+        })
+        .collect();
+    Ok(Model {
+        name: f.name,
+        layers,
+        input_elems: f.input_elements,
+        tokens_per_sample: f.tokens_per_sample,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameter_counts_match_torchvision_exactly() {
+        assert_eq!(alexnet().params(), 61_100_840);
+        assert_eq!(vgg16().params(), 138_357_544);
+        assert_eq!(resnet(18, 1000).params(), 11_689_512);
+        assert_eq!(resnet(34, 1000).params(), 21_797_672);
+        assert_eq!(resnet(50, 1000).params(), 25_557_032);
+        assert_eq!(resnet(101, 1000).params(), 44_549_160);
+        assert_eq!(resnet(152, 1000).params(), 60_192_808);
+        assert_eq!(inception_v3().params(), 27_161_264);
+    }
+
+    #[test]
+    fn cifar_resnet18_matches_kuangliu_pytorch_cifar() {
+        assert_eq!(resnet18_cifar().params(), 11_173_962);
+    }
+
+    #[test]
+    fn transformer_parameter_counts_match_hugging_face() {
+        assert_eq!(
+            transformer(&TransformerConfig::bert_base()).params(),
+            109_482_240
+        );
+        assert_eq!(
+            transformer(&TransformerConfig::bert_large()).params(),
+            335_141_888
+        );
+        assert_eq!(
+            transformer(&TransformerConfig::gpt2()).params(),
+            124_439_808
+        );
+        let p = transformer(&TransformerConfig::gpt_1_3b()).params();
+        assert_eq!(p, 1_315_723_264);
+    }
+
+    #[test]
+    fn resnet50_forward_is_4_1_gmacs_at_224() {
+        let macs = resnet(50, 1000).forward_macs() as f64;
+        assert!((macs / 4.1e9 - 1.0).abs() < 0.01, "{macs}");
+        // FLOPs count a multiply-add twice.
+        let m = resnet(50, 1000);
+        assert!(m.forward_flops() >= 2 * m.forward_macs());
+    }
+
+    #[test]
+    fn shapes_flow_through_resnet50() {
+        let m = resnet(50, 1000);
+        let fc = m.layers.last().unwrap();
+        assert_eq!(fc.input_elems, 2048);
+        assert_eq!(fc.output_elems, 1000);
+        assert_eq!(m.layers[0].output_elems, 64 * 112 * 112);
+        assert_eq!(m.param_tensors(), 161);
+    }
+
+    #[test]
+    fn every_catalog_name_builds() {
+        for name in CATALOG {
+            let m = by_name(name).unwrap();
+            assert!(m.params() > 0 && m.forward_flops() > 0, "{name}");
+        }
+        let e = by_name("resnet51").unwrap_err();
+        assert!(e.to_string().contains("resnet50"), "{e}");
+    }
+
+    #[test]
+    fn a_model_file_is_a_list_of_layers() {
+        let text = r#"
+            name = "mlp"
+            input_elements = 784
+            [[layer]]
+            name = "fc1"
+            kind = "linear"
+            params = 200960
+            forward_flops = 401408
+            output_elements = 256
+            [[layer]]
+            name = "relu"
+            kind = "activation"
+            forward_flops = 256
+            output_elements = 256
+        "#;
+        let m = parse_model_file(text, "mlp.toml").unwrap();
+        assert_eq!(m.params(), 200_960);
+        assert_eq!(m.layers[1].input_elems, 256);
+        assert_eq!(m.layers[0].param_tensors, 2);
+        let bad = parse_model_file("name = \"x\"\ninput_elements = 1\n[[layer]]\nname = \"a\"\nkind = \"lstm\"\nforward_flops = 1\noutput_elements = 1\n", "x.toml").unwrap_err();
+        assert!(bad.to_string().starts_with("x.toml"), "{bad}");
+        assert!(bad.to_string().contains("lstm"), "{bad}");
+    }
+}

@@ -1,0 +1,426 @@
+//! Compute time of each layer's forward and backward pass, from a profile's compute section.
+//!
+//! A measured per-layer time (profile `compute.layer_times`, matched on model, layer and
+//! batch) wins. Otherwise a pass of F FLOPs moving B bytes takes, for matmul-class layers,
+//! `max((F + F½) / (peak × η), B / (bw × η_mem)) + overhead`, and for the others
+//! `B / (bw × η_mem) + overhead` (see [`ComputeCalibration`]). F½ makes efficiency grow with the
+//! work per kernel, so small batches underuse the GPU.
+//!
+//! The backward pass of a matmul layer is two kernels (input gradient and weight gradient), each
+//! as large as the forward: 2F FLOPs, 2B bytes, two overheads. The backward pass of a
+//! memory-bound layer moves 2B bytes with one overhead. A layer's bytes are its input and
+//! output activations for the batch plus its parameters, in the workload's dtype.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::catalog::{Layer, Model};
+use crate::engine::SimTime;
+use crate::profile::{ComputeCalibration, Profile};
+
+/// The number format a workload computes and communicates in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Dtype {
+    #[default]
+    Fp32,
+    /// Mixed precision: fp16 activations, gradients and communication, fp32 master weights.
+    Fp16,
+    Bf16,
+}
+
+impl Dtype {
+    pub fn bytes(self) -> u64 {
+        match self {
+            Dtype::Fp32 => 4,
+            Dtype::Fp16 | Dtype::Bf16 => 2,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dtype::Fp32 => "fp32",
+            Dtype::Fp16 => "fp16",
+            Dtype::Bf16 => "bf16",
+        }
+    }
+}
+
+/// The optimizer, which decides its state per parameter and the bytes its update moves.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Optimizer {
+    Sgd,
+    /// SGD with momentum (torchvision's training recipes).
+    #[default]
+    Momentum,
+    Adam,
+}
+
+impl Optimizer {
+    /// fp32 state bytes per parameter (momentum 4; Adam's two moments 8).
+    pub fn state_bytes_per_param(self) -> u64 {
+        match self {
+            Optimizer::Sgd => 0,
+            Optimizer::Momentum => 4,
+            Optimizer::Adam => 8,
+        }
+    }
+    /// fp32 bytes the update reads and writes per parameter: SGD reads p, g and writes p;
+    /// momentum also reads and writes the buffer; Adam reads and writes two moments.
+    pub fn update_bytes_per_param(self) -> u64 {
+        match self {
+            Optimizer::Sgd => 12,
+            Optimizer::Momentum => 20,
+            Optimizer::Adam => 28,
+        }
+    }
+}
+
+/// Forward and backward time of one layer at one batch size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PassTimes {
+    pub forward: SimTime,
+    pub backward: SimTime,
+}
+
+/// The profile's compute rates, ready to time layers.
+#[derive(Debug, Clone)]
+pub struct ComputeModel {
+    pub peak_flops_per_s: f64,
+    pub matmul_efficiency: f64,
+    pub half_efficiency_flops: f64,
+    /// Memory bandwidth × memory efficiency, bytes/s.
+    pub memory_bytes_per_s: f64,
+    pub memory_capacity_bytes: u64,
+    pub layer_overhead_secs: f64,
+    pub ddp_overhead_per_tensor_secs: f64,
+    pub dtype: Dtype,
+    /// (model, layer) → measured times by batch.
+    measured: BTreeMap<(String, String), BTreeMap<u64, PassTimes>>,
+}
+
+impl ComputeModel {
+    /// Reads the profile's compute section for `dtype`; `Err(expected)` when the profile has no
+    /// compute section or no peak for the dtype.
+    pub fn from_profile(p: &Profile, dtype: Dtype) -> Result<ComputeModel, String> {
+        let c = p.compute.as_ref().ok_or_else(|| {
+            format!(
+                "a profile with a compute section for training workloads; profile {:?} has none \
+                 (see data/profiles/v100_dgx1_public.json)",
+                p.name
+            )
+        })?;
+        Self::from_calibration(c, dtype)
+    }
+
+    pub fn from_calibration(c: &ComputeCalibration, dtype: Dtype) -> Result<ComputeModel, String> {
+        let peak = c.peak_flops_per_s.get(dtype.as_str()).ok_or_else(|| {
+            format!(
+                "a peak FLOP/s for dtype {:?} in compute.peak_flops_per_s (it has {})",
+                dtype.as_str(),
+                c.peak_flops_per_s
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })?;
+        let mut measured: BTreeMap<(String, String), BTreeMap<u64, PassTimes>> = BTreeMap::new();
+        for t in &c.layer_times {
+            measured
+                .entry((t.model.clone(), t.layer.clone()))
+                .or_default()
+                .insert(
+                    t.batch,
+                    PassTimes {
+                        forward: t.forward.0,
+                        backward: t.backward.0,
+                    },
+                );
+        }
+        Ok(ComputeModel {
+            peak_flops_per_s: peak.value,
+            matmul_efficiency: c.matmul_efficiency.value,
+            half_efficiency_flops: c.half_efficiency_flops.value,
+            memory_bytes_per_s: c.memory_bandwidth.value.bytes_per_s() * c.memory_efficiency.value,
+            memory_capacity_bytes: c.memory_capacity.value.0,
+            layer_overhead_secs: c.layer_overhead.value.0.as_secs_f64(),
+            ddp_overhead_per_tensor_secs: c
+                .ddp_overhead_per_tensor
+                .as_ref()
+                .map(|d| d.value.0.as_secs_f64())
+                .unwrap_or(0.0),
+            dtype,
+            measured,
+        })
+    }
+
+    /// Time of `layer` of `model` for `batch` samples; `split` divides the layer's work (tensor
+    /// parallelism splits matmul blocks across the group).
+    pub fn layer_times(&self, model: &str, layer: &Layer, batch: u64, split: u64) -> PassTimes {
+        if let Some(by_batch) = self.measured.get(&(model.to_string(), layer.name.clone())) {
+            // Exact batch, else the nearest measured batch scaled linearly.
+            let (&b, t) = by_batch
+                .range(batch..)
+                .next()
+                .or_else(|| by_batch.range(..batch).next_back())
+                .expect("a measured layer has at least one batch");
+            let scale = batch as f64 / b as f64 / split as f64;
+            return PassTimes {
+                forward: SimTime::from_secs_f64(t.forward.as_secs_f64() * scale),
+                backward: SimTime::from_secs_f64(t.backward.as_secs_f64() * scale),
+            };
+        }
+        let (fwd, bwd) = self.modelled_secs(layer, batch, split);
+        PassTimes {
+            forward: SimTime::from_secs_f64(fwd),
+            backward: SimTime::from_secs_f64(bwd),
+        }
+    }
+
+    /// Forward and backward seconds from FLOPs and bytes.
+    pub fn modelled_secs(&self, layer: &Layer, batch: u64, split: u64) -> (f64, f64) {
+        let split = split.max(1) as f64;
+        let e = self.dtype.bytes() as f64;
+        let flops = layer.forward_flops as f64 * batch as f64 / split;
+        let bytes = ((layer.input_elems + layer.output_elems) as f64 * batch as f64
+            + layer.params as f64)
+            * e
+            / split;
+        let mem = bytes / self.memory_bytes_per_s;
+        let ov = self.layer_overhead_secs;
+        if layer.kind.is_matmul() {
+            let rate = self.peak_flops_per_s * self.matmul_efficiency;
+            let f = ((flops + self.half_efficiency_flops) / rate).max(mem);
+            (f + ov, 2.0 * f + 2.0 * ov)
+        } else {
+            (mem + ov, 2.0 * mem + ov)
+        }
+    }
+
+    /// The optimizer update of `params` parameters in `tensors` tensors (memory-bound; one
+    /// kernel per tensor, as PyTorch's per-parameter optimizers launch).
+    pub fn optimizer_time(&self, params: u64, tensors: u32, optimizer: Optimizer) -> SimTime {
+        let bytes = params as f64 * optimizer.update_bytes_per_param() as f64;
+        SimTime::from_secs_f64(
+            bytes / self.memory_bytes_per_s + tensors as f64 * self.layer_overhead_secs,
+        )
+    }
+
+    /// DDP's per-tensor cost for `tensors` gradient tensors.
+    pub fn ddp_overhead(&self, tensors: u32) -> SimTime {
+        SimTime::from_secs_f64(tensors as f64 * self.ddp_overhead_per_tensor_secs)
+    }
+
+    /// Forward + backward + optimizer of the whole model on one GPU (no communication).
+    pub fn single_gpu_step_secs(&self, model: &Model, batch: u64, optimizer: Optimizer) -> f64 {
+        let passes: f64 = model
+            .layers
+            .iter()
+            .map(|l| {
+                let t = self.layer_times(&model.name, l, batch, 1);
+                t.forward.as_secs_f64() + t.backward.as_secs_f64()
+            })
+            .sum();
+        passes
+            + self
+                .optimizer_time(model.params(), model.param_tensors(), optimizer)
+                .as_secs_f64()
+    }
+}
+
+/// The largest matmul efficiency accepted. Above 1 because FLOPs are counted as direct
+/// convolution: cuDNN's Winograd and FFT kernels do fewer multiplications than that count, so
+/// their *effective* rate can exceed the peak.
+pub const MAX_MATMUL_EFFICIENCY: f64 = 2.0;
+
+/// Fits `matmul_efficiency` and `memory_efficiency` of `base` so that two measured
+/// single-GPU steps (model, batch, seconds; forward + backward + optimizer, no communication)
+/// are reproduced: for each memory efficiency the matmul efficiency that matches the first row
+/// is found by bisection, then the memory efficiency that matches the second row. Returns
+/// (matmul efficiency, memory efficiency), or `None` when no pair in (0, 1] fits.
+pub fn fit_efficiencies(
+    base: &ComputeCalibration,
+    dtype: Dtype,
+    rows: [(&Model, u64, f64); 2],
+    optimizer: Optimizer,
+) -> Option<(f64, f64)> {
+    let step = |eff: f64, mem: f64, (m, b, _): (&Model, u64, f64)| {
+        let mut c = base.clone();
+        c.matmul_efficiency.value = eff;
+        c.memory_efficiency.value = mem;
+        c.layer_times.clear();
+        ComputeModel::from_calibration(&c, dtype)
+            .ok()
+            .map(|cm| cm.single_gpu_step_secs(m, b, optimizer))
+            .unwrap_or(f64::NAN)
+    };
+    // Step time falls as either efficiency rises: bisect on the sign of (time - measured).
+    let bisect = |f: &dyn Fn(f64) -> f64| -> Option<f64> {
+        let (mut lo, mut hi) = (1e-3, MAX_MATMUL_EFFICIENCY);
+        if f(lo) < 0.0 || f(hi) > 0.0 {
+            return None;
+        }
+        for _ in 0..60 {
+            let mid = 0.5 * (lo + hi);
+            if f(mid) > 0.0 {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Some(0.5 * (lo + hi))
+    };
+    let eff_for = |mem: f64| bisect(&|eff| step(eff, mem, rows[0]) - rows[0].2);
+    // Raising the memory efficiency (with the matmul efficiency refitted to row 0) shifts time
+    // from memory-bound to matmul layers, which changes row 1.
+    let residual = |mem: f64| match eff_for(mem) {
+        Some(eff) => step(eff, mem, rows[1]) - rows[1].2,
+        None => f64::NAN,
+    };
+    // Scan for a bracket (some memory efficiencies admit no matmul efficiency), then bisect.
+    let grid: Vec<f64> = (1..=100).map(|i| i as f64 / 100.0).collect();
+    let vals: Vec<f64> = grid.iter().map(|&m| residual(m)).collect();
+    let k = (1..grid.len()).find(|&i| {
+        vals[i - 1].is_finite() && vals[i].is_finite() && vals[i - 1].signum() != vals[i].signum()
+    })?;
+    let (mut lo, mut hi, rl) = (grid[k - 1], grid[k], vals[k - 1]);
+    for _ in 0..60 {
+        let mid = 0.5 * (lo + hi);
+        if residual(mid).signum() == rl.signum() {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    let mem = 0.5 * (lo + hi);
+    eff_for(mem).map(|eff| (eff, mem))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{Calibrated, Provenance};
+    use crate::units::{Bandwidth, Bytes, Duration};
+    use crate::workload::catalog;
+
+    fn prov() -> Provenance {
+        Provenance {
+            source: "nominal".into(),
+            detail: "test".into(),
+            date: None,
+        }
+    }
+    fn cal<T>(value: T) -> Calibrated<T> {
+        Calibrated {
+            value,
+            provenance: prov(),
+        }
+    }
+    pub(crate) fn calibration() -> ComputeCalibration {
+        ComputeCalibration {
+            device: "test".into(),
+            peak_flops_per_s: [("fp32".to_string(), cal(10e12))].into_iter().collect(),
+            matmul_efficiency: cal(0.5),
+            half_efficiency_flops: cal(1e9),
+            memory_bandwidth: cal(Bandwidth(8.0 * 500e9)),
+            memory_efficiency: cal(1.0),
+            memory_capacity: cal(Bytes(16 << 30)),
+            layer_overhead: cal(Duration(SimTime::from_us(10))),
+            ddp_overhead_per_tensor: None,
+            layer_times: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn small_batches_use_the_gpu_less_efficiently() {
+        let m = ComputeModel::from_calibration(&calibration(), Dtype::Fp32).unwrap();
+        let model = catalog::resnet(50, 1000);
+        let per_sample = |b: u64| m.single_gpu_step_secs(&model, b, Optimizer::Momentum) / b as f64;
+        assert!(per_sample(1) > 2.0 * per_sample(256));
+        assert!(per_sample(64) > per_sample(256));
+    }
+
+    #[test]
+    fn a_large_matmul_runs_at_the_calibrated_efficiency() {
+        let m = ComputeModel::from_calibration(&calibration(), Dtype::Fp32).unwrap();
+        let layer = Layer {
+            name: "fc".into(),
+            kind: catalog::LayerKind::Linear,
+            params: 0,
+            param_tensors: 0,
+            forward_flops: 1_000_000_000_000,
+            input_elems: 1,
+            output_elems: 1,
+            saved_elems: 1,
+        };
+        let (f, b) = m.modelled_secs(&layer, 1, 1);
+        // (1e12 + 1e9) / (10e12 × 0.5) + 10 us
+        assert!((f - (1.001e12 / 5e12 + 10e-6)).abs() < 1e-12, "{f}");
+        assert!((b - 2.0 * f).abs() < 1e-12);
+    }
+
+    #[test]
+    fn measured_layer_times_win_over_the_model() {
+        let mut c = calibration();
+        c.layer_times.push(crate::profile::MeasuredLayerTime {
+            model: "resnet50".into(),
+            layer: "fc".into(),
+            batch: 32,
+            forward: Duration(SimTime::from_us(100)),
+            backward: Duration(SimTime::from_us(250)),
+            provenance: prov(),
+        });
+        let m = ComputeModel::from_calibration(&c, Dtype::Fp32).unwrap();
+        let model = catalog::resnet(50, 1000);
+        let fc = model.layers.last().unwrap();
+        let t = m.layer_times("resnet50", fc, 32, 1);
+        assert_eq!(t.forward, SimTime::from_us(100));
+        assert_eq!(t.backward, SimTime::from_us(250));
+        assert_eq!(
+            m.layer_times("resnet50", fc, 64, 1).forward,
+            SimTime::from_us(200)
+        );
+    }
+
+    fn data_profile(name: &str) -> Profile {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../data/profiles")
+            .join(name);
+        Profile::load(&p).unwrap()
+    }
+
+    #[test]
+    fn calibrated_v100_profile_reproduces_the_one_gpu_rows_it_was_fitted_on() {
+        let p = data_profile("v100_dgx1_ddp_calibrated.json");
+        let cm = ComputeModel::from_profile(&p, Dtype::Fp32).unwrap();
+        for (depth, measured) in [(50, 0.097), (101, 0.162)] {
+            let m = catalog::resnet(depth, 1000);
+            let t = cm.single_gpu_step_secs(&m, 32, Optimizer::Momentum);
+            assert!((t / measured - 1.0).abs() < 0.002, "resnet{depth}: {t}");
+        }
+    }
+
+    #[test]
+    fn the_fit_recovers_the_profile_values() {
+        let p = data_profile("v100_dgx1_ddp_calibrated.json");
+        let c = p.compute.unwrap();
+        let (r50, r101) = (catalog::resnet(50, 1000), catalog::resnet(101, 1000));
+        let (eff, mem) = fit_efficiencies(
+            &c,
+            Dtype::Fp32,
+            [(&r50, 32, 0.097), (&r101, 32, 0.162)],
+            Optimizer::Momentum,
+        )
+        .unwrap();
+        assert!((eff - c.matmul_efficiency.value).abs() < 1e-3, "{eff}");
+        assert!((mem - c.memory_efficiency.value).abs() < 1e-3, "{mem}");
+    }
+
+    #[test]
+    fn a_dtype_without_a_peak_is_an_error_naming_the_field() {
+        let e = ComputeModel::from_calibration(&calibration(), Dtype::Fp16).unwrap_err();
+        assert!(e.contains("peak_flops_per_s") && e.contains("fp16"), "{e}");
+    }
+}

@@ -1,0 +1,16 @@
+//! Training workloads: the model catalog, per-layer compute times from a profile, training-step
+//! DAGs for every parallelism, memory per GPU, and the metrics of a step.
+//!
+//! - [`catalog`]: models as layers (shapes, parameters, FLOPs, activations), model files
+//! - [`compute`]: profile → time of each layer's forward and backward pass at a batch size
+//! - [`step`]: the training step as a [`Schedule`](crate::collective::Schedule) of compute ops
+//!   and embedded collectives (DDP, all-reduce after backward, parameter server, DataParallel,
+//!   gradient accumulation, tensor, pipeline and hybrid parallelism)
+//! - [`memory`]: bytes per GPU and the largest batch that fits
+//! - [`metrics`]: step time, throughput, compute vs communication, exposed communication
+
+pub mod catalog;
+pub mod compute;
+pub mod memory;
+pub mod metrics;
+pub mod step;

@@ -1,0 +1,822 @@
+//! One training step as a DAG: compute ops for every layer's forward and backward pass, the
+//! collectives of the parallelism (embedded collective schedules), and the optimizer.
+//!
+//! Ranks are laid out Megatron-style: tensor-parallel rank innermost, then data-parallel, then
+//! pipeline stage (`rank = (stage × dp + replica) × tp + tp_rank`), so a TP group is a run of
+//! consecutive GPUs (one NVLink domain when `tp` ≤ GPUs per node).
+//!
+//! Compute ops are batches: "layer l's backward on every rank of the group" is one op, so a
+//! 1,024-rank data-parallel step has as many compute ops as a 1-rank one. Each op is tagged with
+//! its *lane* (pipeline stage): the ops of one lane run one after the other, as on one GPU
+//! stream; collectives and sends run alongside.
+//!
+//! Data-parallel methods (`tp = pp = 1`):
+//! - `ddp`: gradients in buckets (reverse layer order, `first_bucket_bytes` then
+//!   `bucket_bytes`), each bucket's all-reduce starting when the backward pass has produced its
+//!   last gradient and after the previous bucket's all-reduce (one NCCL stream), overlapping
+//!   the rest of the backward pass; DDP's per-tensor cost is added to each layer's backward.
+//! - `allreduce_after_backward`: one all-reduce of all gradients after the backward pass.
+//! - `parameter_server`: per bucket, push to the (sharded) servers, the servers' update (the
+//!   optimizer, timed by the profile), pull; buckets overlap the backward pass as in DDP.
+//! - `data_parallel` (PyTorch's single-process `nn.DataParallel`): GPU 0 scatters the inputs,
+//!   broadcasts the parameters, gathers the outputs, scatters their gradients back, reduces the
+//!   gradients to itself and alone runs the optimizer.
+//! - `accumulation_steps` k: k forward/backward passes per step, communication on the last.
+//!
+//! Tensor/pipeline/hybrid (`tp > 1` or `pp > 1`): layers are cut into `pp` contiguous stages of
+//! near-equal compute; each replica's batch is cut into `microbatches`; stages run them in
+//! GPipe (all forwards, then all backwards) or 1F1B order (warm-up of `pp − stage − 1`
+//! forwards, then one forward one backward); activations and their gradients go to the next /
+//! previous stage as point-to-point transfers (1/tp of the activation per TP rank, Megatron's
+//! scatter/gather); attention and MLP blocks are split across the TP group with one all-reduce
+//! of the block's output after its forward and one after its backward; after its last backward
+//! each stage all-reduces its gradients across data-parallel replicas and steps its optimizer.
+
+use serde::Deserialize;
+
+use super::catalog::Model;
+use super::compute::{ComputeModel, Dtype, Optimizer};
+use crate::collective::{
+    generate, Algorithm, Collective, CollectiveError, CollectiveSpec, Endpoint, Fabric, Op, OpId,
+    OpKind, Phase, Schedule,
+};
+use crate::engine::SimTime;
+
+/// How data-parallel replicas exchange gradients.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DpMethod {
+    #[default]
+    Ddp,
+    AllreduceAfterBackward,
+    ParameterServer,
+    DataParallel,
+}
+
+impl DpMethod {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DpMethod::Ddp => "ddp",
+            DpMethod::AllreduceAfterBackward => "allreduce_after_backward",
+            DpMethod::ParameterServer => "parameter_server",
+            DpMethod::DataParallel => "data_parallel",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PipelineSchedule {
+    Gpipe,
+    #[default]
+    #[serde(rename = "1f1b")]
+    OneFOneB,
+}
+
+/// What-if switches: make communication or compute free (the DAG keeps its shape).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ablation {
+    #[default]
+    None,
+    FreeCommunication,
+    FreeCompute,
+}
+
+/// Everything that shapes a step besides the model and the compute rates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepConfig {
+    /// Samples per data-parallel replica per forward pass (split into micro-batches when
+    /// pipelining).
+    pub batch_per_gpu: u64,
+    pub method: DpMethod,
+    pub bucket_bytes: u64,
+    pub first_bucket_bytes: u64,
+    pub accumulation_steps: u32,
+    pub tensor_parallel: u32,
+    pub pipeline_parallel: u32,
+    pub microbatches: u32,
+    pub pipeline_schedule: PipelineSchedule,
+    /// Gradient all-reduce algorithm (data-parallel and tensor-parallel groups).
+    pub algorithm: Algorithm,
+    pub slices: u32,
+    /// Parameter-server shards and whether they are ranks.
+    pub servers: u32,
+    pub colocated: bool,
+    pub optimizer: Optimizer,
+    pub dtype: Dtype,
+    pub ablation: Ablation,
+}
+
+impl StepConfig {
+    pub fn data_parallel(batch_per_gpu: u64, method: DpMethod) -> StepConfig {
+        StepConfig {
+            batch_per_gpu,
+            method,
+            bucket_bytes: 25 << 20,
+            first_bucket_bytes: 25 << 20,
+            accumulation_steps: 1,
+            tensor_parallel: 1,
+            pipeline_parallel: 1,
+            microbatches: 1,
+            pipeline_schedule: PipelineSchedule::OneFOneB,
+            algorithm: crate::collective::default_algorithm(Collective::AllReduce),
+            slices: 1,
+            servers: 1,
+            colocated: true,
+            optimizer: Optimizer::Momentum,
+            dtype: Dtype::Fp32,
+            ablation: Ablation::None,
+        }
+    }
+}
+
+/// A built step: the schedule plus what the metrics need to read it.
+#[derive(Debug, Clone)]
+pub struct StepDag {
+    pub schedule: Schedule,
+    /// Per op: the lane (pipeline stage) of a worker compute op, `None` for communication,
+    /// server updates and joins.
+    pub lanes: Vec<Option<u16>>,
+    pub lane_count: u16,
+    pub ranks: u32,
+    pub data_parallel: u32,
+    /// Samples per step over all replicas.
+    pub global_batch: u64,
+    /// Which layers each stage holds (index ranges into the model's layers).
+    pub stages: Vec<std::ops::Range<usize>>,
+    /// DDP / PS buckets: (bytes, first layer, last layer) in the order they are sent.
+    pub buckets: Vec<(u64, usize, usize)>,
+}
+
+/// Why a step could not be built: (field, expected).
+pub type StepError = (String, String);
+
+fn err(field: &str, expected: impl Into<String>) -> StepError {
+    (field.to_string(), expected.into())
+}
+
+/// A group of the communicator as the generators see it.
+struct SubFabric<'a> {
+    parent: &'a dyn Fabric,
+    members: &'a [u32],
+}
+
+impl Fabric for SubFabric<'_> {
+    fn bottleneck_bps(&self, src: Endpoint, dst: Endpoint) -> f64 {
+        self.parent
+            .bottleneck_bps(self.members[src as usize], self.members[dst as usize])
+    }
+    fn node_of(&self, rank: u32) -> u32 {
+        self.parent.node_of(self.members[rank as usize])
+    }
+}
+
+struct Builder<'a> {
+    s: Schedule,
+    lanes: Vec<Option<u16>>,
+    fabric: &'a dyn Fabric,
+    cfg: &'a StepConfig,
+}
+
+impl Builder<'_> {
+    fn compute(
+        &mut self,
+        endpoints: u32,
+        d: SimTime,
+        deps: Vec<OpId>,
+        phase: Phase,
+        lane: u16,
+        step: u32,
+    ) -> OpId {
+        let d = if self.cfg.ablation == Ablation::FreeCompute {
+            SimTime::ZERO
+        } else {
+            d
+        };
+        self.lanes.push(Some(lane));
+        self.s.push(
+            OpKind::Compute {
+                endpoints,
+                duration: d,
+            },
+            deps,
+            phase,
+            lane,
+            step,
+        )
+    }
+
+    fn join(&mut self, deps: Vec<OpId>) -> OpId {
+        self.lanes.push(None);
+        self.s.push(
+            OpKind::Compute {
+                endpoints: 0,
+                duration: SimTime::ZERO,
+            },
+            deps,
+            Phase::SendRecv,
+            0,
+            0,
+        )
+    }
+
+    /// Embeds `collective` of `bytes` over each group (all groups the same size) after
+    /// `after`; returns a join op that finishes with it.
+    fn collective(
+        &mut self,
+        spec: CollectiveSpec,
+        groups: &[Vec<u32>],
+        after: Vec<OpId>,
+        map_kind: &dyn Fn(&Op) -> OpKind,
+    ) -> Result<OpId, StepError> {
+        if self.cfg.ablation == Ablation::FreeCommunication || groups.is_empty() {
+            return Ok(self.join(after));
+        }
+        let fabric = SubFabric {
+            parent: self.fabric,
+            members: &groups[0],
+        };
+        let n = groups[0].len() as u32;
+        let sub = generate(&spec, n, &fabric).map_err(|e: CollectiveError| {
+            err(&format!("workload.allreduce ({})", e.field), e.expected)
+        })?;
+        let extra = sub.extra_endpoints.len() as u32;
+        if extra > 0 {
+            for name in &sub.extra_endpoints {
+                if !self.s.extra_endpoints.contains(name) {
+                    self.s.extra_endpoints.push(name.clone());
+                }
+            }
+        }
+        let maps: Vec<Vec<u32>> = groups
+            .iter()
+            .map(|g| {
+                let mut m = g.clone();
+                m.extend((0..extra).map(|j| {
+                    let name = &sub.extra_endpoints[j as usize];
+                    let pos = self
+                        .s
+                        .extra_endpoints
+                        .iter()
+                        .position(|x| x == name)
+                        .unwrap_or(0);
+                    self.s.ranks + pos as u32
+                }));
+                m
+            })
+            .collect();
+        let refs: Vec<&[u32]> = maps.iter().map(|m| m.as_slice()).collect();
+        let before = self.s.ops.len();
+        let sinks = self.s.embed(&sub, &refs, &after, map_kind);
+        self.lanes.extend((before..self.s.ops.len()).map(|_| None));
+        if sinks.is_empty() {
+            return Ok(self.join(after));
+        }
+        Ok(self.join(sinks))
+    }
+
+    fn spec(&self, collective: Collective, bytes: u64, algorithm: Algorithm) -> CollectiveSpec {
+        CollectiveSpec {
+            collective,
+            bytes,
+            root: 0,
+            peer: 1,
+            algorithm,
+            slices: self.cfg.slices,
+        }
+    }
+
+    fn transfer(
+        &mut self,
+        pairs: Vec<(u32, u32)>,
+        bytes: u64,
+        deps: Vec<OpId>,
+        phase: Phase,
+    ) -> OpId {
+        if self.cfg.ablation == Ablation::FreeCommunication || pairs.is_empty() || bytes == 0 {
+            return self.join(deps);
+        }
+        let p = self.s.add_pattern(pairs);
+        self.lanes.push(None);
+        self.s
+            .push(OpKind::Transfer { pattern: p, bytes }, deps, phase, 0, 0)
+    }
+}
+
+/// Builds one training step of `model` on `ranks` ranks (`fabric` answers the collective
+/// generators' questions about the network).
+pub fn build(
+    model: &Model,
+    cm: &ComputeModel,
+    cfg: &StepConfig,
+    ranks: u32,
+    fabric: &dyn Fabric,
+) -> Result<StepDag, StepError> {
+    let (tp, pp) = (cfg.tensor_parallel.max(1), cfg.pipeline_parallel.max(1));
+    if cfg.batch_per_gpu == 0 {
+        return Err(err("workload.batch_per_gpu", "at least 1"));
+    }
+    if !ranks.is_multiple_of(tp * pp) {
+        return Err(err(
+            "workload.tensor_parallel",
+            format!("tensor_parallel × pipeline_parallel ({tp} × {pp}) dividing the {ranks} ranks"),
+        ));
+    }
+    if pp as usize > model.layers.len() {
+        return Err(err(
+            "workload.pipeline_parallel",
+            format!(
+                "at most the model's {} layers, got {pp}",
+                model.layers.len()
+            ),
+        ));
+    }
+    if cfg.accumulation_steps == 0 {
+        return Err(err("workload.accumulation_steps", "at least 1"));
+    }
+    let dp = ranks / (tp * pp);
+    let mut b = Builder {
+        s: Schedule::new(Collective::AllReduce, "training-step", ranks, 0),
+        lanes: Vec::new(),
+        fabric,
+        cfg,
+    };
+    let mut dag = if tp == 1 && pp == 1 {
+        data_parallel_step(&mut b, model, cm, cfg, ranks)?
+    } else {
+        if cfg.method != DpMethod::Ddp && cfg.method != DpMethod::AllreduceAfterBackward {
+            return Err(err(
+                "workload.parallelism",
+                "ddp or allreduce_after_backward with tensor or pipeline parallelism",
+            ));
+        }
+        hybrid_step(&mut b, model, cm, cfg, dp, tp, pp)?
+    };
+    dag.schedule = b.s;
+    dag.lanes = b.lanes;
+    dag.ranks = ranks;
+    dag.data_parallel = dp;
+    debug_assert_eq!(dag.lanes.len(), dag.schedule.ops.len());
+    Ok(dag)
+}
+
+fn empty_dag() -> StepDag {
+    StepDag {
+        schedule: Schedule::new(Collective::AllReduce, "", 0, 0),
+        lanes: Vec::new(),
+        lane_count: 1,
+        ranks: 0,
+        data_parallel: 0,
+        global_batch: 0,
+        stages: Vec::new(),
+        buckets: Vec::new(),
+    }
+}
+
+/// Gradient buckets in reverse layer order: (bytes, lowest layer, highest layer).
+fn buckets(model: &Model, dtype: Dtype, first: u64, cap: u64) -> Vec<(u64, usize, usize)> {
+    let mut out = Vec::new();
+    let mut cur = 0u64;
+    let mut hi = None;
+    let mut lo = 0;
+    for (i, l) in model.layers.iter().enumerate().rev() {
+        if l.params == 0 {
+            continue;
+        }
+        if hi.is_none() {
+            hi = Some(i);
+        }
+        cur += l.params * dtype.bytes();
+        lo = i;
+        let limit = if out.is_empty() { first } else { cap };
+        if cur >= limit {
+            out.push((cur, lo, hi.take().unwrap_or(i)));
+            cur = 0;
+        }
+    }
+    if cur > 0 {
+        out.push((cur, lo, hi.unwrap_or(lo)));
+    }
+    out
+}
+
+fn data_parallel_step(
+    b: &mut Builder,
+    model: &Model,
+    cm: &ComputeModel,
+    cfg: &StepConfig,
+    n: u32,
+) -> Result<StepDag, StepError> {
+    let all: Vec<u32> = (0..n).collect();
+    let times: Vec<_> = model
+        .layers
+        .iter()
+        .map(|l| cm.layer_times(&model.name, l, cfg.batch_per_gpu, 1))
+        .collect();
+    let grad_bytes = model.params() * cfg.dtype.bytes();
+    let e = cfg.dtype.bytes();
+    let mut prev: Vec<OpId> = Vec::new();
+    let mut dag = empty_dag();
+    dag.global_batch = cfg.batch_per_gpu * n as u64 * cfg.accumulation_steps as u64;
+    dag.stages = std::iter::once(0..model.layers.len()).collect();
+    let single_process = cfg.method == DpMethod::DataParallel;
+    if single_process {
+        // GPU 0 holds the batch and the parameters: scatter inputs, replicate parameters.
+        let others: Vec<(u32, u32)> = (1..n).map(|i| (0, i)).collect();
+        let inputs = b.transfer(
+            others,
+            cfg.batch_per_gpu * model.input_elems * e,
+            vec![],
+            Phase::SendRecv,
+        );
+        let spec = b.spec(
+            Collective::Broadcast,
+            grad_bytes,
+            cfg.algorithm_for(Collective::Broadcast),
+        );
+        let rep = b.collective(spec, std::slice::from_ref(&all), vec![], &|op| {
+            op.kind.clone()
+        })?;
+        prev = vec![inputs, rep];
+    }
+    let ddp = cfg.method == DpMethod::Ddp;
+    let bucketed = ddp || cfg.method == DpMethod::ParameterServer;
+    let plan = buckets(model, cfg.dtype, cfg.first_bucket_bytes, cfg.bucket_bytes);
+    let mut bwd_op = vec![OpId(0); model.layers.len()];
+    let mut comm_done: Vec<OpId> = Vec::new();
+    for micro in 0..cfg.accumulation_steps {
+        let last = micro + 1 == cfg.accumulation_steps;
+        for (i, t) in times.iter().enumerate() {
+            let f = b.compute(n, t.forward, prev.clone(), Phase::Forward, 0, i as u32);
+            prev = vec![f];
+        }
+        if single_process {
+            // Gather outputs to GPU 0, loss there, scatter the output gradients back.
+            let out_bytes =
+                cfg.batch_per_gpu * model.layers.last().map(|l| l.output_elems).unwrap_or(0) * e;
+            let g = b.transfer(
+                (1..n).map(|i| (i, 0)).collect(),
+                out_bytes,
+                prev.clone(),
+                Phase::SendRecv,
+            );
+            let s = b.transfer(
+                (1..n).map(|i| (0, i)).collect(),
+                out_bytes,
+                vec![g],
+                Phase::SendRecv,
+            );
+            prev = vec![s];
+        }
+        for (i, t) in times.iter().enumerate().rev() {
+            let mut d = t.backward;
+            if ddp && last {
+                d = d.saturating_add(cm.ddp_overhead(model.layers[i].param_tensors));
+            }
+            let op = b.compute(n, d, prev.clone(), Phase::Backward, 0, i as u32);
+            bwd_op[i] = op;
+            prev = vec![op];
+        }
+    }
+    let backward_done = prev[0];
+    let optimizer = cm.optimizer_time(model.params(), model.param_tensors(), cfg.optimizer);
+    let is_ps = cfg.method == DpMethod::ParameterServer;
+    let update = move |op: &Op| match op.kind {
+        OpKind::Reduce { endpoints, .. } if is_ps => OpKind::Compute {
+            endpoints,
+            duration: SimTime::from_secs_f64(optimizer.as_secs_f64() / cfg.servers.max(1) as f64),
+        },
+        ref k => k.clone(),
+    };
+    let mut last_comm: Option<OpId> = None;
+    if bucketed {
+        let algorithm = if cfg.method == DpMethod::ParameterServer {
+            Algorithm::ParameterServer {
+                servers: cfg.servers,
+                colocated: cfg.colocated,
+            }
+        } else {
+            cfg.algorithm.clone()
+        };
+        for &(bytes, lo, _) in &plan {
+            let mut after = vec![bwd_op[lo]];
+            after.extend(last_comm);
+            let spec = b.spec(Collective::AllReduce, bytes, algorithm.clone());
+            let done = b.collective(spec, std::slice::from_ref(&all), after, &update)?;
+            last_comm = Some(done);
+            comm_done.push(done);
+        }
+        dag.buckets = plan;
+    } else if cfg.method == DpMethod::AllreduceAfterBackward {
+        let spec = b.spec(Collective::AllReduce, grad_bytes, cfg.algorithm.clone());
+        comm_done.push(b.collective(
+            spec,
+            std::slice::from_ref(&all),
+            vec![backward_done],
+            &update,
+        )?);
+    } else {
+        let spec = b.spec(
+            Collective::Reduce,
+            grad_bytes,
+            cfg.algorithm_for(Collective::Reduce),
+        );
+        comm_done.push(b.collective(
+            spec,
+            std::slice::from_ref(&all),
+            vec![backward_done],
+            &update,
+        )?);
+    }
+    let mut deps = vec![backward_done];
+    deps.extend(comm_done);
+    if cfg.method == DpMethod::ParameterServer {
+        // The servers updated the parameters; the step ends with the last pull.
+        b.join(deps);
+    } else {
+        let endpoints = if single_process { 1 } else { n };
+        b.compute(endpoints, optimizer, deps, Phase::Optimizer, 0, 0);
+    }
+    dag.lane_count = 1;
+    Ok(dag)
+}
+
+impl StepConfig {
+    /// The configured algorithm when it implements `c`, else the default for `c`.
+    fn algorithm_for(&self, c: Collective) -> Algorithm {
+        if self.algorithm.supports(c) {
+            self.algorithm.clone()
+        } else {
+            crate::collective::default_algorithm(c)
+        }
+    }
+}
+
+/// Cuts layers into `pp` contiguous stages of near-equal forward+backward time.
+fn partition(costs: &[f64], pp: usize) -> Vec<std::ops::Range<usize>> {
+    let total: f64 = costs.iter().sum();
+    let mut out = Vec::with_capacity(pp);
+    let mut start = 0;
+    let mut acc = 0.0;
+    for (i, c) in costs.iter().enumerate() {
+        acc += c;
+        let stages_left = pp - out.len();
+        let layers_left = costs.len() - i - 1;
+        let target = total * (out.len() + 1) as f64 / pp as f64;
+        if stages_left > 1
+            && (acc >= target || layers_left < stages_left)
+            && layers_left >= stages_left - 1
+        {
+            out.push(start..i + 1);
+            start = i + 1;
+        }
+    }
+    out.push(start..costs.len());
+    out
+}
+
+fn hybrid_step(
+    b: &mut Builder,
+    model: &Model,
+    cm: &ComputeModel,
+    cfg: &StepConfig,
+    dp: u32,
+    tp: u32,
+    pp: u32,
+) -> Result<StepDag, StepError> {
+    let m = cfg.microbatches.max(1);
+    if !cfg.batch_per_gpu.is_multiple_of(m as u64) {
+        return Err(err(
+            "workload.microbatches",
+            format!(
+                "a divisor of batch_per_gpu ({}), got {m}",
+                cfg.batch_per_gpu
+            ),
+        ));
+    }
+    let mb = cfg.batch_per_gpu / m as u64;
+    let e = cfg.dtype.bytes();
+    let rank = |stage: u32, replica: u32, t: u32| (stage * dp + replica) * tp + t;
+    let split = |l: &super::catalog::Layer| {
+        if l.kind.tensor_parallel() {
+            tp as u64
+        } else {
+            1
+        }
+    };
+    let times: Vec<_> = model
+        .layers
+        .iter()
+        .map(|l| cm.layer_times(&model.name, l, mb, split(l)))
+        .collect();
+    let costs: Vec<f64> = times
+        .iter()
+        .map(|t| t.forward.as_secs_f64() + t.backward.as_secs_f64())
+        .collect();
+    let stages = partition(&costs, pp as usize);
+    let per_stage = dp * tp;
+    let tp_groups = |s: u32| -> Vec<Vec<u32>> {
+        (0..dp)
+            .map(|r| (0..tp).map(|t| rank(s, r, t)).collect())
+            .collect()
+    };
+    // Sends between stage s and s+1: every (replica, tp rank) to its counterpart.
+    let pairs = |from: u32, to: u32| -> Vec<(u32, u32)> {
+        (0..dp)
+            .flat_map(|r| (0..tp).map(move |t| (r, t)))
+            .map(|(r, t)| (rank(from, r, t), rank(to, r, t)))
+            .collect()
+    };
+    // Order of (is_forward, microbatch) on each stage.
+    let order = |s: u32| -> Vec<(bool, u32)> {
+        match cfg.pipeline_schedule {
+            PipelineSchedule::Gpipe => (0..m)
+                .map(|i| (true, i))
+                .chain((0..m).map(|i| (false, i)))
+                .collect(),
+            PipelineSchedule::OneFOneB => {
+                let warm = (pp - s - 1).min(m);
+                let mut v: Vec<(bool, u32)> = (0..warm).map(|i| (true, i)).collect();
+                for i in 0..(m - warm) {
+                    v.push((true, warm + i));
+                    v.push((false, i));
+                }
+                v.extend((m - warm..m).map(|i| (false, i)));
+                v
+            }
+        }
+    };
+    // Ops that deliver microbatch i's activation to stage s (fwd) / gradient to stage s (bwd).
+    let mut act_in: Vec<Vec<Option<OpId>>> = vec![vec![None; m as usize]; pp as usize];
+    let mut grad_in: Vec<Vec<Option<OpId>>> = vec![vec![None; m as usize]; pp as usize];
+    let mut cursor = vec![0usize; pp as usize];
+    let orders: Vec<Vec<(bool, u32)>> = (0..pp).map(order).collect();
+    let mut last_on_stage: Vec<Option<OpId>> = vec![None; pp as usize];
+    let tp_spec = |bytes: u64| CollectiveSpec {
+        collective: Collective::AllReduce,
+        bytes,
+        root: 0,
+        peer: 1,
+        algorithm: cfg.algorithm.clone(),
+        slices: cfg.slices,
+    };
+    // Walk the stages round-robin, emitting each stage's next item once its input exists
+    // (ops must be pushed after their dependencies).
+    let total_items: usize = orders.iter().map(|o| o.len()).sum();
+    let mut emitted = 0;
+    while emitted < total_items {
+        let mut progressed = false;
+        for s in 0..pp {
+            let su = s as usize;
+            while cursor[su] < orders[su].len() {
+                let (fwd, i) = orders[su][cursor[su]];
+                let iu = i as usize;
+                let input = if fwd {
+                    if s == 0 {
+                        Some(None)
+                    } else {
+                        act_in[su][iu].map(Some)
+                    }
+                } else if s + 1 == pp {
+                    Some(None)
+                } else {
+                    grad_in[su][iu].map(Some)
+                };
+                let Some(input) = input else { break };
+                let mut prev: Vec<OpId> = last_on_stage[su].into_iter().chain(input).collect();
+                let range = stages[su].clone();
+                let layers: Vec<usize> = if fwd {
+                    range.collect()
+                } else {
+                    range.rev().collect()
+                };
+                let mut pending = SimTime::ZERO;
+                let mut first_layer = layers[0] as u32;
+                for (k, &l) in layers.iter().enumerate() {
+                    let t = &times[l];
+                    pending = pending.saturating_add(if fwd { t.forward } else { t.backward });
+                    let layer = &model.layers[l];
+                    let comm = tp > 1 && layer.kind.tensor_parallel();
+                    if comm || k + 1 == layers.len() {
+                        let phase = if fwd { Phase::Forward } else { Phase::Backward };
+                        let op = b.compute(
+                            per_stage,
+                            pending,
+                            prev.clone(),
+                            phase,
+                            s as u16,
+                            first_layer,
+                        );
+                        prev = vec![op];
+                        pending = SimTime::ZERO;
+                        if comm {
+                            let bytes = layer.output_elems * mb * e;
+                            let done =
+                                b.collective(tp_spec(bytes), &tp_groups(s), prev.clone(), &|op| {
+                                    op.kind.clone()
+                                })?;
+                            prev = vec![done];
+                        }
+                        first_layer = layers.get(k + 1).copied().unwrap_or(0) as u32;
+                    }
+                }
+                let end = prev[0];
+                last_on_stage[su] = Some(end);
+                let boundary = if fwd {
+                    stages[su].end - 1
+                } else {
+                    stages[su].start
+                };
+                let bytes = if fwd {
+                    model.layers[boundary].output_elems
+                } else {
+                    model.layers[boundary].input_elems
+                } * mb
+                    * e
+                    / tp as u64;
+                if fwd && s + 1 < pp {
+                    act_in[su + 1][iu] =
+                        Some(b.transfer(pairs(s, s + 1), bytes, vec![end], Phase::SendRecv));
+                } else if !fwd && s > 0 {
+                    grad_in[su - 1][iu] =
+                        Some(b.transfer(pairs(s, s - 1), bytes, vec![end], Phase::SendRecv));
+                }
+                cursor[su] += 1;
+                emitted += 1;
+                progressed = true;
+            }
+        }
+        if !progressed {
+            return Err(err(
+                "workload.pipeline_schedule",
+                "a schedule without deadlock (internal error)",
+            ));
+        }
+    }
+    // Per stage: gradient all-reduce across replicas, then the optimizer.
+    let mut ends = Vec::new();
+    for s in 0..pp {
+        let su = s as usize;
+        let range = stages[su].clone();
+        let params: u64 = model.layers[range.clone()]
+            .iter()
+            .map(|l| l.params / split(l))
+            .sum();
+        let tensors: u32 = model.layers[range].iter().map(|l| l.param_tensors).sum();
+        let after: Vec<OpId> = last_on_stage[su].into_iter().collect();
+        let groups: Vec<Vec<u32>> = if dp > 1 {
+            (0..tp)
+                .map(|t| (0..dp).map(|r| rank(s, r, t)).collect())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let done = if groups.is_empty() {
+            b.join(after)
+        } else {
+            b.collective(tp_spec(params * e), &groups, after, &|op| op.kind.clone())?
+        };
+        let opt = cm.optimizer_time(params, tensors, cfg.optimizer);
+        ends.push(b.compute(per_stage, opt, vec![done], Phase::Optimizer, s as u16, 0));
+    }
+    b.join(ends);
+    let mut dag = empty_dag();
+    dag.global_batch = cfg.batch_per_gpu * dp as u64;
+    dag.stages = stages;
+    dag.lane_count = pp as u16;
+    Ok(dag)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_fill_in_reverse_layer_order_up_to_the_cap() {
+        let m = crate::workload::catalog::resnet(50, 1000);
+        let plan = buckets(&m, Dtype::Fp32, 25 << 20, 25 << 20);
+        let total: u64 = plan.iter().map(|b| b.0).sum();
+        assert_eq!(total, m.params() * 4);
+        // The first bucket holds the fc layer (the last layer) and is sent first.
+        assert_eq!(plan[0].2, m.layers.len() - 1);
+        for w in plan.windows(2) {
+            assert!(w[1].2 < w[0].1, "buckets are disjoint and in reverse order");
+        }
+        assert!(plan[..plan.len() - 1].iter().all(|b| b.0 >= 25 << 20));
+        let small_first = buckets(&m, Dtype::Fp32, 1 << 20, 25 << 20);
+        assert!(small_first[0].0 < plan[0].0);
+    }
+
+    #[test]
+    fn stages_are_contiguous_and_balanced() {
+        let p = partition(&[1.0, 1.0, 1.0, 1.0, 4.0], 2);
+        assert_eq!(p, vec![0..4, 4..5]);
+        let p = partition(&[1.0; 10], 3);
+        assert_eq!(p.len(), 3);
+        assert_eq!(p[0].start, 0);
+        assert_eq!(p[2].end, 10);
+        let p = partition(&[5.0, 0.0, 0.0], 3);
+        assert_eq!(p, vec![0..1, 1..2, 2..3]);
+    }
+}

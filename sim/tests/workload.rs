@@ -1,0 +1,152 @@
+//! Training-step workloads end to end: scenario files → DAG → played step, checked against
+//! what must hold whatever the numbers (free communication, free compute, overlap bounds).
+
+use std::path::{Path, PathBuf};
+
+use sim::scenario::{self, workload::run_workload};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn step(scenario_file: &str, set: &[&str]) -> sim::metrics::workload::WorkloadReport {
+    let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+    let s = scenario::load(&repo().join(scenario_file), &set).unwrap();
+    run_workload(&s).unwrap()
+}
+
+const PCIE: &str = "scenarios/resnet50_pcie4_ddp_vs_ps.toml";
+
+#[test]
+fn with_communication_free_the_step_is_the_sum_of_compute() {
+    for method in ["ddp", "allreduce_after_backward", "parameter_server"] {
+        let r = step(
+            PCIE,
+            &[
+                &format!("workload.parallelism={method}"),
+                "workload.ablation=free_communication",
+            ],
+        );
+        let m = &r.summary.metrics;
+        assert!(m.compute_secs > 0.05, "{method}: {m:?}");
+        assert!(
+            (m.step_secs - m.compute_secs).abs() < 1e-9,
+            "{method}: {m:?}"
+        );
+        assert_eq!(m.communication_secs, 0.0);
+    }
+}
+
+#[test]
+fn with_compute_free_a_ddp_step_is_the_sum_of_its_bucket_all_reduces() {
+    let r = step(PCIE, &["workload.ablation=free_compute"]);
+    let buckets = &r.summary.bucket_bytes;
+    assert!(buckets.len() >= 4, "{buckets:?}");
+    // Each bucket's all-reduce alone, as a [collective] scenario on the same topology.
+    let mut sum = 0.0;
+    for &bytes in buckets {
+        let text = format!(
+            "name = \"b\"\n[topology]\nfile = \"{}\"\n[placement]\nranks = 4\n[collective]\nop = \"all_reduce\"\nbytes = {bytes}\nalgorithm = \"ring\"\n",
+            repo().join("topologies/pcie_box_4gpu.toml").display()
+        );
+        let s = scenario::parse(&text, &repo().join("scenarios/x.toml"), &[]).unwrap();
+        sum += scenario::run::run(&s).unwrap().summary.time_ps as f64 * 1e-12;
+    }
+    let m = &r.summary.metrics;
+    assert!(
+        (m.step_secs / sum - 1.0).abs() < 1e-6,
+        "{} vs {sum}",
+        m.step_secs
+    );
+}
+
+#[test]
+fn overlap_never_beats_the_longer_part_nor_loses_to_their_sum() {
+    for (file, set) in [
+        (PCIE, vec!["workload.parallelism=ddp"]),
+        (PCIE, vec!["workload.parallelism=parameter_server"]),
+        (
+            "scenarios/ddp_validation_dgx1_v100.toml",
+            vec!["workload.bucket=1MiB"],
+        ),
+        ("scenarios/gpt_1_3b_v100_parallelism.toml", vec![]),
+    ] {
+        let both = step(file, &set).summary.metrics.step_secs;
+        let mut s = set.clone();
+        s.push("workload.ablation=free_communication");
+        let compute = step(file, &s).summary.metrics.step_secs;
+        s.pop();
+        s.push("workload.ablation=free_compute");
+        let comm = step(file, &s).summary.metrics.step_secs;
+        assert!(
+            both >= compute.max(comm) - 1e-9,
+            "{file} {set:?}: {both} {compute} {comm}"
+        );
+        assert!(
+            both <= compute + comm + 1e-9,
+            "{file} {set:?}: {both} {compute} {comm}"
+        );
+    }
+}
+
+#[test]
+fn ddp_hides_communication_that_all_reduce_after_backward_exposes() {
+    let ddp = step(PCIE, &["workload.parallelism=ddp"]).summary.metrics;
+    let after = step(PCIE, &["workload.parallelism=allreduce_after_backward"])
+        .summary
+        .metrics;
+    assert!(ddp.step_secs < after.step_secs);
+    assert!(ddp.exposed_communication_secs < after.exposed_communication_secs);
+    // After backward, nothing overlaps: all communication is exposed.
+    assert!((after.exposed_communication_secs - after.communication_secs).abs() < 1e-9);
+}
+
+#[test]
+fn pipeline_bubbles_shrink_with_more_micro_batches() {
+    let f = "scenarios/gpt_1_3b_v100_parallelism.toml";
+    let base = [
+        "workload.tensor_parallel=1",
+        "workload.pipeline_parallel=4",
+        "workload.batch_per_gpu=16",
+    ];
+    let idle = |m: &str, sched: &str| {
+        let mut s = base.to_vec();
+        let a = format!("workload.microbatches={m}");
+        let b = format!("workload.pipeline_schedule={sched}");
+        s.push(&a);
+        s.push(&b);
+        let r = step(f, &s);
+        let b = &r.summary.metrics.bubble_fraction_per_stage;
+        assert_eq!(b.len(), 4);
+        b.iter().sum::<f64>() / 4.0
+    };
+    assert!(idle("16", "1f1b") < idle("4", "1f1b"));
+    assert!(idle("4", "gpipe") > 0.2, "{}", idle("4", "gpipe"));
+}
+
+#[test]
+fn a_scenario_with_both_collective_and_workload_is_refused() {
+    let text = "name = \"x\"\n[topology]\nfile = \"../topologies/ring10_10GBps.toml\"\n[collective]\nop = \"all_reduce\"\nbytes = \"1MiB\"\n[workload]\nmodel = \"alexnet\"\nbatch_per_gpu = 32\n";
+    let e = scenario::parse(text, &repo().join("scenarios/x.toml"), &[]).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("exactly one of [collective] and [workload]"),
+        "{e}"
+    );
+    let text = text
+        .replace("model = \"alexnet\"", "model = \"alexnet2\"")
+        .replace("[collective]\nop = \"all_reduce\"\nbytes = \"1MiB\"\n", "");
+    let e = scenario::parse(&text, &repo().join("scenarios/x.toml"), &[]).unwrap_err();
+    assert!(e.to_string().contains("workload.model"), "{e}");
+}
+
+#[test]
+fn a_profile_without_compute_rates_is_named_in_the_error() {
+    let s = scenario::load(
+        &repo().join(PCIE),
+        &["profile=../data/profiles/default.json".to_string()],
+    )
+    .unwrap();
+    let e = run_workload(&s).unwrap_err().to_string();
+    assert!(e.contains("profile") && e.contains("compute"), "{e}");
+}
