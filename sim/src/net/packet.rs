@@ -21,7 +21,10 @@
 //!   through; the break is counted and reported.
 //! - *lossy*: a packet that arrives at a full buffer is dropped; its sender retransmits it one
 //!   retransmission timeout after the drop (the timer is modelled, not the acknowledgements).
-//!   An optional per-flow window (bytes in flight) and AIMD congestion control limit senders.
+//!   AIMD congestion control (optional) halves a sender's window on every timeout.
+//!
+//! In both modes an optional per-flow window limits the bytes a sender has in flight (sent,
+//! not yet delivered; delivery acknowledges at once, the return path is not modelled).
 //!
 //! State lives in flat tables indexed by `u32`: packets in a slab with a free list, port queues
 //! as intrusive linked lists through the packets, flows and batches in slabs; nothing is
@@ -94,7 +97,7 @@ pub struct PacketConfig {
     pub low_water: f64,
     /// Lossy: time from a drop to its retransmission.
     pub retransmit_timeout: SimTime,
-    /// Lossy: most bytes a flow may have in flight (sent, not yet delivered).
+    /// Most bytes a flow may have in flight (sent, not yet delivered), in both modes.
     pub window_bytes: Option<u64>,
     pub congestion_control: CongestionControl,
 }
