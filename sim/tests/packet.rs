@@ -505,21 +505,32 @@ fn any_scenario_runs_on_the_packet_model_with_set_and_writes_ports_csv() {
 
 #[test]
 fn bad_packet_options_are_refused_naming_the_field() {
-    for (set, field) in [
-        ("network.mode=lossless_ish", "network.mode"),
-        ("network.mtu.ethernet=0", "network.mtu.ethernet"),
-        ("network.mtu.warp=9000", "network.mtu"),
-        ("network.low_water=0.95", "network.low_water"),
-        ("network.high_water=1.5", "network.high_water"),
-        ("network.window=0", "network.window"),
-        ("network.retransmit_timeout=5", "network.retransmit_timeout"),
+    // Schema errors after --set point at the merged file's line and say what was expected;
+    // value errors name the field.
+    for (set, needle) in [
+        (
+            "network.mode=lossless_ish",
+            "expected `lossless` or `lossy`",
+        ),
+        (
+            "network.mtu.ethernet=0",
+            "network.mtu.ethernet: a packet size",
+        ),
+        ("network.mtu.warp=9000", "unknown variant `warp`"),
+        (
+            "network.low_water=0.95",
+            "network.low_water: a fraction below high_water",
+        ),
+        (
+            "network.high_water=1.5",
+            "network.high_water: a fraction of the buffer",
+        ),
+        ("network.window=0", "network.window: a positive size"),
+        ("network.retransmit_timeout=5", "a bare number has no unit"),
     ] {
         let out = dtsim(&["run", "scenarios/ps_incast_lossless.toml", "--set", set]);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{set} accepted");
-        assert!(
-            err.contains(field) || err.contains("network"),
-            "{set}: {err}"
-        );
+        assert!(err.contains(needle), "{set}: {err}");
     }
 }
