@@ -50,6 +50,9 @@ pub enum PacketEventKind {
     Arrive,
     /// Packet `id`, dropped earlier, is sent again by its source.
     Retransmit,
+    /// The last packet of flow `id` has arrived (flows without a window are not told of
+    /// their other packets' arrivals: nothing depends on them).
+    FlowDelivered,
 }
 
 /// What a model may do to the simulation it lives in: the owner of the event queue

@@ -29,7 +29,8 @@
 //! State lives in flat tables indexed by `u32`: packets in a slab with a free list, port queues
 //! as intrusive linked lists through the packets, flows and batches in slabs; nothing is
 //! allocated per packet. Two events per packet and hop: the end of its serialization at a port
-//! and its arrival at the far end of the link.
+//! and its arrival at the far end of the link (except the arrival at the destination, which
+//! only the flow's last packet reports when no window waits for acknowledgements).
 
 use std::sync::Arc;
 
@@ -668,13 +669,32 @@ impl PacketModel {
                 self.released(ctx, port);
             }
         }
-        let _ = ctx.schedule(
-            SimTime::from_ps(self.now_ps + latency),
-            NetEvent::Packet {
-                kind: PacketEventKind::Arrive,
-                id: pkt_id,
-            },
-        );
+        let flow = &mut self.flows[pkt.flow as usize];
+        let last_hop = pkt.hop as u32 + 1 == self.routes[flow.route as usize].len;
+        if last_hop && flow.window_bytes == f64::INFINITY {
+            // Nothing waits for this arrival but the flow's end: packets of a flow leave its
+            // last link in delivery order, so the flow is done `latency` after its last one.
+            flow.delivered += 1;
+            flow.in_flight_bytes -= pkt.bytes as u64;
+            if flow.delivered == flow.packets {
+                let _ = ctx.schedule(
+                    SimTime::from_ps(self.now_ps + latency),
+                    NetEvent::Packet {
+                        kind: PacketEventKind::FlowDelivered,
+                        id: pkt.flow,
+                    },
+                );
+            }
+            self.free_packet(pkt_id);
+        } else {
+            let _ = ctx.schedule(
+                SimTime::from_ps(self.now_ps + latency),
+                NetEvent::Packet {
+                    kind: PacketEventKind::Arrive,
+                    id: pkt_id,
+                },
+            );
+        }
         self.try_start(ctx, port);
     }
 
@@ -740,8 +760,12 @@ impl PacketModel {
             self.inject(ctx, pkt.flow);
             return;
         }
-        let batch = f.batch;
-        self.free_flows.push(pkt.flow);
+        self.flow_done(ctx, pkt.flow);
+    }
+
+    fn flow_done(&mut self, ctx: &mut dyn NetContext, flow: u32) {
+        let batch = self.flows[flow as usize].batch;
+        self.free_flows.push(flow);
         let b = &mut self.batches[batch as usize];
         b.remaining -= 1;
         if b.remaining == 0 {
@@ -868,6 +892,7 @@ impl NetworkModel for PacketModel {
                 PacketEventKind::TxEnd => self.on_tx_end(ctx, id),
                 PacketEventKind::Arrive => self.on_arrive(ctx, id),
                 PacketEventKind::Retransmit => self.on_retransmit(ctx, id),
+                PacketEventKind::FlowDelivered => self.flow_done(ctx, id),
             }
         }
     }
@@ -958,8 +983,10 @@ mod tests {
         Arc::new(b.build().unwrap())
     }
 
-    /// One op per entry: (pairs, bytes, deps).
-    fn schedule(n: u32, ops: &[(Vec<(u32, u32)>, u64, Vec<u32>)]) -> Schedule {
+    /// One transfer op: its (src, dst) pairs, bytes per pair, and the ops it waits for.
+    type OpSpec = (Vec<(u32, u32)>, u64, Vec<u32>);
+
+    fn schedule(n: u32, ops: &[OpSpec]) -> Schedule {
         let mut s = Schedule::new(Collective::SendRecv, "test", n, 0);
         for (pairs, bytes, deps) in ops {
             let p = s.add_pattern(pairs.clone());
