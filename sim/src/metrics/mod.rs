@@ -7,6 +7,7 @@
 //! files. Files are written atomically (temporary file + rename).
 
 pub mod output;
+pub mod ports;
 pub mod workload;
 
 use std::collections::BTreeMap;
@@ -80,6 +81,9 @@ pub struct Summary {
     pub busiest_links: Vec<LinkRow>,
     pub events: u64,
     pub net: NetCounters,
+    /// Buffer statistics and overflow detection (packet model only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ports: Option<ports::PortsSummary>,
 }
 
 /// Everything a run produced.
@@ -93,6 +97,8 @@ pub struct RunReport {
     pub timeline: Vec<TimelineRow>,
     /// (endpoint, op) pairs for the per-rank timeline, or `None` when too large to write.
     pub rank_timeline: Option<Vec<(u32, u32, &'static str)>>,
+    /// Per-port buffer statistics (packet model only).
+    pub ports: Option<Vec<ports::PortRow>>,
 }
 
 /// The per-rank timeline is skipped above this many rows (it grows as ranks × steps).
@@ -164,6 +170,7 @@ impl RunReport {
             busiest_links: busiest,
             events: outcome.events,
             net: outcome.net,
+            ports: None,
         };
 
         let timeline: Vec<TimelineRow> = schedule
@@ -238,6 +245,7 @@ impl RunReport {
             traffic: pairs,
             timeline,
             rank_timeline,
+            ports: None,
         }
     }
 }
@@ -308,10 +316,87 @@ impl fmt::Display for RunReport {
             )?;
         }
         writeln!(f)?;
+        if let Some(p) = &s.ports {
+            ports_display(f, p)?;
+        }
         write!(
             f,
             "  {} ops, {} events, {} flows in {} batches, {} max-min solves ({} reused)",
             s.ops, s.events, s.net.flows, s.net.batches, s.net.solves, s.net.solution_reuses
         )
     }
+}
+
+fn ports_display(f: &mut fmt::Formatter<'_>, p: &ports::PortsSummary) -> fmt::Result {
+    writeln!(
+        f,
+        "  buffers ({} switches): {} packets, {} packet-hops, fullest buffer {:.1}%",
+        p.mode,
+        p.packets,
+        p.packet_hops,
+        p.max_occupancy_fraction * 100.0
+    )?;
+    writeln!(
+        f,
+        "    {} pause events, {} drops ({} retransmitted)",
+        p.pause_events,
+        p.drops,
+        fmt_bytes(p.retransmitted_bytes as f64)
+    )?;
+    if p.deadlocks_broken > 0 {
+        writeln!(
+            f,
+            "    WARNING: {} lossless deadlocks (cyclic buffer dependencies) broken by letting a packet through",
+            p.deadlocks_broken
+        )?;
+    }
+    if p.overflowing_ports == 0 {
+        writeln!(f, "  buffer overflow: none")?;
+    } else {
+        writeln!(
+            f,
+            "  buffer overflow: {} ports filled{}",
+            p.overflowing_ports,
+            if p.overflowing_ports > p.overflow.len() {
+                format!(" (first {} shown)", p.overflow.len())
+            } else {
+                String::new()
+            }
+        )?;
+        for o in &p.overflow {
+            writeln!(
+                f,
+                "    {} -> {}: {} {}s from {:.3} us to {:.3} us, max {} of {}",
+                o.from,
+                o.to,
+                o.events,
+                o.kind,
+                o.first_us,
+                o.last_us,
+                fmt_bytes(o.max_occupancy_bytes as f64),
+                fmt_bytes(o.capacity_bytes as f64)
+            )?;
+            let causes: Vec<String> = o
+                .causes
+                .iter()
+                .map(|c| {
+                    format!(
+                        "op {} ({} step {}) {}->{}",
+                        c.op, c.phase, c.step, c.src, c.dst
+                    )
+                })
+                .collect();
+            writeln!(
+                f,
+                "      caused by {}{}",
+                causes.join(", "),
+                if o.other_events > 0 {
+                    format!(" and others ({} events)", o.other_events)
+                } else {
+                    String::new()
+                }
+            )?;
+        }
+    }
+    writeln!(f)
 }

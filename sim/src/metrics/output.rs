@@ -3,7 +3,7 @@
 //! Files: `summary.json`, `links.csv` (per directed link), `traffic.csv` (endpoint×endpoint
 //! bytes per phase, one row per pair that exchanged data), `timeline.csv` (per op),
 //! `rank_timeline.csv` (per endpoint and op, when small enough), `endpoints.csv` (which device
-//! holds each endpoint).
+//! holds each endpoint), `ports.csv` (per output port buffer statistics, packet model only).
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -35,7 +35,7 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
 }
 
 /// CSV field: quoted when it contains a comma, quote or newline.
-fn field(s: &str) -> String {
+pub(crate) fn field(s: &str) -> String {
     if s.contains([',', '"', '\n']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
@@ -114,6 +114,9 @@ impl RunReport {
                 let _ = writeln!(s, "{e},{op},{role},{},{},{}", t.phase, t.start_us, t.end_us);
             }
             put("rank_timeline.csv", s)?;
+        }
+        if let Some(rows) = &self.ports {
+            put("ports.csv", super::ports::ports_csv(rows))?;
         }
         Ok(written)
     }

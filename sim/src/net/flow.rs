@@ -733,6 +733,8 @@ impl NetworkModel for FlowModel {
                     ctx.batch_done(tag);
                 }
             }
+            // Packet-model events never reach this model.
+            NetEvent::Packet { .. } => {}
         }
     }
 

@@ -9,6 +9,9 @@
 //!   solver and a deliberately simple reference solver it must match.
 //! - [`flow`]: the fluid model: max-min fair rates over link capacities, re-solved per
 //!   connected component when batches start and finish, solutions reused when a state repeats.
+//! - [`packet`]: packets with store-and-forward hops, finite output buffers, lossless
+//!   (backpressure) or lossy (drop + retransmit) switches; reports buffer occupancy, pauses,
+//!   drops.
 //! - [`factors`]: size-dependent bandwidth and latency factors per link class (calibration).
 //!
 //! Models know nothing about training or collectives: only devices, links and bytes.
@@ -16,6 +19,7 @@
 pub mod factors;
 pub mod flow;
 pub mod maxmin;
+pub mod packet;
 
 use crate::engine::{EventHandle, SimTime};
 use crate::topology::{DeviceId, LinkClass, TopologyError};
@@ -33,6 +37,22 @@ pub enum NetEvent {
     ReplayEnd { slot: u32, generation: u32 },
     /// The last byte of a batch has arrived at its destinations.
     Delivered { slot: u32, generation: u32 },
+    /// A packet-model event: `id` is a port (directed link) or a packet slot, per `kind`.
+    Packet { kind: PacketEventKind, id: u32 },
+}
+
+/// What a [`NetEvent::Packet`] means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PacketEventKind {
+    /// Port `id` finished serializing its current packet.
+    TxEnd,
+    /// Packet `id` reached the far end of the link it was sent on.
+    Arrive,
+    /// Packet `id`, dropped earlier, is sent again by its source.
+    Retransmit,
+    /// The last packet of flow `id` has arrived (flows without a window are not told of
+    /// their other packets' arrivals: nothing depends on them).
+    FlowDelivered,
 }
 
 /// What a model may do to the simulation it lives in: the owner of the event queue
@@ -91,4 +111,18 @@ pub trait NetworkModel {
         src: DeviceId,
         dst: DeviceId,
     ) -> Result<(f64, LinkClass), TopologyError>;
+    /// Per-port buffer statistics, for models that have buffers.
+    fn port_stats(&mut self) -> Option<packet::PortReport> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_network_event_fits_in_twelve_bytes() {
+        assert!(std::mem::size_of::<NetEvent>() <= 12);
+    }
 }

@@ -16,7 +16,15 @@
 //! algorithm = "ring"                           # ring | hierarchical | double_binary_tree |
 //! permutations = [0, 5]                        #   halving_doubling | parameter_server | direct
 //! [network]
-//! model = "flow"
+//! model = "flow"                               # flow | packet
+//! # packet model only (ignored by the flow model):
+//! mode = "lossless"                            # lossless | lossy
+//! mtu = { ethernet = "9000B" }                 # per link class; default 1500 B Ethernet, 4 KiB others
+//! high_water = 0.9                             # lossless: pause feeders at this buffer fraction
+//! low_water = 0.7                              #   ... and resume at this one
+//! retransmit_timeout = "100us"                 # lossy: drop to retransmission
+//! window = "64KiB"                             # bytes in flight per flow (default: none)
+//! congestion_control = "none"                  # lossy: none | aimd
 //! ```
 //!
 //! Loading never panics: every problem is a [`ScenarioError`] naming the file, the field and
@@ -31,7 +39,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::collective::{Algorithm, Collective, CollectiveSpec, RingOrder};
-use crate::units::Bytes;
+use crate::net::packet::{CongestionControl, PacketConfig, SwitchMode};
+use crate::topology::LinkClass;
+use crate::units::{Bytes, Duration};
 
 /// A scenario problem: which file, which field, what was expected.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -134,6 +144,7 @@ fn one() -> u32 {
 pub enum NetworkModelName {
     #[default]
     Flow,
+    Packet,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -141,6 +152,81 @@ pub enum NetworkModelName {
 pub struct NetworkSpec {
     #[serde(default)]
     pub model: NetworkModelName,
+    /// Packet model: lossless (backpressure) or lossy (drops) switches.
+    #[serde(default)]
+    pub mode: SwitchMode,
+    /// Packet model: MTU per link class, overriding the defaults.
+    #[serde(default)]
+    pub mtu: BTreeMap<LinkClass, Bytes>,
+    /// Packet model, lossless: fraction of a buffer at which its feeders pause.
+    pub high_water: Option<f64>,
+    /// Packet model, lossless: fraction of a buffer at which paused feeders resume.
+    pub low_water: Option<f64>,
+    /// Packet model, lossy: time from a drop to the retransmission.
+    pub retransmit_timeout: Option<Duration>,
+    /// Packet model: bytes a flow may have in flight (sent, not yet delivered).
+    pub window: Option<Bytes>,
+    /// Packet model, lossy: sender congestion control.
+    #[serde(default)]
+    pub congestion_control: CongestionControl,
+}
+
+impl NetworkSpec {
+    /// The packet model's options, or (field, expected).
+    pub fn packet_config(&self) -> Result<PacketConfig, (String, String)> {
+        let mut c = PacketConfig {
+            mode: self.mode,
+            congestion_control: self.congestion_control,
+            ..PacketConfig::default()
+        };
+        for (class, mtu) in &self.mtu {
+            if mtu.0 == 0 || mtu.0 > u32::MAX as u64 {
+                return Err((
+                    format!("network.mtu.{class}"),
+                    format!("a packet size from 1 B to 4 GiB, got {} B", mtu.0),
+                ));
+            }
+            c.mtu_bytes[LinkClass::ALL.iter().position(|x| x == class).unwrap_or(0)] = mtu.0 as u32;
+        }
+        let fraction = |v: Option<f64>, d: f64, name: &str| match v {
+            Some(x) if !(x > 0.0 && x <= 1.0) => Err((
+                format!("network.{name}"),
+                format!("a fraction of the buffer in (0, 1], got {x}"),
+            )),
+            Some(x) => Ok(x),
+            None => Ok(d),
+        };
+        c.high_water = fraction(self.high_water, c.high_water, "high_water")?;
+        c.low_water = fraction(self.low_water, c.low_water.min(c.high_water), "low_water")?;
+        if c.low_water >= c.high_water && self.low_water.is_some() {
+            return Err((
+                "network.low_water".into(),
+                format!(
+                    "a fraction below high_water ({}), got {}",
+                    c.high_water, c.low_water
+                ),
+            ));
+        }
+        if let Some(t) = self.retransmit_timeout {
+            if t.0 == crate::engine::SimTime::ZERO {
+                return Err((
+                    "network.retransmit_timeout".into(),
+                    "a positive duration such as \"100us\"".into(),
+                ));
+            }
+            c.retransmit_timeout = t.0;
+        }
+        if let Some(w) = self.window {
+            if w.0 == 0 {
+                return Err((
+                    "network.window".into(),
+                    "a positive size such as \"64KiB\"".into(),
+                ));
+            }
+            c.window_bytes = Some(w.0);
+        }
+        Ok(c)
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -291,6 +377,11 @@ pub fn parse(text: &str, path: &Path, overrides: &[String]) -> Result<Scenario, 
             ))
         }
     }
+    scenario
+        .file
+        .network
+        .packet_config()
+        .map_err(|(field, expected)| ScenarioError::new(&file, field, expected))?;
     Ok(scenario)
 }
 

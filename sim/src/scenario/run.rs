@@ -11,6 +11,7 @@ use crate::collective::{generate, CollectiveError, Fabric, OpKind, Phase, Schedu
 use crate::engine::SimRng;
 use crate::metrics::{RunReport, TrafficKey};
 use crate::net::flow::FlowModel;
+use crate::net::packet::PacketModel;
 use crate::net::NetworkModel;
 use crate::profile::{Profile, ProfileError};
 use crate::topology::{file as topology_file, DeviceId, DeviceKind, Topology, TopologyError};
@@ -162,6 +163,41 @@ fn lookup(t: &Topology, name: &str, file: &str, field: &str) -> Result<DeviceId,
     })
 }
 
+/// The network model the scenario asks for, over the prepared topology and profile.
+pub fn network_model(s: &Scenario, prep: &Prepared) -> Result<Box<dyn NetworkModel>, RunError> {
+    let file = s.path.display().to_string();
+    let model: Box<dyn NetworkModel> = match s.file.network.model {
+        NetworkModelName::Flow => Box::new(FlowModel::new(
+            prep.topology.clone(),
+            prep.profile.efficiency_factors(),
+            s.file.seed,
+        )),
+        NetworkModelName::Packet => {
+            if !prep.profile.efficiency_factors().is_identity() {
+                return Err(ScenarioError::new(
+                    &file,
+                    "network.model",
+                    format!(
+                        "a profile without efficiency factors for the packet model (it runs links at their nominal rates); profile {:?} has factors: use model = \"flow\" or another profile",
+                        prep.profile.name
+                    ),
+                )
+                .into());
+            }
+            let config = s
+                .file
+                .network
+                .packet_config()
+                .map_err(|(f, e)| ScenarioError::new(&file, f, e))?;
+            Box::new(
+                PacketModel::new(prep.topology.clone(), config, s.file.seed)
+                    .map_err(|e| e.in_file(s.topology_path.display().to_string()))?,
+            )
+        }
+    };
+    Ok(model)
+}
+
 /// Runs the scenario to completion.
 pub fn run(s: &Scenario) -> Result<RunReport, RunError> {
     let file = s.path.display().to_string();
@@ -170,13 +206,7 @@ pub fn run(s: &Scenario) -> Result<RunReport, RunError> {
     let spec = s
         .collective_spec(n)
         .map_err(|(f, e)| ScenarioError::new(&file, f, e))?;
-    let mut model: Box<dyn NetworkModel> = match s.file.network.model {
-        NetworkModelName::Flow => Box::new(FlowModel::new(
-            prep.topology.clone(),
-            prep.profile.efficiency_factors(),
-            s.file.seed,
-        )),
-    };
+    let mut model = network_model(s, &prep)?;
     let collective_error = |e: CollectiveError| {
         ScenarioError::new(&file, format!("collective ({})", e.field), e.expected)
     };
@@ -226,6 +256,7 @@ pub fn run(s: &Scenario) -> Result<RunReport, RunError> {
         },
     )?;
     let traffic = model.link_traffic();
+    let ports = model.port_stats();
 
     // Bytes per (pattern, phase) first: one pass over ops, then one over each pattern's pairs.
     let mut per_pattern: BTreeMap<(u32, Phase), u128> = BTreeMap::new();
@@ -240,7 +271,9 @@ pub fn run(s: &Scenario) -> Result<RunReport, RunError> {
             *pairs.entry(TrafficKey { src, dst, phase }).or_insert(0) += bytes;
         }
     }
-    Ok(RunReport::new(
-        s, &prep, &schedule, &endpoints, &outcome, &traffic, pairs,
-    ))
+    let mut report = RunReport::new(s, &prep, &schedule, &endpoints, &outcome, &traffic, pairs);
+    if let Some(ports) = ports {
+        report.attach_ports(&ports, &prep.topology, &schedule, &endpoints);
+    }
+    Ok(report)
 }

@@ -36,14 +36,11 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::run::{prepare, RunError};
-use super::{
-    collective_spec_of, AlgorithmName, CollectiveTable, NetworkModelName, Scenario, ScenarioError,
-};
+use super::run::{network_model, prepare, RunError};
+use super::{collective_spec_of, AlgorithmName, CollectiveTable, Scenario, ScenarioError};
 use crate::collective::play::{play, PlayOptions};
 use crate::collective::{Collective, Fabric};
 use crate::metrics::workload::{StudyRow, WorkloadReport, WorkloadSummary};
-use crate::net::flow::FlowModel;
 use crate::net::NetworkModel;
 use crate::topology::{DeviceId, Topology};
 use crate::units::Bytes;
@@ -275,13 +272,7 @@ pub fn run_workload(s: &Scenario) -> Result<WorkloadReport, RunError> {
     let cfg = w.step_config(n).map_err(fail)?;
     let cm = ComputeModel::from_profile(&prep.profile, cfg.dtype)
         .map_err(|e| fail(("profile".into(), e)))?;
-    let mut net: Box<dyn NetworkModel> = match s.file.network.model {
-        NetworkModelName::Flow => Box::new(FlowModel::new(
-            prep.topology.clone(),
-            prep.profile.efficiency_factors(),
-            s.file.seed,
-        )),
-    };
+    let mut net: Box<dyn NetworkModel> = network_model(s, &prep)?;
     let dag = {
         let fabric = NetFabric {
             model: RefCell::new(net.as_mut()),
