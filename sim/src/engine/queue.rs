@@ -3,19 +3,21 @@
 //! # How it works
 //!
 //! Time only moves forward: nothing may be scheduled before the last delivered event. That makes
-//! a *radix heap* possible. Every pending event sits in one of 65 buckets chosen by the highest
-//! bit in which its time differs from `last_ps`, the time of the last delivered event: bucket 0
-//! holds the events at exactly `last_ps` (the "front", delivered first-in first-out), bucket `b`
-//! holds the times that agree with `last_ps` above bit `b - 1` and have that bit set. Every time
-//! in bucket `b` is smaller than every time in bucket `b + 1`. When the front runs empty, the
-//! first non-empty bucket is emptied into the lower buckets around its smallest time, which
-//! becomes the new `last_ps`; an event moves down at most 64 times over its life and usually a
-//! handful, so scheduling and delivery are O(1) amortised, and all moves are sequential scans.
+//! a *radix heap* possible. Times are read as eleven 6-bit digits. An event is filed by the
+//! highest digit (its *level*) in which its time differs from `last_ps`, the time of the last
+//! delivered event, and by its own digit there: bucket (level, digit). Buckets in (level, digit)
+//! order hold increasing, disjoint time ranges, and level 0 buckets hold one exact time each;
+//! the bucket of `last_ps` itself is the "front". Delivery takes the first non-empty bucket: at
+//! level 0 it is the next time, delivered first-in first-out; at a higher level, the bucket is
+//! emptied into lower levels around its smallest time, which becomes `last_ps`. Each move lowers
+//! an event by at least one level, so it moves at most ten times and in practice two or three:
+//! scheduling and delivery are O(1) amortised, and all moves are sequential scans. One 64-bit
+//! word per level says which of its buckets are non-empty, so the first one is two bit scans away.
 //!
 //! Same-time events stay in scheduling order without storing a sequence number: a bucket is
 //! filled only by appending newly scheduled events (later than everything already queued) or by
-//! an in-order scan of a higher bucket into empty lower buckets, so every bucket is always in
-//! scheduling order, and events with equal times always share a bucket.
+//! an in-order scan of a higher bucket into lower buckets, which are all empty then; so every
+//! bucket is always in scheduling order, and events with equal times always share a bucket.
 //!
 //! Events are stored inline in the buckets, each with a slot in a slot table that holds a
 //! generation counter and a "cancelled" bit; a handle is (slot, generation). Cancelling bumps the
@@ -24,9 +26,9 @@
 //! whenever they outnumber the live events, so a model that cancels and reschedules constantly
 //! uses memory proportional to its pending events. Delivering an event reads only the cancelled
 //! bit (an eighth of a byte per slot, so it stays in cache) and writes the next generation
-//! without reading it. After warm-up the queue allocates nothing: buckets, the front and the
-//! slot table keep their capacity. (The payload of a cancelled event is dropped when its
-//! tombstone is swept or surfaces.)
+//! without reading it. After warm-up the queue allocates nothing: buckets and the slot table keep
+//! their capacity. (The payload of a cancelled event is dropped when its tombstone is swept or
+//! surfaces.)
 
 use std::collections::VecDeque;
 
@@ -51,12 +53,12 @@ pub enum ScheduleError {
 
 /// Bits per radix digit: 6, so that the buckets of one level fit one 64-bit bitmap word.
 const DIGIT_BITS: u32 = 6;
-/// Values of one digit.
+/// Values of one digit, and buckets per level.
 const DIGIT_VALUES: usize = 1 << DIGIT_BITS;
 /// Digits in a `u64` time (the top one has 4 bits).
 const LEVELS: usize = 64usize.div_ceil(DIGIT_BITS as usize);
-/// Buckets besides the front (digit value 0 is never used: a bucket's digit exceeds `last_ps`'s).
-const BUCKETS: usize = LEVELS * DIGIT_VALUES;
+/// Buckets at levels 1 and above.
+const UPPER_BUCKETS: usize = (LEVELS - 1) * DIGIT_VALUES;
 
 /// Tombstones tolerated before a sweep, whatever the number of live events (tiny under test,
 /// so that the property tests exercise sweeps).
@@ -67,23 +69,24 @@ const MIN_TOMBSTONES_BEFORE_SWEEP: usize = if cfg!(test) { 4 } else { 1024 };
 /// Keep `E` small (a closed enum of ids): events move when buckets are redistributed.
 #[derive(Debug)]
 pub struct EventQueue<E> {
-    /// Entries at exactly `last_ps`, in scheduling order.
-    front: VecDeque<Entry<E>>,
-    /// Radix buckets, indexed by `level * DIGIT_VALUES + digit` (see the module documentation).
-    buckets: Box<[Vec<Entry<E>>]>,
-    /// Smallest time in each bucket (tombstones included); `u64::MAX` when empty.
-    bucket_min_ps: Box<[u64]>,
+    /// Level 0: `exact[d]` holds the entries at time `(last_ps & !63) | d`, in scheduling order.
+    exact: Box<[VecDeque<Entry<E>>]>,
+    /// Levels 1 and above: bucket (level, digit) is `upper[(level - 1) * 64 + digit]`.
+    upper: Box<[Vec<Entry<E>>]>,
+    /// Smallest time in each upper bucket (tombstones included); `u64::MAX` when empty.
+    upper_min_ps: Box<[u64]>,
     nonempty: NonEmptyBuckets,
-    /// The key the buckets are relative to; equals `now` between calls.
+    /// The time the buckets are relative to: `now`, except inside `pop` and while tombstones
+    /// delivered by `pop` were the last entries.
     last_ps: u64,
     now: SimTime,
     slots: SlotTable,
     /// Pending events (not delivered, not cancelled).
     live: usize,
-    /// Cancelled entries still stored in the front or the buckets.
+    /// Cancelled entries still stored in the buckets.
     tombstones: usize,
-    /// When set, the exact time of the earliest pending event (valid only while the front holds
-    /// no live entry; cleared by every delivery and cancellation).
+    /// When set, the exact time of the earliest pending event (used only while no level-0
+    /// bucket is non-empty; cleared by every delivery and cancellation).
     earliest_ps: Option<u64>,
 }
 
@@ -104,9 +107,9 @@ impl<E> Default for EventQueue<E> {
 impl<E> EventQueue<E> {
     pub fn new() -> Self {
         EventQueue {
-            front: VecDeque::new(),
-            buckets: (0..BUCKETS).map(|_| Vec::new()).collect(),
-            bucket_min_ps: vec![u64::MAX; BUCKETS].into_boxed_slice(),
+            exact: (0..DIGIT_VALUES).map(|_| VecDeque::new()).collect(),
+            upper: (0..UPPER_BUCKETS).map(|_| Vec::new()).collect(),
+            upper_min_ps: vec![u64::MAX; UPPER_BUCKETS].into_boxed_slice(),
             nonempty: NonEmptyBuckets::default(),
             last_ps: 0,
             now: SimTime::ZERO,
@@ -166,50 +169,78 @@ impl<E> EventQueue<E> {
     /// Removes and returns the next event, advancing `now` to its time.
     pub fn pop(&mut self) -> Option<(SimTime, E)> {
         loop {
-            while let Some(entry) = self.front.pop_front() {
-                if !self.slots.is_cancelled(entry.slot) {
-                    self.slots.release_delivered(entry.slot, entry.generation);
-                    self.live -= 1;
-                    self.earliest_ps = None;
-                    self.now = SimTime::from_ps(entry.time_ps);
-                    return Some((self.now, entry.event));
-                }
-                self.slots.release_tombstone(entry.slot, entry.generation);
-                self.tombstones -= 1;
-            }
-            if !self.refill_front() {
-                // Only tombstones were left, and they may have moved `last_ps` past `now`.
+            let Some(bucket) = self.nonempty.first() else {
+                // Delivered tombstones may have moved `last_ps` past `now`; nothing is stored.
                 debug_assert_eq!((self.live, self.tombstones), (0, 0));
                 self.last_ps = self.now.as_ps();
                 return None;
+            };
+            let entry = if bucket.level == 0 {
+                let entries = &mut self.exact[bucket.digit as usize];
+                let entry = entries
+                    .pop_front()
+                    .expect("a non-empty bucket has an entry");
+                if entries.is_empty() {
+                    self.nonempty.clear(bucket);
+                }
+                entry
+            } else if self.upper[bucket.upper_index()].len() == 1 {
+                // A lone entry in the first bucket is the next event: no need to move it down.
+                let i = bucket.upper_index();
+                self.upper_min_ps[i] = u64::MAX;
+                self.nonempty.clear(bucket);
+                self.upper[i]
+                    .pop()
+                    .expect("a non-empty bucket has an entry")
+            } else {
+                self.redistribute(bucket);
+                continue;
+            };
+            // The entry agrees with `last_ps` above its bucket's level and is the smallest time
+            // stored, so every other bucket stays valid relative to it.
+            self.last_ps = entry.time_ps;
+            if self.slots.is_cancelled(entry.slot) {
+                self.slots.release_tombstone(entry.slot, entry.generation);
+                self.tombstones -= 1;
+                continue;
             }
+            self.slots.release_delivered(entry.slot, entry.generation);
+            self.live -= 1;
+            self.earliest_ps = None;
+            self.now = SimTime::from_ps(entry.time_ps);
+            return Some((self.now, entry.event));
         }
     }
 
     /// The time of the next pending event without removing it.
     ///
-    /// O(1) when the next event is due at `now`, or when nothing was delivered or cancelled
-    /// since the previous call; otherwise a scan of the bucket holding the next event.
+    /// O(1) when the next event is less than 64 ps after the last delivered one, or when
+    /// nothing was delivered or cancelled since the previous call; otherwise a scan of the
+    /// bucket holding the next event.
     pub fn peek_time(&mut self) -> Option<SimTime> {
-        while let Some(entry) = self.front.front() {
-            if !self.slots.is_cancelled(entry.slot) {
-                return Some(SimTime::from_ps(self.last_ps));
-            }
-            self.slots.release_tombstone(entry.slot, entry.generation);
-            self.front.pop_front();
-            self.tombstones -= 1;
-        }
-        if let Some(t) = self.earliest_ps {
-            return Some(SimTime::from_ps(t));
-        }
-        // The buckets must stay relative to `now` (later calls may schedule between `now` and
-        // the next event), so find the minimum of the first bucket instead of redistributing it.
         while let Some(bucket) = self.nonempty.first() {
-            let i = bucket.index();
-            let removed = self.retain_live(i);
-            self.tombstones -= removed;
-            if !self.buckets[i].is_empty() {
-                let min_ps = self.bucket_min_ps[i];
+            if bucket.level == 0 {
+                let entries = &mut self.exact[bucket.digit as usize];
+                let entry = entries.front().expect("a non-empty bucket has an entry");
+                if !self.slots.is_cancelled(entry.slot) {
+                    return Some(SimTime::from_ps(entry.time_ps));
+                }
+                self.slots.release_tombstone(entry.slot, entry.generation);
+                entries.pop_front();
+                self.tombstones -= 1;
+                if entries.is_empty() {
+                    self.nonempty.clear(bucket);
+                }
+                continue;
+            }
+            if let Some(t) = self.earliest_ps {
+                return Some(SimTime::from_ps(t));
+            }
+            // The buckets must stay relative to `now` (later calls may schedule between `now`
+            // and the next event), so find the bucket's minimum instead of redistributing it.
+            self.tombstones -= self.retain_live(bucket);
+            if self.nonempty.contains(bucket) {
+                let min_ps = self.upper_min_ps[bucket.upper_index()];
                 self.earliest_ps = Some(min_ps);
                 return Some(SimTime::from_ps(min_ps));
             }
@@ -232,91 +263,95 @@ impl<E> EventQueue<E> {
         EventHandle { slot, generation }
     }
 
-    /// Files an entry (with `time_ps >= last_ps`) into the front or its bucket.
+    /// Files an entry (with `time_ps >= last_ps`) into its bucket.
     #[inline]
     fn insert(&mut self, entry: Entry<E>) {
         debug_assert!(entry.time_ps >= self.last_ps);
-        match bucket_of(entry.time_ps, self.last_ps) {
-            None => self.front.push_back(entry),
-            Some(bucket) => {
-                let i = bucket.index();
-                self.bucket_min_ps[i] = self.bucket_min_ps[i].min(entry.time_ps);
-                self.nonempty.set(bucket);
-                self.buckets[i].push(entry);
-            }
+        let bucket = bucket_of(entry.time_ps, self.last_ps);
+        self.nonempty.set(bucket);
+        if bucket.level == 0 {
+            self.exact[bucket.digit as usize].push_back(entry);
+        } else {
+            let i = bucket.upper_index();
+            self.upper_min_ps[i] = self.upper_min_ps[i].min(entry.time_ps);
+            self.upper[i].push(entry);
         }
     }
 
-    /// Moves the first non-empty bucket into the front and the buckets below it, relative to its
-    /// smallest time. Returns false if every bucket is empty.
-    fn refill_front(&mut self) -> bool {
-        let Some(source) = self.nonempty.first() else {
-            return false;
-        };
-        let i = source.index();
-        let last_ps = self.bucket_min_ps[i];
+    /// Empties the first non-empty bucket, at level 1 or above, into the lower levels, relative
+    /// to its smallest time.
+    fn redistribute(&mut self, source: Bucket) {
+        let i = source.upper_index();
+        let last_ps = self.upper_min_ps[i];
         self.last_ps = last_ps;
-        self.bucket_min_ps[i] = u64::MAX;
+        self.upper_min_ps[i] = u64::MAX;
         self.nonempty.clear(source);
-        let mut entries = std::mem::take(&mut self.buckets[i]);
+        let mut entries = std::mem::take(&mut self.upper[i]);
         // Every entry lands in a lower level (all empty now), so the bucket's storage can be
         // taken out while filing. Split borrows keep this hot loop free of reloads.
-        let (front, buckets, mins, nonempty) = (
-            &mut self.front,
-            &mut self.buckets,
-            &mut self.bucket_min_ps,
+        let (exact, upper, mins, nonempty) = (
+            &mut self.exact,
+            &mut self.upper,
+            &mut self.upper_min_ps,
             &mut self.nonempty,
         );
+        let mut touched_levels = 0u64;
         for entry in entries.drain(..) {
-            match bucket_of(entry.time_ps, last_ps) {
-                None => front.push_back(entry),
-                Some(target) => {
-                    debug_assert!(target.level < source.level);
-                    let j = target.index();
-                    mins[j] = mins[j].min(entry.time_ps);
-                    nonempty.set_unsummarized(target);
-                    buckets[j].push(entry);
-                }
+            let target = bucket_of(entry.time_ps, last_ps);
+            debug_assert!(target.level < source.level);
+            touched_levels |= 1 << target.level;
+            nonempty.set_unsummarized(target);
+            if target.level == 0 {
+                exact[target.digit as usize].push_back(entry);
+            } else {
+                let j = target.upper_index();
+                mins[j] = mins[j].min(entry.time_ps);
+                upper[j].push(entry);
             }
         }
-        nonempty.resummarize_below(source.level);
-        self.buckets[i] = entries;
-        true
+        nonempty.summary |= touched_levels;
+        self.upper[i] = entries;
     }
 
-    /// Drops the tombstones of bucket `i`, recomputing its minimum; returns how many.
-    fn retain_live(&mut self, i: usize) -> usize {
+    /// Drops the tombstones of a bucket (recomputing its minimum at the upper levels); returns
+    /// how many.
+    fn retain_live(&mut self, bucket: Bucket) -> usize {
         let slots = &mut self.slots;
-        let bucket = &mut self.buckets[i];
-        let before = bucket.len();
-        let mut min_ps = u64::MAX;
-        bucket.retain(|e| {
-            let live = slots.keep_unless_cancelled(e.slot, e.generation);
-            if live {
-                min_ps = min_ps.min(e.time_ps);
-            }
-            live
-        });
-        self.bucket_min_ps[i] = min_ps;
-        if bucket.is_empty() {
-            self.nonempty.clear(Bucket {
-                level: (i / DIGIT_VALUES) as u32,
-                digit: (i % DIGIT_VALUES) as u32,
+        let (before, after) = if bucket.level == 0 {
+            let entries = &mut self.exact[bucket.digit as usize];
+            let before = entries.len();
+            entries.retain(|e| slots.keep_unless_cancelled(e.slot, e.generation));
+            (before, entries.len())
+        } else {
+            let i = bucket.upper_index();
+            let entries = &mut self.upper[i];
+            let before = entries.len();
+            let mut min_ps = u64::MAX;
+            entries.retain(|e| {
+                let live = slots.keep_unless_cancelled(e.slot, e.generation);
+                if live {
+                    min_ps = min_ps.min(e.time_ps);
+                }
+                live
             });
+            self.upper_min_ps[i] = min_ps;
+            (before, entries.len())
+        };
+        if after == 0 {
+            self.nonempty.clear(bucket);
         }
-        before - bucket.len()
+        before - after
     }
 
     /// Removes every tombstone (order-preserving, so FIFO order survives).
     fn sweep_tombstones(&mut self) {
-        let slots = &mut self.slots;
-        let front_before = self.front.len();
-        self.front
-            .retain(|e| slots.keep_unless_cancelled(e.slot, e.generation));
-        let mut removed = front_before - self.front.len();
-        for i in 0..BUCKETS {
-            if !self.buckets[i].is_empty() {
-                removed += self.retain_live(i);
+        let mut removed = 0;
+        for level in 0..LEVELS as u32 {
+            for digit in 0..DIGIT_VALUES as u32 {
+                let bucket = Bucket { level, digit };
+                if self.nonempty.contains(bucket) {
+                    removed += self.retain_live(bucket);
+                }
             }
         }
         debug_assert_eq!(removed, self.tombstones);
@@ -325,21 +360,19 @@ impl<E> EventQueue<E> {
 
     #[cfg(test)]
     fn stored_entries(&self) -> usize {
-        self.front.len() + self.buckets.iter().map(Vec::len).sum::<usize>()
+        self.exact.iter().map(VecDeque::len).sum::<usize>()
+            + self.upper.iter().map(Vec::len).sum::<usize>()
     }
 }
 
-/// The bucket of `time_ps` relative to `last_ps <= time_ps`, or `None` for the front: level is
-/// the index of the highest digit where the two differ, digit is `time_ps`'s digit there.
+/// The bucket of `time_ps` relative to `last_ps <= time_ps`: level is the index of the highest
+/// digit where the two differ (0 if equal), digit is `time_ps`'s digit there.
 #[inline]
-fn bucket_of(time_ps: u64, last_ps: u64) -> Option<Bucket> {
+fn bucket_of(time_ps: u64, last_ps: u64) -> Bucket {
     let differing = time_ps ^ last_ps;
-    if differing == 0 {
-        return None;
-    }
-    let level = (63 - differing.leading_zeros()) / DIGIT_BITS;
+    let level = (63 - (differing | 1).leading_zeros()) / DIGIT_BITS;
     let digit = (time_ps >> (level * DIGIT_BITS)) as u32 & (DIGIT_VALUES as u32 - 1);
-    Some(Bucket { level, digit })
+    Bucket { level, digit }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -349,9 +382,11 @@ struct Bucket {
 }
 
 impl Bucket {
+    /// Index into the upper-level tables (level 1 and above).
     #[inline]
-    fn index(self) -> usize {
-        self.level as usize * DIGIT_VALUES + self.digit as usize
+    fn upper_index(self) -> usize {
+        debug_assert!(self.level > 0);
+        (self.level as usize - 1) * DIGIT_VALUES + self.digit as usize
     }
 }
 
@@ -370,18 +405,10 @@ impl NonEmptyBuckets {
         self.summary |= 1 << bucket.level;
     }
 
-    /// Sets a bucket's bit but not its level's summary bit; see [`Self::resummarize_below`].
+    /// Sets a bucket's bit but not its level's summary bit, which the caller must set.
     #[inline]
     fn set_unsummarized(&mut self, bucket: Bucket) {
         self.levels[bucket.level as usize] |= 1 << bucket.digit;
-    }
-
-    /// Recomputes the summary bits of the levels below `level`.
-    #[inline]
-    fn resummarize_below(&mut self, level: u32) {
-        for (l, &word) in self.levels.iter().enumerate().take(level as usize) {
-            self.summary |= u64::from(word != 0) << l;
-        }
     }
 
     #[inline]
@@ -391,6 +418,11 @@ impl NonEmptyBuckets {
         if *word == 0 {
             self.summary &= !(1 << bucket.level);
         }
+    }
+
+    #[inline]
+    fn contains(&self, bucket: Bucket) -> bool {
+        self.levels[bucket.level as usize] & (1 << bucket.digit) != 0
     }
 
     /// The first non-empty bucket, which holds the earliest stored times.
