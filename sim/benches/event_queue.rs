@@ -108,7 +108,7 @@ impl<Q: BenchQueue> Hold<Q> {
             next_increment: pending,
         };
         for _ in 0..pending {
-            hold.hold_and_reschedule();
+            hold.hold_tracked();
         }
         hold
     }
@@ -127,12 +127,17 @@ impl<Q: BenchQueue> Hold<Q> {
         now
     }
 
-    /// A hold that keeps the handles, plus moving one pseudo-randomly chosen pending event to a
-    /// new time.
-    fn hold_and_reschedule(&mut self) -> SimTime {
+    /// A hold that keeps the new event's handle.
+    fn hold_tracked(&mut self) -> SimTime {
         let (now, k) = self.queue.take();
         let at = now + self.increment();
         self.handles[k as usize] = self.queue.put(at, k);
+        now
+    }
+
+    /// A tracked hold, plus moving one pseudo-randomly chosen pending event to a new time.
+    fn hold_and_reschedule(&mut self) -> SimTime {
+        let now = self.hold_tracked();
         let victim = (self.next_increment.wrapping_mul(0x9e37_79b9) >> 7) % self.handles.len();
         let cancelled = self.queue.remove(self.handles[victim]);
         debug_assert!(cancelled);

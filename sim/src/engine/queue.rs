@@ -19,6 +19,11 @@
 //! an in-order scan of a higher bucket into lower buckets, which are all empty then; so every
 //! bucket is always in scheduling order, and events with equal times always share a bucket.
 //!
+//! A bucket above level 0 fills a buffer of `CHUNK_ENTRIES` entries; a full buffer moves, as a
+//! whole, into a pool of chunks where the bucket keeps a chain of them, and the bucket takes a
+//! spare buffer from the pool. So every bucket holds one small buffer of its own and memory
+//! follows the number of stored events, not the sum of each bucket's past peaks.
+//!
 //! Events are stored inline in the buckets, each with a slot in a slot table that holds a
 //! generation counter and a "cancelled" bit; a handle is (slot, generation). Cancelling bumps the
 //! generation (so the handle goes stale) and sets the bit: the entry becomes a tombstone, skipped
@@ -26,8 +31,10 @@
 //! whenever they outnumber the live events, so a model that cancels and reschedules constantly
 //! uses memory proportional to its pending events. Delivering an event reads only the cancelled
 //! bit (an eighth of a byte per slot, so it stays in cache) and writes the next generation
-//! without reading it. After warm-up the queue allocates nothing: buckets and the slot table keep
-//! their capacity. (The payload of a cancelled event is dropped when its tombstone is swept or
+//! without reading it. After warm-up the queue allocates nothing: the buffers, the chunk pool and
+//! the slot table keep their capacity (except that a level-0 bucket gives back a buffer of more
+//! than `EXACT_KEPT_CAPACITY` entries when it empties, so that rare bursts of same-time events
+//! do not pin memory). (The payload of a cancelled event is dropped when its tombstone is swept or
 //! surfaces.)
 
 use std::collections::VecDeque;
@@ -59,6 +66,10 @@ const DIGIT_VALUES: usize = 1 << DIGIT_BITS;
 const LEVELS: usize = 64usize.div_ceil(DIGIT_BITS as usize);
 /// Buckets at levels 1 and above.
 const UPPER_BUCKETS: usize = (LEVELS - 1) * DIGIT_VALUES;
+/// Entries per chunk of an upper bucket (tiny under test, so that tests cross chunks).
+const CHUNK_ENTRIES: usize = if cfg!(test) { 3 } else { 128 };
+/// Largest buffer capacity a level-0 bucket keeps when it empties (tiny under test).
+const EXACT_KEPT_CAPACITY: usize = if cfg!(test) { 4 } else { 1024 };
 
 /// Tombstones tolerated before a sweep, whatever the number of live events (tiny under test,
 /// so that the property tests exercise sweeps).
@@ -71,8 +82,8 @@ const MIN_TOMBSTONES_BEFORE_SWEEP: usize = if cfg!(test) { 4 } else { 1024 };
 pub struct EventQueue<E> {
     /// Level 0: `exact[d]` holds the entries at time `(last_ps & !63) | d`, in scheduling order.
     exact: Box<[VecDeque<Entry<E>>]>,
-    /// Levels 1 and above: bucket (level, digit) is `upper[(level - 1) * 64 + digit]`.
-    upper: Box<[Vec<Entry<E>>]>,
+    /// Levels 1 and above: bucket (level, digit) is number `(level - 1) * 64 + digit`.
+    upper: UpperBuckets<E>,
     /// Smallest time in each upper bucket (tombstones included); `u64::MAX` when empty.
     upper_min_ps: Box<[u64]>,
     nonempty: NonEmptyBuckets,
@@ -108,7 +119,7 @@ impl<E> EventQueue<E> {
     pub fn new() -> Self {
         EventQueue {
             exact: (0..DIGIT_VALUES).map(|_| VecDeque::new()).collect(),
-            upper: (0..UPPER_BUCKETS).map(|_| Vec::new()).collect(),
+            upper: UpperBuckets::default(),
             upper_min_ps: vec![u64::MAX; UPPER_BUCKETS].into_boxed_slice(),
             nonempty: NonEmptyBuckets::default(),
             last_ps: 0,
@@ -181,17 +192,17 @@ impl<E> EventQueue<E> {
                     .pop_front()
                     .expect("a non-empty bucket has an entry");
                 if entries.is_empty() {
+                    if entries.capacity() > EXACT_KEPT_CAPACITY {
+                        *entries = VecDeque::new();
+                    }
                     self.nonempty.clear(bucket);
                 }
                 entry
-            } else if self.upper[bucket.upper_index()].len() == 1 {
+            } else if let Some(entry) = self.upper.pop_if_single(bucket.upper_index()) {
                 // A lone entry in the first bucket is the next event: no need to move it down.
-                let i = bucket.upper_index();
-                self.upper_min_ps[i] = u64::MAX;
+                self.upper_min_ps[bucket.upper_index()] = u64::MAX;
                 self.nonempty.clear(bucket);
-                self.upper[i]
-                    .pop()
-                    .expect("a non-empty bucket has an entry")
+                entry
             } else {
                 self.redistribute(bucket);
                 continue;
@@ -274,7 +285,7 @@ impl<E> EventQueue<E> {
         } else {
             let i = bucket.upper_index();
             self.upper_min_ps[i] = self.upper_min_ps[i].min(entry.time_ps);
-            self.upper[i].push(entry);
+            self.upper.push(i, entry);
         }
     }
 
@@ -286,48 +297,56 @@ impl<E> EventQueue<E> {
         self.last_ps = last_ps;
         self.upper_min_ps[i] = u64::MAX;
         self.nonempty.clear(source);
-        let mut entries = std::mem::take(&mut self.upper[i]);
-        // Every entry lands in a lower level (all empty now), so the bucket's storage can be
-        // taken out while filing. Split borrows keep this hot loop free of reloads.
-        let (exact, upper, mins, nonempty) = (
-            &mut self.exact,
-            &mut self.upper,
-            &mut self.upper_min_ps,
-            &mut self.nonempty,
-        );
+        // Every entry lands in a lower level (all empty now), so the source's storage can be
+        // taken out while filing: first its full chunks, in order, then its own buffer.
         let mut touched_levels = 0u64;
-        for entry in entries.drain(..) {
-            let target = bucket_of(entry.time_ps, last_ps);
-            debug_assert!(target.level < source.level);
-            touched_levels |= 1 << target.level;
-            nonempty.set_unsummarized(target);
-            if target.level == 0 {
-                exact[target.digit as usize].push_back(entry);
-            } else {
-                let j = target.upper_index();
-                mins[j] = mins[j].min(entry.time_ps);
-                upper[j].push(entry);
+        let mut chunk = std::mem::replace(&mut self.upper.full[i], Chain::EMPTY).head;
+        while chunk != NIL {
+            let mut entries = std::mem::take(&mut self.upper.pool.chunks[chunk as usize]);
+            for entry in entries.drain(..) {
+                touched_levels |= self.file_lower(entry, last_ps, source);
             }
+            self.upper.pool.chunks[chunk as usize] = entries;
+            chunk = self.upper.pool.release(chunk);
         }
-        nonempty.summary |= touched_levels;
-        self.upper[i] = entries;
+        let mut entries = std::mem::take(&mut self.upper.filling[i]);
+        for entry in entries.drain(..) {
+            touched_levels |= self.file_lower(entry, last_ps, source);
+        }
+        self.upper.filling[i] = entries;
+        self.nonempty.summary |= touched_levels;
+    }
+
+    /// Files an entry during a redistribution of `source` around `last_ps`; gives its level's
+    /// summary bit, which the caller sets once at the end.
+    #[inline(always)]
+    fn file_lower(&mut self, entry: Entry<E>, last_ps: u64, source: Bucket) -> u64 {
+        let target = bucket_of(entry.time_ps, last_ps);
+        debug_assert!(target.level < source.level);
+        self.nonempty.set_unsummarized(target);
+        if target.level == 0 {
+            self.exact[target.digit as usize].push_back(entry);
+        } else {
+            let j = target.upper_index();
+            self.upper_min_ps[j] = self.upper_min_ps[j].min(entry.time_ps);
+            self.upper.push(j, entry);
+        }
+        1 << target.level
     }
 
     /// Drops the tombstones of a bucket (recomputing its minimum at the upper levels); returns
     /// how many.
     fn retain_live(&mut self, bucket: Bucket) -> usize {
         let slots = &mut self.slots;
-        let (before, after) = if bucket.level == 0 {
+        let (removed, now_empty) = if bucket.level == 0 {
             let entries = &mut self.exact[bucket.digit as usize];
             let before = entries.len();
             entries.retain(|e| slots.keep_unless_cancelled(e.slot, e.generation));
-            (before, entries.len())
+            (before - entries.len(), entries.is_empty())
         } else {
             let i = bucket.upper_index();
-            let entries = &mut self.upper[i];
-            let before = entries.len();
             let mut min_ps = u64::MAX;
-            entries.retain(|e| {
+            let removed = self.upper.retain(i, |e| {
                 let live = slots.keep_unless_cancelled(e.slot, e.generation);
                 if live {
                     min_ps = min_ps.min(e.time_ps);
@@ -335,12 +354,12 @@ impl<E> EventQueue<E> {
                 live
             });
             self.upper_min_ps[i] = min_ps;
-            (before, entries.len())
+            (removed, self.upper.is_empty(i))
         };
-        if after == 0 {
+        if now_empty {
             self.nonempty.clear(bucket);
         }
-        before - after
+        removed
     }
 
     /// Removes every tombstone (order-preserving, so FIFO order survives).
@@ -358,10 +377,25 @@ impl<E> EventQueue<E> {
         self.tombstones = 0;
     }
 
+    /// Entries the buffers could hold without allocating.
+    #[cfg(test)]
+    fn stored_capacity(&self) -> usize {
+        self.exact.iter().map(VecDeque::capacity).sum::<usize>()
+            + self.upper.filling.iter().map(Vec::capacity).sum::<usize>()
+            + self
+                .upper
+                .pool
+                .chunks
+                .iter()
+                .map(Vec::capacity)
+                .sum::<usize>()
+    }
+
     #[cfg(test)]
     fn stored_entries(&self) -> usize {
         self.exact.iter().map(VecDeque::len).sum::<usize>()
-            + self.upper.iter().map(Vec::len).sum::<usize>()
+            + self.upper.filling.iter().map(Vec::len).sum::<usize>()
+            + self.upper.pool.chunks.iter().map(Vec::len).sum::<usize>()
     }
 }
 
@@ -387,6 +421,162 @@ impl Bucket {
     fn upper_index(self) -> usize {
         debug_assert!(self.level > 0);
         (self.level as usize - 1) * DIGIT_VALUES + self.digit as usize
+    }
+}
+
+/// Storage of the buckets above level 0. Bucket `i` appends to its own buffer `filling[i]`
+/// (at most `CHUNK_ENTRIES` entries); when the buffer is full it becomes a chunk at the end of
+/// the bucket's chain `full[i]`, and a spare buffer from the pool takes its place. Entries run
+/// in order through the chain, then the buffer.
+#[derive(Debug)]
+struct UpperBuckets<E> {
+    filling: Box<[Vec<Entry<E>>]>,
+    full: Box<[Chain]>,
+    pool: ChunkPool<E>,
+}
+
+impl<E> Default for UpperBuckets<E> {
+    fn default() -> Self {
+        UpperBuckets {
+            filling: (0..UPPER_BUCKETS).map(|_| Vec::new()).collect(),
+            full: vec![Chain::EMPTY; UPPER_BUCKETS].into_boxed_slice(),
+            pool: ChunkPool::default(),
+        }
+    }
+}
+
+impl<E> UpperBuckets<E> {
+    #[inline]
+    fn push(&mut self, i: usize, entry: Entry<E>) {
+        if self.filling[i].len() == self.filling[i].capacity() {
+            self.make_room(i);
+        }
+        self.filling[i].push(entry);
+    }
+
+    /// Gives a bucket's full buffer to its chain and takes a spare one, or sizes a new buffer.
+    #[cold]
+    fn make_room(&mut self, i: usize) {
+        let filling = &mut self.filling[i];
+        if filling.len() < CHUNK_ENTRIES {
+            filling.reserve_exact(CHUNK_ENTRIES - filling.len());
+            return;
+        }
+        let chunk = self.pool.acquire();
+        std::mem::swap(filling, &mut self.pool.chunks[chunk as usize]);
+        let chain = &mut self.full[i];
+        if chain.tail == NIL {
+            chain.head = chunk;
+        } else {
+            self.pool.next[chain.tail as usize] = chunk;
+        }
+        chain.tail = chunk;
+    }
+
+    #[inline]
+    fn is_empty(&self, i: usize) -> bool {
+        self.full[i].is_empty() && self.filling[i].is_empty()
+    }
+
+    /// Removes and returns the entry of a bucket that holds exactly one.
+    #[inline]
+    fn pop_if_single(&mut self, i: usize) -> Option<Entry<E>> {
+        if self.full[i].is_empty() && self.filling[i].len() == 1 {
+            self.filling[i].pop()
+        } else {
+            None
+        }
+    }
+
+    /// Keeps the entries for which `keep` is true, in order; returns how many were dropped.
+    fn retain(&mut self, i: usize, mut keep: impl FnMut(&Entry<E>) -> bool) -> usize {
+        let mut removed = 0;
+        let mut kept = Chain::EMPTY;
+        let mut chunk = self.full[i].head;
+        while chunk != NIL {
+            let entries = &mut self.pool.chunks[chunk as usize];
+            let before = entries.len();
+            entries.retain(&mut keep);
+            removed += before - entries.len();
+            if entries.is_empty() {
+                chunk = self.pool.release(chunk);
+                continue;
+            }
+            if kept.tail == NIL {
+                kept.head = chunk;
+            } else {
+                self.pool.next[kept.tail as usize] = chunk;
+            }
+            kept.tail = chunk;
+            chunk = std::mem::replace(&mut self.pool.next[chunk as usize], NIL);
+        }
+        self.full[i] = kept;
+        let before = self.filling[i].len();
+        self.filling[i].retain(&mut keep);
+        removed + before - self.filling[i].len()
+    }
+}
+
+/// No chunk.
+const NIL: u32 = u32::MAX;
+
+/// A bucket's full chunks, first to last; both `NIL` when there are none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Chain {
+    head: u32,
+    tail: u32,
+}
+
+impl Chain {
+    const EMPTY: Chain = Chain {
+        head: NIL,
+        tail: NIL,
+    };
+
+    #[inline]
+    fn is_empty(self) -> bool {
+        self.head == NIL
+    }
+}
+
+/// Chunks of entries, each in at most one chain; a released chunk keeps its (empty) buffer as
+/// a spare. The pool never shrinks, so after warm-up nothing is allocated.
+#[derive(Debug)]
+struct ChunkPool<E> {
+    chunks: Vec<Vec<Entry<E>>>,
+    /// The next chunk in the same chain, or `NIL`.
+    next: Vec<u32>,
+    spare: Vec<u32>,
+}
+
+impl<E> Default for ChunkPool<E> {
+    fn default() -> Self {
+        ChunkPool {
+            chunks: Vec::new(),
+            next: Vec::new(),
+            spare: Vec::new(),
+        }
+    }
+}
+
+impl<E> ChunkPool<E> {
+    /// A chunk holding an empty buffer of `CHUNK_ENTRIES` capacity, in no chain.
+    fn acquire(&mut self) -> u32 {
+        if let Some(chunk) = self.spare.pop() {
+            return chunk;
+        }
+        let chunk = u32::try_from(self.chunks.len()).expect("fewer than 2^32 chunks");
+        self.chunks.push(Vec::with_capacity(CHUNK_ENTRIES));
+        self.next.push(NIL);
+        chunk
+    }
+
+    /// Returns an emptied chunk to the spares; gives the chunk that followed it.
+    #[inline]
+    fn release(&mut self, chunk: u32) -> u32 {
+        debug_assert!(self.chunks[chunk as usize].is_empty());
+        self.spare.push(chunk);
+        std::mem::replace(&mut self.next[chunk as usize], NIL)
     }
 }
 
@@ -808,6 +998,37 @@ mod tests {
         );
         assert_eq!(q.pop().map(|(_, e)| e), Some(0));
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn memory_follows_pending_events_not_past_bucket_peaks() {
+        // Hold model: 20 000 pending events, each delivered one rescheduled up to 1 µs later.
+        // Every bucket in turn holds a large share of them; none may keep that capacity.
+        let pending = 20_000u64;
+        let mut q = EventQueue::new();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut increment_ps = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % 1_000_000
+        };
+        for k in 0..pending {
+            let _ = q.schedule(SimTime::from_ps(increment_ps()), k).unwrap();
+        }
+        for _ in 0..200_000 {
+            let (now, k) = q.pop().unwrap();
+            let _ = q
+                .schedule(now + SimTime::from_ps(increment_ps()), k)
+                .unwrap();
+        }
+        assert_eq!(q.stored_entries(), pending as usize);
+        let slack = UPPER_BUCKETS * CHUNK_ENTRIES + DIGIT_VALUES * EXACT_KEPT_CAPACITY;
+        assert!(
+            q.stored_capacity() <= pending as usize + slack,
+            "capacity {} for {pending} events",
+            q.stored_capacity()
+        );
     }
 
     #[test]
