@@ -32,10 +32,10 @@
 //! uses memory proportional to its pending events. Delivering an event reads only the cancelled
 //! bit (an eighth of a byte per slot, so it stays in cache) and writes the next generation
 //! without reading it. After warm-up the queue allocates nothing: the buffers, the chunk pool and
-//! the slot table keep their capacity (except that a level-0 bucket gives back a buffer of more
-//! than `EXACT_KEPT_CAPACITY` entries when it empties, so that rare bursts of same-time events
-//! do not pin memory). (The payload of a cancelled event is dropped when its tombstone is swept or
-//! surfaces.)
+//! the slot table keep their capacity; only a level-0 bucket gives back a buffer of more than
+//! `EXACT_KEPT_CAPACITY` entries when it empties, so that rare bursts of same-time events do not
+//! pin memory. The payload of a cancelled event is dropped when its tombstone is swept or
+//! surfaces.
 
 use std::collections::VecDeque;
 
