@@ -87,8 +87,8 @@ pub struct EventQueue<E> {
     /// Smallest time in each upper bucket (tombstones included); `u64::MAX` when empty.
     upper_min_ps: Box<[u64]>,
     nonempty: NonEmptyBuckets,
-    /// The time the buckets are relative to: `now`, except inside `pop` and while tombstones
-    /// delivered by `pop` were the last entries.
+    /// The time the buckets are relative to; moves ahead inside `pop` and equals `now` between
+    /// calls, so that anything schedulable files relative to it.
     last_ps: u64,
     now: SimTime,
     slots: SlotTable,
@@ -225,9 +225,9 @@ impl<E> EventQueue<E> {
 
     /// The time of the next pending event without removing it.
     ///
-    /// O(1) when the next event is less than 64 ps after the last delivered one, or when
-    /// nothing was delivered or cancelled since the previous call; otherwise a scan of the
-    /// bucket holding the next event.
+    /// O(1) when the next event agrees with the last delivered one above the lowest six bits
+    /// (a level-0 bucket), or when nothing was delivered or cancelled since the previous call;
+    /// otherwise a scan of the bucket holding the next event.
     pub fn peek_time(&mut self) -> Option<SimTime> {
         while let Some(bucket) = self.nonempty.first() {
             if bucket.level == 0 {
