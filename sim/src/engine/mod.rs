@@ -17,6 +17,9 @@ mod queue;
 mod rng;
 mod time;
 
+/// The binary-heap queue the event queue is tested and benchmarked against; not supported API.
+#[doc(hidden)]
+pub use queue::reference as queue_reference;
 pub use queue::{EventHandle, EventQueue, ScheduleError};
 pub use rng::SimRng;
 pub use time::SimTime;
