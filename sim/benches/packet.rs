@@ -6,17 +6,17 @@
 //!
 //! `cargo bench -p sim --bench packet`
 //!
-//! Recorded (bench profile, one thread, on a 2-core VM shared with other builds, load ~3, so
-//! expect ±20%):
+//! Recorded (bench profile, one thread, 2-core VM shared with another build), after the
+//! radix-heap event queue landed (with the earlier binary-heap queue the ring case took
+//! 2.7–3.1 s, 7.0–8.0 M packet-hops/s):
 //!
 //! | case | packet-hops | wall time | packet-hops/s |
 //! |---|---|---|---|
-//! | ring all-reduce 256 MiB, 64 GPUs, fat-tree 400G (11.4 ms simulated) | 21.7 M | 2.7–3.1 s | 7.0–8.0 M |
-//! | incast 64→1, 1 MiB each, lossless (5.37 ms simulated) | 89.6 k | 8.8 ms | 10.2 M |
-//! | incast 64→1, 1 MiB each, lossy (5.37 ms simulated) | 166 k | 26–33 ms | 5.0–6.4 M |
+//! | ring all-reduce 256 MiB, 64 GPUs, fat-tree 400G (11.4 ms simulated) | 21.7 M | 1.82–1.89 s | 11.5–11.9 M |
+//! | incast 64→1, 1 MiB each, lossless (5.37 ms simulated) | 89.6 k | 8.6–9.5 ms | 9.4–10.4 M |
+//! | incast 64→1, 1 MiB each, lossy (5.37 ms simulated) | 166 k | 20.5–23.0 ms | 7.2–8.1 M |
 //!
-//! A packet-hop costs about two events of the player's binary-heap queue (serialization end,
-//! arrival); the queue is most of the time.
+//! A packet-hop costs about two events (serialization end, arrival).
 
 use std::cell::RefCell;
 use std::hint::black_box;
