@@ -594,13 +594,20 @@ pub const DGX1_V100_NVLINK_PAIRS: [(u32, u32, u32); 16] = [
     (5, 6, 1),
 ];
 
-/// DGX-1 (V100) server, node 0: 8 GPUs `n0.gpu<i>` in the NVLink2 hybrid cube mesh of
-/// [`DGX1_V100_NVLINK_PAIRS`] (a pair with two links is one link of twice `nvlink.bandwidth`,
-/// which is per NVLink), four PCIe switches `n0.pcie_sw<j>` (GPUs 2j and 2j+1 on switch j,
-/// switches 0–1 under CPU `n0.cpu0`, 2–3 under `n0.cpu1`; all `pcie` links) and the two CPUs
-/// joined by an `smp` link (QPI). With `nics = 4`, one NIC `n0.nic<j>` per PCIe switch (the
-/// DGX-1's four InfiniBand adapters). GPUs without NVLink between them reach each other through
-/// PCIe switch, CPU, QPI, CPU, PCIe switch.
+/// DGX-1 (V100) servers: `nodes` (default 1) copies of one server `n<k>`, each with 8 GPUs
+/// `n<k>.gpu<i>` in the NVLink2 hybrid cube mesh of [`DGX1_V100_NVLINK_PAIRS`] (a pair with two
+/// links is one link of twice `nvlink.bandwidth`, which is per NVLink), four PCIe switches
+/// `n<k>.pcie_sw<j>` (GPUs 2j and 2j+1 on switch j, switches 0–1 under CPU `n<k>.cpu0`, 2–3
+/// under `n<k>.cpu1`; all `pcie` links) and the two CPUs joined by an `smp` link (QPI). With
+/// `nics = 4`, one NIC `n<k>.nic<j>` per PCIe switch (the DGX-1's four InfiniBand adapters).
+/// GPUs without NVLink between them reach each other through PCIe switch, CPU, QPI, CPU, PCIe
+/// switch.
+///
+/// With `nic_link` (required when `nodes > 1`, and then `nics = 4`), every NIC of every node
+/// links to one InfiniBand switch `ib_switch`, so a GPU reaches another node through the NIC on
+/// its own PCIe switch: GPU, PCIe switch, NIC, `ib_switch`, NIC, PCIe switch, GPU. Servers are
+/// added one after the other, so GPUs are node-major (rank order) and one node without
+/// `nic_link` is exactly the single-server topology.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HybridCubeMesh {
@@ -610,25 +617,65 @@ pub struct HybridCubeMesh {
     pub smp: LinkParams,
     #[serde(default)]
     pub nics: u32,
+    #[serde(default = "one")]
+    pub nodes: u32,
+    /// NIC–`ib_switch` link.
+    #[serde(default)]
+    pub nic_link: Option<LinkParams>,
 }
 
 impl HybridCubeMesh {
     pub fn build(&self, name: &str) -> Result<Topology, TopologyError> {
+        at_least("nodes", self.nodes, 1)?;
+        not_too_many("nodes", self.nodes as u64 * 18 + 1)?;
         if self.nics != 0 && self.nics != 4 {
             return Err(TopologyError::new(
                 "generator.nics",
                 format!("0 or 4 (one per PCIe switch), got {}", self.nics),
             ));
         }
+        if self.nodes > 1 && self.nic_link.is_none() {
+            return Err(TopologyError::new(
+                "generator.nic_link",
+                format!(
+                    "link parameters for the NIC–ib_switch links, since nodes = {} > 1; got none",
+                    self.nodes
+                ),
+            ));
+        }
+        if self.nic_link.is_some() && self.nics != 4 {
+            return Err(TopologyError::new(
+                "generator.nics",
+                format!(
+                    "4 (one per PCIe switch), since nic_link joins the NICs to ib_switch; got {}",
+                    self.nics
+                ),
+            ));
+        }
         let mut b = Topology::builder(name);
+        let mut nics = Vec::with_capacity(self.nodes as usize * 4);
+        for n in 0..self.nodes {
+            nics.extend(self.add_server(&mut b, n));
+        }
+        if let Some(nic_link) = &self.nic_link {
+            let ib = b.add_device("ib_switch", DeviceKind::Switch, None);
+            for &nic in &nics {
+                b.add_link(nic, ib, nic_link.spec());
+            }
+        }
+        b.build()
+    }
+
+    /// Adds server `n` and returns its NICs (none when `nics = 0`).
+    fn add_server(&self, b: &mut TopologyBuilder, n: u32) -> Vec<DeviceId> {
         let gpus: Vec<_> = (0..8)
-            .map(|i| b.add_device(format!("n0.gpu{i}"), DeviceKind::Gpu, Some(0)))
+            .map(|i| b.add_device(format!("n{n}.gpu{i}"), DeviceKind::Gpu, Some(n)))
             .collect();
         let switches: Vec<_> = (0..4)
-            .map(|j| b.add_device(format!("n0.pcie_sw{j}"), DeviceKind::PcieSwitch, Some(0)))
+            .map(|j| b.add_device(format!("n{n}.pcie_sw{j}"), DeviceKind::PcieSwitch, Some(n)))
             .collect();
         let cpus: Vec<_> = (0..2)
-            .map(|c| b.add_device(format!("n0.cpu{c}"), DeviceKind::Host, Some(0)))
+            .map(|c| b.add_device(format!("n{n}.cpu{c}"), DeviceKind::Host, Some(n)))
             .collect();
         let per_link_bps = self.nvlink.bandwidth.bits_per_s();
         for (a, c, links) in DGX1_V100_NVLINK_PAIRS {
@@ -638,15 +685,17 @@ impl HybridCubeMesh {
         for (i, &g) in gpus.iter().enumerate() {
             b.add_link(g, switches[i / 2], self.pcie.spec());
         }
+        let mut nics = Vec::new();
         for (j, &s) in switches.iter().enumerate() {
             b.add_link(s, cpus[j / 2], self.pcie.spec());
             if self.nics == 4 {
-                let nic = b.add_device(format!("n0.nic{j}"), DeviceKind::Nic, Some(0));
+                let nic = b.add_device(format!("n{n}.nic{j}"), DeviceKind::Nic, Some(n));
                 b.add_link(nic, s, self.pcie.spec());
+                nics.push(nic);
             }
         }
         b.add_link(cpus[0], cpus[1], self.smp.spec());
-        b.build()
+        nics
     }
 }
 
@@ -1069,15 +1118,24 @@ mod tests {
         assert_eq!(e.field, "generator.pcie");
     }
 
-    fn dgx1() -> Topology {
+    fn dgx1_spec(nodes: u32, nic_link: Option<LinkParams>) -> HybridCubeMesh {
         HybridCubeMesh {
             nvlink: params("25GB/s", LinkClass::Nvlink),
             pcie: params("15.75GB/s", LinkClass::Pcie),
             smp: params("38.4GB/s", LinkClass::Smp),
             nics: 4,
+            nodes,
+            nic_link,
         }
-        .build("dgx1")
-        .unwrap()
+    }
+
+    fn dgx1() -> Topology {
+        dgx1_spec(1, None).build("dgx1").unwrap()
+    }
+
+    fn two_dgx1() -> Topology {
+        let edr = params("100Gbps", LinkClass::Ib);
+        dgx1_spec(2, Some(edr)).build("dgx1x2").unwrap()
     }
 
     #[test]
@@ -1122,6 +1180,105 @@ mod tests {
                 "n0.gpu5"
             ]
         );
+    }
+
+    #[test]
+    fn two_hybrid_cube_mesh_nodes_have_16_rank_ordered_gpus_and_eight_nics_on_one_ib_switch() {
+        let t = two_dgx1();
+        assert_eq!(t.gpus().len(), 16);
+        gpus_are_rank_ordered_by_node(&t);
+        assert_eq!(t.device(t.gpus()[8]).name, "n1.gpu0");
+        assert_eq!(count(&t, DeviceKind::Nic), 8);
+        assert_eq!(count(&t, DeviceKind::Switch), 1);
+        assert_eq!(t.device(t.find("ib_switch").unwrap()).node, None);
+        for n in 0..2 {
+            for j in 0..4 {
+                let nic = format!("n{n}.nic{j}");
+                assert_eq!(link_bps(&t, &nic, "ib_switch"), Some(100e9), "{nic}");
+                assert_eq!(link_bps(&t, &nic, &format!("n{n}.pcie_sw{j}")), Some(126e9));
+            }
+        }
+        assert_eq!(t.duplex_link_count(), 2 * (16 + 8 + 4 + 4 + 1) + 8);
+    }
+
+    #[test]
+    fn gpus_on_different_nodes_meet_through_their_own_pcie_switch_nic_and_the_ib_switch() {
+        let t = two_dgx1();
+        assert_eq!(
+            route(&t, "n0.gpu0", "n1.gpu5"),
+            [
+                "n0.gpu0",
+                "n0.pcie_sw0",
+                "n0.nic0",
+                "ib_switch",
+                "n1.nic2",
+                "n1.pcie_sw2",
+                "n1.gpu5"
+            ]
+        );
+        assert_eq!(
+            route(&t, "n1.gpu7", "n0.gpu6"),
+            [
+                "n1.gpu7",
+                "n1.pcie_sw3",
+                "n1.nic3",
+                "ib_switch",
+                "n0.nic3",
+                "n0.pcie_sw3",
+                "n0.gpu6"
+            ]
+        );
+    }
+
+    #[test]
+    fn second_hybrid_cube_mesh_node_keeps_the_nvlink_pairs_and_cpu_paths() {
+        let t = two_dgx1();
+        for n in 0..2 {
+            let nv =
+                |a: u32, b: u32| link_bps(&t, &format!("n{n}.gpu{a}"), &format!("n{n}.gpu{b}"));
+            assert_eq!(nv(0, 2), Some(400e9));
+            assert_eq!(nv(0, 1), Some(200e9));
+            assert_eq!(nv(0, 5), None);
+            assert_eq!(hops(&t, &format!("n{n}.gpu6"), &format!("n{n}.gpu7")), 1);
+        }
+        assert_eq!(
+            route(&t, "n1.gpu0", "n1.gpu5"),
+            [
+                "n1.gpu0",
+                "n1.pcie_sw0",
+                "n1.cpu0",
+                "n1.cpu1",
+                "n1.pcie_sw2",
+                "n1.gpu5"
+            ],
+            "the CPU path (5 hops) stays shorter than a detour over the IB switch (6)"
+        );
+        assert_eq!(link_bps(&t, "n0.gpu0", "n1.gpu0"), None);
+    }
+
+    #[test]
+    fn one_hybrid_cube_mesh_node_without_nic_link_is_the_single_server() {
+        let t = dgx1();
+        assert_eq!(count(&t, DeviceKind::Switch), 0);
+        let names: Vec<&str> = t.devices().iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(&names[..3], ["n0.gpu0", "n0.gpu1", "n0.gpu2"]);
+        assert_eq!(names.len(), 8 + 4 + 2 + 4);
+        assert!(names.iter().all(|n| n.starts_with("n0.")));
+    }
+
+    #[test]
+    fn several_hybrid_cube_mesh_nodes_need_a_nic_link_and_four_nics() {
+        let e = dgx1_spec(2, None).build("x").unwrap_err();
+        assert_eq!(e.field, "generator.nic_link");
+        let e = HybridCubeMesh {
+            nics: 0,
+            ..dgx1_spec(2, Some(params("100Gbps", LinkClass::Ib)))
+        }
+        .build("x")
+        .unwrap_err();
+        assert_eq!(e.field, "generator.nics");
+        let e = dgx1_spec(0, None).build("x").unwrap_err();
+        assert_eq!(e.field, "generator.nodes");
     }
 
     #[test]
@@ -1223,6 +1380,7 @@ mod tests {
         files.sort();
         let expected_gpus = [
             ("dgx1_v100.toml", 8),
+            ("dgx1_v100_x2.toml", 16),
             ("dgx_a100.toml", 8),
             ("hgx_h100.toml", 8),
             ("h100_rail_cluster.toml", 256),
