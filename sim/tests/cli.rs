@@ -268,3 +268,37 @@ fn a_missing_topology_file_and_a_bad_algorithm_are_named() {
         &["scenario.toml", "placement.endpoints.ps0"],
     );
 }
+
+#[test]
+fn group_size_regroups_ranks_for_hierarchical_and_must_divide_them() {
+    let o = dtsim(&[
+        "run",
+        "scenarios/quickstart.toml",
+        "--json",
+        "--set",
+        "collective.algorithm=hierarchical",
+        "--set",
+        "placement.group_size=5",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["algorithm"], "hierarchical");
+    let flat = dtsim(&["run", "scenarios/quickstart.toml", "--json"]);
+    let flat: serde_json::Value = serde_json::from_slice(&flat.stdout).unwrap();
+    assert_ne!(
+        v["time_ps"], flat["time_ps"],
+        "two groups of five is not the flat ring"
+    );
+    let o = dtsim(&[
+        "run",
+        "scenarios/quickstart.toml",
+        "--set",
+        "placement.group_size=3",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("placement.group_size"),
+        "{}",
+        stderr(&o)
+    );
+}

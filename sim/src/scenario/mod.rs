@@ -90,6 +90,9 @@ pub struct PlacementSpec {
     /// Devices of extra endpoints (parameter servers), e.g. `{ ps0 = "host0" }`.
     #[serde(default)]
     pub endpoints: BTreeMap<String, String>,
+    /// Treat every `group_size` consecutive ranks as one node for hierarchical algorithms
+    /// (default: the topology's servers). Lets a flat fabric run a two-level all-reduce.
+    pub group_size: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]

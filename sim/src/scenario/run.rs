@@ -27,11 +27,24 @@ pub enum RunError {
     Profile(#[from] ProfileError),
 }
 
-/// The network model as the collective generators see it.
-struct NetFabric<'a> {
+/// The network model as the collective generators see it: path bottlenecks from the model's
+/// routes, nodes from the topology (or from `placement.group_size`).
+pub(crate) struct NetFabric<'a> {
     model: RefCell<&'a mut dyn NetworkModel>,
     topo: &'a Topology,
     endpoints: &'a [DeviceId],
+    group_size: Option<u32>,
+}
+
+impl<'a> NetFabric<'a> {
+    pub(crate) fn new(model: &'a mut dyn NetworkModel, prep: &'a Prepared) -> Self {
+        NetFabric {
+            model: RefCell::new(model),
+            topo: &prep.topology,
+            endpoints: &prep.ranks,
+            group_size: prep.group_size,
+        }
+    }
 }
 
 impl Fabric for NetFabric<'_> {
@@ -44,10 +57,14 @@ impl Fabric for NetFabric<'_> {
             .unwrap_or(0.0)
     }
     fn node_of(&self, rank: u32) -> u32 {
-        self.topo
-            .device(self.endpoints[rank as usize])
-            .node
-            .unwrap_or(rank)
+        match self.group_size {
+            Some(g) => rank / g,
+            None => self
+                .topo
+                .device(self.endpoints[rank as usize])
+                .node
+                .unwrap_or(rank),
+        }
     }
 }
 
@@ -56,6 +73,8 @@ pub struct Prepared {
     pub topology: Arc<Topology>,
     pub profile: Profile,
     pub ranks: Vec<DeviceId>,
+    /// Ranks per node for hierarchical algorithms, when the scenario overrides the topology's.
+    pub group_size: Option<u32>,
 }
 
 /// Loads the topology and profile and places the ranks.
@@ -146,10 +165,22 @@ pub fn prepare(s: &Scenario) -> Result<Prepared, RunError> {
         )
         .into());
     }
+    let group_size = match p.group_size {
+        Some(g) if g == 0 || n % g != 0 => {
+            return Err(ScenarioError::new(
+                &file,
+                "placement.group_size",
+                format!("a divisor of the rank count {n} (ranks per group), got {g}"),
+            )
+            .into())
+        }
+        g => g,
+    };
     Ok(Prepared {
         topology,
         profile,
         ranks,
+        group_size,
     })
 }
 
@@ -214,11 +245,7 @@ pub fn run(s: &Scenario) -> Result<RunReport, RunError> {
     // Extra endpoints (parameter servers) go where the scenario says; generate once to learn
     // their names, then place them.
     let schedule: Schedule = {
-        let fabric = NetFabric {
-            model: RefCell::new(model.as_mut()),
-            topo: &prep.topology,
-            endpoints: &prep.ranks,
-        };
+        let fabric = NetFabric::new(model.as_mut(), &prep);
         generate(&spec, n, &fabric).map_err(collective_error)?
     };
     let mut endpoints = prep.ranks.clone();

@@ -29,20 +29,18 @@
 //! Steps are identical and separated by the optimizer (synchronous training), so one step is
 //! simulated and an epoch is `steps_per_epoch` of them.
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::run::{network_model, prepare, RunError};
+use super::run::{network_model, prepare, NetFabric, RunError};
 use super::{collective_spec_of, AlgorithmName, CollectiveTable, Scenario, ScenarioError};
 use crate::collective::play::{play, PlayOptions};
-use crate::collective::{Collective, Fabric};
+use crate::collective::Collective;
 use crate::metrics::workload::{StudyRow, WorkloadReport, WorkloadSummary};
 use crate::net::NetworkModel;
-use crate::topology::{DeviceId, Topology};
 use crate::units::Bytes;
 use crate::workload::catalog::{self, Model, TransformerConfig};
 use crate::workload::compute::{ComputeModel, Dtype, Optimizer};
@@ -232,30 +230,6 @@ impl WorkloadTable {
     }
 }
 
-/// The network as the collective generators see it.
-struct NetFabric<'a> {
-    model: RefCell<&'a mut dyn NetworkModel>,
-    topo: &'a Topology,
-    endpoints: &'a [DeviceId],
-}
-
-impl Fabric for NetFabric<'_> {
-    fn bottleneck_bps(&self, src: u32, dst: u32) -> f64 {
-        let (a, b) = (self.endpoints[src as usize], self.endpoints[dst as usize]);
-        self.model
-            .borrow_mut()
-            .path_bottleneck(a, b)
-            .map(|(bps, _)| bps)
-            .unwrap_or(0.0)
-    }
-    fn node_of(&self, rank: u32) -> u32 {
-        self.topo
-            .device(self.endpoints[rank as usize])
-            .node
-            .unwrap_or(rank)
-    }
-}
-
 /// Runs a `[workload]` scenario: one training step, played on the network model.
 pub fn run_workload(s: &Scenario) -> Result<WorkloadReport, RunError> {
     let file = s.path.display().to_string();
@@ -274,11 +248,7 @@ pub fn run_workload(s: &Scenario) -> Result<WorkloadReport, RunError> {
         .map_err(|e| fail(("profile".into(), e)))?;
     let mut net: Box<dyn NetworkModel> = network_model(s, &prep)?;
     let dag = {
-        let fabric = NetFabric {
-            model: RefCell::new(net.as_mut()),
-            topo: &prep.topology,
-            endpoints: &prep.ranks,
-        };
+        let fabric = NetFabric::new(net.as_mut(), &prep);
         step::build(&model, &cm, &cfg, n, &fabric).map_err(fail)?
     };
     let mut endpoints = prep.ranks.clone();
