@@ -166,7 +166,7 @@ pub fn prepare(s: &Scenario) -> Result<Prepared, RunError> {
         .into());
     }
     let group_size = match p.group_size {
-        Some(g) if g == 0 || n % g != 0 => {
+        Some(g) if g == 0 || !n.is_multiple_of(g) => {
             return Err(ScenarioError::new(
                 &file,
                 "placement.group_size",
