@@ -129,9 +129,7 @@ impl Fabric for TopoFabric<'_> {
         let path = r
             .path(self.topo, self.ranks[a as usize], self.ranks[b as usize])
             .expect("connected");
-        path.iter()
-            .map(|&l| self.topo.link(l).bandwidth_bps)
-            .fold(f64::INFINITY, f64::min)
+        self.topo.bottleneck(path).0
     }
     fn node_of(&self, rank: u32) -> u32 {
         rank

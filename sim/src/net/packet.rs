@@ -914,14 +914,7 @@ impl NetworkModel for PacketModel {
         dst: DeviceId,
     ) -> Result<(f64, LinkClass), TopologyError> {
         let path = self.router.path(&self.topo, src, dst)?;
-        let mut best = (f64::INFINITY, LinkClass::Other);
-        for &l in path {
-            let link = self.topo.link(l);
-            if link.bandwidth_bps < best.0 {
-                best = (link.bandwidth_bps, link.class);
-            }
-        }
-        Ok(best)
+        Ok(self.topo.bottleneck(path))
     }
 
     fn port_stats(&mut self) -> Option<PortReport> {

@@ -239,6 +239,18 @@ impl Topology {
     pub fn node_index(id: DeviceId) -> NodeIndex {
         NodeIndex::new(id.index())
     }
+    /// The slowest link of a path: its bandwidth (bits/s) and class; infinite for an empty path.
+    pub fn bottleneck(&self, path: &[LinkId]) -> (f64, LinkClass) {
+        let mut best = (f64::INFINITY, LinkClass::Other);
+        for &l in path {
+            let link = self.link(l);
+            if link.bandwidth_bps < best.0 {
+                best = (link.bandwidth_bps, link.class);
+            }
+        }
+        best
+    }
+
     /// Number of full-duplex links.
     pub fn duplex_link_count(&self) -> usize {
         self.links.len() / 2
