@@ -96,7 +96,7 @@ pub fn empty_profile(name: &str, description: &str, prov: Provenance) -> Profile
 
 /// Fits one run; `origin` names the log (and rows) in the provenance.
 pub fn fit_run(run: &NcclTestsRun, origin: &str, o: &FitOptions) -> Result<FittedRun, String> {
-    let collective = o.collective.clone().or(run.collective.clone()).ok_or_else(|| format!("{origin}: the log does not say which collective ran; pass --collective all_reduce (or all_gather, ...)"))?;
+    let collective = run.collective.clone().or(o.collective.clone()).ok_or_else(|| format!("{origin}: the log does not say which collective ran; pass --collective all_reduce (or all_gather, ...)"))?;
     let ranks = run.ranks().ok_or_else(|| {
         format!("{origin}: no rank count in the log (no `# nThread` or `Rank` lines)")
     })?;

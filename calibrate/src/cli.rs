@@ -50,7 +50,7 @@ struct FitArgs {
     /// Ignore sizes below this (e.g. 1MiB).
     #[arg(long, default_value = "0")]
     min_bytes: String,
-    /// The collective, when the log does not say (all_reduce, all_gather, ...).
+    /// The collective of logs that do not say which program ran (all_reduce, all_gather, ...).
     #[arg(long)]
     collective: Option<String>,
 }

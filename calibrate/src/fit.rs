@@ -236,7 +236,8 @@ pub fn fit_with_holdout(
 
 /// Size-dependent factors relative to `nominal_bytes_per_s` (the rate the simulator's link
 /// gives) and `nominal_latency_secs`: at each measured size the bandwidth factor is the rate
-/// the transfer part reached, `bytes / (secs - alpha)`, over the nominal rate; the latency
+/// the transfer part reached, `bytes / (secs - alpha)`, over the nominal rate (the fitted rate
+/// for latency-bound sizes, where `secs - alpha` is under 5% of `secs`); the latency
 /// factor is the fitted alpha over the nominal latency (1 when none is given). Neighbouring
 /// sizes whose factors differ by less than `merge_rel` share a row.
 pub fn efficiency_factors(
@@ -255,9 +256,15 @@ pub fn efficiency_factors(
     let alpha = fit.alpha_secs.max(0.0);
     let mut rows: Vec<FactorRow> = Vec::new();
     for p in &sorted {
-        // Below alpha the transfer part is lost in noise: keep at least 1% of the time.
-        let transfer = (p.secs - alpha).max(0.01 * p.secs);
-        let bf = ((p.bytes.max(1.0) / transfer) / nominal_bytes_per_s).clamp(1e-6, 10.0);
+        // Where the transfer part is under 5% of the time the size is latency-bound and its
+        // rate cannot be read from it: the fitted asymptotic rate stands in.
+        let transfer = p.secs - alpha;
+        let rate = if transfer >= 0.05 * p.secs {
+            p.bytes / transfer
+        } else {
+            fit.beta_bytes_per_s
+        };
+        let bf = (rate / nominal_bytes_per_s).clamp(1e-6, 10.0);
         let min_bytes = if rows.is_empty() { 0 } else { p.bytes as u64 };
         match rows.last() {
             Some(last)

@@ -26,7 +26,7 @@ pub struct Matrix {
 
 impl Matrix {
     pub fn is_bidirectional(&self) -> bool {
-        self.title.to_ascii_lowercase().contains("bidirectional")
+        self.title.to_ascii_lowercase().contains("bidirectional") || self.title.contains("<->")
     }
     pub fn is_latency(&self) -> bool {
         self.unit == "us"
