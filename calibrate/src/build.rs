@@ -75,7 +75,7 @@ pub fn points(run: &NcclTestsRun, o: &FitOptions) -> Vec<Point> {
             } else {
                 r.in_place.or(r.out_of_place)
             }?;
-            (t.time_us > 0.0).then(|| Point {
+            (t.time_us > 0.0).then_some(Point {
                 bytes: r.size_bytes as f64,
                 secs: t.time_us * 1e-6,
             })
@@ -161,7 +161,7 @@ pub fn fit_run(run: &NcclTestsRun, origin: &str, o: &FitOptions) -> Result<Fitte
         let fits = if line.max_abs_rel_residual() > 0.10 { "a straight line misses some sizes by more than 10%, so the factors vary with size" } else { "the line fits within 10%" };
         (link_class, FactorTable {
             rows,
-            provenance: provenance("imported", format!("busbw of {collective} in {origin} over nominal {} per link{}; latency factor = fitted alpha / nominal latency; {fits}", sim::units::fmt_gbytes_per_s(nominal), o.nominal_latency_secs.map(|l| format!(" and {:.2} us", l * 1e6)).unwrap_or_else(|| " (no nominal latency given: factor 1)".into()))),
+            provenance: provenance("imported", format!("busbw of {collective} in {origin} over nominal {} per link{}; {fits}", sim::units::fmt_gbytes_per_s(nominal), o.nominal_latency_secs.map(|l| format!("; latency factor = fitted alpha / nominal {:.2} us, bandwidth from time - alpha", l * 1e6)).unwrap_or_else(|| "; no nominal latency given: latency factor 1 and the bandwidth factor carries the whole measured time".into()))),
         })
     });
     Ok(FittedRun {

@@ -109,7 +109,7 @@ pub fn fit(points: &[Point], weighting: Weighting) -> Result<AlphaBeta, FitError
         .sum();
     let slope = sxy / sxx;
     let intercept = ym - slope * xm;
-    if !(slope > 0.0) {
+    if slope.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
         return Err(FitError::NoBandwidth {
             slope_secs_per_byte: slope,
         });
@@ -237,7 +237,8 @@ pub fn fit_with_holdout(
 /// Size-dependent factors relative to `nominal_bytes_per_s` (the rate the simulator's link
 /// gives) and `nominal_latency_secs`: at each measured size the bandwidth factor is the rate
 /// the transfer part reached, `bytes / (secs - alpha)`, over the nominal rate (the fitted rate
-/// for latency-bound sizes, where `secs - alpha` is under 5% of `secs`); the latency
+/// for latency-bound sizes, where `secs - alpha` is under 5% of `secs`; `bytes / secs` when no
+/// nominal latency is given, so the factor carries the whole measured time); the latency
 /// factor is the fitted alpha over the nominal latency (1 when none is given). Neighbouring
 /// sizes whose factors differ by less than `merge_rel` share a row.
 pub fn efficiency_factors(
@@ -258,7 +259,13 @@ pub fn efficiency_factors(
     for p in &sorted {
         // Where the transfer part is under 5% of the time the size is latency-bound and its
         // rate cannot be read from it: the fitted asymptotic rate stands in.
-        let transfer = p.secs - alpha;
+        // Without a nominal latency the whole measured time goes into the bandwidth factor, so
+        // that nominal latency + bytes / (factor x nominal rate) stays close to what was measured.
+        let transfer = if nominal_latency_secs.is_some_and(|l| l > 0.0) {
+            p.secs - alpha
+        } else {
+            p.secs
+        };
         let rate = if transfer >= 0.05 * p.secs {
             p.bytes / transfer
         } else {
@@ -393,6 +400,26 @@ mod tests {
         assert_eq!(rows.len(), 1, "{rows:?}");
         assert!((rows[0].bandwidth_factor - 0.5).abs() < 1e-6);
         assert!((rows[0].latency_factor - 2.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn without_a_nominal_latency_the_factor_carries_the_whole_time() {
+        let pts = line(5e-6, 100e9);
+        let f = fit(&pts, Weighting::Relative).unwrap();
+        let rows = efficiency_factors(&pts, &f, 200e9, None, 0.0);
+        for p in pts.iter().skip(1) {
+            let r = rows
+                .iter()
+                .rev()
+                .find(|r| p.bytes as u64 >= r.min_bytes)
+                .unwrap();
+            let predicted = p.bytes / (r.bandwidth_factor * 200e9);
+            assert!(
+                (predicted / p.secs - 1.0).abs() < 1e-9 || r.bandwidth_factor == 1e-6,
+                "{p:?} {r:?}"
+            );
+            assert_eq!(r.latency_factor, 1.0);
+        }
     }
 
     #[test]

@@ -186,8 +186,10 @@ impl Nccl {
         Ok(comm)
     }
 
-    pub fn destroy(&self, comm: ncclComm_t) {
-        // SAFETY: `comm` came from init_*; errors at teardown are not actionable.
+    /// # Safety
+    /// `comm` must come from [`Nccl::init_all`] or [`Nccl::init_rank`] and not be used again.
+    pub unsafe fn destroy(&self, comm: ncclComm_t) {
+        // SAFETY: per the contract above; errors at teardown are not actionable.
         let _ = unsafe { (self.comm_destroy)(comm) };
     }
 
