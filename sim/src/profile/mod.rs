@@ -55,6 +55,74 @@ pub struct NetworkCalibration {
     /// Rate at which one GPU reduces received data when reductions are not fused into copies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reduce_bandwidth: Option<MeasuredBandwidth>,
+    /// Alpha-beta fits of measured collectives (nccl-tests logs, `calibrate gpu`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub collective_fits: Vec<CollectiveFit>,
+    /// Measured point-to-point rates and latencies: GPU pairs, host-device copies, host to host.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<PathMeasurement>,
+}
+
+/// A collective's time fitted as `alpha + bytes / algbw` over a size sweep.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollectiveFit {
+    /// `all_reduce`, `all_gather`, `reduce_scatter`, `broadcast`, ...
+    pub collective: String,
+    /// The class of the links that bound it (the slowest the ranks span).
+    pub link_class: LinkClass,
+    pub ranks: u32,
+    pub nodes: u32,
+    pub alpha_secs: f64,
+    pub alpha_ci95_secs: [f64; 2],
+    /// Asymptotic algorithm bandwidth (message bytes per second).
+    pub algbw_bytes_per_s: f64,
+    pub algbw_ci95_low_bytes_per_s: f64,
+    /// `None` when the interval reaches an infinite bandwidth.
+    #[serde(default)]
+    pub algbw_ci95_high_bytes_per_s: Option<f64>,
+    /// `algbw` times nccl-tests' bus-bandwidth factor (2(n-1)/n for all-reduce).
+    pub busbw_bytes_per_s: f64,
+    pub r_squared: f64,
+    /// Largest |measured - fitted| / measured over the fitted sizes.
+    pub max_rel_residual: f64,
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    pub points: u32,
+    /// Error on sizes held back from the fit, when a hold-out was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holdout: Option<HoldoutError>,
+    pub provenance: Provenance,
+}
+
+/// How well a fit predicts sizes it did not see.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HoldoutError {
+    /// The hold-out rule, e.g. `every:3` or `above:64MiB`.
+    pub rule: String,
+    pub points: u32,
+    pub mean_abs_rel_error: f64,
+    pub max_abs_rel_error: f64,
+}
+
+/// A measured rate and/or latency between two endpoints.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathMeasurement {
+    /// What was measured: `p2p unidirectional`, `p2p bidirectional`, `h2d`, `d2h`, `d2d`, `tcp`...
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_class: Option<LinkClass>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub src: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dst: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bandwidth: Option<Bandwidth>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_secs: Option<f64>,
+    pub provenance: Provenance,
 }
 
 /// A number with where it came from.
@@ -191,6 +259,46 @@ impl Profile {
                 ));
             }
         }
+        for (i, f) in p.network.collective_fits.iter().enumerate() {
+            let field = format!("network.collective_fits[{i}]");
+            if f.provenance.detail.trim().is_empty() {
+                return Err(err(
+                    &format!("{field}.provenance.detail"),
+                    "where this fit came from".into(),
+                ));
+            }
+            if !(f.algbw_bytes_per_s > 0.0 && f.algbw_bytes_per_s.is_finite()) {
+                return Err(err(
+                    &format!("{field}.algbw_bytes_per_s"),
+                    format!("a positive rate, got {}", f.algbw_bytes_per_s),
+                ));
+            }
+            if !f.alpha_secs.is_finite() || f.points < 3 || f.ranks == 0 {
+                return Err(err(
+                    &field,
+                    "a finite alpha_secs, at least 3 points and 1 rank".into(),
+                ));
+            }
+        }
+        for (i, m) in p.network.paths.iter().enumerate() {
+            let field = format!("network.paths[{i}]");
+            if m.provenance.detail.trim().is_empty() {
+                return Err(err(
+                    &format!("{field}.provenance.detail"),
+                    "where this measurement came from".into(),
+                ));
+            }
+            let bw_ok = m
+                .bandwidth
+                .is_none_or(|b| b.bits_per_s() > 0.0 && b.bits_per_s().is_finite());
+            let lat_ok = m.latency_secs.is_none_or(|l| l >= 0.0 && l.is_finite());
+            if !bw_ok || !lat_ok || (m.bandwidth.is_none() && m.latency_secs.is_none()) {
+                return Err(err(
+                    &field,
+                    "a positive bandwidth and/or a non-negative latency_secs".into(),
+                ));
+            }
+        }
         if let Some(c) = &p.compute {
             check_compute(c).map_err(|(f, e)| err(&format!("compute.{f}"), e))?;
         }
@@ -317,6 +425,31 @@ mod tests {
         assert_eq!(p.reduce_bytes_per_s(), Some(100e9));
         let again = Profile::parse(&serde_json::to_string(&p).unwrap(), "q.json").unwrap();
         assert_eq!(again, p);
+    }
+
+    #[test]
+    fn collective_fits_and_paths_round_trip_and_need_provenance() {
+        let text = r#"{
+          "schema_version": 1, "name": "x",
+          "provenance": {"source": "imported", "detail": "nccl-tests log a.txt"},
+          "network": {
+            "collective_fits": [{"collective": "all_reduce", "link_class": "nvlink", "ranks": 8, "nodes": 1,
+              "alpha_secs": 2e-5, "alpha_ci95_secs": [1e-5, 3e-5], "algbw_bytes_per_s": 1e11,
+              "algbw_ci95_low_bytes_per_s": 9e10, "algbw_ci95_high_bytes_per_s": null,
+              "busbw_bytes_per_s": 1.75e11, "r_squared": 0.99, "max_rel_residual": 0.1,
+              "min_bytes": 8, "max_bytes": 1024, "points": 8,
+              "holdout": {"rule": "every:3", "points": 3, "mean_abs_rel_error": 0.05, "max_abs_rel_error": 0.1},
+              "provenance": {"source": "imported", "detail": "fit of a.txt"}}],
+            "paths": [{"kind": "h2d", "bandwidth": "55GB/s", "provenance": {"source": "public", "detail": "t"}}]
+          }}"#;
+        let p = Profile::parse(text, "p.json").unwrap();
+        assert_eq!(p.network.collective_fits[0].ranks, 8);
+        assert_eq!(p.network.paths[0].bandwidth.unwrap().bytes_per_s(), 55e9);
+        let again = Profile::parse(&serde_json::to_string(&p).unwrap(), "q.json").unwrap();
+        assert_eq!(again, p);
+        let bad = text.replace(r#""detail": "t""#, r#""detail": " ""#);
+        let e = Profile::parse(&bad, "p.json").unwrap_err().to_string();
+        assert!(e.contains("network.paths[0].provenance"), "{e}");
     }
 
     #[test]

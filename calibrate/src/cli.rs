@@ -1,0 +1,994 @@
+//! The `calibrate` command line: argument parsing, printing and exit codes. The binary's
+//! `main` only calls [`main`].
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use sim::profile::{Calibrated, ComputeCalibration, PathMeasurement, Profile, Provenance};
+use sim::topology::LinkClass;
+use sim::units::{fmt_bits_per_s, fmt_bytes, Bandwidth, Bytes, Duration};
+
+use crate::build::{self, FitOptions, FittedRun};
+use crate::fit::Holdout;
+use crate::gpu;
+use crate::import::{iperf3, kineto, nccl_tests, p2p, validation_csv};
+
+/// Exit status: bad input (unreadable log, bad option, invalid profile).
+pub const EXIT_INPUT: u8 = 2;
+/// Exit status of `calibrate gpu` when there is no NVIDIA driver or GPU here.
+pub const EXIT_NO_GPU: u8 = 3;
+/// Exit status of `calibrate gpu` when a measurement failed on a GPU.
+pub const EXIT_GPU_FAILED: u8 = 4;
+
+const AFTER_HELP: &str = "Exit status: 0 success; 2 bad input (unreadable or broken log, bad option, invalid profile); 3 `calibrate gpu` found no NVIDIA driver or GPU on this machine; 4 `calibrate gpu` failed while measuring.";
+
+#[derive(Parser)]
+#[command(name = "calibrate", version, about = "Measure GPUs and clusters, import measurements, fit dtsim calibration profiles", after_help = AFTER_HELP)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Args, Clone)]
+struct FitArgs {
+    /// Link class that bounds the collective (nvlink, pcie, ib, ethernet, smp); default nvlink for one node, required for several.
+    #[arg(long, value_parser = parse_link_class)]
+    link_class: Option<LinkClass>,
+    /// Nominal per-link rate (e.g. 450GB/s); with it, size-dependent factors are written.
+    #[arg(long)]
+    nominal_bw: Option<String>,
+    /// Nominal link latency (e.g. 2us) for the latency factor.
+    #[arg(long)]
+    nominal_latency: Option<String>,
+    /// Hold sizes back from the fit and report the error on them: every:K, above:SIZE, below:SIZE.
+    #[arg(long)]
+    holdout: Option<String>,
+    /// Fit out-of-place times (default in-place).
+    #[arg(long)]
+    out_of_place: bool,
+    /// Ignore sizes below this (e.g. 1MiB).
+    #[arg(long, default_value = "0")]
+    min_bytes: String,
+    /// The collective of logs that do not say which program ran (all_reduce, all_gather, ...).
+    #[arg(long)]
+    collective: Option<String>,
+}
+
+#[derive(clap::Args, Clone)]
+struct OutArgs {
+    /// Profile to write (atomically). If it exists, the new tables are merged into it.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Profile name (default: the output file's stem).
+    #[arg(long)]
+    name: Option<String>,
+    /// Profile description.
+    #[arg(long, default_value = "")]
+    description: String,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check a profile and print it readably, with the provenance of every table.
+    Show {
+        profile: PathBuf,
+        /// Print the profile as normalized JSON instead.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Import measurements made elsewhere.
+    #[command(subcommand)]
+    Import(ImportCmd),
+    /// Fit alpha-beta lines to nccl-tests logs and report the error on held-back sizes.
+    Fit {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        #[command(flatten)]
+        fit: FitArgs,
+        #[command(flatten)]
+        out: OutArgs,
+        /// Print the fits as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Measure this machine's GPUs (needs the NVIDIA driver; cuBLAS and NCCL when found). Multi-node: launch with srun, mpirun or torchrun-style RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT.
+    Gpu {
+        /// Profile to write.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Folder for the raw logs (nccl-tests tables, measurements JSON).
+        #[arg(long)]
+        logs: Option<PathBuf>,
+        #[arg(long, default_value = "8")]
+        min_bytes: String,
+        #[arg(long, default_value = "1GiB")]
+        max_bytes: String,
+        #[arg(long, default_value_t = 5)]
+        warmup: u32,
+        #[arg(long, default_value_t = 20)]
+        reps: u32,
+        /// Skip parts: copies, p2p, gemm, nccl (comma-separated).
+        #[arg(long, default_value = "")]
+        skip: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum ImportCmd {
+    /// nccl-tests logs, text or JSON (-J), gzip allowed: fit each and add the fits to a profile.
+    NcclTests {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        #[command(flatten)]
+        fit: FitArgs,
+        #[command(flatten)]
+        out: OutArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The CSV transcriptions of published nccl-tests tables (shared/validation/*.csv).
+    ValidationCsv {
+        file: PathBuf,
+        /// Only this system (the CSV's `system` column), e.g. "ND H100 v5".
+        #[arg(long)]
+        system: Option<String>,
+        #[command(flatten)]
+        fit: FitArgs,
+        #[command(flatten)]
+        out: OutArgs,
+        /// Also write each run in nccl-tests' text format into this folder.
+        #[arg(long)]
+        write_logs: Option<PathBuf>,
+    },
+    /// A PyTorch profiler (Kineto) trace, gzip allowed: per-kernel, per-layer and NCCL times, steps.
+    Kineto {
+        trace: PathBuf,
+        /// Rows per table.
+        #[arg(long, default_value_t = 15)]
+        top: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// p2pBandwidthLatencyTest or nvbandwidth output.
+    P2p {
+        file: PathBuf,
+        #[arg(long, value_parser = parse_link_class)]
+        link_class: Option<LinkClass>,
+        #[command(flatten)]
+        out: OutArgs,
+    },
+    /// iperf3 JSON (iperf3 -J).
+    Iperf3 {
+        file: PathBuf,
+        #[arg(long, default_value = "ethernet", value_parser = parse_link_class)]
+        link_class: LinkClass,
+        #[command(flatten)]
+        out: OutArgs,
+    },
+}
+
+fn parse_link_class(s: &str) -> Result<LinkClass, String> {
+    LinkClass::ALL
+        .into_iter()
+        .find(|c| c.as_str() == s)
+        .ok_or_else(|| {
+            format!(
+                "one of {}, got {s:?}",
+                LinkClass::ALL.map(|c| c.as_str()).join(", ")
+            )
+        })
+}
+
+/// An error with the exit status it maps to.
+struct Failure(u8, String);
+
+impl<E: std::fmt::Display> From<E> for Failure {
+    fn from(e: E) -> Self {
+        Failure(EXIT_INPUT, e.to_string())
+    }
+}
+
+pub fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure(code, msg)) => {
+            eprintln!("error: {msg}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn fit_options(a: &FitArgs) -> Result<FitOptions, Failure> {
+    Ok(FitOptions {
+        link_class: a.link_class,
+        nominal_bytes_per_s: a
+            .nominal_bw
+            .as_deref()
+            .map(sim::units::parse_bandwidth)
+            .transpose()
+            .map_err(|e| Failure(EXIT_INPUT, format!("--nominal-bw: {e}")))?
+            .map(|b| b / 8.0),
+        nominal_latency_secs: a
+            .nominal_latency
+            .as_deref()
+            .map(sim::units::parse_duration)
+            .transpose()
+            .map_err(|e| Failure(EXIT_INPUT, format!("--nominal-latency: {e}")))?
+            .map(|t| t.as_secs_f64()),
+        holdout: a
+            .holdout
+            .as_deref()
+            .map(|h| h.parse::<Holdout>().map(|p| (p, h.to_string())))
+            .transpose()
+            .map_err(|e| Failure(EXIT_INPUT, format!("--holdout: {e}")))?,
+        out_of_place: a.out_of_place,
+        min_bytes: sim::units::parse_bytes(&a.min_bytes)
+            .map_err(|e| Failure(EXIT_INPUT, format!("--min-bytes: {e}")))?,
+        collective: a.collective.clone(),
+    })
+}
+
+/// Loads `out` when it exists (to merge into), else a new profile.
+fn open_profile(o: &OutArgs, prov: Provenance) -> Result<Profile, Failure> {
+    let name = o
+        .name
+        .clone()
+        .or_else(|| {
+            o.out
+                .as_ref()
+                .and_then(|p| p.file_stem())
+                .map(|s| s.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "imported".into());
+    match &o.out {
+        Some(p) if p.exists() => {
+            let mut prof = Profile::load(p)?;
+            prof.provenance.detail = format!("{}; then {}", prof.provenance.detail, prov.detail);
+            if o.name.is_some() {
+                prof.name = name;
+            }
+            if !o.description.is_empty() {
+                prof.description = o.description.clone();
+            }
+            Ok(prof)
+        }
+        _ => Ok(build::empty_profile(&name, &o.description, prov)),
+    }
+}
+
+fn save(p: &Profile, out: &Option<PathBuf>) -> Result<(), Failure> {
+    let Some(path) = out else { return Ok(()) };
+    let text = serde_json::to_string_pretty(p)?;
+    // Refuse to write what the simulator would refuse to read.
+    Profile::parse(&text, &path.display().to_string())?;
+    sim::metrics::output::write_atomic(path, (text + "\n").as_bytes())
+        .map_err(|e| Failure(EXIT_INPUT, format!("{}: {e}", path.display())))?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
+fn print_fits(fits: &[(String, FittedRun)]) {
+    println!(
+        "{:<40} {:<15} {:>5} {:>10} {:>12} {:>12} {:>7} {:>8} {:>18}",
+        "log",
+        "collective",
+        "ranks",
+        "alpha",
+        "algbw",
+        "busbw",
+        "R2",
+        "max|res|",
+        "hold-out mean/max"
+    );
+    for (origin, f) in fits {
+        let c = &f.fit;
+        let h = f
+            .holdout
+            .as_ref()
+            .map(|h| {
+                format!(
+                    "{:.1}% / {:.1}% ({})",
+                    h.mean_abs_rel_error * 100.0,
+                    h.max_abs_rel_error * 100.0,
+                    h.held_back.len()
+                )
+            })
+            .unwrap_or_else(|| "-".into());
+        println!(
+            "{:<40} {:<15} {:>5} {:>8.2}us {:>12} {:>12} {:>7.4} {:>7.1}% {:>18}",
+            short(origin, 40),
+            c.collective,
+            c.ranks,
+            c.alpha_secs * 1e6,
+            sim::units::fmt_gbytes_per_s(c.algbw_bytes_per_s),
+            sim::units::fmt_gbytes_per_s(c.busbw_bytes_per_s),
+            c.r_squared,
+            c.max_rel_residual * 100.0,
+            h
+        );
+    }
+}
+
+fn short(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        format!(
+            "...{}",
+            s.chars()
+                .rev()
+                .take(n - 3)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<String>()
+        )
+    }
+}
+
+fn fit_files(files: &[PathBuf], fa: &FitArgs) -> Result<Vec<(String, FittedRun)>, Failure> {
+    let o = fit_options(fa)?;
+    let mut fits = Vec::new();
+    for f in files {
+        let run = nccl_tests::load(f)?;
+        let origin = f.display().to_string();
+        fits.push((origin.clone(), build::fit_run(&run, &origin, &o)?));
+    }
+    Ok(fits)
+}
+
+fn run(cli: Cli) -> Result<(), Failure> {
+    match cli.command {
+        Command::Show { profile, json } => {
+            let p = Profile::load(&profile)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&p)?);
+            } else {
+                print!("{}", describe(&p));
+            }
+            Ok(())
+        }
+        Command::Fit {
+            files,
+            mut fit,
+            out,
+            json,
+        } => {
+            if fit.holdout.is_none() {
+                fit.holdout = Some("every:3".into());
+            }
+            let fits = fit_files(&files, &fit)?;
+            report_fits(&fits, json);
+            if out.out.is_some() {
+                let mut p = open_profile(
+                    &out,
+                    build::provenance("imported", format!("calibrate fit of {}", list(&files))),
+                )?;
+                build::merge_fits(
+                    &mut p,
+                    &fits.iter().map(|f| f.1.clone()).collect::<Vec<_>>(),
+                );
+                save(&p, &out.out)?;
+            }
+            Ok(())
+        }
+        Command::Import(ImportCmd::NcclTests {
+            files,
+            fit,
+            out,
+            json,
+        }) => {
+            let fits = fit_files(&files, &fit)?;
+            report_fits(&fits, json);
+            let mut p = open_profile(
+                &out,
+                build::provenance(
+                    "imported",
+                    format!("calibrate import nccl-tests {}", list(&files)),
+                ),
+            )?;
+            build::merge_fits(
+                &mut p,
+                &fits.iter().map(|f| f.1.clone()).collect::<Vec<_>>(),
+            );
+            save(&p, &out.out)
+        }
+        Command::Import(ImportCmd::ValidationCsv {
+            file,
+            system,
+            fit,
+            out,
+            write_logs,
+        }) => {
+            let o = fit_options(&fit)?;
+            let runs: Vec<_> = validation_csv::load(&file)?
+                .into_iter()
+                .filter(|r| system.as_ref().is_none_or(|s| &r.system == s))
+                .collect();
+            if runs.is_empty() {
+                return Err(Failure(
+                    EXIT_INPUT,
+                    format!(
+                        "{}: no rows for system {:?}",
+                        file.display(),
+                        system.unwrap_or_default()
+                    ),
+                ));
+            }
+            let mut fits = Vec::new();
+            for r in &runs {
+                let origin = format!(
+                    "{} rows {}-{} ({}, {}; source: {})",
+                    file.display(),
+                    r.lines.first().unwrap_or(&0),
+                    r.lines.last().unwrap_or(&0),
+                    r.system,
+                    r.run.collective.as_deref().unwrap_or("?"),
+                    r.source
+                );
+                if let Some(dir) = &write_logs {
+                    let name = format!(
+                        "{}_{}.txt",
+                        r.system.replace(|c: char| !c.is_ascii_alphanumeric(), "_"),
+                        r.run.collective.as_deref().unwrap_or("x")
+                    );
+                    sim::metrics::output::write_atomic(
+                        &dir.join(name),
+                        nccl_tests::to_text(&r.run).as_bytes(),
+                    )?;
+                }
+                match build::fit_run(&r.run, &origin, &o) {
+                    Ok(f) => fits.push((origin, f)),
+                    Err(e) => eprintln!("skipped: {e}"),
+                }
+            }
+            report_fits(&fits, false);
+            let mut p = open_profile(
+                &out,
+                build::provenance(
+                    "imported",
+                    format!(
+                        "calibrate import validation-csv {}{}",
+                        file.display(),
+                        system
+                            .map(|s| format!(" --system {s:?}"))
+                            .unwrap_or_default()
+                    ),
+                ),
+            )?;
+            build::merge_fits(
+                &mut p,
+                &fits.iter().map(|f| f.1.clone()).collect::<Vec<_>>(),
+            );
+            save(&p, &out.out)
+        }
+        Command::Import(ImportCmd::Kineto { trace, top, json }) => {
+            let s = kineto::load(&trace)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&s)?);
+                return Ok(());
+            }
+            println!(
+                "{} steps, {} kernel names, {} layers, {} NCCL kernels",
+                s.steps.len(),
+                s.kernels.len(),
+                s.layers.len(),
+                s.collectives.len()
+            );
+            for st in &s.steps {
+                println!(
+                    "  step {:>4}: cpu {:>10.3} ms, gpu kernels {:>10.3} ms",
+                    st.number,
+                    st.cpu_secs * 1e3,
+                    st.gpu_kernel_secs * 1e3
+                );
+            }
+            for (title, rows) in [("kernels", &s.kernels), ("layers", &s.layers)] {
+                println!("GPU time by {title} (top {top}):");
+                for r in rows.iter().take(top) {
+                    println!(
+                        "  {:>10.3} ms {:>6}x  {}",
+                        r.total_secs * 1e3,
+                        r.count,
+                        short(&r.name, 90)
+                    );
+                }
+            }
+            for c in s.collectives.iter().take(top) {
+                println!(
+                    "  nccl {:<15} {:>12} group {:<8} size {:<4} {:>9.1} us",
+                    c.collective,
+                    c.bytes
+                        .map(|b| fmt_bytes(b as f64))
+                        .unwrap_or_else(|| "?".into()),
+                    c.group.as_deref().unwrap_or("?"),
+                    c.group_size
+                        .map(|g| g.to_string())
+                        .unwrap_or_else(|| "?".into()),
+                    c.secs * 1e6
+                );
+            }
+            Ok(())
+        }
+        Command::Import(ImportCmd::P2p {
+            file,
+            link_class,
+            out,
+        }) => {
+            let ms = p2p::load(&file)?;
+            for m in &ms {
+                println!(
+                    "{} ({}x{}, line {}): off-diagonal mean {:.2} {}",
+                    m.title,
+                    m.values.len(),
+                    m.values.len(),
+                    m.line,
+                    m.off_diagonal_mean().unwrap_or(f64::NAN),
+                    m.unit
+                );
+            }
+            let mut p = open_profile(
+                &out,
+                build::provenance(
+                    "imported",
+                    format!("calibrate import p2p {}", file.display()),
+                ),
+            )?;
+            let origin = file.display().to_string();
+            p.network
+                .paths
+                .retain(|m| !m.provenance.detail.starts_with(&origin));
+            p.network
+                .paths
+                .extend(build::p2p_paths(&ms, &origin, link_class));
+            save(&p, &out.out)
+        }
+        Command::Import(ImportCmd::Iperf3 {
+            file,
+            link_class,
+            out,
+        }) => {
+            let r = iperf3::load(&file)?;
+            println!(
+                "{} {} stream(s) to {}: sent {}, received {}{}",
+                r.protocol,
+                r.streams,
+                r.remote_host.as_deref().unwrap_or("?"),
+                fmt_bits_per_s(r.sent_bits_per_s),
+                fmt_bits_per_s(r.received_bits_per_s),
+                r.retransmits
+                    .map(|x| format!(", {x} retransmits"))
+                    .unwrap_or_default()
+            );
+            let mut p = open_profile(
+                &out,
+                build::provenance(
+                    "imported",
+                    format!("calibrate import iperf3 {}", file.display()),
+                ),
+            )?;
+            p.network.paths.push(build::iperf3_path(
+                &r,
+                &file.display().to_string(),
+                Some(link_class),
+            ));
+            save(&p, &out.out)
+        }
+        Command::Gpu {
+            out,
+            logs,
+            min_bytes,
+            max_bytes,
+            warmup,
+            reps,
+            skip,
+        } => gpu_command(out, logs, &min_bytes, &max_bytes, warmup, reps, &skip),
+    }
+}
+
+fn list(files: &[PathBuf]) -> String {
+    files
+        .iter()
+        .map(|f| f.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn report_fits(fits: &[(String, FittedRun)], json: bool) {
+    if json {
+        let v: Vec<_> = fits.iter().map(|(o, f)| serde_json::json!({"log": o, "fit": f.fit, "line": f.line, "holdout": f.holdout})).collect();
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    } else {
+        print_fits(fits);
+    }
+}
+
+fn gpu_command(
+    out: Option<PathBuf>,
+    logs: Option<PathBuf>,
+    min_bytes: &str,
+    max_bytes: &str,
+    warmup: u32,
+    reps: u32,
+    skip: &str,
+) -> Result<(), Failure> {
+    let parse = |flag: &str, v: &str| {
+        sim::units::parse_bytes(v).map_err(|e| Failure(EXIT_INPUT, format!("{flag}: {e}")))
+    };
+    let skip: Vec<&str> = skip
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    if let Some(bad) = skip
+        .iter()
+        .find(|s| !["copies", "p2p", "gemm", "nccl"].contains(s))
+    {
+        return Err(Failure(
+            EXIT_INPUT,
+            format!("--skip: copies, p2p, gemm or nccl, got {bad:?}"),
+        ));
+    }
+    let o = gpu::measure::Options {
+        min_bytes: parse("--min-bytes", min_bytes)?,
+        max_bytes: parse("--max-bytes", max_bytes)?,
+        warmup,
+        reps,
+        copies: !skip.contains(&"copies"),
+        p2p: !skip.contains(&"p2p"),
+        gemm: !skip.contains(&"gemm"),
+        nccl: !skip.contains(&"nccl"),
+    };
+    // Libraries first: one sentence and exit 3 on a machine without a GPU.
+    let found = gpu::libs::check().map_err(|e| Failure(EXIT_NO_GPU, e))?;
+    let launch = gpu::launch::Launch::from_env(|k| std::env::var(k).ok())?;
+    let nccl = gpu::nccl::Nccl::load();
+    eprintln!(
+        "driver {}, {} GPU(s), cuBLAS {}, NCCL {}; {} rank {} of {}",
+        found.driver,
+        found.devices,
+        found.cublas.as_deref().unwrap_or("not found"),
+        nccl.as_ref()
+            .map(|n| n.library.as_str())
+            .unwrap_or("not found"),
+        launch.launcher,
+        launch.rank,
+        launch.world_size
+    );
+    let mut log = |s: &str| eprintln!("measuring: {s}");
+    let report = gpu::libs::no_panic("measuring", || {
+        gpu::measure::run(
+            &o,
+            &launch,
+            nccl.as_ref().ok(),
+            found.cublas.is_some(),
+            &mut log,
+        )
+    })
+    .and_then(|r| r)
+    .map_err(|e| Failure(EXIT_GPU_FAILED, e))?;
+    if launch.rank != 0 {
+        return Ok(());
+    }
+    print!("{}", describe_gpu(&report));
+    for run in &report.collectives {
+        println!();
+        print!("{}", nccl_tests::to_text(run));
+    }
+    if let Some(dir) = &logs {
+        sim::metrics::output::write_atomic(
+            &dir.join("gpu_measurements.json"),
+            serde_json::to_string_pretty(&report)?.as_bytes(),
+        )?;
+        for run in &report.collectives {
+            sim::metrics::output::write_atomic(
+                &dir.join(format!(
+                    "{}_perf.txt",
+                    run.collective.as_deref().unwrap_or("x")
+                )),
+                nccl_tests::to_text(run).as_bytes(),
+            )?;
+        }
+    }
+    if out.is_some() {
+        save(&gpu_profile(&report, &out)?, &out)?;
+    }
+    Ok(())
+}
+
+fn describe_gpu(r: &gpu::measure::GpuReport) -> String {
+    let mut s = format!(
+        "host {} driver {} NCCL {} ({})\n",
+        r.host,
+        r.driver_version,
+        r.nccl_version.as_deref().unwrap_or("-"),
+        r.launch
+    );
+    for d in &r.devices {
+        s += &format!(
+            "  GPU {} {} sm_{}{} {} SMs {} clocks {} / {} MHz\n",
+            d.ordinal,
+            d.name,
+            d.compute_capability.0,
+            d.compute_capability.1,
+            d.sms,
+            fmt_bytes(d.memory_bytes as f64),
+            d.sm_clock_khz / 1000,
+            d.memory_clock_khz / 1000
+        );
+    }
+    for c in &r.copies {
+        s += &format!(
+            "  {} gpu{} {:>10}: {:>12} (median {:.2} us, min {:.2}, max {:.2})\n",
+            c.kind,
+            c.device,
+            fmt_bytes(c.bytes as f64),
+            sim::units::fmt_gbytes_per_s(c.bytes as f64 / c.time.median_secs),
+            c.time.median_secs * 1e6,
+            c.time.min_secs * 1e6,
+            c.time.max_secs * 1e6
+        );
+    }
+    for p in &r.p2p {
+        s += &format!(
+            "  p2p {}->{} (peer {}): uni {} bi {} latency {:.2} us\n",
+            p.src,
+            p.dst,
+            p.peer_access,
+            sim::units::fmt_gbytes_per_s(p.bytes as f64 / p.unidirectional.median_secs),
+            sim::units::fmt_gbytes_per_s(2.0 * p.bytes as f64 / p.bidirectional.median_secs),
+            p.latency.median_secs * 1e6
+        );
+    }
+    for g in &r.gemms {
+        s += &format!(
+            "  gemm {} {}x{}x{}: {:.1} TFLOP/s (median {:.1} us)\n",
+            g.dtype,
+            g.m,
+            g.n,
+            g.k,
+            g.flops() / g.time.median_secs / 1e12,
+            g.time.median_secs * 1e6
+        );
+    }
+    s
+}
+
+/// The profile of a `calibrate gpu` run.
+fn gpu_profile(r: &gpu::measure::GpuReport, out: &Option<PathBuf>) -> Result<Profile, Failure> {
+    let when = build::today();
+    let machine = format!(
+        "calibrate gpu on {} ({} x {}), driver {}, {}",
+        r.host,
+        r.devices.len(),
+        r.devices.first().map(|d| d.name.as_str()).unwrap_or("?"),
+        r.driver_version,
+        when
+    );
+    let prov = |detail: String| Provenance {
+        source: "measured".into(),
+        detail: format!("{detail}; {machine}"),
+        date: Some(when.clone()),
+    };
+    let name = out
+        .as_ref()
+        .and_then(|p| p.file_stem())
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "measured".into());
+    let mut p = build::empty_profile(
+        &name,
+        &format!("Measured by calibrate gpu on {}", r.host),
+        prov("device inventory, copies, P2P, cuBLAS GEMM and NCCL collectives".into()),
+    );
+    let largest = |kind: &str| {
+        r.copies
+            .iter()
+            .filter(|c| c.kind == kind)
+            .max_by_key(|c| c.bytes)
+    };
+    for kind in ["h2d", "d2h", "d2d"] {
+        if let Some(c) = largest(kind) {
+            p.network.paths.push(PathMeasurement {
+                kind: kind.into(),
+                link_class: (kind != "d2d").then_some(LinkClass::Pcie),
+                src: None,
+                dst: Some(format!("gpu{}", c.device)),
+                bandwidth: Some(Bandwidth(c.bytes as f64 * 8.0 / c.time.median_secs)),
+                latency_secs: None,
+                provenance: prov(format!(
+                    "{} copy of {} B, median of the repetitions",
+                    kind, c.bytes
+                )),
+            });
+        }
+    }
+    for e in &r.p2p {
+        p.network.paths.push(PathMeasurement {
+            kind: "p2p unidirectional".into(),
+            link_class: None,
+            src: Some(format!("gpu{}", e.src)),
+            dst: Some(format!("gpu{}", e.dst)),
+            bandwidth: Some(Bandwidth(
+                e.bytes as f64 * 8.0 / e.unidirectional.median_secs,
+            )),
+            latency_secs: Some(e.latency.median_secs),
+            provenance: prov(format!(
+                "cuMemcpyPeerAsync of {} B (peer access {}), latency of a 4-byte copy",
+                e.bytes, e.peer_access
+            )),
+        });
+    }
+    let o = FitOptions::default();
+    let fits: Vec<FittedRun> = r
+        .collectives
+        .iter()
+        .filter_map(|run| {
+            build::fit_run(
+                run,
+                &format!(
+                    "calibrate gpu {}_perf",
+                    run.collective.as_deref().unwrap_or("?")
+                ),
+                &o,
+            )
+            .ok()
+        })
+        .collect();
+    build::merge_fits(&mut p, &fits);
+    // Compute: per dtype, GEMM time = alpha + FLOPs / peak over the grid.
+    let mut peaks = std::collections::BTreeMap::new();
+    let mut half = None;
+    for dtype in ["fp32", "tf32", "fp16", "bf16"] {
+        let pts: Vec<crate::fit::Point> = r
+            .gemms
+            .iter()
+            .filter(|g| g.dtype == dtype)
+            .map(|g| crate::fit::Point {
+                bytes: g.flops(),
+                secs: g.time.median_secs,
+            })
+            .collect();
+        if let Ok(f) = crate::fit::fit(&pts, crate::fit::Weighting::Relative) {
+            peaks.insert(dtype.to_string(), Calibrated { value: f.beta_bytes_per_s, provenance: prov(format!("cuBLAS GEMM grid {dtype}: slope of time vs FLOPs (R2 {:.4}); the achievable peak, not the datasheet's", f.r_squared)) });
+            if dtype == "fp32" {
+                half = Some((f.alpha_secs * f.beta_bytes_per_s).max(0.0));
+            }
+        }
+    }
+    let d2d = largest("d2d");
+    if let (false, Some(dev), Some(d2d)) = (peaks.is_empty(), r.devices.first(), d2d) {
+        p.compute = Some(ComputeCalibration {
+            device: dev.name.clone(),
+            peak_flops_per_s: peaks,
+            matmul_efficiency: Calibrated {
+                value: 1.0,
+                provenance: prov("1: the peaks above are already the measured GEMM rates".into()),
+            },
+            half_efficiency_flops: Calibrated {
+                value: half.unwrap_or(0.0),
+                provenance: prov(
+                    "fp32 GEMM fit: intercept x rate, the FLOPs a kernel's fixed cost is worth"
+                        .into(),
+                ),
+            },
+            memory_bandwidth: Calibrated {
+                value: Bandwidth(2.0 * d2d.bytes as f64 * 8.0 / d2d.time.median_secs),
+                provenance: prov(format!(
+                    "device-to-device copy of {} B, read plus write bytes",
+                    d2d.bytes
+                )),
+            },
+            memory_efficiency: Calibrated {
+                value: 1.0,
+                provenance: prov("1: memory_bandwidth is already the measured copy rate".into()),
+            },
+            memory_capacity: Calibrated {
+                value: Bytes(dev.memory_bytes),
+                provenance: prov("cuDeviceTotalMem".into()),
+            },
+            layer_overhead: Calibrated {
+                value: Duration(sim::engine::SimTime::from_secs_f64(0.0)),
+                provenance: prov("0: the fixed cost per kernel is in half_efficiency_flops".into()),
+            },
+            ddp_overhead_per_tensor: None,
+            layer_times: Vec::new(),
+        });
+    }
+    Ok(p)
+}
+
+/// A profile as text for people.
+pub fn describe(p: &Profile) -> String {
+    let mut s = String::new();
+    let prov = |pr: &Provenance| {
+        format!(
+            "{}: {}{}",
+            pr.source,
+            pr.detail,
+            pr.date
+                .as_ref()
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default()
+        )
+    };
+    s += &format!("profile {} (schema {})\n", p.name, p.schema_version);
+    if !p.description.is_empty() {
+        s += &format!("  {}\n", p.description);
+    }
+    s += &format!("  from {}\n", prov(&p.provenance));
+    if p.network.factors.is_empty() {
+        s += "  link factors: none (links run at the topology's nominal bandwidth and latency)\n";
+    }
+    for (class, table) in &p.network.factors {
+        s += &format!(
+            "  link factors for {class} (from {})\n",
+            prov(&table.provenance)
+        );
+        s += "    from size    bandwidth x   latency x\n";
+        for r in &table.rows {
+            s += &format!(
+                "    {:>10}   {:>11.3}   {:>9.3}\n",
+                fmt_bytes(r.min_bytes as f64),
+                r.bandwidth_factor,
+                r.latency_factor
+            );
+        }
+    }
+    match &p.network.reduce_bandwidth {
+        Some(m) => {
+            s += &format!(
+                "  reduction rate {} (from {})\n",
+                fmt_bits_per_s(m.value.bits_per_s()),
+                prov(&m.provenance)
+            )
+        }
+        None => s += "  reduction rate: fused into transfers (no extra time)\n",
+    }
+    for f in &p.network.collective_fits {
+        s += &format!(
+            "  {} over {} ranks / {} node(s) on {}: alpha {:.2} us [{:.2}, {:.2}], busbw {}, R2 {:.4}, max residual {:.1}%{}\n    (from {})\n",
+            f.collective, f.ranks, f.nodes, f.link_class, f.alpha_secs * 1e6, f.alpha_ci95_secs[0] * 1e6, f.alpha_ci95_secs[1] * 1e6,
+            sim::units::fmt_gbytes_per_s(f.busbw_bytes_per_s), f.r_squared, f.max_rel_residual * 100.0,
+            f.holdout.as_ref().map(|h| format!(", hold-out {} on {} sizes: mean {:.1}% max {:.1}%", h.rule, h.points, h.mean_abs_rel_error * 100.0, h.max_abs_rel_error * 100.0)).unwrap_or_default(),
+            prov(&f.provenance)
+        );
+    }
+    if !p.network.paths.is_empty() {
+        s += &format!("  {} path measurements:\n", p.network.paths.len());
+        for m in p.network.paths.iter().take(12) {
+            s += &format!(
+                "    {} {}->{}: {}{} (from {})\n",
+                m.kind,
+                m.src.as_deref().unwrap_or("-"),
+                m.dst.as_deref().unwrap_or("-"),
+                m.bandwidth
+                    .map(|b| fmt_bits_per_s(b.bits_per_s()))
+                    .unwrap_or_default(),
+                m.latency_secs
+                    .map(|l| format!(" {:.2} us", l * 1e6))
+                    .unwrap_or_default(),
+                prov(&m.provenance)
+            );
+        }
+        if p.network.paths.len() > 12 {
+            s += &format!("    ... and {} more\n", p.network.paths.len() - 12);
+        }
+    }
+    if let Some(c) = &p.compute {
+        s += &format!("  compute: {}\n", c.device);
+        for (dt, v) in &c.peak_flops_per_s {
+            s += &format!(
+                "    peak {dt}: {:.1} TFLOP/s (from {})\n",
+                v.value / 1e12,
+                prov(&v.provenance)
+            );
+        }
+        s += &format!(
+            "    memory bandwidth {} (from {})\n",
+            fmt_bits_per_s(c.memory_bandwidth.value.bits_per_s()),
+            prov(&c.memory_bandwidth.provenance)
+        );
+    }
+    s
+}

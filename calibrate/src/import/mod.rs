@@ -1,0 +1,7 @@
+//! Importers for measurements users already have; each reads one log format into plain data.
+
+pub mod iperf3;
+pub mod kineto;
+pub mod nccl_tests;
+pub mod p2p;
+pub mod validation_csv;

@@ -1,0 +1,223 @@
+//! Every command through the real `calibrate` binary.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn calibrate(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_calibrate"))
+        .args(args)
+        .env_remove("RANK")
+        .env_remove("WORLD_SIZE")
+        .output()
+        .unwrap()
+}
+fn fixture(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+        .display()
+        .to_string()
+}
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("calibrate-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+fn text(o: &[u8]) -> String {
+    String::from_utf8_lossy(o).into_owned()
+}
+
+#[test]
+fn help_documents_the_exit_codes() {
+    let o = calibrate(&["--help"]);
+    assert!(o.status.success());
+    let s = text(&o.stdout);
+    assert!(
+        s.contains("3 `calibrate gpu` found no NVIDIA driver or GPU"),
+        "{s}"
+    );
+    assert!(
+        s.contains("4 `calibrate gpu` failed while measuring"),
+        "{s}"
+    );
+}
+
+/// This machine has no NVIDIA driver: `calibrate gpu` says so in one sentence and exits 3.
+/// (On a GPU machine this test checks nothing and says so.)
+#[test]
+fn gpu_without_a_driver_fails_with_one_sentence_and_exit_code_3() {
+    if calibrate::gpu::libs::first_loadable(&["libcuda.so.1", "libcuda.so"]).is_ok() {
+        eprintln!("skipped: this machine has an NVIDIA driver");
+        return;
+    }
+    let o = calibrate(&[
+        "gpu",
+        "--out",
+        &tmp("gpu").join("p.json").display().to_string(),
+    ]);
+    assert_eq!(o.status.code(), Some(3));
+    let err = text(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("error: no NVIDIA driver here"), "{err}");
+    assert!(!err.contains("panicked"));
+    assert!(o.stdout.is_empty());
+    assert!(!tmp("gpu").join("p.json").exists());
+}
+
+#[test]
+fn gpu_rejects_bad_options_before_looking_for_a_gpu() {
+    let o = calibrate(&["gpu", "--skip", "everything"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("--skip"));
+}
+
+#[test]
+fn import_nccl_tests_writes_a_profile_that_show_prints() {
+    let out = tmp("nccl").join("p.json");
+    let o = calibrate(&[
+        "import",
+        "nccl-tests",
+        &fixture("nccl_tests_old.txt"),
+        &fixture("nccl_tests_report.json"),
+        "--collective",
+        "all_reduce",
+        "--nominal-bw",
+        "50GB/s",
+        "--holdout",
+        "every:3",
+        "--out",
+        &out.display().to_string(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let table = text(&o.stdout);
+    assert!(
+        table.contains("all_reduce") && table.contains("hold-out"),
+        "{table}"
+    );
+    let p = sim::profile::Profile::load(&out).unwrap();
+    assert_eq!(p.network.collective_fits.len(), 2);
+    assert!(p
+        .network
+        .factors
+        .contains_key(&sim::topology::LinkClass::Nvlink));
+    assert!(p.network.collective_fits[0].holdout.is_some());
+    let o = calibrate(&["show", &out.display().to_string()]);
+    assert!(o.status.success());
+    let s = text(&o.stdout);
+    assert!(
+        s.contains("all_reduce over 4 ranks") && s.contains("link factors for nvlink"),
+        "{s}"
+    );
+    // A second import merges into the same profile.
+    let o = calibrate(&[
+        "import",
+        "iperf3",
+        &fixture("iperf3_tcp.json"),
+        "--out",
+        &out.display().to_string(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let p = sim::profile::Profile::load(&out).unwrap();
+    assert_eq!(
+        (p.network.collective_fits.len(), p.network.paths.len()),
+        (2, 1)
+    );
+}
+
+#[test]
+fn fit_reports_hold_out_errors_as_json() {
+    let o = calibrate(&[
+        "fit",
+        &fixture("nccl_tests_multinode.txt"),
+        "--link-class",
+        "ib",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v[0]["fit"]["collective"], "all_gather");
+    assert_eq!(v[0]["fit"]["nodes"], 2);
+    assert_eq!(v[0]["fit"]["holdout"]["rule"], "every:3");
+    assert!(v[0]["holdout"]["mean_abs_rel_error"].as_f64().unwrap() >= 0.0);
+}
+
+#[test]
+fn broken_logs_exit_2_naming_file_and_line() {
+    let o = calibrate(&["import", "nccl-tests", &fixture("nccl_tests_truncated.txt")]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = text(&o.stderr);
+    assert!(e.contains("nccl_tests_truncated.txt:17: expected"), "{e}");
+    let o = calibrate(&["fit", &fixture("nccl_tests_multinode.txt")]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("--link-class"));
+    let o = calibrate(&[
+        "fit",
+        &fixture("nccl_tests_multinode.txt"),
+        "--link-class",
+        "ib",
+        "--holdout",
+        "often",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("every:K"));
+}
+
+#[test]
+fn import_kineto_p2p_and_iperf3_print_summaries() {
+    let o = calibrate(&["import", "kineto", &fixture("kineto_trace.json")]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let s = text(&o.stdout);
+    assert!(
+        s.contains("1 steps") && s.contains("nccl all_reduce") && s.contains("nn.Module: Conv2d_0"),
+        "{s}"
+    );
+    let o = calibrate(&["import", "kineto", &fixture("kineto_trace.json"), "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["steps"][0]["number"], 4);
+    let out = tmp("p2p").join("p.json");
+    let o = calibrate(&[
+        "import",
+        "p2p",
+        &fixture("nvbandwidth.txt"),
+        "--link-class",
+        "nvlink",
+        "--out",
+        &out.display().to_string(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("off-diagonal mean 390.05 GB/s"));
+    assert_eq!(
+        sim::profile::Profile::load(&out)
+            .unwrap()
+            .network
+            .paths
+            .len(),
+        12
+    );
+    let o = calibrate(&["import", "iperf3", &fixture("iperf3_tcp.json")]);
+    assert!(o.status.success());
+    assert!(
+        text(&o.stdout).contains("TCP 4 stream(s) to 10.0.0.1"),
+        "{}",
+        text(&o.stdout)
+    );
+    let o = calibrate(&["import", "iperf3", &fixture("iperf3_error.json")]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("Connection refused"));
+}
+
+#[test]
+fn every_shipped_profile_loads_and_shows() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/profiles");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "json") {
+            let o = calibrate(&["show", &p.display().to_string()]);
+            assert!(o.status.success(), "{}: {}", p.display(), text(&o.stderr));
+            assert!(text(&o.stdout).contains("from "), "{}", p.display());
+            n += 1;
+        }
+    }
+    assert!(n >= 3);
+}
