@@ -10,7 +10,8 @@
 //! Hosts are network namespaces (`PREFIX-h<rank>`, address 10.77.x.y on `eth0`), switches are
 //! Linux bridges, links are veth pairs capped with `tc` on both ends. `run` builds the testbed,
 //! runs COMMAND in the root namespace with `DTSIM_TESTBED_HOSTS` (a TSV file: rank, namespace,
-//! address, iface, device), `DTSIM_TESTBED_PREFIX` and `DTSIM_TESTBED_RANKS` set, and tears the
+//! address, iface, device), `DTSIM_TESTBED_PREFIX`, `DTSIM_TESTBED_RANKS`, `DTSIM_TESTBED_TOPOLOGY`,
+//! `DTSIM_TESTBED_SET` (the --set overrides joined by `;`) and `DTSIM_TESTBED_SHAPER` set, and tears the
 //! testbed down when COMMAND exits, on SIGINT/SIGTERM and on errors. Needs root and iproute2.
 
 mod plan;
@@ -155,6 +156,12 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 .env("DTSIM_TESTBED_HOSTS", &tb.hosts_file)
                 .env("DTSIM_TESTBED_PREFIX", &p.prefix)
                 .env("DTSIM_TESTBED_RANKS", p.hosts.len().to_string())
+                .env("DTSIM_TESTBED_TOPOLOGY", &build.topology)
+                .env("DTSIM_TESTBED_SET", build.set.join(";"))
+                .env(
+                    "DTSIM_TESTBED_SHAPER",
+                    format!("{:?}", build.shaper).to_lowercase(),
+                )
                 .spawn()
                 .with_context(|| format!("starting {}", command[0]))?;
             let status = loop {

@@ -49,6 +49,8 @@ enum Made {
 pub struct Testbed {
     made: Vec<Made>,
     keep: bool,
+    /// Whether this value wrote `hosts_file` (and so removes it).
+    wrote_hosts: bool,
     pub hosts_file: PathBuf,
 }
 
@@ -60,10 +62,20 @@ impl Testbed {
         state_dir: &Path,
         stop: &AtomicBool,
     ) -> anyhow::Result<Self> {
+        let hosts_file = state_dir.join(format!("{}.hosts", plan.prefix));
+        if hosts_file.exists() {
+            bail!(
+                "a testbed named {:?} is up ({} exists): pick another --prefix, or `dtsim-testbed down --prefix {}`",
+                plan.prefix,
+                hosts_file.display(),
+                plan.prefix
+            );
+        }
         let mut tb = Testbed {
             made: Vec::new(),
             keep: false,
-            hosts_file: state_dir.join(format!("{}.hosts", plan.prefix)),
+            wrote_hosts: false,
+            hosts_file,
         };
         let check = |stop: &AtomicBool| {
             if stop.load(Ordering::SeqCst) {
@@ -132,6 +144,7 @@ impl Testbed {
         }
         std::fs::create_dir_all(state_dir)
             .with_context(|| format!("creating {}", state_dir.display()))?;
+        tb.wrote_hosts = true;
         let mut f = std::fs::File::create(&tb.hosts_file)
             .with_context(|| format!("writing {}", tb.hosts_file.display()))?;
         writeln!(f, "rank\tnamespace\taddress\tiface\tdevice")?;
@@ -171,7 +184,9 @@ impl Drop for Testbed {
                 }
             }
         }
-        let _ = std::fs::remove_file(&self.hosts_file);
+        if self.wrote_hosts {
+            let _ = std::fs::remove_file(&self.hosts_file);
+        }
     }
 }
 
