@@ -298,8 +298,7 @@ fn testbed_row(row: &Row, root: &Path) -> Replayed {
     let _ = writeln!(text, "[placement]\nranks = {ranks}");
     let kind = row.get("kind").map(String::as_str).unwrap_or("collective");
     let workload = kind == "training";
-    let label;
-    if workload {
+    let label = if workload {
         let model = resolve(&row["model"], root);
         let batch = num(row, "batch_per_gpu")? as u64;
         let bucket = num(row, "bucket_bytes")? as u64;
@@ -308,12 +307,12 @@ fn testbed_row(row: &Row, root: &Path) -> Replayed {
             "[workload]\nmodel_file = {}\nbatch_per_gpu = {batch}\nbucket = \"{bucket}B\"\noptimizer = \"sgd\"",
             toml_str(&model)
         );
-        label = format!("{method} {ranks} ranks batch {batch}");
+        format!("{method} {ranks} ranks batch {batch}")
     } else {
         let op = row.get("op").map(String::as_str).unwrap_or("all_reduce");
         let _ = writeln!(text, "[collective]\nop = \"{op}\"\nbytes = \"{bytes}B\"");
-        label = format!("{op} {bytes} B {ranks} ranks");
-    }
+        format!("{op} {bytes} B {ranks} ranks")
+    };
     let topo_name = Path::new(&row["topology"])
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -649,8 +648,8 @@ impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
             f,
-            "{:<34} {:<40} {:>12} {:>12} {:>8}  {}",
-            "dataset", "row", "measured", "predicted", "error", ""
+            "{:<34} {:<40} {:>12} {:>12} {:>8}",
+            "dataset", "row", "measured", "predicted", "error"
         )?;
         for p in &self.predictions {
             let tag = if p.calibration {
@@ -824,7 +823,7 @@ mod tests {
             );
         }
         std::fs::write(&csv, text).unwrap();
-        let plain = validate(&[csv.clone()], &Options::default()).unwrap();
+        let plain = validate(std::slice::from_ref(&csv), &Options::default()).unwrap();
         assert_eq!(plain.groups[0].rows, 4);
         assert!(plain.groups[0].median_abs_pct > 40.0);
         let opts = Options {
