@@ -10,6 +10,7 @@
 //! - [`profile`]: calibration profiles (efficiency factors, provenance)
 //! - [`workload`]: models, training-step DAGs, parallelism (above collective, below scenario)
 //! - [`scenario`]: scenario files → simulations; [`metrics`]: what a run reports
+//! - [`validate`]: measured runs replayed in the simulator, with their error
 
 pub mod bench;
 pub mod collective;
@@ -20,4 +21,5 @@ pub mod profile;
 pub mod scenario;
 pub mod topology;
 pub mod units;
+pub mod validate;
 pub mod workload;

@@ -48,6 +48,23 @@ enum Command {
         #[arg(long)]
         quick: bool,
     },
+    /// Replay measured runs (testbed datasets, nccl-tests and DDP tables) and report the error.
+    Validate {
+        datasets: Vec<PathBuf>,
+        /// Fit `measured = a + b x simulated` per group on the rows this filter selects
+        /// (`col=v1|v2; col>=x`) and score only the others.
+        #[arg(long)]
+        calibrate_on: Option<String>,
+        /// Score only the rows this filter selects (e.g. 'size_bytes>=1048576').
+        #[arg(long)]
+        score_on: Option<String>,
+        /// Exit non-zero when a group's median absolute error exceeds PCT percent.
+        #[arg(long, value_name = "PCT")]
+        max_median_error: Option<f64>,
+        /// Write predictions.csv and errors.csv into this directory.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Inspect topology files.
     Topo {
         #[command(subcommand)]
@@ -117,6 +134,19 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             bench(quick);
             Ok(())
         }
+        Command::Validate {
+            datasets,
+            calibrate_on,
+            score_on,
+            max_median_error,
+            out,
+        } => sim::validate::run_cli(
+            &datasets,
+            calibrate_on.as_deref(),
+            score_on.as_deref(),
+            max_median_error,
+            out.as_deref(),
+        ),
         Command::Topo {
             command: TopoCommand::Show { topology, set, dot },
         } => {

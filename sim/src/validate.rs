@@ -1,0 +1,843 @@
+//! `dtsim validate`: replays measured runs in the simulator and states the error.
+//!
+//! A dataset is a CSV of real measurements. Three layouts are recognised by their header:
+//! - **testbed runs** (`data/runs/*.csv`, written by `testbed/workloads/suite.py`): each row
+//!   names its topology file and overrides, ranks, collective size or model, the profile, and
+//!   `sim_set` (the scenario `--set` lines that describe the same configuration). Collectives
+//!   are timed with [`crate::scenario::run::run`], training steps with
+//!   [`crate::scenario::workload::run_workload`]; rows with an empty `sim_set` (an algorithm
+//!   dtsim does not have) are skipped and counted.
+//! - **nccl-tests tables** (`size_bytes` with `busbw_GBps`, or `oop_time_us`): all-reduce on
+//!   the topology the system's name selects (HGX H100 / H200 / A100 node, or two HGX H100 nodes
+//!   on a rail cluster); measured time = `oop_time_us`, else size / algbw from busbw.
+//! - **DDP step times** (`sec_per_iter`, `model`, `num_gpus`): p50 rows of one machine, DDP
+//!   with the row's bucket cap on a DGX-1 (`topologies/dgx1_v100.toml`, public V100 profile).
+//!
+//! Calibration is opt-in and honest: `--calibrate-on FILTER` selects rows whose measurements
+//! fit `measured = a + b × simulated` (per group, least squares on relative error; `b` alone
+//! when the selected rows' predictions barely differ). Those rows are then left out of the
+//! error: only the other rows (further narrowed by `--score-on`) are scored. Without it, the
+//! prediction is the simulation itself (testbed rows carry their own measured profile).
+//!
+//! A filter is `;`-separated conditions `column OP value` with OP one of `= != < <= > >=`;
+//! `=` accepts alternatives `a|b|c`; numbers compare numerically.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::scenario;
+
+/// One condition of a row filter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Condition {
+    pub column: String,
+    pub op: String,
+    pub values: Vec<String>,
+}
+
+/// Rows for which every condition holds.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Filter(pub Vec<Condition>);
+
+impl Filter {
+    /// Parses `col=v1|v2; col2>=3`.
+    pub fn parse(text: &str) -> Result<Filter, String> {
+        let mut out = Vec::new();
+        for part in text.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+            let ops = ["<=", ">=", "!=", "=", "<", ">"];
+            let (i, op) = ops
+                .iter()
+                .filter_map(|op| part.find(op).map(|i| (i, *op)))
+                .min_by_key(|(i, op)| (*i, std::cmp::Reverse(op.len())))
+                .ok_or_else(|| {
+                    format!("{part:?}: a condition `column OP value` with OP one of = != < <= > >=")
+                })?;
+            let column = part[..i].trim().to_string();
+            let value = part[i + op.len()..].trim();
+            if column.is_empty() || value.is_empty() {
+                return Err(format!("{part:?}: a column and a value"));
+            }
+            out.push(Condition {
+                column,
+                op: op.to_string(),
+                values: value.split('|').map(|v| v.trim().to_string()).collect(),
+            });
+        }
+        Ok(Filter(out))
+    }
+
+    /// Whether the row matches; an unknown column is an error naming it.
+    pub fn matches(&self, row: &Row) -> Result<bool, String> {
+        for c in &self.0 {
+            let v = row.get(&c.column).ok_or_else(|| {
+                format!("filter column {:?}: not a column of this dataset", c.column)
+            })?;
+            let cmp = |want: &str| -> Option<std::cmp::Ordering> {
+                match (v.parse::<f64>(), want.parse::<f64>()) {
+                    (Ok(a), Ok(b)) => a.partial_cmp(&b),
+                    _ => Some(v.as_str().cmp(want)),
+                }
+            };
+            let ok = match c.op.as_str() {
+                "=" => c
+                    .values
+                    .iter()
+                    .any(|w| cmp(w) == Some(std::cmp::Ordering::Equal)),
+                "!=" => c
+                    .values
+                    .iter()
+                    .all(|w| cmp(w) != Some(std::cmp::Ordering::Equal)),
+                "<" => cmp(&c.values[0]) == Some(std::cmp::Ordering::Less),
+                "<=" => cmp(&c.values[0]).is_some_and(|o| o != std::cmp::Ordering::Greater),
+                ">" => cmp(&c.values[0]) == Some(std::cmp::Ordering::Greater),
+                _ => cmp(&c.values[0]).is_some_and(|o| o != std::cmp::Ordering::Less),
+            };
+            if !ok {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// One CSV row by column name.
+pub type Row = BTreeMap<String, String>;
+
+/// What `validate` is asked to do.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub calibrate_on: Option<Filter>,
+    pub score_on: Option<Filter>,
+    pub max_median_error_pct: Option<f64>,
+    pub out: Option<PathBuf>,
+}
+
+/// One replayed row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prediction {
+    pub dataset: String,
+    pub group: String,
+    pub row: usize,
+    pub label: String,
+    pub measured_secs: f64,
+    pub simulated_secs: f64,
+    /// After calibration (equal to `simulated_secs` without it).
+    pub predicted_secs: f64,
+    /// Used to fit the calibration, not scored.
+    pub calibration: bool,
+    /// Left out of the error by `--score-on`.
+    pub scored: bool,
+}
+
+impl Prediction {
+    /// (predicted − measured) / measured, percent.
+    pub fn error_pct(&self) -> f64 {
+        (self.predicted_secs - self.measured_secs) / self.measured_secs * 100.0
+    }
+}
+
+/// Error statistics of one dataset × method group.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupError {
+    pub dataset: String,
+    pub group: String,
+    pub rows: usize,
+    pub calibration_rows: usize,
+    pub median_abs_pct: f64,
+    pub max_abs_pct: f64,
+    /// `a + b × simulated`, when calibrated.
+    pub fit: Option<(f64, f64)>,
+}
+
+/// Everything `validate` found.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    pub predictions: Vec<Prediction>,
+    pub groups: Vec<GroupError>,
+    /// (dataset, why) for rows that could not be replayed.
+    pub skipped: Vec<(String, String)>,
+}
+
+/// Reads a CSV file (RFC 4180 quoting) into rows.
+pub fn read_csv(path: &Path) -> Result<Vec<Row>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{}: a readable CSV file ({e})", path.display()))?;
+    let records = parse_csv(&text);
+    let mut it = records.into_iter();
+    let header = it
+        .next()
+        .ok_or_else(|| format!("{}: a header line", path.display()))?;
+    let mut rows = Vec::new();
+    for (i, rec) in it.enumerate() {
+        if rec.len() == 1 && rec[0].is_empty() {
+            continue;
+        }
+        if rec.len() != header.len() {
+            return Err(format!(
+                "{}: row {}: {} fields like the header, got {}",
+                path.display(),
+                i + 1,
+                header.len(),
+                rec.len()
+            ));
+        }
+        rows.push(header.iter().cloned().zip(rec).collect());
+    }
+    Ok(rows)
+}
+
+fn parse_csv(text: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let mut rec = Vec::new();
+    let mut field = String::new();
+    let mut quoted = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (quoted, c) {
+            (true, '"') if chars.peek() == Some(&'"') => {
+                field.push('"');
+                chars.next();
+            }
+            (true, '"') => quoted = false,
+            (true, c) => field.push(c),
+            (false, '"') => quoted = true,
+            (false, ',') => rec.push(std::mem::take(&mut field)),
+            (false, '\n') => {
+                rec.push(std::mem::take(&mut field));
+                out.push(std::mem::take(&mut rec));
+            }
+            (false, '\r') => {}
+            (false, c) => field.push(c),
+        }
+    }
+    if !field.is_empty() || !rec.is_empty() {
+        rec.push(field);
+        out.push(rec);
+    }
+    out
+}
+
+/// The repository root: the nearest ancestor of `start` with a `topologies/` directory.
+fn repo_root(start: &Path) -> PathBuf {
+    let abs = std::fs::canonicalize(start).unwrap_or_else(|_| start.to_path_buf());
+    abs.ancestors()
+        .find(|p| p.join("topologies").is_dir())
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_default()
+}
+
+/// A path from a dataset row: as given if it exists, else relative to the repository root.
+fn resolve(p: &str, root: &Path) -> PathBuf {
+    let given = PathBuf::from(p);
+    if given.is_absolute() || given.exists() {
+        return std::fs::canonicalize(&given).unwrap_or(given);
+    }
+    root.join(p)
+}
+
+fn num(row: &Row, col: &str) -> Result<f64, String> {
+    let v = row
+        .get(col)
+        .ok_or_else(|| format!("column {col:?}: missing"))?;
+    v.trim()
+        .parse::<f64>()
+        .map_err(|_| format!("column {col:?}: a number, got {v:?}"))
+}
+
+fn toml_str(p: &Path) -> String {
+    toml::Value::String(p.display().to_string()).to_string()
+}
+
+/// Simulates a scenario given as text (paths absolute) with `set` overrides; seconds.
+fn simulate(text: &str, set: &[String], workload: bool) -> Result<f64, String> {
+    let s =
+        scenario::parse(text, Path::new("validate-row.toml"), set).map_err(|e| e.to_string())?;
+    if workload {
+        let r = scenario::workload::run_workload(&s).map_err(|e| e.to_string())?;
+        Ok(r.summary.metrics.step_secs)
+    } else {
+        let r = scenario::run::run(&s).map_err(|e| e.to_string())?;
+        Ok(r.summary.time_ps as f64 * 1e-12)
+    }
+}
+
+/// (group, label, measured secs, simulated secs) of one row, or why it was skipped.
+type Replayed = Result<(String, String, f64, f64), String>;
+
+fn testbed_row(row: &Row, root: &Path) -> Replayed {
+    let sim_set = row.get("sim_set").map(String::as_str).unwrap_or("");
+    let method = row.get("method").cloned().unwrap_or_default();
+    if sim_set.trim().is_empty() {
+        return Err(format!("method {method}: no dtsim algorithm does the same"));
+    }
+    let topo = resolve(&row["topology"], root);
+    let mut set: Vec<String> = row
+        .get("topology_set")
+        .map(String::as_str)
+        .unwrap_or("")
+        .split(';')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| format!("topology.{}", s.trim()))
+        .collect();
+    set.extend(
+        sim_set
+            .split(';')
+            .filter(|s| !s.trim().is_empty())
+            .map(|s| s.trim().to_string()),
+    );
+    let ranks = num(row, "ranks")? as u32;
+    let bytes = num(row, "bytes")? as u64;
+    let profile = row.get("profile").filter(|p| !p.is_empty());
+    let mut text = String::from("name = \"validate\"\n");
+    if let Some(p) = profile {
+        let _ = writeln!(text, "profile = {}", toml_str(&resolve(p, root)));
+    }
+    let _ = writeln!(text, "[topology]\nfile = {}", toml_str(&topo));
+    let _ = writeln!(text, "[placement]\nranks = {ranks}");
+    let kind = row.get("kind").map(String::as_str).unwrap_or("collective");
+    let workload = kind == "training";
+    let label = if workload {
+        let model = resolve(&row["model"], root);
+        let batch = num(row, "batch_per_gpu")? as u64;
+        let bucket = num(row, "bucket_bytes")? as u64;
+        let _ = writeln!(
+            text,
+            "[workload]\nmodel_file = {}\nbatch_per_gpu = {batch}\nbucket = \"{bucket}B\"\noptimizer = \"sgd\"",
+            toml_str(&model)
+        );
+        format!("{method} {ranks} ranks batch {batch}")
+    } else {
+        let op = row.get("op").map(String::as_str).unwrap_or("all_reduce");
+        let _ = writeln!(text, "[collective]\nop = \"{op}\"\nbytes = \"{bytes}B\"");
+        format!("{op} {bytes} B {ranks} ranks")
+    };
+    let topo_name = Path::new(&row["topology"])
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let sim = simulate(&text, &set, workload)?;
+    Ok((
+        format!("{method} @ {topo_name}"),
+        label,
+        num(row, "measured_secs")?,
+        sim,
+    ))
+}
+
+/// nccl-tests all-reduce row: the topology its system name selects.
+fn nccl_row(row: &Row, root: &Path) -> Replayed {
+    let system = row.get("system").cloned().unwrap_or_default();
+    if row.get("collective").map(String::as_str) != Some("all_reduce") {
+        return Err(format!("{system}: only all_reduce rows are replayed"));
+    }
+    let bytes = num(row, "size_bytes")?;
+    let gpus = row
+        .get("total_gpus")
+        .or_else(|| row.get("num_gpus"))
+        .ok_or("column num_gpus/total_gpus: missing")?
+        .parse::<u32>()
+        .map_err(|_| "num_gpus: a whole number".to_string())?;
+    let nodes = row
+        .get("num_nodes")
+        .and_then(|v| v.parse::<u32>().ok())
+        .unwrap_or(1);
+    let measured = if let Some(t) = row.get("oop_time_us").and_then(|v| v.parse::<f64>().ok()) {
+        t * 1e-6
+    } else {
+        let busbw = num(row, "busbw_GBps")? * 1e9;
+        let n = gpus as f64;
+        let algbw = busbw / (2.0 * (n - 1.0) / n);
+        bytes / algbw
+    };
+    let (file, set): (&str, Vec<String>) = if nodes > 1 {
+        (
+            "topologies/h100_rail_cluster.toml",
+            vec![format!("topology.generator.nodes={nodes}")],
+        )
+    } else if system.contains("A100") {
+        ("topologies/dgx_a100.toml", vec![])
+    } else {
+        ("topologies/hgx_h100.toml", vec![])
+    };
+    let text = format!(
+        "name = \"validate\"\n[topology]\nfile = {}\n[placement]\nranks = {gpus}\n\
+         [collective]\nop = \"all_reduce\"\nbytes = \"{}B\"\nalgorithm = \"{}\"\n",
+        toml_str(&root.join(file)),
+        bytes as u64,
+        if nodes > 1 { "hierarchical" } else { "ring" }
+    );
+    let sim = simulate(&text, &set, false)?;
+    Ok((system, format!("{} B", bytes as u64), measured, sim))
+}
+
+/// NCCL rings over the DGX-1's NVLinks for n GPUs (as scenarios/ddp_validation_dgx1_v100.toml).
+fn dgx1_orders(n: u32) -> Option<&'static str> {
+    match n {
+        1 => Some("[[0]]"),
+        2 => Some("[[0, 1], [1, 0]]"),
+        4 => Some("[[0, 2, 3, 1], [0, 1, 3, 2]]"),
+        8 => Some("[[0, 2, 3, 1, 5, 7, 6, 4], [0, 4, 6, 7, 5, 1, 3, 2]]"),
+        _ => None,
+    }
+}
+
+/// PyTorch DDP benchmark row (p50, one machine) on a DGX-1.
+fn ddp_row(row: &Row, root: &Path) -> Replayed {
+    let model = row.get("model").cloned().unwrap_or_default();
+    if row.get("percentile").map(String::as_str) != Some("p50") {
+        return Err("only p50 rows are replayed".into());
+    }
+    let machines = num(row, "num_machines")? as u32;
+    if machines != 1 {
+        return Err(format!(
+            "{machines} machines: only single-DGX-1 rows are replayed"
+        ));
+    }
+    if crate::workload::catalog::by_name(&model).is_err() {
+        return Err(format!("model {model}: not in the catalog"));
+    }
+    let gpus = num(row, "num_gpus")? as u32;
+    let orders = dgx1_orders(gpus).ok_or_else(|| format!("{gpus} GPUs: no ring order"))?;
+    let batch = num(row, "batch_per_gpu")? as u64;
+    let bucket_mb = row
+        .get("bucket_cap_mb")
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(25.0);
+    let text = format!(
+        "name = \"validate\"\nprofile = {}\n[topology]\nfile = {}\n[placement]\nranks = {gpus}\n\
+         [workload]\nmodel = \"{model}\"\nbatch_per_gpu = {batch}\nparallelism = \"ddp\"\n\
+         bucket = \"{}B\"\n[workload.allreduce]\nalgorithm = \"ring\"\norders = {orders}\n",
+        toml_str(&root.join("data/profiles/v100_dgx1_public.json")),
+        toml_str(&root.join("topologies/dgx1_v100.toml")),
+        (bucket_mb * 1024.0 * 1024.0) as u64
+    );
+    let sim = simulate(&text, &[], true)?;
+    let label = format!(
+        "{model} {gpus} GPUs {}",
+        row.get("config_label").cloned().unwrap_or_default()
+    );
+    Ok((model, label, num(row, "sec_per_iter")?, sim))
+}
+
+/// Fits `measured = a + b × simulated` minimising squared relative error; `b` alone when the
+/// simulated values are nearly equal (a and b would not be identifiable).
+pub fn fit(points: &[(f64, f64)]) -> Option<(f64, f64)> {
+    if points.is_empty() {
+        return None;
+    }
+    // Weighted least squares with weights 1/measured^2.
+    let (mut s_w, mut s_x, mut s_y, mut s_xx, mut s_xy) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    for &(sim, meas) in points {
+        let w = 1.0 / (meas * meas);
+        s_w += w;
+        s_x += w * sim;
+        s_y += w * meas;
+        s_xx += w * sim * sim;
+        s_xy += w * sim * meas;
+    }
+    let lo = points.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
+    let hi = points.iter().map(|p| p.0).fold(0.0, f64::max);
+    let det = s_w * s_xx - s_x * s_x;
+    if points.len() >= 2 && hi > 1.5 * lo && det > 0.0 {
+        let b = (s_w * s_xy - s_x * s_y) / det;
+        let a = (s_y - b * s_x) / s_w;
+        if b > 0.0 && a >= 0.0 {
+            return Some((a, b));
+        }
+    }
+    (s_xx > 0.0).then(|| (0.0, s_xy / s_xx))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Replays every row of every dataset, calibrates if asked, and computes the errors.
+pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> {
+    let mut report = Report::default();
+    for path in datasets {
+        let rows = read_csv(path)?;
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let root = repo_root(path);
+        let header: Vec<&String> = rows.first().map(|r| r.keys().collect()).unwrap_or_default();
+        let has = |c: &str| header.iter().any(|h| h.as_str() == c);
+        let replay: fn(&Row, &Path) -> Replayed = if has("sim_set") {
+            testbed_row
+        } else if has("sec_per_iter") {
+            ddp_row
+        } else if has("size_bytes") && (has("busbw_GBps") || has("oop_time_us")) {
+            nccl_row
+        } else {
+            return Err(format!(
+                "{}: a testbed run (sim_set column), an nccl-tests table (size_bytes with \
+                 busbw_GBps or oop_time_us) or a DDP table (sec_per_iter)",
+                path.display()
+            ));
+        };
+        let mut preds: Vec<Prediction> = Vec::new();
+        for (i, row) in rows.iter().enumerate() {
+            match replay(row, &root) {
+                Ok((group, label, measured, sim)) => {
+                    let calibration = match &opts.calibrate_on {
+                        Some(f) => f
+                            .matches(row)
+                            .map_err(|e| format!("{}: {e}", path.display()))?,
+                        None => false,
+                    };
+                    let scored = match &opts.score_on {
+                        Some(f) => f
+                            .matches(row)
+                            .map_err(|e| format!("{}: {e}", path.display()))?,
+                        None => true,
+                    };
+                    if !(measured > 0.0 && measured.is_finite()) {
+                        report.skipped.push((
+                            name.clone(),
+                            format!("row {}: measured time {measured}", i + 1),
+                        ));
+                        continue;
+                    }
+                    preds.push(Prediction {
+                        dataset: name.clone(),
+                        group,
+                        row: i + 1,
+                        label,
+                        measured_secs: measured,
+                        simulated_secs: sim,
+                        predicted_secs: sim,
+                        calibration,
+                        scored,
+                    });
+                }
+                Err(why) => report
+                    .skipped
+                    .push((name.clone(), format!("row {}: {why}", i + 1))),
+            }
+        }
+        let mut groups: Vec<String> = preds.iter().map(|p| p.group.clone()).collect();
+        groups.sort();
+        groups.dedup();
+        for g in groups {
+            let pts: Vec<(f64, f64)> = preds
+                .iter()
+                .filter(|p| p.group == g && p.calibration)
+                .map(|p| (p.simulated_secs, p.measured_secs))
+                .collect();
+            let fitted = if opts.calibrate_on.is_some() {
+                fit(&pts)
+            } else {
+                None
+            };
+            if opts.calibrate_on.is_some() && fitted.is_none() {
+                report.skipped.push((
+                    name.clone(),
+                    format!("group {g}: no calibration rows match; predictions uncalibrated"),
+                ));
+            }
+            for p in preds.iter_mut().filter(|p| p.group == g) {
+                if let Some((a, b)) = fitted {
+                    p.predicted_secs = a + b * p.simulated_secs;
+                }
+            }
+            let errs: Vec<f64> = preds
+                .iter()
+                .filter(|p| p.group == g && !p.calibration && p.scored)
+                .map(|p| p.error_pct().abs())
+                .collect();
+            report.groups.push(GroupError {
+                dataset: name.clone(),
+                group: g.clone(),
+                rows: errs.len(),
+                calibration_rows: pts.len(),
+                median_abs_pct: median(errs.clone()),
+                max_abs_pct: errs.iter().cloned().fold(f64::NAN, f64::max),
+                fit: fitted,
+            });
+        }
+        report.predictions.extend(preds);
+    }
+    Ok(report)
+}
+
+impl Report {
+    /// `predictions.csv`: one line per replayed row.
+    pub fn predictions_csv(&self) -> String {
+        let f = crate::metrics::output::field;
+        let mut s = String::from(
+            "dataset,group,row,label,measured_secs,simulated_secs,predicted_secs,error_pct,calibration,scored\n",
+        );
+        for p in &self.predictions {
+            let _ = writeln!(
+                s,
+                "{},{},{},{},{:.6e},{:.6e},{:.6e},{:.3},{},{}",
+                f(&p.dataset),
+                f(&p.group),
+                p.row,
+                f(&p.label),
+                p.measured_secs,
+                p.simulated_secs,
+                p.predicted_secs,
+                p.error_pct(),
+                p.calibration,
+                p.scored
+            );
+        }
+        s
+    }
+
+    /// `errors.csv`: one line per dataset × group.
+    pub fn errors_csv(&self) -> String {
+        let f = crate::metrics::output::field;
+        let mut s = String::from(
+            "dataset,group,scored_rows,calibration_rows,median_abs_error_pct,max_abs_error_pct,fit_a_secs,fit_b\n",
+        );
+        for g in &self.groups {
+            let (a, b) = g
+                .fit
+                .map(|(a, b)| (format!("{a:.6e}"), format!("{b:.6}")))
+                .unwrap_or_default();
+            let _ = writeln!(
+                s,
+                "{},{},{},{},{:.3},{:.3},{a},{b}",
+                f(&g.dataset),
+                f(&g.group),
+                g.rows,
+                g.calibration_rows,
+                g.median_abs_pct,
+                g.max_abs_pct
+            );
+        }
+        s
+    }
+
+    /// The largest median absolute error over groups with scored rows.
+    pub fn worst_median_pct(&self) -> f64 {
+        self.groups
+            .iter()
+            .filter(|g| g.rows > 0)
+            .map(|g| g.median_abs_pct)
+            .fold(0.0, f64::max)
+    }
+
+    /// Writes `predictions.csv` and `errors.csv` into `dir`, each atomically.
+    pub fn write_dir(&self, dir: &Path) -> std::io::Result<()> {
+        use crate::metrics::output::write_atomic;
+        write_atomic(
+            &dir.join("predictions.csv"),
+            self.predictions_csv().as_bytes(),
+        )?;
+        write_atomic(&dir.join("errors.csv"), self.errors_csv().as_bytes())
+    }
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "{:<34} {:<40} {:>12} {:>12} {:>8}",
+            "dataset", "row", "measured", "predicted", "error"
+        )?;
+        for p in &self.predictions {
+            let tag = if p.calibration {
+                "(calibration)"
+            } else if !p.scored {
+                "(not scored)"
+            } else {
+                ""
+            };
+            writeln!(
+                f,
+                "{:<34} {:<40} {:>10.3}ms {:>10.3}ms {:>+7.1}%  {tag}",
+                p.dataset,
+                format!("{}: {}", p.group, p.label),
+                p.measured_secs * 1e3,
+                p.predicted_secs * 1e3,
+                p.error_pct()
+            )?;
+        }
+        writeln!(
+            f,
+            "\n{:<34} {:<34} {:>5} {:>5} {:>9} {:>9}",
+            "dataset", "method", "rows", "calib", "median|e|", "max|e|"
+        )?;
+        for g in &self.groups {
+            writeln!(
+                f,
+                "{:<34} {:<34} {:>5} {:>5} {:>8.2}% {:>8.2}%",
+                g.dataset, g.group, g.rows, g.calibration_rows, g.median_abs_pct, g.max_abs_pct
+            )?;
+        }
+        if !self.skipped.is_empty() {
+            let mut by: BTreeMap<(String, String), usize> = BTreeMap::new();
+            for (d, why) in &self.skipped {
+                let why = why.split_once(": ").map(|(_, w)| w).unwrap_or(why);
+                *by.entry((d.clone(), why.to_string())).or_default() += 1;
+            }
+            writeln!(f, "\nskipped:")?;
+            for ((d, why), n) in by {
+                writeln!(f, "  {d}: {n} rows: {why}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `dtsim validate`: parses the filters, validates, prints the tables, writes `--out`, and
+/// fails when the worst group median exceeds `max_median_error_pct`.
+pub fn run_cli(
+    datasets: &[PathBuf],
+    calibrate_on: Option<&str>,
+    score_on: Option<&str>,
+    max_median_error_pct: Option<f64>,
+    out: Option<&Path>,
+) -> anyhow::Result<()> {
+    if datasets.is_empty() {
+        anyhow::bail!("validate: at least one dataset (CSV) to replay");
+    }
+    let parse = |f: Option<&str>, flag: &str| {
+        f.map(Filter::parse)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
+    };
+    let opts = Options {
+        calibrate_on: parse(calibrate_on, "calibrate-on")?,
+        score_on: parse(score_on, "score-on")?,
+        max_median_error_pct,
+        out: out.map(Path::to_path_buf),
+    };
+    let report = validate(datasets, &opts).map_err(|e| anyhow::anyhow!(e))?;
+    println!("{report}");
+    if let Some(dir) = &opts.out {
+        report
+            .write_dir(dir)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", dir.display()))?;
+        println!("wrote predictions.csv and errors.csv to {}", dir.display());
+    }
+    if let Some(limit) = opts.max_median_error_pct {
+        let worst = report.worst_median_pct();
+        if worst > limit || report.groups.iter().all(|g| g.rows == 0) {
+            anyhow::bail!(
+                "median absolute error {worst:.2}% exceeds --max-median-error {limit}% (or no rows were scored)"
+            );
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(pairs: &[(&str, &str)]) -> Row {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn filters_compare_numbers_numerically_and_accept_alternatives() {
+        let f = Filter::parse("size_bytes>=1048576; system=ND H100 v5|ND H200 v5").unwrap();
+        assert!(f
+            .matches(&row(&[("size_bytes", "4194304"), ("system", "ND H200 v5")]))
+            .unwrap());
+        assert!(!f
+            .matches(&row(&[("size_bytes", "524288"), ("system", "ND H100 v5")]))
+            .unwrap());
+        assert!(!f
+            .matches(&row(&[("size_bytes", "4194304"), ("system", "ND A100 v4")]))
+            .unwrap());
+    }
+
+    #[test]
+    fn a_filter_on_a_missing_column_is_an_error_naming_it() {
+        let f = Filter::parse("num_gpus=1").unwrap();
+        assert!(f
+            .matches(&row(&[("gpus", "1")]))
+            .unwrap_err()
+            .contains("num_gpus"));
+        assert!(Filter::parse("no operator here").is_err());
+    }
+
+    #[test]
+    fn fit_recovers_latency_and_efficiency_from_exact_points() {
+        // measured = 10 us + 1.25 x simulated
+        let pts: Vec<(f64, f64)> = [1e-5, 1e-4, 1e-3, 1e-2]
+            .iter()
+            .map(|&s| (s, 1e-5 + 1.25 * s))
+            .collect();
+        let (a, b) = fit(&pts).unwrap();
+        assert!((a - 1e-5).abs() < 1e-9, "{a}");
+        assert!((b - 1.25).abs() < 1e-9, "{b}");
+    }
+
+    #[test]
+    fn fit_uses_a_factor_alone_when_predictions_do_not_spread() {
+        let (a, b) = fit(&[(0.1, 0.2), (0.1, 0.2)]).unwrap();
+        assert_eq!(a, 0.0);
+        assert!((b - 2.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn csv_fields_with_quotes_and_commas_survive() {
+        let recs = parse_csv("a,b\n\"x, y\",\"say \"\"hi\"\"\"\n");
+        assert_eq!(recs[1], vec!["x, y".to_string(), "say \"hi\"".to_string()]);
+    }
+
+    #[test]
+    fn calibration_rows_are_never_scored() {
+        let dir = std::env::temp_dir().join(format!("dtsim-validate-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let topo = root.join("topologies/star8_100g.toml");
+        let csv = dir.join("runs.csv");
+        // Four all-reduce sizes on a star, "measured" exactly 2x the simulation + 1 ms.
+        let mut text = String::from(
+            "kind,topology,topology_set,ranks,method,op,bytes,sim_set,profile,measured_secs\n",
+        );
+        for bytes in [1u64 << 20, 1 << 22, 1 << 24, 1 << 26] {
+            let scen = format!(
+                "name = \"t\"\n[topology]\nfile = {}\n[placement]\nranks = 4\n[collective]\nop = \"all_reduce\"\nbytes = \"{bytes}B\"\n",
+                toml_str(&topo)
+            );
+            let sim = simulate(&scen, &["collective.algorithm=ring".into()], false).unwrap();
+            let _ = writeln!(
+                text,
+                "collective,{},,4,allreduce,all_reduce,{bytes},collective.algorithm=ring,,{}",
+                topo.display(),
+                1e-3 + 2.0 * sim
+            );
+        }
+        std::fs::write(&csv, text).unwrap();
+        let plain = validate(std::slice::from_ref(&csv), &Options::default()).unwrap();
+        assert_eq!(plain.groups[0].rows, 4);
+        assert!(plain.groups[0].median_abs_pct > 40.0);
+        let opts = Options {
+            calibrate_on: Some(Filter::parse("bytes=1048576|67108864").unwrap()),
+            ..Options::default()
+        };
+        let cal = validate(&[csv], &opts).unwrap();
+        assert_eq!(cal.groups[0].rows, 2);
+        assert_eq!(cal.groups[0].calibration_rows, 2);
+        assert!(
+            cal.groups[0].max_abs_pct < 0.01,
+            "{}",
+            cal.groups[0].max_abs_pct
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

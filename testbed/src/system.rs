@@ -1,0 +1,264 @@
+//! Builds a [`Plan`] on this machine with `ip` and `tc`, and tears it down again.
+//!
+//! [`Testbed`] records what it created; dropping it (normal exit, error, or after a signal)
+//! removes it in reverse order. [`teardown_prefix`] removes whatever carries a prefix, for
+//! `dtsim-testbed down` after `up`, or after a crash.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::{bail, Context as _};
+
+use crate::plan::{burst_bytes, End, Plan, HOST_IFACE};
+
+/// How links are capped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Shaper {
+    /// Hierarchical token bucket (one class at the link rate); handles GSO packets.
+    Htb,
+    /// Token bucket filter.
+    Tbf,
+}
+
+/// Runs `ip`/`tc` style commands, failing with the command line and its stderr.
+pub fn sh(args: &[&str]) -> anyhow::Result<String> {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .with_context(|| format!("running {} (is iproute2 installed?)", args.join(" ")))?;
+    if !out.status.success() {
+        bail!(
+            "`{}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Something the testbed created, undone in reverse order.
+#[derive(Debug)]
+enum Made {
+    Namespace(String),
+    Link(String),
+}
+
+/// A built testbed; dropping it tears it down unless [`Testbed::keep`] was called.
+pub struct Testbed {
+    made: Vec<Made>,
+    keep: bool,
+    /// Whether this value wrote `hosts_file` (and so removes it).
+    wrote_hosts: bool,
+    pub hosts_file: PathBuf,
+}
+
+impl Testbed {
+    /// Builds `plan`; stops early (tearing down what exists) when `stop` is raised.
+    pub fn up(
+        plan: &Plan,
+        shaper: Shaper,
+        state_dir: &Path,
+        stop: &AtomicBool,
+    ) -> anyhow::Result<Self> {
+        let hosts_file = state_dir.join(format!("{}.hosts", plan.prefix));
+        if hosts_file.exists() {
+            bail!(
+                "a testbed named {:?} is up ({} exists): pick another --prefix, or `dtsim-testbed down --prefix {}`",
+                plan.prefix,
+                hosts_file.display(),
+                plan.prefix
+            );
+        }
+        let mut tb = Testbed {
+            made: Vec::new(),
+            keep: false,
+            wrote_hosts: false,
+            hosts_file,
+        };
+        let check = |stop: &AtomicBool| {
+            if stop.load(Ordering::SeqCst) {
+                bail!("interrupted while building the testbed; tore down what was built");
+            }
+            Ok(())
+        };
+        for b in &plan.bridges {
+            check(stop)?;
+            sh(&["ip", "link", "add", b, "type", "bridge"])?;
+            tb.made.push(Made::Link(b.clone()));
+            // Forward at once: no STP listening/learning delay (the plan is a tree).
+            sh(&[
+                "ip",
+                "link",
+                "set",
+                b,
+                "type",
+                "bridge",
+                "forward_delay",
+                "0",
+                "stp_state",
+                "0",
+            ])?;
+            sh(&["ip", "link", "set", b, "up"])?;
+        }
+        for h in &plan.hosts {
+            check(stop)?;
+            sh(&["ip", "netns", "add", &h.namespace])?;
+            tb.made.push(Made::Namespace(h.namespace.clone()));
+            sh(&["ip", "-n", &h.namespace, "link", "set", "lo", "up"])?;
+        }
+        for v in &plan.veths {
+            check(stop)?;
+            sh(&[
+                "ip",
+                "link",
+                "add",
+                &v.names[0],
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &v.names[1],
+            ])?;
+            tb.made.push(Made::Link(v.names[0].clone()));
+            for (name, end) in v.names.iter().zip(&v.ends) {
+                match end {
+                    End::Bridge(b) => {
+                        sh(&["ip", "link", "set", name, "master", b])?;
+                        sh(&["ip", "link", "set", name, "up"])?;
+                        shape(None, name, v.bits_per_s, shaper)?;
+                    }
+                    End::Host(r) => {
+                        let h = &plan.hosts[*r as usize];
+                        let ns = h.namespace.as_str();
+                        sh(&["ip", "link", "set", name, "netns", ns])?;
+                        sh(&["ip", "-n", ns, "link", "set", name, "name", HOST_IFACE])?;
+                        let addr = format!("{}/{}", h.address, plan.prefix_len);
+                        sh(&["ip", "-n", ns, "addr", "add", &addr, "dev", HOST_IFACE])?;
+                        sh(&["ip", "-n", ns, "link", "set", HOST_IFACE, "up"])?;
+                        shape(Some(ns), HOST_IFACE, v.bits_per_s, shaper)?;
+                    }
+                }
+            }
+        }
+        std::fs::create_dir_all(state_dir)
+            .with_context(|| format!("creating {}", state_dir.display()))?;
+        tb.wrote_hosts = true;
+        let mut f = std::fs::File::create(&tb.hosts_file)
+            .with_context(|| format!("writing {}", tb.hosts_file.display()))?;
+        writeln!(f, "rank\tnamespace\taddress\tiface\tdevice")?;
+        for h in &plan.hosts {
+            writeln!(
+                f,
+                "{}\t{}\t{}\t{}\t{}",
+                h.rank, h.namespace, h.address, HOST_IFACE, h.device
+            )?;
+        }
+        Ok(tb)
+    }
+
+    /// Leaves the testbed up when this value is dropped (`dtsim-testbed up`).
+    pub fn keep(mut self) {
+        self.keep = true;
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        if self.keep {
+            return;
+        }
+        for m in self.made.iter().rev() {
+            let r = match m {
+                Made::Namespace(ns) => {
+                    kill_namespace_processes(ns);
+                    sh(&["ip", "netns", "del", ns])
+                }
+                Made::Link(l) => sh(&["ip", "link", "del", l]),
+            };
+            // A veth vanishes with its namespace peer; anything else is worth a warning.
+            if let Err(e) = r {
+                if !e.to_string().contains("Cannot find device") {
+                    eprintln!("teardown: {e:#}");
+                }
+            }
+        }
+        if self.wrote_hosts {
+            let _ = std::fs::remove_file(&self.hosts_file);
+        }
+    }
+}
+
+/// Caps egress of `dev` (in namespace `ns`, or the root namespace) at `bits_per_s`.
+fn shape(ns: Option<&str>, dev: &str, bits_per_s: f64, shaper: Shaper) -> anyhow::Result<()> {
+    let rate = format!("{}bit", bits_per_s.round() as u64);
+    let burst = format!("{}b", burst_bytes(bits_per_s));
+    let mut base: Vec<&str> = vec!["tc"];
+    if let Some(ns) = ns {
+        base.extend(["-n", ns]);
+    }
+    let run = |rest: &[&str]| {
+        let mut a = base.clone();
+        a.extend_from_slice(rest);
+        sh(&a)
+    };
+    match shaper {
+        Shaper::Tbf => {
+            run(&[
+                "qdisc", "add", "dev", dev, "root", "tbf", "rate", &rate, "burst", &burst,
+                "latency", "100ms",
+            ])?;
+        }
+        Shaper::Htb => {
+            run(&[
+                "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "10",
+            ])?;
+            run(&[
+                "class", "add", "dev", dev, "parent", "1:", "classid", "1:10", "htb", "rate",
+                &rate, "ceil", &rate, "burst", &burst, "cburst", &burst,
+            ])?;
+        }
+    }
+    Ok(())
+}
+
+/// Ends the processes still running in namespace `ns` (started on the testbed).
+fn kill_namespace_processes(ns: &str) {
+    if let Ok(pids) = sh(&["ip", "netns", "pids", ns]) {
+        for pid in pids.split_whitespace() {
+            let _ = Command::new("kill").arg("-TERM").arg(pid).status();
+        }
+    }
+}
+
+/// Removes every namespace and link whose name starts with `prefix-` (`dtsim-testbed down`).
+/// Returns how many were removed.
+pub fn teardown_prefix(prefix: &str, state_dir: &Path) -> anyhow::Result<usize> {
+    let tag = format!("{prefix}-");
+    let mut removed = 0;
+    for line in sh(&["ip", "netns", "list"])?.lines() {
+        let ns = line.split_whitespace().next().unwrap_or("");
+        if ns.starts_with(&tag) {
+            kill_namespace_processes(ns);
+            sh(&["ip", "netns", "del", ns])?;
+            removed += 1;
+        }
+    }
+    for line in sh(&["ip", "-o", "link", "show"])?.lines() {
+        // "12: tb-0b@if11: <...>" or "3: tb-b4: <...>"
+        let Some(name) = line.split(": ").nth(1) else {
+            continue;
+        };
+        let name = name.split('@').next().unwrap_or("");
+        if name.starts_with(&tag) {
+            match sh(&["ip", "link", "del", name]) {
+                Ok(_) => removed += 1,
+                Err(e) if e.to_string().contains("Cannot find device") => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    let _ = std::fs::remove_file(state_dir.join(format!("{prefix}.hosts")));
+    Ok(removed)
+}

@@ -1,0 +1,31 @@
+"""One rank of an MPI all-reduce benchmark (mpi4py over OpenMPI, launched by mpirun from
+suite.py): Allreduce of float32 buffers of each size; prints per-iteration seconds (max over
+ranks) as JSON on rank 0."""
+import argparse
+import json
+
+import numpy as np
+from mpi4py import MPI
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--bytes", type=int, nargs="+", required=True)
+ap.add_argument("--repeats", type=int, default=5)
+ap.add_argument("--warmup", type=int, default=1)
+a = ap.parse_args()
+comm = MPI.COMM_WORLD
+results = []
+for nbytes in a.bytes:
+    x = np.ones(nbytes // 4, dtype=np.float32)
+    y = np.empty_like(x)
+    ts = []
+    for i in range(a.warmup + a.repeats):
+        comm.Barrier()
+        t = MPI.Wtime()
+        comm.Allreduce(x, y, op=MPI.SUM)
+        ts.append(MPI.Wtime() - t)
+    ts = np.array(ts[a.warmup:])
+    worst = np.empty_like(ts)
+    comm.Allreduce(ts, worst, op=MPI.MAX)
+    results.append({"bytes": nbytes, "secs": worst.tolist()})
+if comm.Get_rank() == 0:
+    print(json.dumps({"results": results}), flush=True)

@@ -1,0 +1,204 @@
+"""Runs testbed experiments and appends one dataset row per configuration.
+
+  suite.py collectives --out data/runs/X.csv [--methods allreduce,ps,...] [--bytes ...]
+  suite.py mpi --out data/runs/X.csv [--algorithms 0,1,4,6] [--bytes ...]
+  suite.py training --out data/runs/X.csv --profile data/profiles/testbed_X.json
+  suite.py link --profile data/profiles/testbed_X.json   (iperf3 + TCP ping-pong)
+
+Run under `dtsim-testbed run TOPOLOGY [--set ...] -- /usr/bin/python3 testbed/workloads/suite.py ...`.
+Each row carries the topology file and overrides, ranks, library, method, sizes, the dtsim
+`--set` lines that describe the same configuration (sim_set), the measured median/min/max,
+the machine load, software versions and the command, so `dtsim validate` can replay it.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import tb
+
+MIB = 1 << 20
+SIM_SET = {
+    "allreduce": "collective.algorithm=ring",
+    "ps": "collective.algorithm=parameter_server;collective.servers=1;collective.colocated=true",
+    "hierarchical": "collective.algorithm=hierarchical",
+}
+# OpenMPI 4.1 coll/tuned all-reduce algorithm ids and the dtsim algorithm that does the same.
+MPI_ALGORITHMS = {
+    0: ("default", None),
+    1: ("basic_linear", "collective.algorithm=parameter_server;collective.servers=1;collective.colocated=true"),
+    2: ("nonoverlapping", None),
+    3: ("recursive_doubling", None),
+    4: ("ring", "collective.algorithm=ring"),
+    5: ("segmented_ring", "collective.algorithm=ring"),
+    6: ("rabenseifner", "collective.algorithm=halving_doubling"),
+}
+
+
+def base_row(kind, n, command):
+    r = dict(tb.provenance())
+    r.update(kind=kind, ranks=n, command=command, date_utc=tb.now(),
+             run_id=f"{tb.now()}-{os.getpid()}")
+    return r
+
+
+def collectives(a):
+    n = int(os.environ["DTSIM_TESTBED_RANKS"])
+    rows = []
+    for method in a.methods.split(","):
+        extra, sim_set = [], SIM_SET.get(method, "")
+        if method.startswith("multiring"):
+            orders = a.orders
+            extra = ["--orders", orders]
+            sim_set = f"collective.algorithm=ring;collective.orders={orders.replace(' ', '')}"
+        if method == "hierarchical":
+            extra = ["--groups", a.groups]
+        load0 = tb.load1()
+        args = ["--method", method.split(":")[0], "--repeats", str(a.repeats), "--bytes"] + \
+            [str(b) for b in a.bytes] + extra
+        out = tb.launch("gloo_collectives.py", args, n)
+        load1 = tb.load1()
+        for res in out["results"]:
+            med, lo, hi = tb.summary(res["secs"])
+            r = base_row("collective", n, "gloo_collectives.py " + " ".join(args))
+            r.update(library="torch.distributed gloo", method=method, op="all_reduce",
+                     bytes=res["bytes"], sim_set=sim_set, repeats=len(res["secs"]),
+                     measured_secs=med, measured_min_secs=lo, measured_max_secs=hi,
+                     load_avg_1m_start=load0, load_avg_1m_end=load1, profile=a.profile)
+            rows.append(r)
+            print(f"{method:14} {res['bytes']:>10} B  median {med*1e3:9.2f} ms  load {load1:.1f}",
+                  flush=True)
+    tb.append_rows(a.out, rows)
+
+
+def mpi(a):
+    n = int(os.environ["DTSIM_TESTBED_RANKS"])
+    hs = tb.hosts()[:n]
+    hostfile = f"/tmp/dtsim-testbed-{os.getpid()}.hosts"
+    with open(hostfile, "w") as f:
+        for h in hs:
+            f.write(f"{h[2]} slots=1\n")
+    rows = []
+    for alg in [int(x) for x in a.algorithms.split(",")]:
+        name, sim_set = MPI_ALGORITHMS[alg]
+        mca = ["--mca", "coll_tuned_use_dynamic_rules", "1",
+               "--mca", "coll_tuned_allreduce_algorithm", str(alg)]
+        cmd = ["ip", "netns", "exec", hs[0][1], "mpirun", "--allow-run-as-root", "-np", str(n),
+               "--hostfile", hostfile, "--mca", "plm_rsh_agent", os.path.join(tb.HERE, "nsexec.sh"),
+               "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "10.77.0.0/16",
+               "--mca", "oob_tcp_if_include", "10.77.0.0/16", "-x", "DTSIM_TESTBED_HOSTS",
+               "-x", "OMP_NUM_THREADS=1", "--mca", "mpi_yield_when_idle", "1"] + mca + \
+              [tb.PY, os.path.join(tb.HERE, "mpi_allreduce.py"), "--repeats", str(a.repeats),
+               "--bytes"] + [str(b) for b in a.bytes]
+        load0 = tb.load1()
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        if p.returncode != 0:
+            sys.exit(f"mpirun failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+        out = json.loads([l for l in p.stdout.splitlines() if l.startswith("{")][-1])
+        load1 = tb.load1()
+        for res in out["results"]:
+            med, lo, hi = tb.summary(res["secs"])
+            r = base_row("collective", n, " ".join(cmd))
+            r.update(library="openmpi coll/tuned + mpi4py", method=f"mpi_{name}", op="all_reduce",
+                     bytes=res["bytes"], sim_set=sim_set or "", repeats=len(res["secs"]),
+                     measured_secs=med, measured_min_secs=lo, measured_max_secs=hi,
+                     load_avg_1m_start=load0, load_avg_1m_end=load1, profile=a.profile)
+            rows.append(r)
+            print(f"mpi {alg} {name:18} {res['bytes']:>10} B  median {med*1e3:9.2f} ms",
+                  flush=True)
+    os.remove(hostfile)
+    tb.append_rows(a.out, rows)
+
+
+def training(a):
+    n = int(os.environ["DTSIM_TESTBED_RANKS"])
+    rows = []
+    for method in a.methods.split(","):
+        load0 = tb.load1()
+        args = ["--method", method, "--steps", str(a.repeats), "--batch", str(a.batch),
+                "--model", a.model, "--bucket-mib", str(a.bucket_mib)]
+        out = tb.launch("train.py", args, n, timeout=900)
+        load1 = tb.load1()
+        med, lo, hi = tb.summary(out["step_secs"])
+        sim_set = f"workload.parallelism={method}"
+        if method == "ddp":
+            # torch DDP puts the last gradients in a 1 MiB first bucket (_DEFAULT_FIRST_BUCKET_BYTES)
+            sim_set += ";workload.first_bucket=1MiB"
+        if method == "parameter_server":
+            sim_set += ";workload.servers=1;workload.colocated=true"
+        r = base_row("training", n, "train.py " + " ".join(args))
+        r.update(library="torch.distributed gloo", method=method, op="training_step",
+                 bytes=out["gradient_bytes"], model=out["model_file"], batch_per_gpu=a.batch,
+                 bucket_bytes=a.bucket_mib * MIB, sim_set=sim_set, repeats=len(out["step_secs"]),
+                 measured_secs=med, measured_min_secs=lo, measured_max_secs=hi,
+                 compute_secs=out["compute_secs"], comm_secs=med - out["compute_secs"],
+                 load_avg_1m_start=load0, load_avg_1m_end=load1, profile=out["profile"])
+        rows.append(r)
+        print(f"{method:26} step median {med*1e3:9.2f} ms (compute {out['compute_secs']*1e3:.1f} ms)",
+              flush=True)
+    tb.append_rows(a.out, rows)
+
+
+def link(a):
+    """iperf3 between hosts 0 and 1 (bandwidth) and a TCP ping-pong (latency) → profile."""
+    hs = tb.hosts()
+    srv = subprocess.Popen(["ip", "netns", "exec", hs[1][1], "iperf3", "-s", "-1", "-J"],
+                           stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    cli = subprocess.run(["ip", "netns", "exec", hs[0][1], "iperf3", "-c", hs[1][2], "-t",
+                          str(a.seconds), "-J"], capture_output=True, text=True, check=True)
+    srv.wait(timeout=30)
+    j = json.loads(cli.stdout)
+    recv_bps = j["end"]["sum_received"]["bits_per_second"]
+    lat = tb.launch("pingpong.py", ["--count", "200"], 2)
+    nominal = float(a.nominal_bps)
+    factor = recv_bps / nominal
+    detail = (f"measured on the dtsim testbed ({os.environ.get('DTSIM_TESTBED_TOPOLOGY')} "
+              f"{os.environ.get('DTSIM_TESTBED_SET')}, shaper {os.environ.get('DTSIM_TESTBED_SHAPER')}): "
+              f"iperf3 -t {a.seconds} TCP host0->host1 received {recv_bps/1e6:.2f} Mbit/s of "
+              f"{nominal/1e6:.0f} Mbit/s nominal (factor {factor:.4f}, TCP/IP+Ethernet headers at "
+              f"MTU 1500); TCP ping-pong 1 B median RTT {lat['rtt_median_secs']*1e6:.1f} us "
+              f"(one-way {lat['rtt_median_secs']*5e5:.1f} us, load {tb.load1():.1f}); {tb.provenance()['versions']}")
+    prof = {}
+    if os.path.exists(a.profile):
+        with open(a.profile) as f:
+            prof = json.load(f)
+    prof.update(schema_version=1, name=os.path.splitext(os.path.basename(a.profile))[0],
+                description="dtsim testbed on this machine: namespaces, bridges, tc-capped veths",
+                provenance={"source": "measured", "detail": detail, "date": tb.now()})
+    prof["network"] = {"factors": {"ethernet": {
+        "rows": [{"min_bytes": 0, "bandwidth_factor": round(factor, 4), "latency_factor": 1.0}],
+        "provenance": {"source": "measured", "detail": detail, "date": tb.now()}}}}
+    prof["testbed_link"] = None
+    prof.pop("testbed_link")
+    with open(a.profile + ".tmp", "w") as f:
+        json.dump(prof, f, indent=2)
+        f.write("\n")
+    os.replace(a.profile + ".tmp", a.profile)
+    print(detail)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("suite", choices=["collectives", "mpi", "training", "link"])
+    ap.add_argument("--out", default="")
+    ap.add_argument("--profile", default="")
+    ap.add_argument("--methods", default="allreduce,ps")
+    ap.add_argument("--algorithms", default="0,1,4,6")
+    ap.add_argument("--orders", default="[[0,1,2,3],[0,2,1,3]]")
+    ap.add_argument("--groups", default="[[0,1],[2,3]]")
+    ap.add_argument("--bytes", type=int, nargs="+", default=[MIB // 4, MIB, 4 * MIB, 16 * MIB])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--model", default="mlp")
+    ap.add_argument("--bucket-mib", type=int, default=25)
+    ap.add_argument("--seconds", type=int, default=5)
+    ap.add_argument("--nominal-bps", default="200e6")
+    a = ap.parse_args()
+    {"collectives": collectives, "mpi": mpi, "training": training, "link": link}[a.suite](a)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""Shared helpers for testbed workloads: the hosts file, launching one process per namespace,
+timing, and appending dataset rows with provenance.
+
+Runs with Debian's /usr/bin/python3 (python3-torch, python3-mpi4py), as root, inside
+`dtsim-testbed run`, which sets DTSIM_TESTBED_HOSTS / _PREFIX / _RANKS / _TOPOLOGY / _SET.
+"""
+import csv
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+PY = "/usr/bin/python3"
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def hosts():
+    """[(rank, namespace, address, iface, device)] from the testbed's hosts file."""
+    path = os.environ.get("DTSIM_TESTBED_HOSTS")
+    if not path:
+        sys.exit("DTSIM_TESTBED_HOSTS is not set: run under `dtsim-testbed run TOPOLOGY -- ...`")
+    rows = []
+    with open(path) as f:
+        for line in f.read().splitlines()[1:]:
+            r, ns, addr, iface, dev = line.split("\t")
+            rows.append((int(r), ns, addr, iface, dev))
+    return rows
+
+
+def launch(script, args, n, timeout=600, port=29500):
+    """Runs `script args` once per rank 0..n-1, each in its host's namespace with the torch
+    rendezvous variables set; returns the JSON object rank 0 prints last."""
+    hs = hosts()[:n]
+    master = hs[0][2]
+    procs = []
+    for rank, ns, addr, iface, _ in hs:
+        env = dict(os.environ, MASTER_ADDR=master, MASTER_PORT=str(port), RANK=str(rank),
+                   WORLD_SIZE=str(n), GLOO_SOCKET_IFNAME=iface, OMP_NUM_THREADS="1",
+                   PYTHONUNBUFFERED="1")
+        cmd = ["ip", "netns", "exec", ns, PY, os.path.join(HERE, script)] + list(args)
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True))
+    outs = []
+    deadline = time.time() + timeout
+    for p in procs:
+        try:
+            out, _ = p.communicate(timeout=max(1, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise RuntimeError(f"{script} {args}: timed out after {timeout} s")
+        outs.append(out)
+        if p.returncode != 0:
+            for q in procs:
+                q.kill()
+            raise RuntimeError(f"{script} {args}: a rank exited with {p.returncode}")
+    lines = [l for l in outs[0].splitlines() if l.startswith("{")]
+    return json.loads(lines[-1])
+
+
+def timed(fn, repeats, warmup, barrier):
+    """Per-iteration wall seconds of fn() (after a barrier each), warmup iterations dropped."""
+    ts = []
+    for i in range(warmup + repeats):
+        barrier()
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return ts[warmup:]
+
+
+def versions():
+    v = {"python": platform.python_version(), "kernel": platform.release()}
+    try:
+        import torch
+        v["torch"] = torch.__version__
+    except ImportError:
+        v["torch"] = "not installed"
+    try:
+        import mpi4py
+        v["mpi4py"] = mpi4py.__version__
+    except ImportError:
+        v["mpi4py"] = "not installed"
+    for name, cmd in [("openmpi", ["mpirun", "--version"]), ("iproute2", ["ip", "-V"]),
+                      ("iperf3", ["iperf3", "--version"])]:
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True).stdout.strip().splitlines()
+            v[name] = out[0] if out else "unknown"
+        except OSError:
+            v[name] = "not installed"
+    return v
+
+
+COLUMNS = ["run_id", "date_utc", "kind", "topology", "topology_set", "ranks", "library", "method",
+           "op", "bytes", "model", "batch_per_gpu", "bucket_bytes", "sim_set", "profile",
+           "repeats", "measured_secs", "measured_min_secs", "measured_max_secs",
+           "compute_secs", "comm_secs", "load_avg_1m_start", "load_avg_1m_end", "cpus",
+           "shaper", "versions", "command", "source"]
+
+
+def provenance():
+    return {
+        "topology": os.environ.get("DTSIM_TESTBED_TOPOLOGY", ""),
+        "topology_set": os.environ.get("DTSIM_TESTBED_SET", ""),
+        "shaper": os.environ.get("DTSIM_TESTBED_SHAPER", ""),
+        "cpus": os.cpu_count(),
+        "versions": json.dumps(versions(), sort_keys=True),
+        "source": f"dtsim testbed on {platform.node()} (namespaces + bridges + tc), this machine",
+    }
+
+
+def append_rows(path, rows):
+    """Appends rows (dicts over COLUMNS) to the CSV at path, writing the header if new."""
+    new = not os.path.exists(path) or os.path.getsize(path) == 0
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="raise")
+        if new:
+            w.writeheader()
+        for r in rows:
+            w.writerow({k: r.get(k, "") for k in COLUMNS})
+
+
+def load1():
+    return os.getloadavg()[0]
+
+
+def now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def summary(ts):
+    return statistics.median(ts), min(ts), max(ts)
