@@ -81,7 +81,8 @@ pub fn merge_to_parquet(
         ParquetWriter::new(&mut f)
             .finish(&mut df)
             .map_err(|e| format!("{}: {e}", pq.display()))?;
-        f.sync_all().map_err(|e| format!("{}: {e}", tmp.display()))?;
+        f.sync_all()
+            .map_err(|e| format!("{}: {e}", tmp.display()))?;
     }
     std::fs::rename(&tmp, &pq).map_err(|e| format!("{}: {e}", pq.display()))?;
     Ok((m.rows.len(), m.missing.len(), vec![csv, pq]))

@@ -82,7 +82,11 @@ pub fn heat(t: f64) -> RGBColor {
         (94.0, 201.0, 98.0),
         (253.0, 231.0, 37.0),
     ];
-    let t = if t.is_finite() { t.clamp(0.0, 1.0) } else { 0.0 };
+    let t = if t.is_finite() {
+        t.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
     let x = t * (STOPS.len() - 1) as f64;
     let i = (x.floor() as usize).min(STOPS.len() - 2);
     let f = x - i as f64;
@@ -93,7 +97,11 @@ pub fn heat(t: f64) -> RGBColor {
 
 const FONT: &str = "sans-serif";
 
-fn svg_of(w: u32, h: u32, draw: impl FnOnce(&DrawingArea<SVGBackend, Shift>) -> Res<()>) -> Res<String> {
+fn svg_of(
+    w: u32,
+    h: u32,
+    draw: impl FnOnce(&DrawingArea<SVGBackend, Shift>) -> Res<()>,
+) -> Res<String> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (w, h)).into_drawing_area();
@@ -124,7 +132,11 @@ pub fn heatmap(
         .copied()
         .filter(|&v| v > 0.0)
         .fold(f64::INFINITY, f64::min);
-    let lo = if min_nz.is_finite() && min_nz < max { min_nz } else { 0.0 };
+    let lo = if min_nz.is_finite() && min_nz < max {
+        min_nz
+    } else {
+        0.0
+    };
     let scale = |v: f64| if max > lo { (v - lo) / (max - lo) } else { 1.0 };
     let mut cells = 0;
     let svg = svg_of(900, 760, |root| {
@@ -151,6 +163,8 @@ pub fn heatmap(
             .disable_mesh()
             .x_desc(axis_label.1)
             .y_desc(axis_label.0)
+            .label_style((FONT, 13))
+            .axis_desc_style((FONT, 16))
             .x_labels(labs.max(2) * step.max(1))
             .y_labels(labs.max(2) * step.max(1))
             .x_label_formatter(&|v| lab(v))
@@ -164,8 +178,15 @@ pub fn heatmap(
         for (i, row) in m.iter().enumerate() {
             for (j, &v) in row.iter().enumerate() {
                 let y = (n - 1 - i) as f64;
-                let c = if v > 0.0 { heat(scale(v)) } else { RGBColor(240, 240, 240) };
-                rects.push(Rectangle::new([(j as f64, y), (j as f64 + 1.0, y + 1.0)], c.filled()));
+                let c = if v > 0.0 {
+                    heat(scale(v))
+                } else {
+                    RGBColor(240, 240, 240)
+                };
+                rects.push(Rectangle::new(
+                    [(j as f64, y), (j as f64 + 1.0, y + 1.0)],
+                    c.filled(),
+                ));
             }
         }
         cells = rects.len();
@@ -183,6 +204,8 @@ pub fn heatmap(
             .disable_mesh()
             .disable_x_axis()
             .y_desc(unit)
+            .label_style((FONT, 13))
+            .axis_desc_style((FONT, 15))
             .y_labels(6)
             .y_label_formatter(&|v| fmt(*v))
             .draw()
@@ -191,7 +214,10 @@ pub fn heatmap(
         bar.draw_series((0..k).map(|s| {
             let a = lo + (hi - lo) * s as f64 / k as f64;
             let b = lo + (hi - lo) * (s + 1) as f64 / k as f64;
-            Rectangle::new([(0.0, a), (1.0, b)], heat(s as f64 / (k - 1) as f64).filled())
+            Rectangle::new(
+                [(0.0, a), (1.0, b)],
+                heat(s as f64 / (k - 1) as f64).filled(),
+            )
         }))
         .map_err(e)?;
         Ok(())
@@ -205,7 +231,10 @@ pub fn heatmap(
     for (i, row) in m.iter().enumerate() {
         table.rows.push(
             std::iter::once(labels[i].clone())
-                .chain(row.iter().map(|&v| if v > 0.0 { fmt(v) } else { "0".into() }))
+                .chain(
+                    row.iter()
+                        .map(|&v| if v > 0.0 { fmt(v) } else { "0".into() }),
+                )
                 .collect(),
         );
     }
@@ -233,6 +262,31 @@ pub fn lines(
     x_fmt: &dyn Fn(f64) -> String,
     y_fmt: &dyn Fn(f64) -> String,
 ) -> Res<Figure> {
+    // log axes are drawn as log2 on a linear axis, labelled at powers of two
+    let tx = |x: f64| {
+        if log_x {
+            x.max(f64::MIN_POSITIVE).log2()
+        } else {
+            x
+        }
+    };
+    let series: Vec<(String, Vec<(f64, f64)>)> = series
+        .iter()
+        .map(|(l, p)| (l.clone(), p.iter().map(|&(x, y)| (tx(x), y)).collect()))
+        .collect();
+    let series = &series[..];
+    let declining = series
+        .iter()
+        .all(|(_, p)| p.len() < 2 || p[p.len() - 1].1 < p[0].1);
+    let label_x = |v: f64| {
+        if !log_x {
+            x_fmt(v)
+        } else if (v - v.round()).abs() < 1e-6 {
+            x_fmt(2f64.powi(v.round() as i32))
+        } else {
+            String::new()
+        }
+    };
     let pts = series.iter().flat_map(|(_, p)| p.iter());
     let (mut x0, mut x1, mut y1) = (f64::INFINITY, f64::NEG_INFINITY, 0.0f64);
     for &(x, y) in pts {
@@ -260,9 +314,17 @@ pub fn lines(
                     .configure_mesh()
                     .x_desc(x_label)
                     .y_desc(y_label)
-                    .x_label_formatter(&|v| x_fmt(*v))
+                    .x_labels(if log_x {
+                        ((x1 - x0).ceil() as usize + 2) * 2
+                    } else {
+                        10
+                    })
+                    .x_label_formatter(&|v| label_x(*v))
                     .y_label_formatter(&|v| y_fmt(*v))
-                    .light_line_style(RGBColor(235, 235, 235))
+                    .label_style((FONT, 14))
+                    .axis_desc_style((FONT, 16))
+                    .light_line_style(WHITE)
+                    .bold_line_style(RGBColor(225, 225, 225))
                     .draw()
                     .map_err(e)?;
                 for (i, (label, p)) in series.iter().enumerate() {
@@ -282,23 +344,26 @@ pub fn lines(
                     .configure_series_labels()
                     .background_style(WHITE.mix(0.85))
                     .border_style(BLACK)
-                    .position(SeriesLabelPosition::UpperLeft)
+                    .position(if declining {
+                        SeriesLabelPosition::LowerLeft
+                    } else {
+                        SeriesLabelPosition::UpperLeft
+                    })
                     .label_font((FONT, 14))
                     .draw()
                     .map_err(e)?;
             }};
         }
-        if log_x {
-            body!(b
-                .build_cartesian_2d((x0 * 0.8..x1 * 1.25).log_scale(), 0f64..y1)
-                .map_err(e)?);
-        } else {
-            let pad = (x1 - x0) * 0.05;
-            body!(b.build_cartesian_2d(x0 - pad..x1 + pad, 0f64..y1).map_err(e)?);
-        }
+        let pad = (x1 - x0) * 0.05;
+        body!(b
+            .build_cartesian_2d(x0 - pad..x1 + pad, 0f64..y1)
+            .map_err(e)?);
         Ok(())
     })?;
-    let mut xs: Vec<f64> = series.iter().flat_map(|(_, p)| p.iter().map(|q| q.0)).collect();
+    let mut xs: Vec<f64> = series
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|q| q.0))
+        .collect();
     xs.sort_by(f64::total_cmp);
     xs.dedup();
     let table = Table {
@@ -308,7 +373,7 @@ pub fn lines(
         rows: xs
             .iter()
             .map(|&x| {
-                std::iter::once(x_fmt(x))
+                std::iter::once(x_fmt(if log_x { 2f64.powf(x) } else { x }))
                     .chain(series.iter().map(|(_, p)| {
                         p.iter()
                             .find(|q| q.0 == x)
@@ -347,23 +412,46 @@ pub fn bars(
         return Err(format!("{name}: no bars to draw"));
     }
     let top = (0..k)
-        .map(|i| series.iter().map(|(_, v)| v.get(i).copied().unwrap_or(0.0)).sum::<f64>())
+        .map(|i| {
+            series
+                .iter()
+                .map(|(_, v)| v.get(i).copied().unwrap_or(0.0))
+                .sum::<f64>()
+        })
         .fold(0.0, f64::max);
     let top = if top > 0.0 { top * 1.15 } else { 1.0 };
     let width = (200 + 90 * k as u32).clamp(700, 1300);
-    let svg = svg_of(width, 520, |root| {
+    let longest = categories
+        .iter()
+        .map(|c| c.chars().count())
+        .max()
+        .unwrap_or(0);
+    let rotate = longest * 8 > (width as usize - 120) / k;
+    let x_area = if rotate {
+        (longest as u32 * 7 + 40).min(260)
+    } else {
+        70
+    };
+    let svg = svg_of(width, 450 + x_area, |root| {
         let mut chart = ChartBuilder::on(root)
             .caption(title, (FONT, 22))
             .margin(14)
-            .x_label_area_size(70)
+            .x_label_area_size(x_area)
             .y_label_area_size(80)
-            .build_cartesian_2d((0..k as i32).into_segmented(), 0f64..top)
+            .build_cartesian_2d((0..k as i32 - 1).into_segmented(), 0f64..top)
             .map_err(e)?;
         chart
             .configure_mesh()
             .disable_x_mesh()
             .x_desc(x_label)
             .y_desc(y_label)
+            .label_style((FONT, 13))
+            .axis_desc_style((FONT, 16))
+            .x_label_style(if rotate {
+                TextStyle::from((FONT, 12)).transform(FontTransform::Rotate90)
+            } else {
+                TextStyle::from((FONT, 13))
+            })
             .x_labels(k)
             .x_label_formatter(&|v| match v {
                 SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
@@ -372,7 +460,8 @@ pub fn bars(
                 SegmentValue::Last => String::new(),
             })
             .y_label_formatter(&|v| y_fmt(*v))
-            .light_line_style(RGBColor(235, 235, 235))
+            .light_line_style(WHITE)
+            .bold_line_style(RGBColor(225, 225, 225))
             .draw()
             .map_err(e)?;
         let mut base = vec![0.0; k];
@@ -419,7 +508,11 @@ pub fn bars(
             .enumerate()
             .map(|(i, c)| {
                 std::iter::once(c.clone())
-                    .chain(series.iter().map(|(_, v)| y_fmt(v.get(i).copied().unwrap_or(0.0))))
+                    .chain(
+                        series
+                            .iter()
+                            .map(|(_, v)| y_fmt(v.get(i).copied().unwrap_or(0.0))),
+                    )
                     .collect()
             })
             .collect(),
@@ -468,7 +561,7 @@ pub fn timeline(
             .margin(14)
             .x_label_area_size(50)
             .y_label_area_size(150)
-            .build_cartesian_2d(0f64..end / div * 1.02, 0f64..n as f64)
+            .build_cartesian_2d(0f64..end / div * 1.22, 0f64..n as f64)
             .map_err(e)?;
         let step = (n / 40).max(1);
         chart
@@ -476,6 +569,8 @@ pub fn timeline(
             .disable_y_mesh()
             .x_desc(format!("time in the step ({unit})"))
             .y_desc("rank")
+            .label_style((FONT, 12))
+            .axis_desc_style((FONT, 16))
             .y_labels(2 * n + 1)
             .y_label_formatter(&|v| {
                 let i = n as f64 - v - 0.5;
@@ -497,7 +592,10 @@ pub fn timeline(
                 .map(|s| {
                     let y = (n - 1 - s.track) as f64;
                     Rectangle::new(
-                        [(s.start_us / div, y + 0.15), (s.end_us.max(s.start_us) / div, y + 0.85)],
+                        [
+                            (s.start_us / div, y + 0.15),
+                            (s.end_us.max(s.start_us) / div, y + 0.85),
+                        ],
                         c.filled(),
                     )
                 })
@@ -512,19 +610,28 @@ pub fn timeline(
             .configure_series_labels()
             .background_style(WHITE.mix(0.9))
             .border_style(BLACK)
-            .position(SeriesLabelPosition::LowerRight)
+            .position(SeriesLabelPosition::UpperRight)
             .label_font((FONT, 14))
             .draw()
             .map_err(e)?;
         Ok(())
     })?;
     let mut table = Table {
-        columns: vec!["rank".into(), "phase".into(), "busy".into(), "first start".into(), "last end".into()],
+        columns: vec![
+            "rank".into(),
+            "phase".into(),
+            "busy".into(),
+            "first start".into(),
+            "last end".into(),
+        ],
         rows: Vec::new(),
     };
     for (t, name) in tracks.iter().enumerate() {
         for cat in &cats {
-            let mine: Vec<&Span> = spans.iter().filter(|s| s.track == t && &s.category == cat).collect();
+            let mine: Vec<&Span> = spans
+                .iter()
+                .filter(|s| s.track == t && &s.category == cat)
+                .collect();
             if mine.is_empty() {
                 continue;
             }
@@ -533,7 +640,11 @@ pub fn timeline(
                 name.clone(),
                 cat.clone(),
                 crate::fmt::time_us(busy),
-                crate::fmt::time_us(mine.iter().map(|s| s.start_us).fold(f64::INFINITY, f64::min)),
+                crate::fmt::time_us(
+                    mine.iter()
+                        .map(|s| s.start_us)
+                        .fold(f64::INFINITY, f64::min),
+                ),
                 crate::fmt::time_us(mine.iter().map(|s| s.end_us).fold(0.0, f64::max)),
             ]);
         }
@@ -571,6 +682,8 @@ pub fn predicted_vs_measured(
             .map_err(e)?;
         chart
             .configure_mesh()
+            .label_style((FONT, 14))
+            .axis_desc_style((FONT, 16))
             .x_desc(format!("measured ({unit})"))
             .y_desc(format!("predicted ({unit})"))
             .x_label_formatter(&|v| crate::fmt::num(*v))
@@ -586,9 +699,14 @@ pub fn predicted_vs_measured(
             )))
             .map_err(e)?
             .label(format!("±{band_pct:.0}% band"))
-            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], band.mix(0.3).filled()));
+            .legend(move |(x, y)| {
+                Rectangle::new([(x, y - 6), (x + 14, y + 6)], band.mix(0.3).filled())
+            });
         chart
-            .draw_series(LineSeries::new(vec![(0.0, 0.0), (max, max)], BLACK.stroke_width(1)))
+            .draw_series(LineSeries::new(
+                vec![(0.0, 0.0), (max, max)],
+                BLACK.stroke_width(1),
+            ))
             .map_err(e)?
             .label("predicted = measured")
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
@@ -622,7 +740,11 @@ pub fn predicted_vs_measured(
                     l.clone(),
                     crate::fmt::num(*m),
                     crate::fmt::num(*p),
-                    if *m != 0.0 { crate::fmt::pct((p - m) / m * 100.0) } else { "-".into() },
+                    if *m != 0.0 {
+                        crate::fmt::pct((p - m) / m * 100.0)
+                    } else {
+                        "-".into()
+                    },
                 ]
             })
             .collect(),

@@ -85,6 +85,9 @@ mod tests {
 
     #[test]
     fn overlapping_intervals_count_once() {
-        assert_eq!(union_us([(0.0, 2.0), (1.0, 3.0), (5.0, 6.0)].into_iter()), 4.0);
+        assert_eq!(
+            union_us([(0.0, 2.0), (1.0, 3.0), (5.0, 6.0)].into_iter()),
+            4.0
+        );
     }
 }

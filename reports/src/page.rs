@@ -65,7 +65,11 @@ th{{background:#f3f6fa}}details{{margin-top:6px}}.note{{color:#666;font-size:13p
     }
     h += "</ul></nav>\n";
     for s in sections {
-        h += &format!("<h2>{}</h2>\n<p>{}</p>\n", escape(&s.heading), escape(&s.text));
+        h += &format!(
+            "<h2>{}</h2>\n<p>{}</p>\n",
+            escape(&s.heading),
+            escape(&s.text)
+        );
         for f in &s.figures {
             let svg = f
                 .svg
@@ -102,7 +106,10 @@ pub fn write(out: &Path, title: &str, sections: &[Section]) -> Result<Vec<PathBu
     let mut written = Vec::new();
     for s in sections {
         for f in &s.figures {
-            written.push(put(out.join("figures").join(format!("{}.svg", f.name)), &f.svg)?);
+            written.push(put(
+                out.join("figures").join(format!("{}.svg", f.name)),
+                &f.svg,
+            )?);
             written.push(put(
                 out.join("tables").join(format!("{}.csv", f.name)),
                 &f.table.to_csv(),

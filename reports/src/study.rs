@@ -86,10 +86,15 @@ pub fn build(inputs: &[PathBuf]) -> Result<Vec<Section>, String> {
             }
         } else if input.extension().is_some_and(|x| x == "toml") {
             bandwidth_section(input, &tag)?
-        } else if input.extension().is_some_and(|x| x == "csv" || x == "parquet") {
+        } else if input
+            .extension()
+            .is_some_and(|x| x == "csv" || x == "parquet")
+        {
             let df = read_table(input)?;
             let cols = column_names(&df);
-            if cols.iter().any(|c| c.contains("predicted")) && cols.iter().any(|c| c.contains("measured")) {
+            if cols.iter().any(|c| c.contains("predicted"))
+                && cols.iter().any(|c| c.contains("measured"))
+            {
                 validation_section(input, &tag)?
             } else {
                 sweep_section(input, &tag, &mut scaling)?
@@ -102,7 +107,13 @@ pub fn build(inputs: &[PathBuf]) -> Result<Vec<Section>, String> {
         };
         sections.push(sec);
     }
-    if scaling.iter().map(|r| r.ranks as u64).collect::<std::collections::BTreeSet<_>>().len() > 1 {
+    if scaling
+        .iter()
+        .map(|r| r.ranks as u64)
+        .collect::<std::collections::BTreeSet<_>>()
+        .len()
+        > 1
+    {
         sections.insert(0, scaling_section(&scaling)?);
     }
     Ok(sections)
@@ -138,7 +149,10 @@ fn scaling_section(rows: &[ScalingRow]) -> Result<Section, String> {
         let weak = v.last().map(|l| l.global_batch).unwrap_or(0.0) > v[0].global_batch;
         let name = format!("{study} ({})", if weak { "weak" } else { "strong" });
         let (n0, t0) = (v[0].ranks, v[0].samples_per_s);
-        thr.push((name.clone(), v.iter().map(|r| (r.ranks, r.samples_per_s)).collect()));
+        thr.push((
+            name.clone(),
+            v.iter().map(|r| (r.ranks, r.samples_per_s)).collect(),
+        ));
         eff.push((
             name,
             v.iter()
@@ -162,7 +176,7 @@ fn scaling_section(rows: &[ScalingRow]) -> Result<Section, String> {
         "throughput (samples/s)",
         &thr,
         true,
-        &|v| fmt::num(v),
+        &|v| format!("{v:.0}"),
         &|v| fmt::num(v),
     )?);
     sec.figures.push(figures::lines(
@@ -173,7 +187,7 @@ fn scaling_section(rows: &[ScalingRow]) -> Result<Section, String> {
         "scaling efficiency (%)",
         &eff,
         true,
-        &|v| fmt::num(v),
+        &|v| format!("{v:.0}"),
         &|v| fmt::pct(v),
     )?);
     Ok(sec)
@@ -204,7 +218,10 @@ fn row_labels(df: &polars::prelude::DataFrame) -> Vec<String> {
 fn sweep_section(path: &Path, tag: &str, scaling: &mut Vec<ScalingRow>) -> Result<Section, String> {
     let df = read_table(path)?;
     let study = if has(&df, "scenario") {
-        strings(&df, "scenario").first().cloned().unwrap_or_default()
+        strings(&df, "scenario")
+            .first()
+            .cloned()
+            .unwrap_or_default()
     } else {
         path.display().to_string()
     };
@@ -229,7 +246,8 @@ fn sweep_section(path: &Path, tag: &str, scaling: &mut Vec<ScalingRow>) -> Resul
     } else if has(&df, "busbw_gbytes_per_s") {
         collective_sweep(&df, tag, &mut sec)?;
     }
-    sec.tables.push((format!("All points ({})", path.display()), all));
+    sec.tables
+        .push((format!("All points ({})", path.display()), all));
     Ok(sec)
 }
 
@@ -276,7 +294,10 @@ fn collective_sweep(
     if s.iter().any(|(_, p)| p.len() > 1) {
         sec.figures.push(figures::lines(
             &format!("{tag}-busbw-vs-size"),
-            &format!("Bus bandwidth vs message size, {} GPUs", fmt::num(max_ranks)),
+            &format!(
+                "Bus bandwidth vs message size, {} GPUs",
+                fmt::num(max_ranks)
+            ),
             "nccl-tests bus bandwidth of each algorithm.",
             "message size per rank (bytes)",
             "bus bandwidth (GB/s)",
@@ -291,36 +312,49 @@ fn collective_sweep(
     if s.iter().any(|(_, p)| p.len() > 1) {
         sec.figures.push(figures::lines(
             &format!("{tag}-time-vs-gpus"),
-            &format!("Collective time vs GPUs, {} per rank", fmt::bytes(max_bytes)),
+            &format!(
+                "Collective time vs GPUs, {} per rank",
+                fmt::bytes(max_bytes)
+            ),
             "Strong scaling of one collective: its time as the GPU count grows.",
             "GPUs",
             "time (ms)",
             &s,
             true,
-            &|v| fmt::num(v),
+            &|v| format!("{v:.0}"),
             &|v| fmt::num(v),
         )?);
         let eff: Vec<(String, Vec<(f64, f64)>)> = series(&ranks, &busbw, &at_max_bytes)
             .into_iter()
             .map(|(a, p)| {
                 let b0 = p[0].1;
-                (a, p.iter().map(|&(x, y)| (x, if b0 > 0.0 { 100.0 * y / b0 } else { 0.0 })).collect())
+                (
+                    a,
+                    p.iter()
+                        .map(|&(x, y)| (x, if b0 > 0.0 { 100.0 * y / b0 } else { 0.0 }))
+                        .collect(),
+                )
             })
             .collect();
         sec.figures.push(figures::lines(
             &format!("{tag}-busbw-efficiency"),
-            &format!("Bus bandwidth efficiency vs GPUs, {} per rank", fmt::bytes(max_bytes)),
+            &format!(
+                "Bus bandwidth efficiency vs GPUs, {} per rank",
+                fmt::bytes(max_bytes)
+            ),
             "Bus bandwidth relative to the smallest GPU count of each algorithm (100% = no loss).",
             "GPUs",
             "bus bandwidth efficiency (%)",
             &eff,
             true,
-            &|v| fmt::num(v),
+            &|v| format!("{v:.0}"),
             &|v| fmt::pct(v),
         )?);
     }
     // method comparison at the largest point
-    let pick: Vec<usize> = (0..n).filter(|&i| at_max_ranks(i) && at_max_bytes(i)).collect();
+    let pick: Vec<usize> = (0..n)
+        .filter(|&i| at_max_ranks(i) && at_max_bytes(i))
+        .collect();
     if pick.len() > 1 {
         let cats: Vec<String> = pick.iter().map(|&i| alg[i].clone()).collect();
         sec.figures.push(figures::bars(
@@ -334,7 +368,10 @@ fn collective_sweep(
             "algorithm",
             "time (ms)",
             &cats,
-            &[("time".into(), pick.iter().map(|&i| ms[i].unwrap_or(0.0)).collect())],
+            &[(
+                "time".into(),
+                pick.iter().map(|&i| ms[i].unwrap_or(0.0)).collect(),
+            )],
             &|v| fmt::num(v),
         )?);
     }
@@ -353,7 +390,6 @@ fn workload_sweep(
     let thr = f64s(df, "samples_per_s");
     let step = f64s(df, "step_secs");
     let comp = f64s(df, "compute_secs");
-    let comm = f64s(df, "communication_secs");
     let exposed = f64s(df, "exposed_communication_secs");
     let ovh = f64s(df, "communication_overhead_pct");
     let gb = f64s(df, "global_batch");
@@ -367,7 +403,8 @@ fn workload_sweep(
             });
         }
     }
-    let v = |c: &[Option<f64>], k: f64| c.iter().map(|x| x.unwrap_or(0.0) * k).collect::<Vec<f64>>();
+    let v =
+        |c: &[Option<f64>], k: f64| c.iter().map(|x| x.unwrap_or(0.0) * k).collect::<Vec<f64>>();
     sec.figures.push(figures::bars(
         &format!("{tag}-throughput"),
         &format!("{study}: throughput"),
@@ -398,10 +435,6 @@ fn workload_sweep(
         &[("exposed communication".into(), v(&ovh, 1.0))],
         &|x| fmt::pct(x),
     )?);
-    let hidden: Vec<f64> = (0..df.height())
-        .map(|i| (comm[i].unwrap_or(0.0) - exposed[i].unwrap_or(0.0)).max(0.0) * 1e3)
-        .collect();
-    let _ = hidden;
     sec.figures.push(figures::bars(
         &format!("{tag}-compute-vs-comm"),
         &format!("{study}: compute vs communication"),
@@ -463,14 +496,24 @@ fn run_section(dir: &Path, tag: &str) -> Result<Section, String> {
     }
     // traffic heatmaps
     let (file, key_col, bytes_col, what) = if workload {
-        ("traffic_per_epoch.csv", "class", "bytes_per_epoch", "per epoch")
+        (
+            "traffic_per_epoch.csv",
+            "class",
+            "bytes_per_epoch",
+            "per epoch",
+        )
     } else {
         ("traffic.csv", "phase", "bytes", "in the run")
     };
     let tp = dir.join(file);
     if tp.is_file() {
         let df = read_table(&tp)?;
-        let (s, d, k, b) = (f64s(&df, "src"), f64s(&df, "dst"), strings(&df, key_col), f64s(&df, bytes_col));
+        let (s, d, k, b) = (
+            f64s(&df, "src"),
+            f64s(&df, "dst"),
+            strings(&df, key_col),
+            f64s(&df, bytes_col),
+        );
         let rows: Vec<(usize, usize, String, f64)> = (0..df.height())
             .filter_map(|i| Some((s[i]? as usize, d[i]? as usize, k[i].clone(), b[i]?)))
             .collect();
@@ -503,9 +546,20 @@ fn run_section(dir: &Path, tag: &str) -> Result<Section, String> {
     let lp = dir.join("links.csv");
     if lp.is_file() {
         let df = read_table(&lp)?;
-        let (from, to, util) = (strings(&df, "from"), strings(&df, "to"), f64s(&df, "utilization"));
-        let mut idx: Vec<usize> = (0..df.height()).filter(|&i| util[i].unwrap_or(0.0) > 0.0).collect();
-        idx.sort_by(|&a, &b| util[b].unwrap_or(0.0).total_cmp(&util[a].unwrap_or(0.0)).then(a.cmp(&b)));
+        let (from, to, util) = (
+            strings(&df, "from"),
+            strings(&df, "to"),
+            f64s(&df, "utilization"),
+        );
+        let mut idx: Vec<usize> = (0..df.height())
+            .filter(|&i| util[i].unwrap_or(0.0) > 0.0)
+            .collect();
+        idx.sort_by(|&a, &b| {
+            util[b]
+                .unwrap_or(0.0)
+                .total_cmp(&util[a].unwrap_or(0.0))
+                .then(a.cmp(&b))
+        });
         idx.truncate(16);
         if !idx.is_empty() {
             sec.figures.push(figures::bars(
@@ -514,8 +568,15 @@ fn run_section(dir: &Path, tag: &str) -> Result<Section, String> {
                 "Bytes carried over (bandwidth × run time), the 16 busiest directed links.",
                 "link",
                 "utilization (%)",
-                &idx.iter().map(|&i| format!("{}→{}", from[i], to[i])).collect::<Vec<_>>(),
-                &[("utilization".into(), idx.iter().map(|&i| util[i].unwrap_or(0.0) * 100.0).collect())],
+                &idx.iter()
+                    .map(|&i| format!("{}→{}", from[i], to[i]))
+                    .collect::<Vec<_>>(),
+                &[(
+                    "utilization".into(),
+                    idx.iter()
+                        .map(|&i| util[i].unwrap_or(0.0) * 100.0)
+                        .collect(),
+                )],
                 &|x| fmt::pct(x),
             )?);
         }
@@ -525,7 +586,11 @@ fn run_section(dir: &Path, tag: &str) -> Result<Section, String> {
     if pp.is_file() {
         let df = read_table(&pp)?;
         let (from, to) = (strings(&df, "from"), strings(&df, "to"));
-        let (cap, max, avg) = (f64s(&df, "capacity_bytes"), f64s(&df, "max_occupancy_bytes"), f64s(&df, "avg_occupancy_bytes"));
+        let (cap, max, avg) = (
+            f64s(&df, "capacity_bytes"),
+            f64s(&df, "max_occupancy_bytes"),
+            f64s(&df, "avg_occupancy_bytes"),
+        );
         let frac = |v: &[Option<f64>], i: usize| match (v[i], cap[i]) {
             (Some(x), Some(c)) if c > 0.0 => 100.0 * x / c,
             _ => 0.0,
@@ -570,7 +635,11 @@ fn run_section(dir: &Path, tag: &str) -> Result<Section, String> {
                     track: tid,
                     start_us: ts,
                     end_us: ts + ev["dur"].as_f64().unwrap_or(0.0),
-                    category: if role == "recv" { format!("{cat} (recv)") } else { cat },
+                    category: if role == "recv" {
+                        format!("{cat} (recv)")
+                    } else {
+                        cat
+                    },
                 });
             }
         }
@@ -631,9 +700,22 @@ fn bandwidth_section(path: &Path, tag: &str) -> Result<Section, String> {
 fn validation_section(path: &Path, tag: &str) -> Result<Section, String> {
     let df = read_table(path)?;
     let cols = column_names(&df);
-    let pc = cols.iter().find(|c| c.contains("predicted")).cloned().unwrap_or_default();
-    let mc = cols.iter().find(|c| c.contains("measured")).cloned().unwrap_or_default();
-    let unit = mc.rsplit('_').next().filter(|u| *u != mc).unwrap_or("value").to_string();
+    let pc = cols
+        .iter()
+        .find(|c| c.contains("predicted"))
+        .cloned()
+        .unwrap_or_default();
+    let mc = cols
+        .iter()
+        .find(|c| c.contains("measured"))
+        .cloned()
+        .unwrap_or_default();
+    let unit = mc
+        .rsplit('_')
+        .next()
+        .filter(|u| *u != mc)
+        .unwrap_or("value")
+        .to_string();
     let label_col = cols
         .iter()
         .find(|c| *c != &pc && *c != &mc && f64s(&df, c).iter().all(|x| x.is_none()))
@@ -663,7 +745,12 @@ fn validation_section(path: &Path, tag: &str) -> Result<Section, String> {
     )?;
     Ok(Section {
         heading: format!("Validation ({})", path.display()),
-        text: format!("{} runs; mean absolute error {}, worst {}.", rows.len(), fmt::pct(mean), fmt::pct(worst)),
+        text: format!(
+            "{} runs; mean absolute error {}, worst {}.",
+            rows.len(),
+            fmt::pct(mean),
+            fmt::pct(worst)
+        ),
         figures: vec![fig],
         tables: Vec::new(),
     })

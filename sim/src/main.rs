@@ -200,7 +200,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 if m.missing.is_empty() {
                     String::new()
                 } else {
-                    format!(", {} missing: run the sweep again to finish them", m.missing.len())
+                    format!(
+                        ", {} missing: run the sweep again to finish them",
+                        m.missing.len()
+                    )
                 }
             );
             Ok(())
@@ -411,8 +414,13 @@ fn sweep_command(a: SweepArgs) -> anyhow::Result<()> {
         let abs = |p: &std::path::Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
         let mut sw_abs = sw.clone();
         sw_abs.scenario_path = abs(&sw.scenario_path);
-        let scripts =
-            sweep::slurm_scripts(&sw_abs, &me, &abs(&out), a.tasks, a.jobs.unwrap_or(1) as u32);
+        let scripts = sweep::slurm_scripts(
+            &sw_abs,
+            &me,
+            &abs(&out),
+            a.tasks,
+            a.jobs.unwrap_or(1) as u32,
+        );
         let write = |name: &str, text: &str| -> anyhow::Result<()> {
             let p = dir.join(name);
             sim::metrics::output::write_atomic(&p, text.as_bytes())

@@ -74,7 +74,10 @@ fn done_points(out: &Path) -> BTreeMap<PathBuf, (SystemTime, String)> {
         if let Ok(text) = std::fs::read_to_string(&p) {
             let v: serde_json::Value = serde_json::from_str(&text).expect("whole summaries only");
             let key = v["sweep_point"]["key"].as_str().unwrap().to_string();
-            m.insert(p.clone(), (std::fs::metadata(&p).unwrap().modified().unwrap(), key));
+            m.insert(
+                p.clone(),
+                (std::fs::metadata(&p).unwrap().modified().unwrap(), key),
+            );
         }
     }
     m
@@ -108,8 +111,7 @@ fn points_expand_in_a_stable_order_with_the_last_axis_fastest() {
     );
     let again = sim::scenario::sweep::expand(&s, &[]).unwrap();
     assert_eq!(sw.points, again.points, "expansion is deterministic");
-    let dirs: std::collections::BTreeSet<String> =
-        sw.points.iter().map(|p| p.dir_name()).collect();
+    let dirs: std::collections::BTreeSet<String> = sw.points.iter().map(|p| p.dir_name()).collect();
     assert_eq!(dirs.len(), 48, "every point has its own directory");
 }
 
@@ -153,15 +155,18 @@ fn a_sweep_killed_half_way_resumes_and_runs_every_point_exactly_once() {
     let after = done_points(&out);
     assert_eq!(after.len(), 48);
     for (p, (mtime, key)) in &before {
-        assert_eq!(&after[p], &(*mtime, key.clone()), "{} was run again", p.display());
+        assert_eq!(
+            &after[p],
+            &(*mtime, key.clone()),
+            "{} was run again",
+            p.display()
+        );
     }
     let keys: std::collections::BTreeSet<&String> = after.values().map(|(_, k)| k).collect();
     assert_eq!(keys.len(), 48, "one result per point");
     let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
     assert_eq!(csv.lines().count(), 49);
-    assert!(csv.starts_with(
-        "index,dir,collective.algorithm,collective.bytes,placement.ranks,"
-    ));
+    assert!(csv.starts_with("index,dir,collective.algorithm,collective.bytes,placement.ranks,"));
 }
 
 #[test]
@@ -170,15 +175,40 @@ fn a_limit_stops_early_and_a_point_with_another_key_is_not_done() {
     let s = write_sweep(&dir);
     let out = dir.join("out");
     let o = out.to_str().unwrap();
-    let v = json(&dtsim(&["sweep", s.to_str().unwrap(), "--limit", "10", "--json", "--out", o]));
-    assert_eq!((v["ran"].as_u64(), v["left"].as_u64()), (Some(10), Some(38)));
-    assert!(v["results"].is_null(), "no results table before every point is done");
+    let v = json(&dtsim(&[
+        "sweep",
+        s.to_str().unwrap(),
+        "--limit",
+        "10",
+        "--json",
+        "--out",
+        o,
+    ]));
+    assert_eq!(
+        (v["ran"].as_u64(), v["left"].as_u64()),
+        (Some(10), Some(38))
+    );
+    assert!(
+        v["results"].is_null(),
+        "no results table before every point is done"
+    );
     // a summary that belongs to another point (e.g. the scenario changed) is not this one's
     let p = done_points(&out).into_keys().next().unwrap();
-    let text = std::fs::read_to_string(&p).unwrap().replace("scenario=ring-sweep", "scenario=old");
+    let text = std::fs::read_to_string(&p)
+        .unwrap()
+        .replace("scenario=ring-sweep", "scenario=old");
     std::fs::write(&p, text).unwrap();
-    let v = json(&dtsim(&["sweep", s.to_str().unwrap(), "--json", "--out", o]));
-    assert_eq!((v["already_done"].as_u64(), v["ran"].as_u64()), (Some(9), Some(39)));
+    let v = json(&dtsim(&[
+        "sweep",
+        s.to_str().unwrap(),
+        "--json",
+        "--out",
+        o,
+    ]));
+    assert_eq!(
+        (v["already_done"].as_u64(), v["ran"].as_u64()),
+        (Some(9), Some(39))
+    );
 }
 
 #[test]
@@ -186,7 +216,13 @@ fn shards_cover_every_point_once_and_merge_into_the_unsharded_table() {
     let dir = scratch("shards");
     let s = write_sweep(&dir);
     let whole = dir.join("whole");
-    json(&dtsim(&["sweep", s.to_str().unwrap(), "--json", "--out", whole.to_str().unwrap()]));
+    json(&dtsim(&[
+        "sweep",
+        s.to_str().unwrap(),
+        "--json",
+        "--out",
+        whole.to_str().unwrap(),
+    ]));
     let mut counts = 0;
     for i in 0..3 {
         let d = dir.join(format!("shard{i}"));
@@ -260,7 +296,10 @@ fn emit_slurm_writes_an_array_job_and_a_dependent_merge() {
     assert!(merge.contains(" merge "));
     let submit = std::fs::read_to_string(dir.join("jobs/submit.sh")).unwrap();
     assert!(submit.contains("--dependency=afterok:"), "{submit}");
-    assert!(!dir.join("out/points").exists(), "emitting scripts runs nothing");
+    assert!(
+        !dir.join("out/points").exists(),
+        "emitting scripts runs nothing"
+    );
 }
 
 #[test]
@@ -290,13 +329,22 @@ fn a_workload_study_sweeps_its_compare_variants() {
 #[test]
 fn a_run_writes_a_chrome_trace_with_one_track_per_rank() {
     let dir = scratch("trace");
-    let o = dtsim(&["run", "scenarios/quickstart.toml", "--out", dir.to_str().unwrap()]);
+    let o = dtsim(&[
+        "run",
+        "scenarios/quickstart.toml",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
     assert!(o.status.success());
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("trace.json")).unwrap()).unwrap();
     let ev = v["traceEvents"].as_array().unwrap();
     let tracks = ev.iter().filter(|e| e["name"] == "thread_name").count();
     assert_eq!(tracks, 10);
-    assert!(ev.iter().any(|e| e["ph"] == "X" && e["cat"] == "reduce-scatter"));
-    assert!(ev.iter().any(|e| e["ph"] == "X" && e["cat"] == "all-gather"));
+    assert!(ev
+        .iter()
+        .any(|e| e["ph"] == "X" && e["cat"] == "reduce-scatter"));
+    assert!(ev
+        .iter()
+        .any(|e| e["ph"] == "X" && e["cat"] == "all-gather"));
 }

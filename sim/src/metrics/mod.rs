@@ -242,7 +242,10 @@ impl RunReport {
             })
             .collect::<Vec<(String, String)>>();
         let trace = trace::Trace::from_schedule(
-            &format!("{} ({} {})", s.file.name, schedule.collective, schedule.algorithm),
+            &format!(
+                "{} ({} {})",
+                s.file.name, schedule.collective, schedule.algorithm
+            ),
             schedule,
             &outcome.ops,
             endpoint_names

@@ -208,7 +208,10 @@ fn combinations(mode: SweepMode, lens: &[usize]) -> Vec<Vec<usize>> {
 /// `overrides` apply to every point. Each point is checked by loading it.
 pub fn expand(path: &Path, overrides: &[String]) -> Result<Sweep, ScenarioError> {
     let file = path.display().to_string();
-    if let Some(o) = overrides.iter().find(|o| o.trim_start().starts_with("sweep")) {
+    if let Some(o) = overrides
+        .iter()
+        .find(|o| o.trim_start().starts_with("sweep"))
+    {
         return Err(ScenarioError::new(
             &file,
             format!("--set {o}"),
@@ -330,7 +333,9 @@ impl Shard {
             Some(m) => num("SLURM_ARRAY_TASK_MIN", &m)?,
             None => 0,
         };
-        let index = id.checked_sub(min).ok_or("SLURM_ARRAY_TASK_ID below SLURM_ARRAY_TASK_MIN")?;
+        let index = id
+            .checked_sub(min)
+            .ok_or("SLURM_ARRAY_TASK_ID below SLURM_ARRAY_TASK_MIN")?;
         Shard::parse(&format!("{index}/{count}")).map(Some)
     }
 
@@ -625,7 +630,9 @@ pub fn merge(dirs: &[PathBuf]) -> anyhow::Result<MergeOutcome> {
                 values,
                 metrics,
             };
-            by_key.entry(key.to_string()).or_insert((index as usize, row));
+            by_key
+                .entry(key.to_string())
+                .or_insert((index as usize, row));
         }
     }
     let missing: Vec<usize> = expected
@@ -712,7 +719,13 @@ pub fn slurm_scripts(
     let name: String = sweep
         .name
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     let array = format!(
         "#!/bin/bash\n\
