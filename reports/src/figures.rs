@@ -114,6 +114,7 @@ fn svg_of(
 
 /// A matrix as coloured cells (row i = sender, column j = receiver), with a colour bar whose
 /// axis carries the unit. `fmt` formats one value for the colour bar and the table.
+#[allow(clippy::too_many_arguments)]
 pub fn heatmap(
     name: &str,
     title: &str,
@@ -151,7 +152,7 @@ pub fn heatmap(
         let step = (n / 16).max(1);
         let lab = |v: &f64| {
             let i = v.floor() as usize;
-            if (*v - v.floor() - 0.5).abs() < 1e-9 && i % step == 0 {
+            if (*v - v.floor() - 0.5).abs() < 1e-9 && i.is_multiple_of(step) {
                 i.to_string()
             } else {
                 String::new()
@@ -574,7 +575,7 @@ pub fn timeline(
             .y_labels(2 * n + 1)
             .y_label_formatter(&|v| {
                 let i = n as f64 - v - 0.5;
-                if (i - i.round()).abs() < 1e-6 && (i.round() as usize) % step == 0 {
+                if (i - i.round()).abs() < 1e-6 && (i.round() as usize).is_multiple_of(step) {
                     tracks.get(i.round() as usize).cloned().unwrap_or_default()
                 } else {
                     String::new()

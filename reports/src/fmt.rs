@@ -8,9 +8,7 @@ pub fn num(v: f64) -> String {
         return "0".into();
     }
     let a = v.abs();
-    if a >= 1000.0 {
-        format!("{v:.0}")
-    } else if a >= 100.0 {
+    if a >= 100.0 {
         format!("{v:.0}")
     } else if a >= 10.0 {
         format!("{v:.1}")

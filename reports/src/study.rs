@@ -74,7 +74,8 @@ pub fn build(inputs: &[PathBuf]) -> Result<Vec<Section>, String> {
             if let Some(r) = results_file(input) {
                 sweep_section(&r, &tag, &mut scaling)?
             } else if input.join("points").is_dir() {
-                let (_, _, files) = crate::data::merge_to_parquet(&[input.clone()], input)?;
+                let (_, _, files) =
+                    crate::data::merge_to_parquet(std::slice::from_ref(input), input)?;
                 sweep_section(&files[1], &tag, &mut scaling)?
             } else if input.join("summary.json").is_file() {
                 run_section(input, &tag)?
@@ -668,10 +669,10 @@ fn bandwidth_section(path: &Path, tag: &str) -> Result<Section, String> {
     let mut model = network_model(&s, &prep).map_err(|e| e.to_string())?;
     let n = prep.ranks.len().min(MAX_HEATMAP);
     let mut m = vec![vec![0.0; n]; n];
-    for i in 0..n {
-        for j in 0..n {
+    for (i, row) in m.iter_mut().enumerate() {
+        for (j, cell) in row.iter_mut().enumerate() {
             if i != j {
-                m[i][j] = model
+                *cell = model
                     .path_bottleneck(prep.ranks[i], prep.ranks[j])
                     .map(|(bps, _)| bps / 8.0)
                     .unwrap_or(0.0);

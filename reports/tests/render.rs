@@ -225,7 +225,8 @@ fn validation_results_plot_predicted_against_measured_with_a_band() {
 fn sweep_points_merge_into_parquet_that_polars_reads_back() {
     let dir = scratch("parquet");
     let sw = collective_sweep(&dir);
-    let (rows, missing, files) = reports::data::merge_to_parquet(&[sw.clone()], &sw).unwrap();
+    let (rows, missing, files) =
+        reports::data::merge_to_parquet(std::slice::from_ref(&sw), &sw).unwrap();
     assert_eq!((rows, missing), (27, 0));
     let df = reports::data::read_table(&files[1]).unwrap();
     assert_eq!(df.height(), 27);
