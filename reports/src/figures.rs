@@ -672,6 +672,17 @@ pub fn predicted_vs_measured(
 ) -> Res<Figure> {
     let max = rows.iter().flat_map(|r| [r.1, r.2]).fold(0.0, f64::max) * 1.1;
     let max = if max > 0.0 { max } else { 1.0 };
+    // zoom on the runs: start the axes below the smallest value
+    let lo = rows
+        .iter()
+        .flat_map(|r| [r.1, r.2])
+        .fold(f64::INFINITY, f64::min)
+        * 0.8;
+    let lo = if lo.is_finite() && lo > 0.0 && lo < max {
+        lo
+    } else {
+        0.0
+    };
     let f = band_pct / 100.0;
     let svg = svg_of(760, 640, |root| {
         let mut chart = ChartBuilder::on(root)
@@ -679,7 +690,7 @@ pub fn predicted_vs_measured(
             .margin(14)
             .x_label_area_size(50)
             .y_label_area_size(80)
-            .build_cartesian_2d(0f64..max, 0f64..max)
+            .build_cartesian_2d(lo..max, lo..max)
             .map_err(e)?;
         chart
             .configure_mesh()
@@ -695,7 +706,13 @@ pub fn predicted_vs_measured(
         let band = RGBColor(0, 114, 178);
         chart
             .draw_series(std::iter::once(Polygon::new(
-                vec![(0.0, 0.0), (max, max * (1.0 + f)), (max, max * (1.0 - f))],
+                vec![
+                    (lo, lo * (1.0 + f)),
+                    (max / (1.0 + f), max),
+                    (max, max),
+                    (max, max * (1.0 - f)),
+                    (lo, lo * (1.0 - f)),
+                ],
                 band.mix(0.15),
             )))
             .map_err(e)?
