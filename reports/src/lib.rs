@@ -1,8 +1,14 @@
-//! Reports from dtsim results.
+//! Reports from dtsim results: one self-contained HTML page per study, with SVG figures
+//! (plotters) and the tables behind them (read with polars), and sweep results as Parquet.
 //!
-//! This first version turns run summaries (`summary.json` written by `dtsim run --out`) into a
-//! self-contained HTML comparison table. Figures (plotters) and polars tables come with the
-//! reports issue; polars stays in this crate so the simulator builds fast.
+//! polars lives in this crate only, so that `dtsim` (the `sim` crate) builds in minutes; the
+//! `dtsim-report` binary is what `dtsim report` runs.
+
+pub mod data;
+pub mod figures;
+pub mod fmt;
+pub mod page;
+pub mod study;
 
 use sim::metrics::Summary;
 use sim::units::{fmt_bytes, three_digits};

@@ -4,6 +4,9 @@
 //! dtsim run SCENARIO [--set key=value]... [--json] [--out DIR]
 //! dtsim topo show TOPOLOGY [--set key=value]... [--dot]
 //! dtsim bench [--quick]
+//! dtsim sweep SCENARIO [--jobs N] [--out DIR] [--shard i/n] [--emit-slurm DIR] [--limit N]
+//! dtsim merge DIR... [--out FILE]
+//! dtsim report RESULTS... --out DIR     (runs dtsim-report from the reports crate)
 //! ```
 
 use std::path::PathBuf;
@@ -12,7 +15,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
-use sim::scenario::{self, run::run};
+use sim::scenario::{self, run::run, sweep};
 use sim::topology::{file as topology_file, summary};
 
 #[derive(Parser)]
@@ -64,6 +67,55 @@ enum Command {
         /// Write predictions.csv and errors.csv into this directory.
         #[arg(long)]
         out: Option<PathBuf>,
+    },
+    /// Run every point of a scenario's [sweep] (and [[compare]]) in parallel; resumes where an
+    /// earlier call stopped.
+    Sweep {
+        scenario: PathBuf,
+        /// Override a scenario key for every point (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// Points run at once (default: the number of cores).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Results directory (default: the scenario's [output] dir, else results/sweeps/NAME).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Run only points with index % n == i (default: from SLURM_ARRAY_TASK_ID/COUNT).
+        #[arg(long, value_name = "i/n")]
+        shard: Option<String>,
+        /// Run at most N pending points, then stop (a later call runs the rest).
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+        /// Write every result file per point (links.csv, traffic.csv, trace.json ...), not only
+        /// summary.json.
+        #[arg(long)]
+        all_files: bool,
+        /// Write a Slurm job-array script, a dependent merge job and submit.sh into DIR instead
+        /// of running.
+        #[arg(long, value_name = "DIR")]
+        emit_slurm: Option<PathBuf>,
+        /// Array tasks for --emit-slurm.
+        #[arg(long, default_value_t = 8)]
+        tasks: u32,
+        /// Print the outcome as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Combine the points of one or more sweep directories (e.g. shards) into results.csv.
+    Merge {
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// Where to write the table (default: DIR/results.csv of the first directory).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Write an HTML report with figures (runs `dtsim-report`, built from the reports crate).
+    #[command(disable_help_flag = true)]
+    Report {
+        /// Arguments for dtsim-report, e.g. RESULTS... --out DIR.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
     },
     /// Inspect topology files.
     Topo {
@@ -130,6 +182,50 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             eprintln!("simulated in {:.3} s wall time", wall.as_secs_f64());
             Ok(())
         }
+        Command::Sweep {
+            scenario: path,
+            set,
+            jobs,
+            out,
+            shard,
+            limit,
+            all_files,
+            emit_slurm,
+            tasks,
+            json,
+        } => sweep_command(SweepArgs {
+            path,
+            set,
+            jobs,
+            out,
+            shard,
+            limit,
+            all_files,
+            emit_slurm,
+            tasks,
+            json,
+        }),
+        Command::Merge { dirs, out } => {
+            let m = sweep::merge(&dirs)?;
+            let path = out.unwrap_or_else(|| dirs[0].join("results.csv"));
+            sim::metrics::output::write_atomic(&path, sweep::results_csv(&m).as_bytes())
+                .with_context(|| format!("writing {}", path.display()))?;
+            println!(
+                "wrote {} ({} points{})",
+                path.display(),
+                m.rows.len(),
+                if m.missing.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        ", {} missing: run the sweep again to finish them",
+                        m.missing.len()
+                    )
+                }
+            );
+            Ok(())
+        }
+        Command::Report { args } => report_command(&args),
         Command::Bench { quick } => {
             bench(quick);
             Ok(())
@@ -315,4 +411,181 @@ fn bench(quick: bool) {
         "    {:.1} ns per hold (pop + schedule), checksum {sum}",
         per * 1e9
     );
+}
+
+struct SweepArgs {
+    path: PathBuf,
+    set: Vec<String>,
+    jobs: Option<usize>,
+    out: Option<PathBuf>,
+    shard: Option<String>,
+    limit: Option<usize>,
+    all_files: bool,
+    emit_slurm: Option<PathBuf>,
+    tasks: u32,
+    json: bool,
+}
+
+/// `dtsim sweep`: expands the scenario, then runs the shard's pending points with a progress bar
+/// (on a terminal), or writes Slurm scripts.
+fn sweep_command(a: SweepArgs) -> anyhow::Result<()> {
+    use std::io::IsTerminal as _;
+    let sw = sweep::expand(&a.path, &a.set)?;
+    let base = scenario::load(&a.path, &a.set)?;
+    let out = a
+        .out
+        .or_else(|| base.file.output.dir.as_ref().map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("results/sweeps").join(&sw.name));
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    if let Some(dir) = a.emit_slurm {
+        let me = std::env::current_exe().context("locating the dtsim binary")?;
+        let abs = |p: &std::path::Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+        let mut sw_abs = sw.clone();
+        sw_abs.scenario_path = abs(&sw.scenario_path);
+        let scripts = sweep::slurm_scripts(
+            &sw_abs,
+            &me,
+            &abs(&out),
+            a.tasks,
+            a.jobs.unwrap_or(1) as u32,
+        );
+        let write = |name: &str, text: &str| -> anyhow::Result<()> {
+            let p = dir.join(name);
+            sim::metrics::output::write_atomic(&p, text.as_bytes())
+                .with_context(|| format!("writing {}", p.display()))?;
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt as _;
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755))?;
+            }
+            Ok(())
+        };
+        write("sweep_array.sbatch", &scripts.array)?;
+        write("merge.sbatch", &scripts.merge)?;
+        write("submit.sh", &scripts.submit)?;
+        println!(
+            "wrote {0}/sweep_array.sbatch, {0}/merge.sbatch and {0}/submit.sh ({1} points in {2} array tasks); submit with: bash {0}/submit.sh",
+            dir.display(),
+            sw.points.len(),
+            a.tasks.clamp(1, sw.points.len().max(1) as u32)
+        );
+        return Ok(());
+    }
+    let shard = match a.shard {
+        Some(s) => sweep::Shard::parse(&s).map_err(|e| anyhow::anyhow!("--shard: {e}"))?,
+        None => sweep::Shard::from_env(|k| std::env::var(k).ok())
+            .map_err(|e| anyhow::anyhow!("Slurm job array: expected {e}"))?
+            .unwrap_or(sweep::Shard::ALL),
+    };
+    let opts = sweep::SweepOptions {
+        out: out.clone(),
+        jobs: a.jobs.unwrap_or(cores),
+        shard,
+        limit: a.limit,
+        all_files: a.all_files,
+    };
+    let mine = sw.points.iter().filter(|p| shard.contains(p.index)).count();
+    let bar = if std::io::stderr().is_terminal() {
+        indicatif::ProgressBar::new(mine as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} points  {elapsed_precise} elapsed, {eta} left  {msg}",
+        )
+        .expect("a valid progress template"),
+    );
+    let done_before = sw
+        .points
+        .iter()
+        .filter(|p| shard.contains(p.index) && sweep::is_done(&out, p))
+        .count();
+    bar.set_position(done_before as u64);
+    let started = std::time::Instant::now();
+    let outcome = sweep::run(&sw, &opts, &|p| {
+        bar.inc(1);
+        bar.set_message(format!("#{}", p.index));
+    })?;
+    bar.finish_and_clear();
+    let wall = started.elapsed().as_secs_f64();
+    let complete = outcome.failed.is_empty() && outcome.left == 0;
+    let mut merged = None;
+    if complete && shard == sweep::Shard::ALL {
+        let m = sweep::merge(std::slice::from_ref(&out))?;
+        let p = out.join("results.csv");
+        sim::metrics::output::write_atomic(&p, sweep::results_csv(&m).as_bytes())?;
+        merged = Some(p);
+    }
+    if a.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "sweep": sw.name, "out": out.display().to_string(), "points": sw.points.len(),
+                "shard": format!("{}/{}", shard.index, shard.count), "in_shard": outcome.in_shard,
+                "already_done": outcome.already_done, "ran": outcome.ran, "left": outcome.left,
+                "failed": outcome.failed.iter().map(|(i, e)| serde_json::json!({"index": i, "error": e})).collect::<Vec<_>>(),
+                "jobs": opts.jobs, "wall_secs": wall,
+                "results": merged.as_ref().map(|p| p.display().to_string()),
+            })
+        );
+    } else {
+        println!(
+            "sweep {}: {} points{}; {} already done, {} run now, {} failed, {} left; {:.2} s wall with {} jobs",
+            sw.name,
+            sw.points.len(),
+            if shard.count > 1 {
+                format!(" (shard {}/{}: {})", shard.index, shard.count, outcome.in_shard)
+            } else {
+                String::new()
+            },
+            outcome.already_done,
+            outcome.ran,
+            outcome.failed.len(),
+            outcome.left,
+            wall,
+            opts.jobs
+        );
+        for (i, e) in outcome.failed.iter().take(10) {
+            println!("  point {i} failed: {e}");
+        }
+        if let Some(p) = &merged {
+            println!("wrote {}", p.display());
+        }
+    }
+    if !outcome.failed.is_empty() {
+        anyhow::bail!(
+            "{} points failed (results of the others are kept; fix the scenario and run again)",
+            outcome.failed.len()
+        );
+    }
+    Ok(())
+}
+
+/// `dtsim report ...`: runs the `dtsim-report` binary that sits next to this one.
+fn report_command(args: &[String]) -> anyhow::Result<()> {
+    let me = std::env::current_exe().context("locating the dtsim binary")?;
+    let name = format!("dtsim-report{}", std::env::consts::EXE_SUFFIX);
+    let candidate = me.with_file_name(&name);
+    if !candidate.exists() {
+        anyhow::bail!(
+            "{} not found next to {}: reports need the `reports` crate (polars, plotters), \
+             which dtsim does not link to keep its build fast. Build it once with \
+             `cargo build -p reports --bin dtsim-report` (add --release if dtsim was built with \
+             --release; a release build of polars takes ~50 minutes on 2 cores, debug ~7), \
+             or run `cargo run -p reports --bin dtsim-report -- RESULTS... --out DIR`",
+            name,
+            me.display()
+        );
+    }
+    let status = std::process::Command::new(&candidate)
+        .args(args)
+        .status()
+        .with_context(|| format!("running {}", candidate.display()))?;
+    if !status.success() {
+        anyhow::bail!("{} exited with {status}", candidate.display());
+    }
+    Ok(())
 }

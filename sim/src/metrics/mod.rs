@@ -8,6 +8,7 @@
 
 pub mod output;
 pub mod ports;
+pub mod trace;
 pub mod workload;
 
 use std::collections::BTreeMap;
@@ -99,6 +100,8 @@ pub struct RunReport {
     pub rank_timeline: Option<Vec<(u32, u32, &'static str)>>,
     /// Per-port buffer statistics (packet model only).
     pub ports: Option<Vec<ports::PortRow>>,
+    /// The per-rank timeline as a Chrome / Perfetto trace.
+    pub trace: trace::Trace,
 }
 
 /// The per-rank timeline is skipped above this many rows (it grows as ranks × steps).
@@ -237,7 +240,20 @@ impl RunReport {
                 };
                 (name, topo.device(*d).name.clone())
             })
-            .collect();
+            .collect::<Vec<(String, String)>>();
+        let trace = trace::Trace::from_schedule(
+            &format!(
+                "{} ({} {})",
+                s.file.name, schedule.collective, schedule.algorithm
+            ),
+            schedule,
+            &outcome.ops,
+            endpoint_names
+                .iter()
+                .map(|(n, d)| format!("{n} ({d})"))
+                .collect(),
+            None,
+        );
         RunReport {
             summary,
             links,
@@ -246,6 +262,7 @@ impl RunReport {
             timeline,
             rank_timeline,
             ports: None,
+            trace,
         }
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! Files: `summary.json`, `links.csv` (per directed link), `traffic.csv` (endpoint×endpoint
 //! bytes per phase, one row per pair that exchanged data), `timeline.csv` (per op),
-//! `rank_timeline.csv` (per endpoint and op, when small enough), `endpoints.csv` (which device
+//! `rank_timeline.csv` (per endpoint and op, when small enough), `trace.json` (the per-rank
+//! timeline as a Chrome / Perfetto trace), `endpoints.csv` (which device
 //! holds each endpoint), `ports.csv` (per output port buffer statistics, packet model only).
 
 use std::fmt::Write as _;
@@ -115,6 +116,7 @@ impl RunReport {
             }
             put("rank_timeline.csv", s)?;
         }
+        put("trace.json", self.trace.to_json())?;
         if let Some(rows) = &self.ports {
             put("ports.csv", super::ports::ports_csv(rows))?;
         }

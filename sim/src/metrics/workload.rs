@@ -64,6 +64,8 @@ pub struct WorkloadReport {
     /// Device name of each endpoint.
     pub endpoints: Vec<String>,
     pub topology: Arc<Topology>,
+    /// One step per rank as a Chrome / Perfetto trace.
+    pub trace: super::trace::Trace,
 }
 
 /// One variant of a study with its speedup over the first.
@@ -99,7 +101,7 @@ impl WorkloadReport {
         m
     }
 
-    /// Writes summary.json and traffic_per_epoch.csv (src, dst, class, bytes).
+    /// Writes summary.json, traffic_per_epoch.csv (src, dst, class, bytes) and trace.json.
     pub fn write_dir(&self, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
         let mut written = Vec::new();
         let p = dir.join("summary.json");
@@ -117,6 +119,9 @@ impl WorkloadReport {
         }
         let p = dir.join("traffic_per_epoch.csv");
         write_atomic(&p, s.as_bytes())?;
+        written.push(p);
+        let p = dir.join("trace.json");
+        write_atomic(&p, self.trace.to_json().as_bytes())?;
         written.push(p);
         Ok(written)
     }

@@ -31,6 +31,7 @@
 //! what was expected.
 
 pub mod run;
+pub mod sweep;
 pub mod workload;
 
 use std::collections::BTreeMap;
@@ -266,6 +267,9 @@ pub struct ScenarioFile {
     pub profile: Option<String>,
     #[serde(default)]
     pub output: OutputSpec,
+    /// Axes to vary (see [`sweep`]); `dtsim run` runs the scenario as written, `dtsim sweep`
+    /// every point.
+    pub sweep: Option<toml::Table>,
 }
 
 /// A loaded scenario: the file's content with paths resolved.

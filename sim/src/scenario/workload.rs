@@ -319,15 +319,33 @@ pub fn run_workload(s: &Scenario) -> Result<WorkloadReport, RunError> {
         ops: dag.schedule.ops.len(),
         events: outcome.events,
     };
-    let device_names = endpoints
+    let device_names: Vec<String> = endpoints
         .iter()
         .map(|d| prep.topology.device(*d).name.clone())
         .collect();
+    let trace = crate::metrics::trace::Trace::from_schedule(
+        &format!("{}: one training step of {}", s.file.name, model.name),
+        &dag.schedule,
+        &outcome.ops,
+        device_names
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                if (i as u32) < n {
+                    format!("rank{i} ({d})")
+                } else {
+                    format!("{} ({d})", dag.schedule.extra_endpoints[i - n as usize])
+                }
+            })
+            .collect(),
+        Some((&dag.lanes, dag.lane_count)),
+    );
     Ok(WorkloadReport {
         summary,
         traffic_per_step: traffic,
         endpoints: device_names,
         topology: Arc::clone(&prep.topology),
+        trace,
     })
 }
 

@@ -1,0 +1,85 @@
+//! `dtsim-report`: HTML reports with figures from dtsim results, and sweep results as Parquet.
+//!
+//! ```text
+//! dtsim-report RESULTS... --out DIR [--title TITLE]
+//! dtsim-report merge SWEEP_DIR... [--out DIR]
+//! ```
+//! RESULTS: sweep directories, run directories (`dtsim run --out`), results .csv/.parquet,
+//! validation CSVs (predicted and measured columns), scenario .toml files (bandwidth heatmap).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+const USAGE: &str = "usage:
+  dtsim-report RESULTS... --out DIR [--title TITLE]
+      RESULTS: sweep directories (results.csv/.parquet or points/), run directories
+      (summary.json from `dtsim run --out`), results or validation .csv/.parquet files,
+      scenario .toml files (GPU x GPU bandwidth). Writes DIR/index.html, DIR/figures/*.svg,
+      DIR/tables/*.csv.
+  dtsim-report merge SWEEP_DIR... [--out DIR]
+      Merges sweep points (e.g. shards) into DIR/results.csv and DIR/results.parquet
+      (default DIR: the first SWEEP_DIR).";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(args: &[String]) -> Result<(), String> {
+    let mut inputs: Vec<PathBuf> = Vec::new();
+    let mut out: Option<PathBuf> = None;
+    let mut title: Option<String> = None;
+    let merge = args.first().is_some_and(|a| a == "merge");
+    let mut it = args.iter().skip(usize::from(merge));
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return Ok(());
+            }
+            "--out" => out = Some(it.next().ok_or("--out needs a directory")?.into()),
+            "--title" => title = Some(it.next().ok_or("--title needs a text")?.clone()),
+            s if s.starts_with("--") => return Err(format!("unknown option {s}\n{USAGE}")),
+            s => inputs.push(s.into()),
+        }
+    }
+    if inputs.is_empty() {
+        return Err(format!("no inputs\n{USAGE}"));
+    }
+    if merge {
+        let dir = out.unwrap_or_else(|| inputs[0].clone());
+        let (rows, missing, files) = reports::data::merge_to_parquet(&inputs, &dir)?;
+        for f in &files {
+            println!("wrote {}", f.display());
+        }
+        println!(
+            "{rows} points{}",
+            if missing > 0 {
+                format!(", {missing} missing (run the sweep again to finish them)")
+            } else {
+                String::new()
+            }
+        );
+        return Ok(());
+    }
+    let out = out.ok_or(format!("--out DIR is required\n{USAGE}"))?;
+    let sections = reports::study::build(&inputs)?;
+    let title = title.unwrap_or_else(|| {
+        let names: Vec<String> = sections.iter().map(|s| s.heading.clone()).collect();
+        format!("dtsim report: {}", names.join(", "))
+    });
+    let files = reports::page::write(&out, &title, &sections)?;
+    let figures: usize = sections.iter().map(|s| s.figures.len()).sum();
+    println!(
+        "wrote {} ({figures} figures, {} files)",
+        out.join("index.html").display(),
+        files.len()
+    );
+    Ok(())
+}

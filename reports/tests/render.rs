@@ -1,0 +1,239 @@
+//! Reports rendered from real simulator output: the page references every figure, figure files
+//! exist, and each figure has the series / cells its data calls for.
+
+use std::path::{Path, PathBuf};
+
+use reports::figures::Figure;
+use reports::study::Section;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("dtsim-report-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn collective_run(dir: &Path) -> PathBuf {
+    let s = sim::scenario::load(&repo().join("scenarios/quickstart.toml"), &[]).unwrap();
+    let out = dir.join("run");
+    sim::scenario::run::run(&s)
+        .unwrap()
+        .write_dir(&out)
+        .unwrap();
+    out
+}
+
+fn workload_run(dir: &Path) -> PathBuf {
+    let s = sim::scenario::load(
+        &repo().join("scenarios/resnet18_weak_scaling.toml"),
+        &["placement.ranks=8".to_string()],
+    )
+    .unwrap();
+    let out = dir.join("step");
+    sim::scenario::workload::run_workload(&s)
+        .unwrap()
+        .write_dir(&out)
+        .unwrap();
+    out
+}
+
+fn sweep(dir: &Path, scenario: &Path, name: &str) -> PathBuf {
+    let sw = sim::scenario::sweep::expand(scenario, &[]).unwrap();
+    let out = dir.join(name);
+    let opts = sim::scenario::sweep::SweepOptions {
+        out: out.clone(),
+        jobs: 2,
+        shard: sim::scenario::sweep::Shard::ALL,
+        limit: None,
+        all_files: false,
+    };
+    let o = sim::scenario::sweep::run(&sw, &opts, &|_| {}).unwrap();
+    assert!(o.failed.is_empty(), "{:?}", o.failed);
+    out
+}
+
+fn collective_sweep(dir: &Path) -> PathBuf {
+    let p = dir.join("sweep.toml");
+    std::fs::write(
+        &p,
+        format!(
+            r#"
+name = "ring-sweep"
+[topology]
+file = "{}"
+[collective]
+op = "all_reduce"
+bytes = "1MiB"
+[sweep]
+"collective.algorithm" = ["ring", "double_binary_tree", "direct"]
+"collective.bytes" = ["64KiB", "1MiB", "16MiB"]
+"placement.ranks" = [2, 4, 10]
+"#,
+            repo().join("topologies/ring10_10GBps.toml").display()
+        ),
+    )
+    .unwrap();
+    sweep(dir, &p, "collectives")
+}
+
+fn figure<'a>(sections: &'a [Section], suffix: &str) -> &'a Figure {
+    sections
+        .iter()
+        .flat_map(|s| &s.figures)
+        .find(|f| f.name.ends_with(suffix))
+        .unwrap_or_else(|| panic!("no figure *{suffix}"))
+}
+
+#[test]
+fn a_study_page_has_every_figure_inline_and_as_a_file() {
+    let dir = scratch("study");
+    let inputs = vec![
+        collective_sweep(&dir),
+        sweep(
+            &dir,
+            &repo().join("scenarios/resnet18_weak_scaling.toml"),
+            "weak",
+        ),
+        sweep(
+            &dir,
+            &repo().join("scenarios/resnet18_strong_scaling.toml"),
+            "strong",
+        ),
+        collective_run(&dir),
+        workload_run(&dir),
+        repo().join("topologies/../scenarios/quickstart.toml"),
+    ];
+    let sections = reports::study::build(&inputs).unwrap();
+    let out = dir.join("report");
+    reports::page::write(&out, "test study", &sections).unwrap();
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    let figures: Vec<&Figure> = sections.iter().flat_map(|s| &s.figures).collect();
+    assert!(figures.len() >= 18, "{} figures", figures.len());
+    assert_eq!(
+        html.matches("<svg").count(),
+        figures.len(),
+        "every SVG inline"
+    );
+    for f in &figures {
+        let svg = out.join("figures").join(format!("{}.svg", f.name));
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert!(
+            text.contains(
+                &f.title
+                    .replace('&', "&amp;")
+                    .replace('<', "&lt;")
+                    .replace('>', "&gt;")
+            ) || text.contains("<text"),
+            "{}",
+            f.name
+        );
+        assert!(out.join("tables").join(format!("{}.csv", f.name)).is_file());
+        assert!(html.contains(&format!("id=\"fig-{}\"", f.name)));
+        assert!(html.contains(&format!("href=\"figures/{}.svg\"", f.name)));
+        assert!(!f.table.rows.is_empty(), "{} has a table", f.name);
+    }
+
+    // scaling curves: one series per workload study, weak and strong told apart
+    let thr = figure(&sections, "scaling-throughput");
+    assert_eq!(thr.series, 2);
+    let lines = thr
+        .svg
+        .lines()
+        .filter(|l| l.contains("<polyline") && l.contains("stroke-width=\"2\""))
+        .count();
+    assert_eq!(lines, 2, "one drawn line per study");
+    assert!(thr.svg.contains("resnet18-weak-scaling (weak)"));
+    assert!(thr.svg.contains("resnet18-strong-scaling (strong)"));
+    assert_eq!(thr.table.rows.len(), 5, "4, 8, 16, 32, 64 GPUs");
+    let eff = figure(&sections, "scaling-efficiency");
+    assert_eq!(eff.table.rows[0][1], "100%", "efficiency starts at 100%");
+
+    // method comparison of the collective sweep: one line per algorithm
+    let bw = figure(&sections, "busbw-vs-size");
+    assert_eq!(bw.series, 3);
+    for alg in ["ring", "double_binary_tree", "direct"] {
+        assert!(
+            bw.svg.contains(&format!(">\n{alg}\n</text>")),
+            "legend names {alg}"
+        );
+    }
+    assert_eq!(
+        bw.table
+            .rows
+            .iter()
+            .map(|r| r[0].as_str())
+            .collect::<Vec<_>>(),
+        ["64.0 KiB", "1.00 MiB", "16.0 MiB"]
+    );
+    assert!(bw.svg.contains("bus bandwidth (GB/s)"), "axis with unit");
+
+    // compute vs communication: two stacked series over five variants
+    let cc = figure(&sections, "weak-compute-vs-comm");
+    assert_eq!(cc.series, 2);
+    assert_eq!(cc.table.rows.len(), 5);
+
+    // heatmaps: n x n cells
+    let rs = figure(&sections, "run-traffic-reduce-scatter");
+    assert_eq!(rs.cells, 100);
+    assert!(rs.svg.matches("<rect").count() >= 100);
+    let ag = figure(&sections, "step-traffic-all-gather");
+    assert_eq!(ag.cells, 64);
+    let bwm = figure(&sections, "quickstart-bandwidth");
+    assert_eq!(bwm.cells, 100);
+    assert_eq!(
+        bwm.table.rows[0][2], "10.0 GB/s",
+        "ring10 links are 10 GB/s"
+    );
+
+    // timelines: one legend entry per phase
+    let tl = figure(&sections, "run-timeline");
+    assert_eq!(tl.series, 2, "reduce-scatter and all-gather");
+    let step = figure(&sections, "step-timeline");
+    assert!(
+        step.series >= 3,
+        "forward, backward and communication phases"
+    );
+}
+
+#[test]
+fn validation_results_plot_predicted_against_measured_with_a_band() {
+    let dir = scratch("validation");
+    let p = dir.join("validation.csv");
+    std::fs::write(
+        &p,
+        "run,measured_ms,predicted_ms\nresnet50 8 GPUs,100,104\nresnet50 16 GPUs,120,114\nvgg16 8 GPUs,300,330\n",
+    )
+    .unwrap();
+    let sections = reports::study::build(&[p]).unwrap();
+    let f = figure(&sections, "validation");
+    assert_eq!(f.table.rows.len(), 3);
+    assert_eq!(f.table.rows[2], ["vgg16 8 GPUs", "300", "330", "10.0%"]);
+    assert!(f.svg.contains("predicted (ms)") && f.svg.contains("measured (ms)"));
+    assert!(f.svg.contains("±10% band"));
+    assert!(
+        sections[0].text.contains("worst 10.0%"),
+        "{}",
+        sections[0].text
+    );
+}
+
+#[test]
+fn sweep_points_merge_into_parquet_that_polars_reads_back() {
+    let dir = scratch("parquet");
+    let sw = collective_sweep(&dir);
+    let (rows, missing, files) =
+        reports::data::merge_to_parquet(std::slice::from_ref(&sw), &sw).unwrap();
+    assert_eq!((rows, missing), (27, 0));
+    let df = reports::data::read_table(&files[1]).unwrap();
+    assert_eq!(df.height(), 27);
+    let ranks = reports::data::f64s(&df, "ranks");
+    assert_eq!(ranks[..3], [Some(2.0), Some(4.0), Some(10.0)]);
+    assert_eq!(
+        reports::data::strings(&df, "collective.algorithm")[26],
+        "direct"
+    );
+}

@@ -1,0 +1,294 @@
+//! The per-rank timeline of a run as a Chrome / Perfetto trace (`trace.json`, the Trace Event
+//! Format: one track per endpoint, one complete event per send, receive and compute interval),
+//! so that it opens in chrome://tracing, ui.perfetto.dev and the tools people already use.
+
+use std::fmt::Write as _;
+
+use crate::collective::play::OpTiming;
+use crate::collective::{OpKind, Schedule};
+
+/// One interval on one track.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceEvent {
+    pub track: u32,
+    /// `"send"`, `"recv"` or `"compute"`.
+    pub role: &'static str,
+    /// The op's phase (`"reduce-scatter"`, `"backward"` ...).
+    pub phase: &'static str,
+    pub op: u32,
+    pub step: u32,
+    /// The other endpoint of a transfer.
+    pub peer: Option<u32>,
+    pub bytes: u64,
+    pub start_ps: u64,
+    pub end_ps: u64,
+}
+
+/// Tracks (endpoint names) and their events, sorted by (track, start, op).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Trace {
+    pub title: String,
+    pub tracks: Vec<String>,
+    pub events: Vec<TraceEvent>,
+    /// Tracks left out to keep the trace under the event cap.
+    pub tracks_left_out: usize,
+}
+
+/// Traces stop adding tracks beyond this many events (a 128-rank ring all-reduce has ~65,000).
+pub const MAX_TRACE_EVENTS: usize = 500_000;
+
+impl Trace {
+    /// The timeline of a played schedule. `tracks` names the endpoints (ranks first). `lanes`
+    /// (training steps) gives each op's pipeline stage: a compute op of lane `l` of `lane_count`
+    /// runs on every rank of stage `l`, ranks `l·r/lane_count ..`; without lanes, compute ops run
+    /// on every rank.
+    pub fn from_schedule(
+        title: &str,
+        schedule: &Schedule,
+        times: &[OpTiming],
+        tracks: Vec<String>,
+        lanes: Option<(&[Option<u16>], u16)>,
+    ) -> Trace {
+        let ranks = schedule.ranks as usize;
+        let mut per_track: Vec<Vec<TraceEvent>> = vec![Vec::new(); tracks.len()];
+        for (i, (op, t)) in schedule.ops.iter().zip(times).enumerate() {
+            let (start_ps, end_ps) = (t.start.as_ps(), t.end.as_ps());
+            let base = TraceEvent {
+                track: 0,
+                role: "compute",
+                phase: op.phase.as_str(),
+                op: i as u32,
+                step: op.step,
+                peer: None,
+                bytes: 0,
+                start_ps,
+                end_ps,
+            };
+            match op.kind {
+                OpKind::Transfer { pattern, bytes } => {
+                    for &(a, b) in schedule.patterns[pattern.0 as usize].pairs.iter() {
+                        for (track, peer, role) in [(a, b, "send"), (b, a, "recv")] {
+                            if let Some(v) = per_track.get_mut(track as usize) {
+                                v.push(TraceEvent {
+                                    track,
+                                    role,
+                                    peer: Some(peer),
+                                    bytes,
+                                    ..base.clone()
+                                });
+                            }
+                        }
+                    }
+                }
+                OpKind::Compute { .. } if end_ps > start_ps => {
+                    let on: std::ops::Range<usize> = match lanes {
+                        Some((l, count)) => match l.get(i).copied().flatten() {
+                            Some(lane) => {
+                                let per = ranks / count.max(1) as usize;
+                                lane as usize * per..(lane as usize + 1) * per
+                            }
+                            None => 0..0,
+                        },
+                        None => 0..ranks,
+                    };
+                    let n_tracks = per_track.len();
+                    for r in on.take_while(|&r| r < n_tracks) {
+                        per_track[r].push(TraceEvent {
+                            track: r as u32,
+                            ..base.clone()
+                        });
+                    }
+                }
+                OpKind::Reduce { bytes, .. } if end_ps > start_ps => {
+                    for (r, v) in per_track.iter_mut().enumerate().take(ranks) {
+                        v.push(TraceEvent {
+                            track: r as u32,
+                            role: "reduce",
+                            bytes,
+                            ..base.clone()
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut events = Vec::new();
+        let mut kept = 0;
+        for v in per_track.iter_mut() {
+            if events.len() + v.len() > MAX_TRACE_EVENTS && kept > 0 {
+                break;
+            }
+            v.sort_by_key(|e| (e.start_ps, e.op, e.role));
+            events.append(v);
+            kept += 1;
+        }
+        let left = tracks.len() - kept;
+        let mut tracks = tracks;
+        tracks.truncate(kept);
+        Trace {
+            title: title.to_string(),
+            tracks,
+            events,
+            tracks_left_out: left,
+        }
+    }
+
+    /// The trace as Trace Event Format JSON (times in microseconds, to the picosecond).
+    pub fn to_json(&self) -> String {
+        let us = |ps: u64| format!("{}.{:06}", ps / 1_000_000, ps % 1_000_000);
+        let mut s = String::from("{\"displayTimeUnit\":\"ns\",\"otherData\":");
+        s += &serde_json::json!({
+            "generator": "dtsim",
+            "title": self.title,
+            "tracks_left_out": self.tracks_left_out,
+        })
+        .to_string();
+        s += ",\"traceEvents\":[\n";
+        let _ = write!(
+            s,
+            "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{{\"name\":{}}}}}",
+            serde_json::Value::String(self.title.clone())
+        );
+        for (i, name) in self.tracks.iter().enumerate() {
+            let _ = write!(
+                s,
+                ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":{i},\"args\":{{\"name\":{}}}}}\
+                 ,\n{{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":{i},\"args\":{{\"sort_index\":{i}}}}}",
+                serde_json::Value::String(name.clone())
+            );
+        }
+        for e in &self.events {
+            let name = if e.role == "compute" {
+                e.phase.to_string()
+            } else {
+                format!("{} {}", e.phase, e.role)
+            };
+            let _ = write!(
+                s,
+                ",\n{{\"name\":\"{name}\",\"cat\":\"{}\",\"ph\":\"X\",\"pid\":1,\"tid\":{},\"ts\":{},\"dur\":{},\"args\":{{\"op\":{},\"step\":{},\"role\":\"{}\"",
+                e.phase,
+                e.track,
+                us(e.start_ps),
+                us(e.end_ps - e.start_ps),
+                e.op,
+                e.step,
+                e.role
+            );
+            if let Some(p) = e.peer {
+                let _ = write!(s, ",\"peer\":{p}");
+            }
+            if e.bytes > 0 {
+                let _ = write!(s, ",\"bytes\":{}", e.bytes);
+            }
+            s += "}}";
+        }
+        s += "\n]}\n";
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::{Collective, Op, Pattern, PatternId, Phase};
+    use crate::engine::SimTime;
+    use std::sync::Arc;
+
+    fn two_rank_exchange() -> (Schedule, Vec<OpTiming>) {
+        let schedule = Schedule {
+            collective: Collective::AllReduce,
+            algorithm: "ring(1)".into(),
+            ranks: 2,
+            extra_endpoints: vec![],
+            bytes: 100,
+            patterns: vec![Pattern {
+                pairs: Arc::from(vec![(0, 1), (1, 0)]),
+            }],
+            ops: vec![
+                Op {
+                    kind: OpKind::Transfer {
+                        pattern: PatternId(0),
+                        bytes: 50,
+                    },
+                    deps: vec![],
+                    phase: Phase::ReduceScatter,
+                    channel: 0,
+                    step: 0,
+                },
+                Op {
+                    kind: OpKind::Compute {
+                        endpoints: 2,
+                        duration: SimTime::from_ps(1_000_000),
+                    },
+                    deps: vec![],
+                    phase: Phase::Backward,
+                    channel: 0,
+                    step: 0,
+                },
+            ],
+        };
+        let t = |a: u64, b: u64| OpTiming {
+            start: SimTime::from_ps(a),
+            end: SimTime::from_ps(b),
+        };
+        (schedule, vec![t(0, 1_500_000), t(1_500_000, 2_500_000)])
+    }
+
+    #[test]
+    fn every_rank_gets_a_send_a_receive_and_its_compute() {
+        let (s, times) = two_rank_exchange();
+        let tr = Trace::from_schedule("t", &s, &times, vec!["rank0".into(), "rank1".into()], None);
+        assert_eq!(tr.events.len(), 6);
+        for r in 0..2 {
+            let roles: Vec<&str> = tr
+                .events
+                .iter()
+                .filter(|e| e.track == r)
+                .map(|e| e.role)
+                .collect();
+            assert_eq!(roles, ["recv", "send", "compute"]);
+        }
+    }
+
+    #[test]
+    fn the_json_is_trace_event_format_with_microsecond_times() {
+        let (s, times) = two_rank_exchange();
+        let tr = Trace::from_schedule("t", &s, &times, vec!["rank0".into(), "rank1".into()], None);
+        let v: serde_json::Value = serde_json::from_str(&tr.to_json()).unwrap();
+        let ev = v["traceEvents"].as_array().unwrap();
+        let complete: Vec<_> = ev.iter().filter(|e| e["ph"] == "X").collect();
+        assert_eq!(complete.len(), 6);
+        let send = complete
+            .iter()
+            .find(|e| e["name"] == "reduce-scatter send" && e["tid"] == 0)
+            .unwrap();
+        assert_eq!(send["dur"].as_f64().unwrap(), 1.5);
+        assert_eq!(send["args"]["peer"], 1);
+        let names: Vec<_> = ev
+            .iter()
+            .filter(|e| e["name"] == "thread_name")
+            .map(|e| e["args"]["name"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(names, ["rank0", "rank1"]);
+    }
+
+    #[test]
+    fn compute_ops_of_a_pipeline_stage_run_on_that_stages_ranks_only() {
+        let (s, times) = two_rank_exchange();
+        let lanes = [None, Some(1u16)];
+        let tr = Trace::from_schedule(
+            "t",
+            &s,
+            &times,
+            vec!["rank0".into(), "rank1".into()],
+            Some((&lanes, 2)),
+        );
+        let compute: Vec<u32> = tr
+            .events
+            .iter()
+            .filter(|e| e.role == "compute")
+            .map(|e| e.track)
+            .collect();
+        assert_eq!(compute, [1]);
+    }
+}

@@ -1,0 +1,889 @@
+//! Sweeps: a `[sweep]` table turns one scenario into many points, run in parallel, one result
+//! directory per point, resumable, shardable across machines, merged into one results table.
+//!
+//! ```toml
+//! [sweep]
+//! mode = "product"                        # product (default) | zip
+//! "collective.algorithm" = ["ring", "double_binary_tree"]
+//! "collective.bytes" = ["1MiB", "16MiB"]  # any --set key path, each with a list of values
+//! "placement.ranks" = [8, 16, 32]
+//! ```
+//!
+//! Axes keep the order they are written in; in `product` mode the first axis varies slowest, the
+//! last fastest; `zip` takes the i-th value of every axis (all lists the same length). A
+//! workload scenario's `[[compare]]` variants are one more axis, `variant`, in front of the others.
+//!
+//! A point is identified by its *key* (scenario name, the `--set` overrides of the whole sweep and
+//! the point's own assignments); its results go to `points/<index>-<hash of key>/`, and
+//! `summary.json` is written last, atomically, with the key inside: a point is done iff that file
+//! exists and holds the point's key. Re-running a sweep skips done points, so an interrupted
+//! sweep resumes without redoing or losing any.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use serde::Deserialize;
+
+use super::{load, Scenario, ScenarioError};
+use crate::metrics::output::{field, write_atomic};
+
+/// How the axes combine into points.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SweepMode {
+    /// Every combination of values (cartesian product).
+    #[default]
+    Product,
+    /// The i-th value of every axis together.
+    Zip,
+}
+
+/// One varied key with its values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Axis {
+    /// A `--set` key path such as `collective.bytes`, or `variant` for `[[compare]]` labels.
+    pub key: String,
+    pub values: Vec<toml::Value>,
+}
+
+/// The parsed `[sweep]` table.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SweepSpec {
+    pub mode: SweepMode,
+    pub axes: Vec<Axis>,
+}
+
+/// One point of a sweep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    /// Position in the expanded order (0-based).
+    pub index: usize,
+    /// (axis key, value) in axis order.
+    pub values: Vec<(String, toml::Value)>,
+    /// The `--set` overrides that make this point: the sweep's own, then the point's.
+    pub overrides: Vec<String>,
+    /// What identifies the point across runs.
+    pub key: String,
+    /// FNV-1a 64 of `key`.
+    pub hash: u64,
+}
+
+impl Point {
+    /// `points/<index>-<hash>` relative to the sweep's output directory.
+    pub fn dir_name(&self) -> String {
+        format!("{:05}-{:016x}", self.index, self.hash)
+    }
+    pub fn dir(&self, out: &Path) -> PathBuf {
+        out.join("points").join(self.dir_name())
+    }
+}
+
+/// A value as people write it in a table: strings without quotes.
+pub fn value_text(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// FNV-1a, 64 bits: a stable hash (std's hashers are seeded per process).
+pub fn fnv1a64(s: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// A scenario expanded into its points.
+#[derive(Debug, Clone)]
+pub struct Sweep {
+    pub scenario_path: PathBuf,
+    pub name: String,
+    pub spec: SweepSpec,
+    /// `--set` overrides applied to every point.
+    pub base_overrides: Vec<String>,
+    pub points: Vec<Point>,
+}
+
+#[derive(Deserialize)]
+struct SweepOnly {
+    #[serde(default)]
+    sweep: Option<BTreeMap<String, toml::Spanned<toml::Value>>>,
+}
+
+/// Parses the `[sweep]` table of a scenario text (axes in the order written).
+pub fn parse_spec(file: &str, text: &str) -> Result<SweepSpec, ScenarioError> {
+    let only: SweepOnly = toml::from_str(text).map_err(|e| super::toml_error(file, text, &e))?;
+    let Some(table) = only.sweep else {
+        return Ok(SweepSpec::default());
+    };
+    let mut spec = SweepSpec::default();
+    let mut axes: Vec<(usize, Axis)> = Vec::new();
+    for (key, value) in table {
+        let start = value.span().start;
+        let value = value.into_inner();
+        if key == "mode" {
+            spec.mode = match value.as_str() {
+                Some("product") => SweepMode::Product,
+                Some("zip") => SweepMode::Zip,
+                _ => {
+                    return Err(ScenarioError::new(
+                        file,
+                        "sweep.mode",
+                        format!("\"product\" or \"zip\", got {value}"),
+                    ))
+                }
+            };
+            continue;
+        }
+        let field = format!("sweep.\"{key}\"");
+        if key.split('.').any(|k| k.trim().is_empty()) || key.starts_with("sweep") {
+            return Err(ScenarioError::new(
+                file,
+                field,
+                "a dotted key of the scenario such as \"collective.bytes\"",
+            ));
+        }
+        let values = match value {
+            toml::Value::Array(a) if !a.is_empty() => a,
+            other => {
+                return Err(ScenarioError::new(
+                    file,
+                    field,
+                    format!("a non-empty list of values, got {other}"),
+                ))
+            }
+        };
+        axes.push((start, Axis { key, values }));
+    }
+    axes.sort_by_key(|(start, _)| *start);
+    spec.axes = axes.into_iter().map(|(_, a)| a).collect();
+    if spec.mode == SweepMode::Zip {
+        if let Some(first) = spec.axes.first() {
+            let n = first.values.len();
+            if let Some(bad) = spec.axes.iter().find(|a| a.values.len() != n) {
+                return Err(ScenarioError::new(
+                    file,
+                    format!("sweep.\"{}\"", bad.key),
+                    format!(
+                        "{n} values like sweep.\"{}\" (mode = \"zip\"), got {}",
+                        first.key,
+                        bad.values.len()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(spec)
+}
+
+/// The points of `axes` in stable order: (axis index, value index) per point.
+fn combinations(mode: SweepMode, lens: &[usize]) -> Vec<Vec<usize>> {
+    if lens.is_empty() {
+        return vec![Vec::new()];
+    }
+    match mode {
+        SweepMode::Zip => (0..lens[0]).map(|i| vec![i; lens.len()]).collect(),
+        SweepMode::Product => {
+            let total: usize = lens.iter().product();
+            (0..total)
+                .map(|mut i| {
+                    let mut c = vec![0; lens.len()];
+                    for (slot, &len) in c.iter_mut().zip(lens).rev() {
+                        *slot = i % len;
+                        i /= len;
+                    }
+                    c
+                })
+                .collect()
+        }
+    }
+}
+
+/// Reads the scenario at `path` and expands its `[sweep]` (and `[[compare]]`) into points.
+/// `overrides` apply to every point. Each point is checked by loading it.
+pub fn expand(path: &Path, overrides: &[String]) -> Result<Sweep, ScenarioError> {
+    let file = path.display().to_string();
+    if let Some(o) = overrides
+        .iter()
+        .find(|o| o.trim_start().starts_with("sweep"))
+    {
+        return Err(ScenarioError::new(
+            &file,
+            format!("--set {o}"),
+            "a scenario key; edit the [sweep] table to change the axes",
+        ));
+    }
+    let base = load(path, overrides)?;
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ScenarioError::new(&file, "(file)", format!("a readable scenario file ({e})"))
+    })?;
+    let mut spec = parse_spec(&file, &text)?;
+    // [[compare]] variants: one more axis in front, whose values carry their own overrides.
+    let variants = &base.file.compare;
+    let mut axes = spec.axes.clone();
+    if !variants.is_empty() {
+        axes.insert(
+            0,
+            Axis {
+                key: "variant".into(),
+                values: variants
+                    .iter()
+                    .map(|v| toml::Value::String(v.label.clone()))
+                    .collect(),
+            },
+        );
+    }
+    let lens: Vec<usize> = axes.iter().map(|a| a.values.len()).collect();
+    let mode = spec.mode;
+    let combos = if variants.is_empty() || mode == SweepMode::Product {
+        combinations(mode, &lens)
+    } else {
+        // zip the sweep's own axes, then cross with the variants
+        let inner = combinations(SweepMode::Zip, &lens[1..]);
+        (0..lens[0])
+            .flat_map(|v| {
+                inner.iter().map(move |c| {
+                    let mut x = vec![v];
+                    x.extend(c);
+                    x
+                })
+            })
+            .collect()
+    };
+    let mut points = Vec::with_capacity(combos.len());
+    for (index, combo) in combos.into_iter().enumerate() {
+        let mut values = Vec::new();
+        let mut point_sets = Vec::new();
+        for (axis, &vi) in axes.iter().zip(&combo) {
+            let v = axis.values[vi].clone();
+            if axis.key == "variant" && !variants.is_empty() {
+                point_sets.extend(variants[vi].set.iter().cloned());
+            } else {
+                point_sets.push(format!("{}={}", axis.key, v));
+            }
+            values.push((axis.key.clone(), v));
+        }
+        let mut all = overrides.to_vec();
+        all.extend(point_sets);
+        let mut key = format!("scenario={}\n", base.file.name);
+        for o in &all {
+            let _ = writeln!(key, "set {o}");
+        }
+        let hash = fnv1a64(&key);
+        points.push(Point {
+            index,
+            values,
+            overrides: all,
+            key,
+            hash,
+        });
+    }
+    spec.axes = axes;
+    Ok(Sweep {
+        scenario_path: path.to_path_buf(),
+        name: base.file.name.clone(),
+        spec,
+        base_overrides: overrides.to_vec(),
+        points,
+    })
+}
+
+/// Which share of the points a process runs: points with `index % count == shard`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    pub index: u32,
+    pub count: u32,
+}
+
+impl Shard {
+    pub const ALL: Shard = Shard { index: 0, count: 1 };
+
+    /// `"i/n"` with `i < n`.
+    pub fn parse(s: &str) -> Result<Shard, String> {
+        let bad = || format!("a shard as i/n with 0 <= i < n, e.g. 0/4; got {s:?}");
+        let (i, n) = s.split_once('/').ok_or_else(bad)?;
+        let index: u32 = i.trim().parse().map_err(|_| bad())?;
+        let count: u32 = n.trim().parse().map_err(|_| bad())?;
+        if count == 0 || index >= count {
+            return Err(bad());
+        }
+        Ok(Shard { index, count })
+    }
+
+    /// The shard of a Slurm job-array task: `SLURM_ARRAY_TASK_ID` (minus `SLURM_ARRAY_TASK_MIN`)
+    /// of `SLURM_ARRAY_TASK_COUNT`; `None` outside a job array.
+    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Option<Shard>, String> {
+        let (Some(id), Some(count)) = (var("SLURM_ARRAY_TASK_ID"), var("SLURM_ARRAY_TASK_COUNT"))
+        else {
+            return Ok(None);
+        };
+        let num = |name: &str, v: &str| {
+            v.trim()
+                .parse::<u32>()
+                .map_err(|_| format!("{name} to be a number, got {v:?}"))
+        };
+        let id = num("SLURM_ARRAY_TASK_ID", &id)?;
+        let count = num("SLURM_ARRAY_TASK_COUNT", &count)?;
+        let min = match var("SLURM_ARRAY_TASK_MIN") {
+            Some(m) => num("SLURM_ARRAY_TASK_MIN", &m)?,
+            None => 0,
+        };
+        let index = id
+            .checked_sub(min)
+            .ok_or("SLURM_ARRAY_TASK_ID below SLURM_ARRAY_TASK_MIN")?;
+        Shard::parse(&format!("{index}/{count}")).map(Some)
+    }
+
+    pub fn contains(&self, point_index: usize) -> bool {
+        point_index % self.count as usize == self.index as usize
+    }
+}
+
+/// What `run` does besides running points.
+#[derive(Debug, Clone)]
+pub struct SweepOptions {
+    pub out: PathBuf,
+    pub jobs: usize,
+    pub shard: Shard,
+    /// Run at most this many pending points, then stop (the rest run on the next call).
+    pub limit: Option<usize>,
+    /// Write every result file of each point (links.csv, traffic.csv, trace.json ...), not only
+    /// summary.json.
+    pub all_files: bool,
+}
+
+/// What a call to [`run`] did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SweepOutcome {
+    /// Points of this shard.
+    pub in_shard: usize,
+    /// Found done and skipped.
+    pub already_done: usize,
+    /// Run now.
+    pub ran: usize,
+    /// (point index, error) of points that failed (not done: a re-run tries them again).
+    pub failed: Vec<(usize, String)>,
+    /// Pending points left for a later call (only with a limit).
+    pub left: usize,
+}
+
+/// True iff the point's `summary.json` exists and holds its key.
+pub fn is_done(out: &Path, p: &Point) -> bool {
+    let Ok(text) = std::fs::read_to_string(p.dir(out).join("summary.json")) else {
+        return false;
+    };
+    serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| {
+            v.get("sweep_point")
+                .and_then(|s| s.get("key"))
+                .and_then(|k| k.as_str())
+                .map(|k| k == p.key)
+        })
+        .unwrap_or(false)
+}
+
+/// The `sweep_point` object written into each point's summary.
+fn point_json(sweep: &Sweep, p: &Point) -> serde_json::Value {
+    let values: serde_json::Map<String, serde_json::Value> = p
+        .values
+        .iter()
+        .map(|(k, v)| (k.clone(), serde_json::Value::String(value_text(v))))
+        .collect();
+    serde_json::json!({
+        "sweep": sweep.name,
+        "index": p.index,
+        "hash": format!("{:016x}", p.hash),
+        "key": p.key,
+        "axes": sweep.spec.axes.iter().map(|a| a.key.clone()).collect::<Vec<_>>(),
+        "values": values,
+    })
+}
+
+/// Runs one point and writes its directory; `summary.json` last.
+pub fn run_point(sweep: &Sweep, p: &Point, out: &Path, all_files: bool) -> anyhow::Result<()> {
+    let s: Scenario = load(&sweep.scenario_path, &p.overrides)?;
+    let dir = p.dir(out);
+    let (kind, mut summary) = if s.file.workload.is_some() {
+        let report = super::workload::run_workload(&s)?;
+        if all_files {
+            report.write_dir(&dir)?;
+        }
+        ("workload", serde_json::to_value(&report.summary)?)
+    } else {
+        let report = super::run::run(&s)?;
+        if all_files {
+            report.write_dir(&dir)?;
+        }
+        ("collective", serde_json::to_value(&report.summary)?)
+    };
+    if let serde_json::Value::Object(m) = &mut summary {
+        m.insert("kind".into(), kind.into());
+        m.insert("sweep_point".into(), point_json(sweep, p));
+    }
+    let text = serde_json::to_string_pretty(&summary)? + "\n";
+    write_atomic(&dir.join("summary.json"), text.as_bytes())?;
+    Ok(())
+}
+
+/// The sweep's manifest (`sweep.json`): what the points are, for merges and reports.
+pub fn manifest(sweep: &Sweep) -> serde_json::Value {
+    serde_json::json!({
+        "sweep": sweep.name,
+        "scenario": sweep.scenario_path.display().to_string(),
+        "set": sweep.base_overrides,
+        "mode": match sweep.spec.mode { SweepMode::Product => "product", SweepMode::Zip => "zip" },
+        "axes": sweep.spec.axes.iter().map(|a| serde_json::json!({
+            "key": a.key,
+            "values": a.values.iter().map(value_text).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "points": sweep.points.iter().map(|p| serde_json::json!({
+            "index": p.index, "dir": p.dir_name(), "key": p.key,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// Runs the shard's pending points on `jobs` threads (one simulation per thread at a time),
+/// calling `progress` after each finished point. Writes `sweep.json` first.
+pub fn run(
+    sweep: &Sweep,
+    opts: &SweepOptions,
+    progress: &(dyn Fn(&Point) + Sync),
+) -> anyhow::Result<SweepOutcome> {
+    let text = serde_json::to_string_pretty(&manifest(sweep))? + "\n";
+    write_atomic(&opts.out.join("sweep.json"), text.as_bytes())?;
+    let mine: Vec<&Point> = sweep
+        .points
+        .iter()
+        .filter(|p| opts.shard.contains(p.index))
+        .collect();
+    let pending: Vec<&Point> = mine
+        .iter()
+        .copied()
+        .filter(|p| !is_done(&opts.out, p))
+        .collect();
+    let mut outcome = SweepOutcome {
+        in_shard: mine.len(),
+        already_done: mine.len() - pending.len(),
+        ..SweepOutcome::default()
+    };
+    let limit = opts.limit.unwrap_or(usize::MAX);
+    let claimed = AtomicUsize::new(0);
+    let ran = AtomicUsize::new(0);
+    let failed = Mutex::new(Vec::new());
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(opts.jobs.max(1))
+        .build()?;
+    // Each worker takes the next pending point in order (a shared counter), so the points
+    // finish roughly in order and the last ones are not stuck behind one slow worker's share.
+    let workers = opts.jobs.max(1).min(pending.len().max(1));
+    pool.scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|_| loop {
+                let i = claimed.fetch_add(1, Ordering::SeqCst);
+                if i >= limit || i >= pending.len() {
+                    return;
+                }
+                let p = pending[i];
+                match run_point(sweep, p, &opts.out, opts.all_files) {
+                    Ok(()) => {
+                        ran.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Err(e) => failed
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((p.index, format!("{e:#}"))),
+                }
+                progress(p);
+            });
+        }
+    });
+    outcome.ran = ran.into_inner();
+    let mut failed = failed.into_inner().unwrap_or_else(|e| e.into_inner());
+    failed.sort();
+    outcome.failed = failed;
+    outcome.left = pending.len() - outcome.ran - outcome.failed.len();
+    Ok(outcome)
+}
+
+/// One merged row: the point's axis values and its summary's scalar metrics.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResultRow {
+    pub index: usize,
+    pub dir: String,
+    pub values: Vec<(String, String)>,
+    pub metrics: Vec<(String, serde_json::Value)>,
+}
+
+/// Scalar fields of a summary, nested objects flattened as `parent_child` (workload `metrics`
+/// without prefix); lists are left out.
+fn flatten(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, serde_json::Value)>) {
+    if let serde_json::Value::Object(m) = v {
+        for (k, x) in m {
+            if k == "sweep_point" {
+                continue;
+            }
+            let name = if prefix.is_empty() || prefix == "metrics" {
+                k.clone()
+            } else {
+                format!("{prefix}_{k}")
+            };
+            match x {
+                serde_json::Value::Object(_) => flatten(
+                    if k == "metrics" && prefix.is_empty() {
+                        "metrics"
+                    } else {
+                        &name
+                    },
+                    x,
+                    out,
+                ),
+                serde_json::Value::Array(_) => {}
+                _ => out.push((name, x.clone())),
+            }
+        }
+    }
+}
+
+/// What `merge` found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MergeOutcome {
+    pub rows: Vec<ResultRow>,
+    /// Points named in a `sweep.json` without a done result.
+    pub missing: Vec<usize>,
+    /// Axis keys (from `sweep.json`, else from the points).
+    pub axes: Vec<String>,
+}
+
+/// Reads every done point under `dirs` (each a sweep output directory, e.g. one per shard),
+/// one row per point key (a key found twice is kept once), in point order.
+pub fn merge(dirs: &[PathBuf]) -> anyhow::Result<MergeOutcome> {
+    let mut by_key: BTreeMap<String, (usize, ResultRow)> = BTreeMap::new();
+    let mut expected: BTreeMap<String, usize> = BTreeMap::new();
+    let mut axes: Vec<String> = Vec::new();
+    for dir in dirs {
+        if let Ok(text) = std::fs::read_to_string(dir.join("sweep.json")) {
+            let m: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", dir.join("sweep.json").display()))?;
+            for a in m["axes"].as_array().into_iter().flatten() {
+                if let Some(k) = a["key"].as_str() {
+                    if !axes.iter().any(|x| x == k) {
+                        axes.push(k.to_string());
+                    }
+                }
+            }
+            for p in m["points"].as_array().into_iter().flatten() {
+                if let (Some(k), Some(i)) = (p["key"].as_str(), p["index"].as_u64()) {
+                    expected.insert(k.to_string(), i as usize);
+                }
+            }
+        }
+        let points = dir.join("points");
+        let mut entries: Vec<PathBuf> = match std::fs::read_dir(&points) {
+            Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
+            Err(e) => anyhow::bail!(
+                "{}: {e} (expected a sweep output directory with points/)",
+                points.display()
+            ),
+        };
+        entries.sort();
+        for d in entries {
+            let Ok(text) = std::fs::read_to_string(d.join("summary.json")) else {
+                continue;
+            };
+            let v: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", d.join("summary.json").display()))?;
+            let sp = &v["sweep_point"];
+            let (Some(key), Some(index)) = (sp["key"].as_str(), sp["index"].as_u64()) else {
+                continue;
+            };
+            let values: Vec<(String, String)> = sp["axes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|a| a.as_str())
+                .map(|a| {
+                    (
+                        a.to_string(),
+                        sp["values"][a].as_str().unwrap_or("").to_string(),
+                    )
+                })
+                .collect();
+            for (a, _) in &values {
+                if !axes.iter().any(|x| x == a) {
+                    axes.push(a.clone());
+                }
+            }
+            let mut metrics = Vec::new();
+            flatten("", &v, &mut metrics);
+            let row = ResultRow {
+                index: index as usize,
+                dir: d
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                values,
+                metrics,
+            };
+            by_key
+                .entry(key.to_string())
+                .or_insert((index as usize, row));
+        }
+    }
+    let missing: Vec<usize> = expected
+        .iter()
+        .filter(|(k, _)| !by_key.contains_key(*k))
+        .map(|(_, &i)| i)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let mut rows: Vec<(usize, ResultRow)> = by_key.into_values().collect();
+    rows.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.dir.cmp(&b.1.dir)));
+    Ok(MergeOutcome {
+        rows: rows.into_iter().map(|(_, r)| r).collect(),
+        missing,
+        axes,
+    })
+}
+
+/// The merged rows as CSV: `index`, `dir`, the axes, then every metric column in order of first
+/// appearance (empty where a point lacks it).
+pub fn results_csv(m: &MergeOutcome) -> String {
+    let mut metric_cols: Vec<String> = Vec::new();
+    for r in &m.rows {
+        for (k, _) in &r.metrics {
+            if !metric_cols.contains(k) && !m.axes.contains(k) {
+                metric_cols.push(k.clone());
+            }
+        }
+    }
+    let mut s = String::from("index,dir");
+    for c in m.axes.iter().chain(&metric_cols) {
+        s.push(',');
+        s.push_str(&field(c));
+    }
+    s.push('\n');
+    for r in &m.rows {
+        let _ = write!(s, "{},{}", r.index, r.dir);
+        for a in &m.axes {
+            let v = r
+                .values
+                .iter()
+                .find(|(k, _)| k == a)
+                .map(|(_, v)| v.as_str())
+                .unwrap_or("");
+            s.push(',');
+            s.push_str(&field(v));
+        }
+        for c in &metric_cols {
+            let v = match r.metrics.iter().find(|(k, _)| k == c).map(|(_, v)| v) {
+                Some(serde_json::Value::String(x)) => x.clone(),
+                Some(serde_json::Value::Null) | None => String::new(),
+                Some(x) => x.to_string(),
+            };
+            s.push(',');
+            s.push_str(&field(&v));
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// Slurm scripts for a sweep: a job array of `tasks` shards and a merge job that depends on it.
+#[derive(Debug, Clone)]
+pub struct SlurmScripts {
+    pub array: String,
+    pub merge: String,
+    pub submit: String,
+}
+
+/// Builds the scripts; `dtsim` is the binary to call, `out` the shared results directory.
+pub fn slurm_scripts(
+    sweep: &Sweep,
+    dtsim: &Path,
+    out: &Path,
+    tasks: u32,
+    cpus_per_task: u32,
+) -> SlurmScripts {
+    let tasks = tasks.clamp(1, sweep.points.len().max(1) as u32);
+    let q = |p: &Path| shell_quote(&p.display().to_string());
+    let mut sets = String::new();
+    for o in &sweep.base_overrides {
+        let _ = write!(sets, " --set {}", shell_quote(o));
+    }
+    let name: String = sweep
+        .name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let array = format!(
+        "#!/bin/bash\n\
+         # {points} points of sweep {sweep_name:?} in {tasks} array tasks; each task runs the points\n\
+         # with index % SLURM_ARRAY_TASK_COUNT == SLURM_ARRAY_TASK_ID (dtsim reads both).\n\
+         #SBATCH --job-name=dtsim-{name}\n\
+         #SBATCH --array=0-{last}\n\
+         #SBATCH --cpus-per-task={cpus_per_task}\n\
+         #SBATCH --output={logs}/%A_%a.out\n\
+         set -euo pipefail\n\
+         exec {dtsim} sweep {scenario}{sets} --out {out} --jobs \"${{SLURM_CPUS_PER_TASK:-{cpus_per_task}}}\"\n",
+        points = sweep.points.len(),
+        sweep_name = sweep.name,
+        last = tasks - 1,
+        logs = q(&out.join("logs")),
+        dtsim = q(dtsim),
+        scenario = q(&sweep.scenario_path),
+        out = q(out),
+    );
+    let merge = format!(
+        "#!/bin/bash\n\
+         # Merges the points of sweep {sweep_name:?} into results.csv once the array is done.\n\
+         #SBATCH --job-name=dtsim-{name}-merge\n\
+         #SBATCH --cpus-per-task=1\n\
+         #SBATCH --output={logs}/merge_%j.out\n\
+         set -euo pipefail\n\
+         exec {dtsim} merge {out}\n",
+        sweep_name = sweep.name,
+        logs = q(&out.join("logs")),
+        dtsim = q(dtsim),
+        out = q(out),
+    );
+    let submit = format!(
+        "#!/bin/bash\n\
+         # Submits the sweep array and a merge job that runs after every array task succeeded.\n\
+         set -euo pipefail\n\
+         cd \"$(dirname \"$0\")\"\n\
+         mkdir -p {logs}\n\
+         array=$(sbatch --parsable sweep_array.sbatch)\n\
+         sbatch --dependency=afterok:\"${{array%%;*}}\" merge.sbatch\n",
+        logs = q(&out.join("logs")),
+    );
+    SlurmScripts {
+        array,
+        merge,
+        submit,
+    }
+}
+
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-=+:,@".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = r#"
+name = "s"
+[topology]
+file = "../../topologies/ring10_10GBps.toml"
+[collective]
+op = "all_reduce"
+bytes = "1MiB"
+"#;
+
+    #[test]
+    fn axes_keep_the_order_they_are_written_in() {
+        let text = format!(
+            "{BASE}[sweep]\n\"placement.ranks\" = [2, 4]\n\"collective.bytes\" = [\"1MiB\", \"2MiB\", \"4MiB\"]\n"
+        );
+        let spec = parse_spec("f", &text).unwrap();
+        let keys: Vec<&str> = spec.axes.iter().map(|a| a.key.as_str()).collect();
+        assert_eq!(keys, ["placement.ranks", "collective.bytes"]);
+        assert_eq!(spec.mode, SweepMode::Product);
+    }
+
+    #[test]
+    fn product_varies_the_last_axis_fastest() {
+        let c = combinations(SweepMode::Product, &[2, 3]);
+        assert_eq!(
+            c,
+            vec![
+                vec![0, 0],
+                vec![0, 1],
+                vec![0, 2],
+                vec![1, 0],
+                vec![1, 1],
+                vec![1, 2]
+            ]
+        );
+    }
+
+    #[test]
+    fn zip_takes_the_ith_value_of_every_axis_and_wants_equal_lengths() {
+        assert_eq!(
+            combinations(SweepMode::Zip, &[3, 3]),
+            vec![vec![0, 0], vec![1, 1], vec![2, 2]]
+        );
+        let text = format!("{BASE}[sweep]\nmode = \"zip\"\n\"a.b\" = [1, 2]\n\"c.d\" = [1]\n");
+        let e = parse_spec("f.toml", &text).unwrap_err();
+        assert_eq!(e.field, "sweep.\"c.d\"");
+        assert!(e.expected.contains("2 values"), "{e}");
+    }
+
+    #[test]
+    fn an_axis_must_be_a_non_empty_list() {
+        let text = format!("{BASE}[sweep]\n\"a.b\" = []\n");
+        assert!(parse_spec("f", &text).is_err());
+        let text = format!("{BASE}[sweep]\n\"a.b\" = 3\n");
+        assert!(parse_spec("f", &text)
+            .unwrap_err()
+            .expected
+            .contains("list"));
+        let text = format!("{BASE}[sweep]\nmode = \"diagonal\"\n");
+        assert_eq!(parse_spec("f", &text).unwrap_err().field, "sweep.mode");
+    }
+
+    #[test]
+    fn shards_split_points_round_robin_and_read_slurm_variables() {
+        let s = Shard::parse("1/3").unwrap();
+        let mine: Vec<usize> = (0..10).filter(|&i| s.contains(i)).collect();
+        assert_eq!(mine, [1, 4, 7]);
+        assert!(Shard::parse("3/3").is_err());
+        assert!(Shard::parse("x").is_err());
+        let env = |k: &str| match k {
+            "SLURM_ARRAY_TASK_ID" => Some("5".to_string()),
+            "SLURM_ARRAY_TASK_COUNT" => Some("4".to_string()),
+            "SLURM_ARRAY_TASK_MIN" => Some("2".to_string()),
+            _ => None,
+        };
+        assert_eq!(
+            Shard::from_env(env).unwrap(),
+            Some(Shard { index: 3, count: 4 })
+        );
+        assert_eq!(Shard::from_env(|_| None).unwrap(), None);
+    }
+
+    #[test]
+    fn the_hash_is_stable_across_processes() {
+        // FNV-1a test vector
+        assert_eq!(fnv1a64("a"), 0xaf63_dc4c_8601_ec8c);
+    }
+
+    #[test]
+    fn flattening_keeps_scalars_and_prefixes_nested_objects() {
+        let v = serde_json::json!({"a": 1, "net": {"flows": 2}, "metrics": {"step_secs": 0.5},
+            "list": [1, 2], "sweep_point": {"key": "k"}});
+        let mut out = Vec::new();
+        flatten("", &v, &mut out);
+        let names: Vec<&str> = out.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, ["a", "step_secs", "net_flows"]);
+    }
+}

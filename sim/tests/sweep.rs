@@ -1,0 +1,350 @@
+//! `dtsim sweep` and `dtsim merge` on real files: stable expansion, resuming after a kill with
+//! every point exactly once, shards that merge into the same table, Slurm scripts.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant, SystemTime};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn dtsim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dtsim"))
+        .args(args)
+        .current_dir(repo())
+        .env_remove("SLURM_ARRAY_TASK_ID")
+        .env_remove("SLURM_ARRAY_TASK_COUNT")
+        .output()
+        .expect("dtsim runs")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("dtsim-sweep-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// 3 algorithms × 4 sizes × 4 rank counts = 48 points on the 10-GPU ring.
+fn write_sweep(dir: &Path) -> PathBuf {
+    let topo = repo().join("topologies/ring10_10GBps.toml");
+    let p = dir.join("sweep.toml");
+    std::fs::write(
+        &p,
+        format!(
+            r#"
+name = "ring-sweep"
+[topology]
+file = "{}"
+[collective]
+op = "all_reduce"
+bytes = "1MiB"
+[sweep]
+"collective.algorithm" = ["ring", "double_binary_tree", "direct"]
+"collective.bytes" = ["64KiB", "1MiB", "16MiB", "64MiB"]
+"placement.ranks" = [2, 4, 8, 10]
+"#,
+            topo.display()
+        ),
+    )
+    .unwrap();
+    p
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    assert!(
+        o.status.success(),
+        "dtsim failed: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("--json prints JSON")
+}
+
+/// summary.json path → (modification time, key) of every done point.
+fn done_points(out: &Path) -> BTreeMap<PathBuf, (SystemTime, String)> {
+    let mut m = BTreeMap::new();
+    let Ok(rd) = std::fs::read_dir(out.join("points")) else {
+        return m;
+    };
+    for e in rd {
+        let p = e.unwrap().path().join("summary.json");
+        if let Ok(text) = std::fs::read_to_string(&p) {
+            let v: serde_json::Value = serde_json::from_str(&text).expect("whole summaries only");
+            let key = v["sweep_point"]["key"].as_str().unwrap().to_string();
+            m.insert(
+                p.clone(),
+                (std::fs::metadata(&p).unwrap().modified().unwrap(), key),
+            );
+        }
+    }
+    m
+}
+
+#[test]
+fn points_expand_in_a_stable_order_with_the_last_axis_fastest() {
+    let dir = scratch("order");
+    let s = write_sweep(&dir);
+    let sw = sim::scenario::sweep::expand(&s, &[]).unwrap();
+    assert_eq!(sw.points.len(), 48);
+    let first: Vec<String> = sw.points[..5]
+        .iter()
+        .map(|p| {
+            p.values
+                .iter()
+                .map(|(_, v)| sim::scenario::sweep::value_text(v))
+                .collect::<Vec<_>>()
+                .join("/")
+        })
+        .collect();
+    assert_eq!(
+        first,
+        [
+            "ring/64KiB/2",
+            "ring/64KiB/4",
+            "ring/64KiB/8",
+            "ring/64KiB/10",
+            "ring/1MiB/2"
+        ]
+    );
+    let again = sim::scenario::sweep::expand(&s, &[]).unwrap();
+    assert_eq!(sw.points, again.points, "expansion is deterministic");
+    let dirs: std::collections::BTreeSet<String> = sw.points.iter().map(|p| p.dir_name()).collect();
+    assert_eq!(dirs.len(), 48, "every point has its own directory");
+}
+
+#[test]
+fn a_sweep_killed_half_way_resumes_and_runs_every_point_exactly_once() {
+    let dir = scratch("kill");
+    let s = write_sweep(&dir);
+    let out = dir.join("out");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dtsim"))
+        .args(["sweep", s.to_str().unwrap(), "--jobs", "2", "--out"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // kill it once a few points are done (or let it end if it is faster than the polling)
+    let t = Instant::now();
+    while done_points(&out).len() < 6 && t.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let before = done_points(&out);
+    assert!(!before.is_empty());
+    let v = json(&dtsim(&[
+        "sweep",
+        s.to_str().unwrap(),
+        "--jobs",
+        "2",
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]));
+    assert_eq!(v["already_done"], before.len(), "{v}");
+    assert_eq!(
+        v["ran"].as_u64().unwrap() as usize + before.len(),
+        48,
+        "the rest, and only the rest, ran: {v}"
+    );
+    assert_eq!(v["failed"].as_array().unwrap().len(), 0);
+    let after = done_points(&out);
+    assert_eq!(after.len(), 48);
+    for (p, (mtime, key)) in &before {
+        assert_eq!(
+            &after[p],
+            &(*mtime, key.clone()),
+            "{} was run again",
+            p.display()
+        );
+    }
+    let keys: std::collections::BTreeSet<&String> = after.values().map(|(_, k)| k).collect();
+    assert_eq!(keys.len(), 48, "one result per point");
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 49);
+    assert!(csv.starts_with("index,dir,collective.algorithm,collective.bytes,placement.ranks,"));
+}
+
+#[test]
+fn a_limit_stops_early_and_a_point_with_another_key_is_not_done() {
+    let dir = scratch("limit");
+    let s = write_sweep(&dir);
+    let out = dir.join("out");
+    let o = out.to_str().unwrap();
+    let v = json(&dtsim(&[
+        "sweep",
+        s.to_str().unwrap(),
+        "--limit",
+        "10",
+        "--json",
+        "--out",
+        o,
+    ]));
+    assert_eq!(
+        (v["ran"].as_u64(), v["left"].as_u64()),
+        (Some(10), Some(38))
+    );
+    assert!(
+        v["results"].is_null(),
+        "no results table before every point is done"
+    );
+    // a summary that belongs to another point (e.g. the scenario changed) is not this one's
+    let p = done_points(&out).into_keys().next().unwrap();
+    let text = std::fs::read_to_string(&p)
+        .unwrap()
+        .replace("scenario=ring-sweep", "scenario=old");
+    std::fs::write(&p, text).unwrap();
+    let v = json(&dtsim(&[
+        "sweep",
+        s.to_str().unwrap(),
+        "--json",
+        "--out",
+        o,
+    ]));
+    assert_eq!(
+        (v["already_done"].as_u64(), v["ran"].as_u64()),
+        (Some(9), Some(39))
+    );
+}
+
+#[test]
+fn shards_cover_every_point_once_and_merge_into_the_unsharded_table() {
+    let dir = scratch("shards");
+    let s = write_sweep(&dir);
+    let whole = dir.join("whole");
+    json(&dtsim(&[
+        "sweep",
+        s.to_str().unwrap(),
+        "--json",
+        "--out",
+        whole.to_str().unwrap(),
+    ]));
+    let mut counts = 0;
+    for i in 0..3 {
+        let d = dir.join(format!("shard{i}"));
+        let v = json(&dtsim(&[
+            "sweep",
+            s.to_str().unwrap(),
+            "--shard",
+            &format!("{i}/3"),
+            "--json",
+            "--out",
+            d.to_str().unwrap(),
+        ]));
+        assert_eq!(v["in_shard"], 16);
+        counts += v["ran"].as_u64().unwrap();
+    }
+    assert_eq!(counts, 48);
+    let merged = dir.join("merged.csv");
+    let o = dtsim(&[
+        "merge",
+        dir.join("shard0").to_str().unwrap(),
+        dir.join("shard1").to_str().unwrap(),
+        dir.join("shard2").to_str().unwrap(),
+        "--out",
+        merged.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        std::fs::read_to_string(&merged).unwrap(),
+        std::fs::read_to_string(whole.join("results.csv")).unwrap()
+    );
+    // one shard alone: merge says what is missing
+    let o = dtsim(&["merge", dir.join("shard1").to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("16 points, 32 missing"));
+}
+
+#[test]
+fn slurm_array_variables_pick_the_shard() {
+    let dir = scratch("slurm-env");
+    let s = write_sweep(&dir);
+    let o = Command::new(env!("CARGO_BIN_EXE_dtsim"))
+        .args(["sweep", s.to_str().unwrap(), "--json", "--out"])
+        .arg(dir.join("out"))
+        .env("SLURM_ARRAY_TASK_ID", "2")
+        .env("SLURM_ARRAY_TASK_COUNT", "4")
+        .output()
+        .unwrap();
+    let v = json(&o);
+    assert_eq!(v["shard"], "2/4");
+    assert_eq!(v["ran"], 12);
+}
+
+#[test]
+fn emit_slurm_writes_an_array_job_and_a_dependent_merge() {
+    let dir = scratch("slurm");
+    let s = write_sweep(&dir);
+    let o = dtsim(&[
+        "sweep",
+        s.to_str().unwrap(),
+        "--emit-slurm",
+        dir.join("jobs").to_str().unwrap(),
+        "--tasks",
+        "4",
+        "--out",
+        dir.join("out").to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let array = std::fs::read_to_string(dir.join("jobs/sweep_array.sbatch")).unwrap();
+    assert!(array.contains("#SBATCH --array=0-3"), "{array}");
+    assert!(array.contains(" sweep ") && array.contains("--out"));
+    let merge = std::fs::read_to_string(dir.join("jobs/merge.sbatch")).unwrap();
+    assert!(merge.contains(" merge "));
+    let submit = std::fs::read_to_string(dir.join("jobs/submit.sh")).unwrap();
+    assert!(submit.contains("--dependency=afterok:"), "{submit}");
+    assert!(
+        !dir.join("out/points").exists(),
+        "emitting scripts runs nothing"
+    );
+}
+
+#[test]
+fn a_workload_study_sweeps_its_compare_variants() {
+    let dir = scratch("workload");
+    let v = json(&dtsim(&[
+        "sweep",
+        "scenarios/resnet18_weak_scaling.toml",
+        "--json",
+        "--out",
+        dir.to_str().unwrap(),
+    ]));
+    assert_eq!(v["ran"], 5);
+    let csv = std::fs::read_to_string(dir.join("results.csv")).unwrap();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    assert_eq!(header[2], "variant");
+    assert!(header.contains(&"samples_per_s") && header.contains(&"ranks"));
+    let ranks_col = header.iter().position(|c| *c == "ranks").unwrap();
+    let ranks: Vec<&str> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(ranks_col).unwrap())
+        .collect();
+    assert_eq!(ranks, ["4", "8", "16", "32", "64"]);
+}
+
+#[test]
+fn a_run_writes_a_chrome_trace_with_one_track_per_rank() {
+    let dir = scratch("trace");
+    let o = dtsim(&[
+        "run",
+        "scenarios/quickstart.toml",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success());
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("trace.json")).unwrap()).unwrap();
+    let ev = v["traceEvents"].as_array().unwrap();
+    let tracks = ev.iter().filter(|e| e["name"] == "thread_name").count();
+    assert_eq!(tracks, 10);
+    assert!(ev
+        .iter()
+        .any(|e| e["ph"] == "X" && e["cat"] == "reduce-scatter"));
+    assert!(ev
+        .iter()
+        .any(|e| e["ph"] == "X" && e["cat"] == "all-gather"));
+}
