@@ -8,8 +8,8 @@
 //!   [`crate::scenario::workload::run_workload`]; rows with an empty `sim_set` (an algorithm
 //!   dtsim does not have) are skipped and counted.
 //! - **nccl-tests tables** (`size_bytes` with `busbw_GBps`, or `oop_time_us`): all-reduce on
-//!   the topology the system's name selects (HGX H100 / H200 / A100 node, or two HGX H100 nodes
-//!   on a rail cluster); measured time = `oop_time_us`, else size / algbw from busbw.
+//!   the topology the system's name selects (HGX H100 / H200 / A100 node, two HGX H100 nodes
+//!   on a rail cluster, or the 2x RTX 2080 Ti PCIe box without P2P); measured time = `oop_time_us`, else size / algbw from busbw.
 //! - **DDP step times** (`sec_per_iter`, `model`, `num_gpus`): p50 rows, DDP with the row's
 //!   bucket cap on one DGX-1 (`topologies/dgx1_v100.toml`) or two (`dgx1_v100_x2.toml`, 16 GPUs
 //!   on four NVLink/NIC-aware rings), public V100 profile.
@@ -359,6 +359,8 @@ fn nccl_row(row: &Row, root: &Path) -> Replayed {
         )
     } else if system.contains("A100") {
         ("topologies/dgx_a100.toml", vec![])
+    } else if system.contains("2080 Ti") && gpus == 2 {
+        ("topologies/pcie_box_2gpu.toml", vec![])
     } else {
         ("topologies/hgx_h100.toml", vec![])
     };
@@ -887,5 +889,41 @@ mod tests {
         );
         assert_eq!(r.skipped.len(), 1);
         assert!(r.skipped[0].1.contains("8 machines"), "{:?}", r.skipped);
+    }
+
+    #[test]
+    fn the_2080_ti_table_is_replayed_on_the_pcie_box_not_an_nvlink_node() {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let csv = repo
+            .join("target")
+            .join(format!("nccl-{}.csv", std::process::id()));
+        let _ = std::fs::create_dir_all(csv.parent().unwrap());
+        std::fs::write(
+            &csv,
+            "system,num_nodes,num_gpus,collective,size_bytes,oop_time_us\n\
+             \"AutoDL container, 2x RTX 2080 Ti\",1,2,all_reduce,268435456,67137\n\
+             ND H100 v5,1,2,all_reduce,268435456,1000\n",
+        )
+        .unwrap();
+        let r = validate(std::slice::from_ref(&csv), &Options::default()).unwrap();
+        std::fs::remove_file(&csv).unwrap();
+        assert_eq!(r.predictions.len(), 2, "{:?}", r.skipped);
+        let pcie = r
+            .predictions
+            .iter()
+            .find(|p| p.group.contains("2080"))
+            .unwrap();
+        let nvlink = r
+            .predictions
+            .iter()
+            .find(|p| p.group.contains("H100"))
+            .unwrap();
+        // 256 MiB between two GPUs staged through host memory over PCIe Gen3 x16 (15.75 GB/s)
+        // takes milliseconds; over NVLink a fraction of that.
+        assert!(pcie.simulated_secs > 1e-2, "{pcie:?}");
+        assert!(
+            pcie.simulated_secs > 10.0 * nvlink.simulated_secs,
+            "{pcie:?} {nvlink:?}"
+        );
     }
 }
