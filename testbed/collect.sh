@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Records the testbed datasets in data/runs/ and the testbed profiles in data/profiles/ (root).
-# Usage: testbed/collect.sh [collectives|mpi|training|all]  (default all)
+# Usage: testbed/collect.sh [link|collectives|mpi|training|all]  (default all)
+# The link profiles come from `calibrate import iperf3` on the testbed's own iperf3 --json and
+# ping-pong logs (suite.py link; logs in data/runs/calibration/). The host0-host1 path is two
+# 200 Mbit/s links of 25 us nominal each in both topologies (host0 and host1 share a leaf in
+# two_level_2to1), hence --nominal-bw 200Mbps --nominal-latency 50us. REPEATS sets repetitions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TB=${DTSIM_TESTBED_BIN:-target/debug/dtsim-testbed}
@@ -9,20 +13,24 @@ S=testbed/workloads/suite.py
 STAR=testbed/topologies/star4_200mbit.toml
 TWO=testbed/topologies/two_level_2to1.toml
 what=${1:-all}
+R=${REPEATS:-10}
+LINK="--nominal-bw 200Mbps --nominal-latency 50us --seconds 10"
+if [[ $what == all || $what == link || $what == collectives ]]; then
+  $TB run $STAR -- $PY $S link --profile data/profiles/testbed_star4_200mbit.json $LINK
+  $TB run $TWO -- $PY $S link --profile data/profiles/testbed_two_level_2to1.json $LINK
+fi
 if [[ $what == all || $what == collectives ]]; then
-  $TB run $STAR -- $PY $S link --profile data/profiles/testbed_star4_200mbit.json --seconds 5
   $TB run $STAR -- $PY $S collectives --out data/runs/testbed_gloo_collectives.csv \
-    --profile data/profiles/testbed_star4_200mbit.json --methods allreduce,ps --repeats 5
-  $TB run $TWO -- $PY $S link --profile data/profiles/testbed_two_level_2to1.json --seconds 5
+    --profile data/profiles/testbed_star4_200mbit.json --methods allreduce,ps --repeats $R
   $TB run $TWO -- $PY $S collectives --out data/runs/testbed_gloo_collectives.csv \
     --profile data/profiles/testbed_two_level_2to1.json --methods allreduce,multiring,hierarchical,ps \
-    --orders '[[0,1,2,3],[0,2,1,3]]' --groups '[[0,1],[2,3]]' --repeats 5
+    --orders '[[0,1,2,3],[0,2,1,3]]' --groups '[[0,1],[2,3]]' --repeats $R
 fi
 if [[ $what == all || $what == mpi ]]; then
   $TB run --prefix mp $STAR -- $PY $S mpi --out data/runs/testbed_mpi_allreduce.csv \
-    --profile data/profiles/testbed_star4_200mbit.json --algorithms 0,1,3,4,5,6 --repeats 5
+    --profile data/profiles/testbed_star4_200mbit.json --algorithms 0,1,3,4,5,6 --repeats $R
 fi
 if [[ $what == all || $what == training ]]; then
   $TB run --prefix tr $STAR -- $PY $S training --out data/runs/testbed_training.csv \
-    --methods ddp,allreduce_after_backward,parameter_server --repeats 6
+    --methods ddp,allreduce_after_backward,parameter_server --repeats $((R + 2))
 fi

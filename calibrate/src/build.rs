@@ -1,5 +1,6 @@
 //! Turning imported logs and GPU measurements into profile tables with provenance.
 
+use sim::net::factors::FactorRow;
 use sim::profile::{
     CollectiveFit, FactorTable, HoldoutError, PathMeasurement, Profile, Provenance, SCHEMA_VERSION,
 };
@@ -270,4 +271,55 @@ pub fn iperf3_path(
             ),
         ),
     }
+}
+
+/// One factor row for `link_class` from an iperf3 run over a path whose bottleneck link is
+/// nominally `nominal_bits_per_s`: bandwidth factor = received rate / nominal, and, given
+/// `(measured, nominal)` one-way path latencies, latency factor = measured / nominal (else 1).
+pub fn iperf3_factors(
+    run: &Iperf3Run,
+    nominal_bits_per_s: f64,
+    latency_secs: Option<(f64, f64)>,
+    measured: &Provenance,
+) -> Result<FactorTable, String> {
+    if !(nominal_bits_per_s > 0.0 && nominal_bits_per_s.is_finite()) {
+        return Err(format!(
+            "--nominal-bw: a positive rate, got {nominal_bits_per_s} bit/s"
+        ));
+    }
+    let bandwidth_factor = run.received_bits_per_s / nominal_bits_per_s;
+    let (latency_factor, lat_detail) = match latency_secs {
+        Some((m, n)) if n > 0.0 && m > 0.0 => (
+            m / n,
+            format!(
+                ", latency factor {:.4} = measured one-way {:.2} us / nominal {:.2} us",
+                m / n,
+                m * 1e6,
+                n * 1e6
+            ),
+        ),
+        Some((m, n)) => {
+            return Err(format!(
+                "--latency/--nominal-latency: positive durations, got {m} s and {n} s"
+            ))
+        }
+        None => (1.0, ", latency factor 1 (no latency given)".to_string()),
+    };
+    Ok(FactorTable {
+        rows: vec![FactorRow {
+            min_bytes: 0,
+            bandwidth_factor: (bandwidth_factor * 1e4).round() / 1e4,
+            latency_factor: (latency_factor * 1e4).round() / 1e4,
+        }],
+        provenance: Provenance {
+            source: measured.source.clone(),
+            detail: format!(
+                "bandwidth factor {bandwidth_factor:.4} = {:.2} of {:.2} Mbit/s nominal{lat_detail}; {}",
+                run.received_bits_per_s / 1e6,
+                nominal_bits_per_s / 1e6,
+                measured.detail
+            ),
+            date: measured.date.clone(),
+        },
+    })
 }

@@ -1,6 +1,7 @@
 //! The `calibrate` command line: argument parsing, printing and exit codes. The binary's
 //! `main` only calls [`main`].
 
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -158,11 +159,29 @@ enum ImportCmd {
         #[command(flatten)]
         out: OutArgs,
     },
-    /// iperf3 JSON (iperf3 -J).
+    /// iperf3 JSON (iperf3 -J); with --nominal-bw also a factor table for the link class.
     Iperf3 {
         file: PathBuf,
         #[arg(long, default_value = "ethernet", value_parser = parse_link_class)]
         link_class: LinkClass,
+        /// Nominal rate of the measured path's bottleneck link (e.g. 200Mbps, as in the
+        /// topology file): writes bandwidth factor = received rate / nominal for the class.
+        #[arg(long)]
+        nominal_bw: Option<String>,
+        /// Measured one-way latency of the same path (e.g. half a ping-pong's median RTT).
+        #[arg(long)]
+        latency: Option<String>,
+        /// The topology's one-way latency of that path (the sum over its links); with
+        /// --latency and --nominal-bw, latency factor = measured / nominal.
+        #[arg(long)]
+        nominal_latency: Option<String>,
+        /// How and where --latency was measured, kept in the provenance.
+        #[arg(long, default_value = "")]
+        latency_source: String,
+        /// Where the iperf3 run (and --latency) were measured, e.g. "the dtsim testbed
+        /// (topology ...)": the profile's provenance then says `measured` there, not `imported`.
+        #[arg(long)]
+        measured_on: Option<String>,
         #[command(flatten)]
         out: OutArgs,
     },
@@ -547,8 +566,33 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Import(ImportCmd::Iperf3 {
             file,
             link_class,
+            nominal_bw,
+            latency,
+            nominal_latency,
+            latency_source,
+            measured_on,
             out,
         }) => {
+            let secs = |flag: &str, v: &Option<String>| {
+                v.as_deref()
+                    .map(sim::units::parse_duration)
+                    .transpose()
+                    .map(|d| d.map(|d| d.as_secs_f64()))
+                    .map_err(|e| Failure(EXIT_INPUT, format!("--{flag}: {e}")))
+            };
+            let latency_secs = secs("latency", &latency)?;
+            let nominal_latency_secs = secs("nominal-latency", &nominal_latency)?;
+            if nominal_latency_secs.is_some() && latency_secs.is_none() {
+                return Err(Failure(
+                    EXIT_INPUT,
+                    "--nominal-latency: needs --latency (the measured one-way latency)".into(),
+                ));
+            }
+            let nominal_bits_per_s = nominal_bw
+                .as_deref()
+                .map(sim::units::parse_bandwidth)
+                .transpose()
+                .map_err(|e| Failure(EXIT_INPUT, format!("--nominal-bw: {e}")))?;
             let r = iperf3::load(&file)?;
             println!(
                 "{} {} stream(s) to {}: sent {}, received {}{}",
@@ -561,18 +605,51 @@ fn run(cli: Cli) -> Result<(), Failure> {
                     .map(|x| format!(", {x} retransmits"))
                     .unwrap_or_default()
             );
-            let mut p = open_profile(
-                &out,
-                build::provenance(
-                    "imported",
-                    format!("calibrate import iperf3 {}", file.display()),
-                ),
-            )?;
-            p.network.paths.push(build::iperf3_path(
-                &r,
-                &file.display().to_string(),
-                Some(link_class),
-            ));
+            let mut prov = build::provenance(
+                "imported",
+                format!("calibrate import iperf3 {}", file.display()),
+            );
+            if let Some(on) = &measured_on {
+                prov.source = "measured".into();
+                prov.detail = format!("measured on {on}; {}", prov.detail);
+            }
+            let mut p = open_profile(&out, prov.clone())?;
+            if measured_on.is_some() && p.network.factors.is_empty() && p.network.paths.is_empty() {
+                p.provenance.source = prov.source.clone();
+            }
+            let mut path = build::iperf3_path(&r, &file.display().to_string(), Some(link_class));
+            if measured_on.is_some() {
+                path.provenance.source = prov.source.clone();
+                path.provenance.detail = format!("{}; {}", prov.detail, path.provenance.detail);
+            }
+            if let Some(l) = latency_secs {
+                path.latency_secs = Some(l);
+                let _ = write!(
+                    path.provenance.detail,
+                    "; one-way latency {:.1} us{}",
+                    l * 1e6,
+                    if latency_source.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({latency_source})")
+                    }
+                );
+            }
+            if let Some(nominal) = nominal_bits_per_s {
+                let table = build::iperf3_factors(
+                    &r,
+                    nominal,
+                    latency_secs.zip(nominal_latency_secs),
+                    &path.provenance,
+                )
+                .map_err(|e| Failure(EXIT_INPUT, e))?;
+                println!(
+                    "{link_class} factors: bandwidth {:.4}, latency {:.4}",
+                    table.rows[0].bandwidth_factor, table.rows[0].latency_factor
+                );
+                p.network.factors.insert(link_class, table);
+            }
+            p.network.paths.push(path);
             save(&p, &out.out)
         }
         Command::Gpu {

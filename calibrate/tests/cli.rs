@@ -221,3 +221,62 @@ fn every_shipped_profile_loads_and_shows() {
     }
     assert!(n >= 3);
 }
+
+#[test]
+fn iperf3_with_nominal_rate_and_latencies_writes_a_factor_table_the_simulator_reads() {
+    // The fixture received 93.8 Gbit/s; a 100 Gbit/s link and a path of 10 us nominal, 4 us measured.
+    let out = tmp("iperf3-factors").join("p.json");
+    let o = calibrate(&[
+        "import",
+        "iperf3",
+        &fixture("iperf3_tcp.json"),
+        "--nominal-bw",
+        "100Gbps",
+        "--latency",
+        "4us",
+        "--nominal-latency",
+        "10us",
+        "--latency-source",
+        "ping-pong median RTT / 2",
+        "--measured-on",
+        "a two-host test rig",
+        "--out",
+        &out.display().to_string(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let p = sim::profile::Profile::load(&out).unwrap();
+    let f = p.efficiency_factors();
+    assert_eq!(
+        f.lookup(sim::topology::LinkClass::Ethernet, 1 << 20),
+        (0.938, 0.4)
+    );
+    let t = &p.network.factors[&sim::topology::LinkClass::Ethernet];
+    assert!(
+        t.provenance.detail.contains("iperf3_tcp.json")
+            && t.provenance.detail.contains("ping-pong median RTT / 2"),
+        "{}",
+        t.provenance.detail
+    );
+    assert_eq!(p.network.paths[0].latency_secs, Some(4e-6));
+    assert_eq!(p.provenance.source, "measured");
+    assert!(
+        p.provenance
+            .detail
+            .starts_with("measured on a two-host test rig; calibrate import iperf3"),
+        "{}",
+        p.provenance.detail
+    );
+    assert_eq!(t.provenance.source, "measured");
+    // A nominal latency alone has nothing to divide.
+    let o = calibrate(&[
+        "import",
+        "iperf3",
+        &fixture("iperf3_tcp.json"),
+        "--nominal-bw",
+        "100Gbps",
+        "--nominal-latency",
+        "10us",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("--latency"), "{}", text(&o.stderr));
+}

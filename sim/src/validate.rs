@@ -8,10 +8,11 @@
 //!   [`crate::scenario::workload::run_workload`]; rows with an empty `sim_set` (an algorithm
 //!   dtsim does not have) are skipped and counted.
 //! - **nccl-tests tables** (`size_bytes` with `busbw_GBps`, or `oop_time_us`): all-reduce on
-//!   the topology the system's name selects (HGX H100 / H200 / A100 node, or two HGX H100 nodes
-//!   on a rail cluster); measured time = `oop_time_us`, else size / algbw from busbw.
-//! - **DDP step times** (`sec_per_iter`, `model`, `num_gpus`): p50 rows of one machine, DDP
-//!   with the row's bucket cap on a DGX-1 (`topologies/dgx1_v100.toml`, public V100 profile).
+//!   the topology the system's name selects (HGX H100 / H200 / A100 node, two HGX H100 nodes
+//!   on a rail cluster, or the 2x RTX 2080 Ti PCIe box without P2P); measured time = `oop_time_us`, else size / algbw from busbw.
+//! - **DDP step times** (`sec_per_iter`, `model`, `num_gpus`): p50 rows, DDP with the row's
+//!   bucket cap on one DGX-1 (`topologies/dgx1_v100.toml`) or two (`dgx1_v100_x2.toml`, 16 GPUs
+//!   on four NVLink/NIC-aware rings), public V100 profile.
 //!
 //! Calibration is opt-in and honest: `--calibrate-on FILTER` selects rows whose measurements
 //! fit `measured = a + b × simulated` (per group, least squares on relative error; `b` alone
@@ -358,6 +359,8 @@ fn nccl_row(row: &Row, root: &Path) -> Replayed {
         )
     } else if system.contains("A100") {
         ("topologies/dgx_a100.toml", vec![])
+    } else if system.contains("2080 Ti") && gpus == 2 {
+        ("topologies/pcie_box_2gpu.toml", vec![])
     } else {
         ("topologies/hgx_h100.toml", vec![])
     };
@@ -372,34 +375,49 @@ fn nccl_row(row: &Row, root: &Path) -> Replayed {
     Ok((system, format!("{} B", bytes as u64), measured, sim))
 }
 
-/// NCCL rings over the DGX-1's NVLinks for n GPUs (as scenarios/ddp_validation_dgx1_v100.toml).
-fn dgx1_orders(n: u32) -> Option<&'static str> {
-    match n {
-        1 => Some("[[0]]"),
-        2 => Some("[[0, 1], [1, 0]]"),
-        4 => Some("[[0, 2, 3, 1], [0, 1, 3, 2]]"),
-        8 => Some("[[0, 2, 3, 1, 5, 7, 6, 4], [0, 4, 6, 7, 5, 1, 3, 2]]"),
+/// NCCL rings over the DGX-1's NVLinks for n GPUs of one machine, or all 16 of two
+/// (as scenarios/ddp_validation_dgx1_v100.toml, whose comments say how they are built).
+fn dgx1_orders(machines: u32, n: u32) -> Option<&'static str> {
+    match (machines, n) {
+        (1, 1) => Some("[[0]]"),
+        (1, 2) => Some("[[0, 1], [1, 0]]"),
+        (1, 4) => Some("[[0, 2, 3, 1], [0, 1, 3, 2]]"),
+        (1, 8) => Some("[[0, 2, 3, 1, 5, 7, 6, 4], [0, 4, 6, 7, 5, 1, 3, 2]]"),
+        // Four rings, each through all 8 GPUs of a node over NVLink (cycle 0-2-3-7-6-4-5-1,
+        // either direction), leaving each node through the NIC of one PCIe switch.
+        (2, 16) => Some(
+            "[[0, 2, 3, 7, 6, 4, 5, 1, 8, 10, 11, 15, 14, 12, 13, 9], \
+             [3, 7, 6, 4, 5, 1, 0, 2, 11, 15, 14, 12, 13, 9, 8, 10], \
+             [4, 6, 7, 3, 2, 0, 1, 5, 12, 14, 15, 11, 10, 8, 9, 13], \
+             [7, 3, 2, 0, 1, 5, 4, 6, 15, 11, 10, 8, 9, 13, 12, 14]]",
+        ),
         _ => None,
     }
 }
 
-/// PyTorch DDP benchmark row (p50, one machine) on a DGX-1.
+/// PyTorch DDP benchmark row (p50) on one DGX-1 (`topologies/dgx1_v100.toml`) or on two
+/// joined by EDR InfiniBand (`topologies/dgx1_v100_x2.toml`).
 fn ddp_row(row: &Row, root: &Path) -> Replayed {
     let model = row.get("model").cloned().unwrap_or_default();
     if row.get("percentile").map(String::as_str) != Some("p50") {
         return Err("only p50 rows are replayed".into());
     }
     let machines = num(row, "num_machines")? as u32;
-    if machines != 1 {
-        return Err(format!(
-            "{machines} machines: only single-DGX-1 rows are replayed"
-        ));
-    }
+    let topology = match machines {
+        1 => "topologies/dgx1_v100.toml",
+        2 => "topologies/dgx1_v100_x2.toml",
+        _ => {
+            return Err(format!(
+                "{machines} machines: only one or two DGX-1 are modelled"
+            ))
+        }
+    };
     if crate::workload::catalog::by_name(&model).is_err() {
         return Err(format!("model {model}: not in the catalog"));
     }
     let gpus = num(row, "num_gpus")? as u32;
-    let orders = dgx1_orders(gpus).ok_or_else(|| format!("{gpus} GPUs: no ring order"))?;
+    let orders = dgx1_orders(machines, gpus)
+        .ok_or_else(|| format!("{gpus} GPUs on {machines} machines: no ring order"))?;
     let batch = num(row, "batch_per_gpu")? as u64;
     let bucket_mb = row
         .get("bucket_cap_mb")
@@ -410,7 +428,7 @@ fn ddp_row(row: &Row, root: &Path) -> Replayed {
          [workload]\nmodel = \"{model}\"\nbatch_per_gpu = {batch}\nparallelism = \"ddp\"\n\
          bucket = \"{}B\"\n[workload.allreduce]\nalgorithm = \"ring\"\norders = {orders}\n",
         toml_str(&root.join("data/profiles/v100_dgx1_public.json")),
-        toml_str(&root.join("topologies/dgx1_v100.toml")),
+        toml_str(&root.join(topology)),
         (bucket_mb * 1024.0 * 1024.0) as u64
     );
     let sim = simulate(&text, &[], true)?;
@@ -839,5 +857,73 @@ mod tests {
             cal.groups[0].max_abs_pct
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn ddp_rows_of_two_dgx1_are_replayed_on_the_two_node_topology() {
+        // Inside the repository, so that the topology and profile paths resolve.
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let csv = repo
+            .join("target")
+            .join(format!("ddp-{}.csv", std::process::id()));
+        let _ = std::fs::create_dir_all(csv.parent().unwrap());
+        std::fs::write(
+            &csv,
+            "model,batch_per_gpu,num_gpus,num_machines,gpus_per_machine,config_label,bucket_cap_mb,percentile,sec_per_iter\n\
+             resnet50,32,8,1,8,1M/8G,25,p50,0.104\n\
+             resnet50,32,16,2,8,2M/8G,25,p50,0.104\n\
+             resnet50,32,64,8,8,8M/8G,25,p50,0.105\n",
+        )
+        .unwrap();
+        let r = validate(std::slice::from_ref(&csv), &Options::default()).unwrap();
+        std::fs::remove_file(&csv).unwrap();
+        assert_eq!(r.predictions.len(), 2, "{:?}", r.skipped);
+        let (one, two) = (&r.predictions[0], &r.predictions[1]);
+        assert!(two.label.contains("16 GPUs"), "{}", two.label);
+        // Two nodes add the InfiniBand hop: never faster than one node, and still DDP-bound by
+        // compute (within a factor 2 of the 8-GPU step).
+        assert!(two.simulated_secs >= one.simulated_secs, "{one:?} {two:?}");
+        assert!(
+            two.simulated_secs < 2.0 * one.simulated_secs,
+            "{one:?} {two:?}"
+        );
+        assert_eq!(r.skipped.len(), 1);
+        assert!(r.skipped[0].1.contains("8 machines"), "{:?}", r.skipped);
+    }
+
+    #[test]
+    fn the_2080_ti_table_is_replayed_on_the_pcie_box_not_an_nvlink_node() {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let csv = repo
+            .join("target")
+            .join(format!("nccl-{}.csv", std::process::id()));
+        let _ = std::fs::create_dir_all(csv.parent().unwrap());
+        std::fs::write(
+            &csv,
+            "system,num_nodes,num_gpus,collective,size_bytes,oop_time_us\n\
+             \"AutoDL container, 2x RTX 2080 Ti\",1,2,all_reduce,268435456,67137\n\
+             ND H100 v5,1,2,all_reduce,268435456,1000\n",
+        )
+        .unwrap();
+        let r = validate(std::slice::from_ref(&csv), &Options::default()).unwrap();
+        std::fs::remove_file(&csv).unwrap();
+        assert_eq!(r.predictions.len(), 2, "{:?}", r.skipped);
+        let pcie = r
+            .predictions
+            .iter()
+            .find(|p| p.group.contains("2080"))
+            .unwrap();
+        let nvlink = r
+            .predictions
+            .iter()
+            .find(|p| p.group.contains("H100"))
+            .unwrap();
+        // 256 MiB between two GPUs staged through host memory over PCIe Gen3 x16 (15.75 GB/s)
+        // takes milliseconds; over NVLink a fraction of that.
+        assert!(pcie.simulated_secs > 1e-2, "{pcie:?}");
+        assert!(
+            pcie.simulated_secs > 10.0 * nvlink.simulated_secs,
+            "{pcie:?} {nvlink:?}"
+        );
     }
 }

@@ -12,11 +12,14 @@
 //! runs COMMAND in the root namespace with `DTSIM_TESTBED_HOSTS` (a TSV file: rank, namespace,
 //! address, iface, device), `DTSIM_TESTBED_PREFIX`, `DTSIM_TESTBED_RANKS`, `DTSIM_TESTBED_TOPOLOGY`,
 //! `DTSIM_TESTBED_SET` (the --set overrides joined by `;`) and `DTSIM_TESTBED_SHAPER` set, and tears the
-//! testbed down when COMMAND exits, on SIGINT/SIGTERM and on errors. Needs root and iproute2.
+//! testbed down when COMMAND exits, on SIGINT/SIGTERM and on errors. COMMAND runs in its own
+//! process group; on a signal that group gets SIGTERM (SIGKILL 3 s later), and processes left in
+//! the namespaces are ended the same way before the namespaces are deleted. Needs root and iproute2.
 
 mod plan;
 mod system;
 
+use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,6 +30,9 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
 use system::{Shaper, Testbed};
+
+/// How long COMMAND's processes get between SIGTERM and SIGKILL.
+const GRACE: Duration = Duration::from_secs(3);
 
 #[derive(Parser)]
 #[command(
@@ -151,6 +157,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let p = load_plan(&build)?;
             let stop = stop_flag()?;
             let tb = Testbed::up(&p, build.shaper, &build.state_dir, &stop)?;
+            // COMMAND gets its own process group, so that everything it starts in the root
+            // namespace can be ended with it (processes inside the namespaces are ended by the
+            // teardown). The terminal's Ctrl-C reaches only this process; it is passed on.
             let mut child = Command::new(&command[0])
                 .args(&command[1..])
                 .env("DTSIM_TESTBED_HOSTS", &tb.hosts_file)
@@ -162,6 +171,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                     "DTSIM_TESTBED_SHAPER",
                     format!("{:?}", build.shaper).to_lowercase(),
                 )
+                .process_group(0)
                 .spawn()
                 .with_context(|| format!("starting {}", command[0]))?;
             let status = loop {
@@ -169,13 +179,13 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                     break Some(s);
                 }
                 if stop.load(Ordering::SeqCst) {
-                    // The terminal delivered SIGINT to the child too; make sure it ends.
-                    let _ = child.kill();
-                    let _ = child.wait();
+                    system::kill_process_group(&mut child, GRACE);
                     break None;
                 }
                 std::thread::sleep(Duration::from_millis(50));
             };
+            // Whatever COMMAND left running in the background goes too.
+            system::kill_process_group(&mut child, GRACE);
             drop(tb);
             match status {
                 None => {

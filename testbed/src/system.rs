@@ -8,6 +8,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 
@@ -121,7 +122,15 @@ impl Testbed {
                 "name",
                 &v.names[1],
             ])?;
-            tb.made.push(Made::Link(v.names[0].clone()));
+            // Deleting either end deletes the pair; record the one that stays in the root
+            // namespace (a host end moves into its namespace, where `ip link del` cannot see it,
+            // and a namespace a straggler process keeps alive would keep the pair).
+            let root_end = v
+                .ends
+                .iter()
+                .position(|e| matches!(e, End::Bridge(_)))
+                .unwrap_or(0);
+            tb.made.push(Made::Link(v.names[root_end].clone()));
             for (name, end) in v.names.iter().zip(&v.ends) {
                 match end {
                     End::Bridge(b) => {
@@ -223,13 +232,60 @@ fn shape(ns: Option<&str>, dev: &str, bits_per_s: f64, shaper: Shaper) -> anyhow
     Ok(())
 }
 
-/// Ends the processes still running in namespace `ns` (started on the testbed).
+/// Ends the processes still running in namespace `ns` (started on the testbed): SIGTERM, then
+/// SIGKILL for those still there after a grace period.
 fn kill_namespace_processes(ns: &str) {
-    if let Ok(pids) = sh(&["ip", "netns", "pids", ns]) {
-        for pid in pids.split_whitespace() {
-            let _ = Command::new("kill").arg("-TERM").arg(pid).status();
+    let pids = || -> Vec<String> {
+        sh(&["ip", "netns", "pids", ns])
+            .map(|s| s.split_whitespace().map(str::to_string).collect())
+            .unwrap_or_default()
+    };
+    for (signal, grace) in [
+        ("-TERM", Duration::from_secs(2)),
+        ("-KILL", Duration::from_secs(2)),
+    ] {
+        let left = pids();
+        if left.is_empty() {
+            return;
+        }
+        let _ = Command::new("kill")
+            .arg(signal)
+            .args(&left)
+            .stderr(std::process::Stdio::null())
+            .status();
+        let t = Instant::now();
+        while t.elapsed() < grace && !pids().is_empty() {
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
+}
+
+/// Ends every process of the process group `leader` leads (COMMAND and what it started in the
+/// root namespace): SIGTERM, then SIGKILL after `grace`; reaps `leader`. Returns as soon as the
+/// group is empty.
+pub fn kill_process_group(leader: &mut std::process::Child, grace: Duration) {
+    let group = format!("-{}", leader.id());
+    let send = |signal: &str| {
+        Command::new("kill")
+            .args([signal, "--", &group])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !send("-TERM") {
+        return; // no process left in the group
+    }
+    let t = Instant::now();
+    while t.elapsed() < grace {
+        // A leader that exited stays a zombie (and its group alive) until reaped.
+        let _ = leader.try_wait();
+        if !send("-0") {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    send("-KILL");
+    let _ = leader.wait();
 }
 
 /// Removes every namespace and link whose name starts with `prefix-` (`dtsim-testbed down`).

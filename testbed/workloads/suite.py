@@ -3,7 +3,7 @@
   suite.py collectives --out data/runs/X.csv [--methods allreduce,ps,...] [--bytes ...]
   suite.py mpi --out data/runs/X.csv [--algorithms 0,1,4,6] [--bytes ...]
   suite.py training --out data/runs/X.csv --profile data/profiles/testbed_X.json
-  suite.py link --profile data/profiles/testbed_X.json   (iperf3 + TCP ping-pong)
+  suite.py link --profile data/profiles/testbed_X.json   (iperf3 + TCP ping-pong -> calibrate)
 
 Run under `dtsim-testbed run TOPOLOGY [--set ...] -- /usr/bin/python3 testbed/workloads/suite.py ...`.
 Each row carries the topology file and overrides, ranks, library, method, sizes, the dtsim
@@ -142,42 +142,50 @@ def training(a):
 
 
 def link(a):
-    """iperf3 between hosts 0 and 1 (bandwidth) and a TCP ping-pong (latency) → profile."""
+    """Testbed calibration through `calibrate`: iperf3 --json between hosts 0 and 1 (bandwidth)
+    and a TCP ping-pong (latency) on the testbed, both logs kept under data/runs/calibration/,
+    then `calibrate import iperf3 LOG --nominal-bw ... --latency ... --out PROFILE`, which writes
+    the profile's ethernet factor table with its provenance."""
     hs = tb.hosts()
-    srv = subprocess.Popen(["ip", "netns", "exec", hs[1][1], "iperf3", "-s", "-1", "-J"],
-                           stdout=subprocess.PIPE, text=True)
+    stem = os.path.splitext(os.path.basename(a.profile))[0]
+    logs = a.logs or os.path.join(tb.ROOT, "data", "runs", "calibration")
+    os.makedirs(logs, exist_ok=True)
+    iperf_log = os.path.join(logs, f"{stem}.iperf3.json")
+    srv = subprocess.Popen(["ip", "netns", "exec", hs[1][1], "iperf3", "-s", "-1", "--json"],
+                           stdout=subprocess.DEVNULL)
     time.sleep(0.5)
     cli = subprocess.run(["ip", "netns", "exec", hs[0][1], "iperf3", "-c", hs[1][2], "-t",
-                          str(a.seconds), "-J"], capture_output=True, text=True, check=True)
+                          str(a.seconds), "--json"], capture_output=True, text=True, check=True)
     srv.wait(timeout=30)
-    j = json.loads(cli.stdout)
-    recv_bps = j["end"]["sum_received"]["bits_per_second"]
-    lat = tb.launch("pingpong.py", ["--count", "200"], 2)
-    nominal = float(a.nominal_bps)
-    factor = recv_bps / nominal
-    detail = (f"measured on the dtsim testbed ({os.environ.get('DTSIM_TESTBED_TOPOLOGY')} "
-              f"{os.environ.get('DTSIM_TESTBED_SET')}, shaper {os.environ.get('DTSIM_TESTBED_SHAPER')}): "
-              f"iperf3 -t {a.seconds} TCP host0->host1 received {recv_bps/1e6:.2f} Mbit/s of "
-              f"{nominal/1e6:.0f} Mbit/s nominal (factor {factor:.4f}, TCP/IP+Ethernet headers at "
-              f"MTU 1500); TCP ping-pong 1 B median RTT {lat['rtt_median_secs']*1e6:.1f} us "
-              f"(one-way {lat['rtt_median_secs']*5e5:.1f} us, load {tb.load1():.1f}); {tb.provenance()['versions']}")
-    prof = {}
-    if os.path.exists(a.profile):
-        with open(a.profile) as f:
-            prof = json.load(f)
-    prof.update(schema_version=1, name=os.path.splitext(os.path.basename(a.profile))[0],
-                description="dtsim testbed on this machine: namespaces, bridges, tc-capped veths",
-                provenance={"source": "measured", "detail": detail, "date": tb.now()})
-    prof["network"] = {"factors": {"ethernet": {
-        "rows": [{"min_bytes": 0, "bandwidth_factor": round(factor, 4), "latency_factor": 1.0}],
-        "provenance": {"source": "measured", "detail": detail, "date": tb.now()}}}}
-    prof["testbed_link"] = None
-    prof.pop("testbed_link")
-    with open(a.profile + ".tmp", "w") as f:
-        json.dump(prof, f, indent=2)
+    with open(iperf_log, "w") as f:
+        f.write(cli.stdout)
+    load_bw = tb.load1()
+    lat = tb.launch("pingpong.py", ["--count", str(a.pings)], 2)
+    lat.update(load_avg_1m=tb.load1(), date_utc=tb.now(), hosts=[hs[0][1], hs[1][1]])
+    ping_log = os.path.join(logs, f"{stem}.pingpong.json")
+    with open(ping_log, "w") as f:
+        json.dump(lat, f, indent=2)
         f.write("\n")
-    os.replace(a.profile + ".tmp", a.profile)
-    print(detail)
+    one_way_us = lat["rtt_median_secs"] * 5e5
+    where = (f"the dtsim testbed ({os.environ.get('DTSIM_TESTBED_TOPOLOGY')} "
+             f"{os.environ.get('DTSIM_TESTBED_SET')}, shaper {os.environ.get('DTSIM_TESTBED_SHAPER')})")
+    source = (f"TCP ping-pong testbed/workloads/pingpong.py, {a.pings} x 1 B host0<->host1 on {where}: "
+              f"median RTT {lat['rtt_median_secs']*1e6:.1f} us / 2, log {tb.rel(ping_log)}, "
+              f"load {lat['load_avg_1m']:.1f}")
+    if os.path.exists(a.profile):
+        os.remove(a.profile)  # a fresh profile, not a merge into the last one
+    cmd = [tb.calibrate_bin(), "import", "iperf3", tb.rel(iperf_log),
+           "--link-class", "ethernet", "--nominal-bw", a.nominal_bw,
+           "--latency", f"{one_way_us:.2f}us", "--nominal-latency", a.nominal_latency,
+           "--latency-source", source, "--measured-on", where,
+           "--out", tb.rel(a.profile),
+           "--description",
+           f"measured by calibrate on {where}: iperf3 -t {a.seconds} (load {load_bw:.1f}) and a "
+           f"TCP ping-pong between host0 and host1; {tb.provenance()['versions']}"]
+    p = subprocess.run(cmd, cwd=tb.ROOT, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr}")
+    print(p.stdout, end="")
 
 
 def main():
@@ -195,7 +203,13 @@ def main():
     ap.add_argument("--model", default="mlp")
     ap.add_argument("--bucket-mib", type=int, default=25)
     ap.add_argument("--seconds", type=int, default=5)
-    ap.add_argument("--nominal-bps", default="200e6")
+    ap.add_argument("--pings", type=int, default=500)
+    ap.add_argument("--logs", default="", help="link: where the iperf3/ping-pong logs go "
+                    "(default data/runs/calibration)")
+    ap.add_argument("--nominal-bw", default="200Mbps",
+                    help="nominal rate of the host0-host1 path's bottleneck link (topology file)")
+    ap.add_argument("--nominal-latency", default="50us",
+                    help="the topology's one-way latency host0->host1 (sum over the path's links)")
     a = ap.parse_args()
     {"collectives": collectives, "mpi": mpi, "training": training, "link": link}[a.suite](a)
 

@@ -16,6 +16,22 @@ import time
 
 PY = "/usr/bin/python3"
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def rel(path):
+    """`path` relative to the repository root when inside it (as datasets name files), else absolute."""
+    r = os.path.relpath(os.path.abspath(path), ROOT)
+    return os.path.abspath(path) if r.startswith("..") else r
+
+
+def calibrate_bin():
+    """The `calibrate` binary: $DTSIM_CALIBRATE_BIN, else the workspace's debug build."""
+    b = os.environ.get("DTSIM_CALIBRATE_BIN") or os.path.join(
+        os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target"), "debug", "calibrate")
+    if not os.path.exists(b):
+        sys.exit(f"{b}: no calibrate binary (cargo build -p calibrate, or set DTSIM_CALIBRATE_BIN)")
+    return b
 
 
 def hosts():
