@@ -232,7 +232,7 @@ impl IntervalLog {
                     break;
                 }
             }
-            pieces.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+            pieces.sort_unstable_by_key(|p| (p.0, p.1));
             let mut merged: Vec<LogEntry> = Vec::new();
             let mut i = 0;
             while i < pieces.len() {
