@@ -777,3 +777,110 @@ pub fn predicted_vs_measured(
         cells: 0,
     })
 }
+
+/// Values over time, one step line per series (a value holds over its bin), x in ms or us by
+/// the span, for link utilization and buffer occupancy. `bins` are (start_us, end_us); every
+/// series has one value per bin.
+#[allow(clippy::too_many_arguments)]
+pub fn over_time(
+    name: &str,
+    title: &str,
+    caption: &str,
+    y_label: &str,
+    bins: &[(f64, f64)],
+    series: &[(String, Vec<f64>)],
+    y_max: Option<f64>,
+    y_fmt: &dyn Fn(f64) -> String,
+) -> Res<Figure> {
+    if bins.is_empty() || series.is_empty() {
+        return Err(format!("{name}: no series to draw"));
+    }
+    let end_us = bins.iter().map(|b| b.1).fold(0.0, f64::max).max(1e-6);
+    let (div, unit) = if end_us >= 1e3 {
+        (1e3, "ms")
+    } else {
+        (1.0, "us")
+    };
+    let top = series
+        .iter()
+        .flat_map(|(_, v)| v.iter().copied())
+        .fold(0.0, f64::max);
+    let top = y_max.unwrap_or(if top > 0.0 { top * 1.1 } else { 1.0 });
+    let svg = svg_of(1100, 560, |root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, (FONT, 22))
+            .margin(14)
+            .x_label_area_size(50)
+            .y_label_area_size(90)
+            .right_y_label_area_size(250)
+            .build_cartesian_2d(0f64..end_us / div, 0f64..top)
+            .map_err(e)?;
+        chart
+            .configure_mesh()
+            .x_desc(format!("time ({unit})"))
+            .y_desc(y_label)
+            .x_labels(10)
+            .x_label_formatter(&|v| crate::fmt::num(*v))
+            .y_label_formatter(&|v| y_fmt(*v))
+            .label_style((FONT, 14))
+            .axis_desc_style((FONT, 16))
+            .light_line_style(WHITE)
+            .bold_line_style(RGBColor(225, 225, 225))
+            .draw()
+            .map_err(e)?;
+        for (i, (label, v)) in series.iter().enumerate() {
+            // Past the palette, the same colours again, lighter.
+            let c = color(i).mix(if i < PALETTE.len() { 1.0 } else { 0.5 });
+            let mut pts = Vec::with_capacity(2 * v.len());
+            for (&(a, b), &y) in bins.iter().zip(v) {
+                pts.push((a / div, y));
+                pts.push((b / div, y));
+            }
+            chart
+                .draw_series(LineSeries::new(pts, c.stroke_width(2)))
+                .map_err(e)?
+                .label(label.as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::Coordinate(860, 40))
+            .label_font((FONT, 12))
+            .draw()
+            .map_err(e)?;
+        Ok(())
+    })?;
+    let table = Table {
+        columns: ["bin start".to_string(), "bin end".to_string()]
+            .into_iter()
+            .chain(series.iter().map(|(l, _)| format!("{l}: {y_label}")))
+            .collect(),
+        rows: bins
+            .iter()
+            .enumerate()
+            .map(|(k, &(a, b))| {
+                [crate::fmt::time_us(a), crate::fmt::time_us(b)]
+                    .into_iter()
+                    .chain(
+                        series
+                            .iter()
+                            .map(|(_, v)| y_fmt(v.get(k).copied().unwrap_or(0.0))),
+                    )
+                    .collect()
+            })
+            .collect(),
+    };
+    Ok(Figure {
+        name: name.into(),
+        title: title.into(),
+        caption: caption.into(),
+        svg,
+        table,
+        series: series.len(),
+        cells: 0,
+    })
+}

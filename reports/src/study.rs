@@ -5,7 +5,8 @@
 //!   scaling curves, method comparisons, compute vs communication, the results table;
 //! - a run directory (`summary.json` from `dtsim run --out`): traffic heatmaps per phase
 //!   (collective) or per epoch and class (workload), link utilization, buffer occupancy
-//!   (`ports.csv`), the per-rank timeline (`trace.json`);
+//!   (`ports.csv`), utilization and occupancy over time (`link_series.csv`), the per-rank
+//!   timeline (`trace.json`);
 //! - a scenario file (`.toml`): the configured GPU×GPU bandwidth (routing bottlenecks);
 //! - a validation CSV (columns named `predicted…` and `measured…`): predicted vs measured.
 
@@ -582,6 +583,11 @@ fn run_section(dir: &Path, tag: &str) -> Result<Section, String> {
             )?);
         }
     }
+    // utilization and buffer occupancy over time
+    let sp = dir.join("link_series.csv");
+    if sp.is_file() {
+        sec.figures.extend(series_figures(&sp, tag)?);
+    }
     // buffer occupancy
     let pp = dir.join("ports.csv");
     if pp.is_file() {
@@ -659,6 +665,93 @@ fn run_section(dir: &Path, tag: &str) -> Result<Section, String> {
         }
     }
     Ok(sec)
+}
+
+/// A link's name, utilization (%) and occupancy (bytes) per bin.
+type LinkBins = (String, Vec<f64>, Vec<f64>);
+
+/// Series shown per over-time chart.
+pub const MAX_SERIES: usize = 16;
+
+/// `link_series.csv`: utilization over time of the busiest links, and buffer occupancy over
+/// time of the fullest ports when the file has it.
+fn series_figures(path: &Path, tag: &str) -> Result<Vec<Figure>, String> {
+    let df = read_table(path)?;
+    let (link, from, to) = (f64s(&df, "link"), strings(&df, "from"), strings(&df, "to"));
+    let (start, end, util) = (
+        f64s(&df, "bin_start_us"),
+        f64s(&df, "bin_end_us"),
+        f64s(&df, "utilization"),
+    );
+    let buffers = has(&df, "occupancy_bytes");
+    let occ = f64s(&df, "occupancy_bytes");
+    // Rows come link by link, bins in order.
+    let mut links: Vec<LinkBins> = Vec::new();
+    let mut bins: Vec<(f64, f64)> = Vec::new();
+    let mut last = None;
+    for i in 0..df.height() {
+        if link[i] != last {
+            last = link[i];
+            links.push((format!("{}→{}", from[i], to[i]), Vec::new(), Vec::new()));
+        }
+        if links.len() == 1 {
+            bins.push((start[i].unwrap_or(0.0), end[i].unwrap_or(0.0)));
+        }
+        let l = links.last_mut().expect("a link was pushed");
+        l.1.push(util[i].unwrap_or(0.0) * 100.0);
+        l.2.push(occ[i].unwrap_or(0.0));
+    }
+    let mut figs = Vec::new();
+    let pick = |score: &dyn Fn(&LinkBins) -> f64| {
+        let mut idx: Vec<usize> = (0..links.len())
+            .filter(|&i| score(&links[i]) > 0.0)
+            .collect();
+        idx.sort_by(|&a, &b| {
+            score(&links[b])
+                .total_cmp(&score(&links[a]))
+                .then(a.cmp(&b))
+        });
+        idx.truncate(MAX_SERIES);
+        idx
+    };
+    let busiest = pick(&|l| l.1.iter().sum());
+    if !busiest.is_empty() {
+        figs.push(figures::over_time(
+            &format!("{tag}-link-utilization-over-time"),
+            "Link utilization over time",
+            &format!(
+                "Load over capacity of the busiest directed links ({} shown), averaged per time bin.",
+                busiest.len()
+            ),
+            "utilization (%)",
+            &bins,
+            &busiest.iter().map(|&i| (links[i].0.clone(), links[i].1.clone())).collect::<Vec<_>>(),
+            Some(105.0),
+            &|x| fmt::pct(x),
+        )?);
+    }
+    if buffers {
+        let fullest = pick(&|l| l.2.iter().copied().fold(0.0, f64::max));
+        if !fullest.is_empty() {
+            figs.push(figures::over_time(
+                &format!("{tag}-buffer-occupancy-over-time"),
+                "Buffer occupancy over time",
+                &format!(
+                    "Bytes queued at the fullest output ports ({} shown), averaged per time bin.",
+                    fullest.len()
+                ),
+                "buffer occupancy (bytes)",
+                &bins,
+                &fullest
+                    .iter()
+                    .map(|&i| (links[i].0.clone(), links[i].2.clone()))
+                    .collect::<Vec<_>>(),
+                None,
+                &|x| fmt::bytes(x),
+            )?);
+        }
+    }
+    Ok(figs)
 }
 
 /// The configured GPU×GPU bandwidth: the bottleneck of each routed path on an idle network.

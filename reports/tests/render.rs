@@ -237,3 +237,75 @@ fn sweep_points_merge_into_parquet_that_polars_reads_back() {
         "direct"
     );
 }
+
+/// Links in a `link_series.csv` whose column `col` is ever above zero.
+fn links_with(csv: &Path, col: &str) -> usize {
+    let text = std::fs::read_to_string(csv).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let c = header.iter().position(|h| *h == col).unwrap();
+    let mut seen: Vec<String> = Vec::new();
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        if f[c].parse::<f64>().unwrap() > 0.0 && !seen.iter().any(|s| s == f[0]) {
+            seen.push(f[0].to_string());
+        }
+    }
+    seen.len()
+}
+
+#[test]
+fn runs_get_utilization_and_buffer_occupancy_over_time_charts() {
+    let dir = scratch("series");
+    let flow = collective_run(&dir);
+    let s = sim::scenario::load(&repo().join("scenarios/ps_incast_lossless.toml"), &[]).unwrap();
+    let packet = dir.join("incast");
+    sim::scenario::run::run(&s)
+        .unwrap()
+        .write_dir(&packet)
+        .unwrap();
+    for d in [&flow, &packet] {
+        assert!(d.join("link_series.csv").is_file(), "{}", d.display());
+    }
+    let sections = reports::study::build(&[flow.clone(), packet.clone()]).unwrap();
+    let out = dir.join("report");
+    reports::page::write(&out, "series", &sections).unwrap();
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+
+    // One series per busy link (at most 16), one per port that ever queued (at most 16).
+    let util = figure(&sections[..1], "link-utilization-over-time");
+    let want = links_with(&flow.join("link_series.csv"), "utilization").min(16);
+    assert!(want > 0);
+    assert_eq!(util.series, want);
+    assert!(
+        sections[..1]
+            .iter()
+            .flat_map(|s| &s.figures)
+            .all(|f| !f.name.ends_with("buffer-occupancy-over-time")),
+        "no buffers in the flow model"
+    );
+    let util_p = figure(&sections[1..], "link-utilization-over-time");
+    assert_eq!(
+        util_p.series,
+        links_with(&packet.join("link_series.csv"), "utilization").min(16)
+    );
+    let occ = figure(&sections[1..], "buffer-occupancy-over-time");
+    let want_occ = links_with(&packet.join("link_series.csv"), "max_occupancy_bytes").min(16);
+    assert!(want_occ > 0, "the incast queues somewhere");
+    assert_eq!(occ.series, want_occ);
+    for f in [util, util_p, occ] {
+        // Every series is a drawn line with its legend entry; time axis and units are labelled.
+        assert!(f.svg.matches("<polyline").count() >= f.series, "{}", f.name);
+        assert!(f.svg.contains("time (ms)") || f.svg.contains("time (us)"));
+        assert!(f.svg.contains('→'), "legend names links");
+        assert_eq!(f.table.rows.len(), 200, "one table row per bin");
+        assert!(out
+            .join("figures")
+            .join(format!("{}.svg", f.name))
+            .is_file());
+        assert!(html.contains(&format!("href=\"figures/{}.svg\"", f.name)));
+        assert!(html.contains(&format!("id=\"fig-{}\"", f.name)));
+    }
+    assert!(util.svg.contains("utilization (%)"));
+    assert!(occ.svg.contains("buffer occupancy (bytes)"));
+}

@@ -102,6 +102,9 @@ pub struct RunReport {
     pub ports: Option<Vec<ports::PortRow>>,
     /// The per-rank timeline as a Chrome / Perfetto trace.
     pub trace: trace::Trace,
+    /// Utilization (and buffer occupancy) over time of the busiest links, when the network
+    /// model records it.
+    pub link_series: Option<crate::net::series::LinkSeries>,
 }
 
 /// The per-rank timeline is skipped above this many rows (it grows as ranks × steps).
@@ -263,6 +266,7 @@ impl RunReport {
             rank_timeline,
             ports: None,
             trace,
+            link_series: None,
         }
     }
 }

@@ -4,13 +4,16 @@
 //! bytes per phase, one row per pair that exchanged data), `timeline.csv` (per op),
 //! `rank_timeline.csv` (per endpoint and op, when small enough), `trace.json` (the per-rank
 //! timeline as a Chrome / Perfetto trace), `endpoints.csv` (which device
-//! holds each endpoint), `ports.csv` (per output port buffer statistics, packet model only).
+//! holds each endpoint), `ports.csv` (per output port buffer statistics, packet model only),
+//! `link_series.csv` (utilization per time bin of the busiest links, and buffer occupancy
+//! per bin for the packet model).
 
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::RunReport;
+use crate::net::series::LinkSeries;
 
 /// Writes `contents` to `path` so that readers see either the old file or the whole new one:
 /// a temporary file in the same directory, flushed, then renamed over the target.
@@ -120,7 +123,47 @@ impl RunReport {
         if let Some(rows) = &self.ports {
             put("ports.csv", super::ports::ports_csv(rows))?;
         }
+        if let Some(series) = &self.link_series {
+            put("link_series.csv", self.link_series_csv(series))?;
+        }
         Ok(written)
+    }
+
+    /// `link_series.csv`: one row per (link, bin), links by id; occupancy columns when the
+    /// model has buffers.
+    pub fn link_series_csv(&self, series: &LinkSeries) -> String {
+        let buffers = series.links.iter().any(|e| e.occupancy.is_some());
+        let mut s = String::from("link,from,to,bin_start_us,bin_end_us,utilization");
+        s += if buffers {
+            ",occupancy_bytes,max_occupancy_bytes\n"
+        } else {
+            "\n"
+        };
+        let us = |ps: u64| ps as f64 * 1e-6;
+        for e in &series.links {
+            let (from, to) = self
+                .links
+                .get(e.link as usize)
+                .map(|l| (field(&l.from), field(&l.to)))
+                .unwrap_or_default();
+            for (i, u) in e.utilization.iter().enumerate() {
+                let _ = write!(
+                    s,
+                    "{},{from},{to},{},{},{u}",
+                    e.link,
+                    us(series.edges_ps[i]),
+                    us(series.edges_ps[i + 1])
+                );
+                match (&e.occupancy, buffers) {
+                    (Some(o), _) => {
+                        let _ = writeln!(s, ",{},{}", o.avg_bytes[i], o.max_bytes[i]);
+                    }
+                    (None, true) => s += ",,\n",
+                    (None, false) => s.push('\n'),
+                }
+            }
+        }
+        s
     }
 }
 

@@ -30,6 +30,7 @@ use std::sync::Arc;
 
 use super::factors::EfficiencyFactors;
 use super::maxmin::{MaxMinSolver, Problem};
+use super::series::{self, IntervalLog, LinkSeries, LinkSeriesEntry, SeriesOptions};
 use super::{LinkTraffic, NetContext, NetCounters, NetEvent, NetPatternId, NetworkModel};
 use crate::engine::{EventHandle, SimTime};
 use crate::topology::routing::Router;
@@ -148,6 +149,8 @@ pub struct FlowModel {
     replay_enabled: bool,
     cached_rates: usize,
     records: Vec<SolutionRecord>,
+    /// When each record was in force, for link utilization over time.
+    series_log: IntervalLog,
     link_bytes: Vec<f64>,
     solver: MaxMinSolver,
     counters: NetCounters,
@@ -181,6 +184,7 @@ impl FlowModel {
             replay_enabled: true,
             cached_rates: 0,
             records: Vec::new(),
+            series_log: IntervalLog::new(),
             link_bytes: vec![0.0; nl],
             solver: MaxMinSolver::new(),
             counters: NetCounters::default(),
@@ -195,6 +199,13 @@ impl FlowModel {
     /// check replay changes nothing.
     pub fn without_replay(mut self) -> Self {
         self.replay_enabled = false;
+        self
+    }
+
+    /// Coarsens the utilization log past `entries` entries instead of the default, for tests
+    /// of the coarsened log.
+    pub fn with_series_log_limit(mut self, entries: usize) -> Self {
+        self.series_log = IntervalLog::with_capacity_limit(entries);
         self
     }
 
@@ -273,6 +284,8 @@ impl FlowModel {
                 b.remaining[f] -= sol.rates_bps[f] / 8.0 * dt;
             }
             self.records[sol.record].in_force_ps += dt_ps;
+            self.series_log
+                .push(b.last_update.as_ps(), dt_ps, sol.record);
             if let Some(rec) = &mut b.recording {
                 rec.push((sol.clone(), dt_ps));
             }
@@ -561,8 +574,11 @@ impl FlowModel {
             .replay
             .take()
             .expect("a replay end belongs to a replaying batch");
+        let mut t = self.batches[slot as usize].started.as_ps();
         for (sol, dur) in &trajectory.segments {
             self.records[sol.record].in_force_ps += dur;
+            self.series_log.push(t, *dur, sol.record);
+            t += dur;
         }
         let b = &mut self.batches[slot as usize];
         b.live.clear();
@@ -766,6 +782,86 @@ impl NetworkModel for FlowModel {
     ) -> Result<(f64, LinkClass), TopologyError> {
         let path = self.router.path(&self.topo, src, dst)?;
         Ok(self.topo.bottleneck(path))
+    }
+
+    fn link_series(&mut self, end: SimTime, options: SeriesOptions) -> Option<LinkSeries> {
+        let traffic = self.link_traffic();
+        let entries = self.series_log.entries()?;
+        let score: Vec<f64> = traffic
+            .iter()
+            .zip(&self.link_capacity_bps)
+            .map(|(t, &c)| if c > 0.0 { t.bytes / c } else { 0.0 })
+            .collect();
+        let chosen = series::top_k(&score, options.top_links);
+        let mut slot_of = vec![u32::MAX; self.link_capacity_bps.len()];
+        for (k, &l) in chosen.iter().enumerate() {
+            slot_of[l] = k as u32;
+        }
+        // Per record, the loads on chosen links only (flat: offsets into one table).
+        let mut offsets = Vec::with_capacity(self.records.len() + 1);
+        let mut loads: Vec<(u32, f64)> = Vec::new();
+        offsets.push(0u32);
+        for rec in &self.records {
+            for &(l, load) in &rec.link_loads_bps {
+                let k = slot_of[l as usize];
+                if k != u32::MAX && load.is_finite() {
+                    loads.push((k, load));
+                }
+            }
+            offsets.push(loads.len() as u32);
+        }
+        let edges = series::bin_edges(end.as_ps(), options.bins);
+        let bins = edges.len() - 1;
+        let mut bits = vec![vec![0.0; bins]; chosen.len()];
+        for e in entries {
+            let r = e.record as usize;
+            let (a, b) = (offsets[r] as usize, offsets[r + 1] as usize);
+            for &(k, load) in &loads[a..b] {
+                let per_ps = load * 1e-12 * e.share();
+                series::spread(
+                    &edges,
+                    e.start_ps,
+                    e.start_ps + e.dur_ps,
+                    per_ps,
+                    &mut bits[k as usize],
+                );
+            }
+        }
+        let links = chosen
+            .iter()
+            .zip(bits)
+            .map(|(&l, bits)| {
+                let cap = self.link_capacity_bps[l];
+                let utilization = bits
+                    .iter()
+                    .enumerate()
+                    .map(|(i, b)| utilization(*b, cap, edges[i + 1] - edges[i]))
+                    .collect();
+                LinkSeriesEntry {
+                    link: l as u32,
+                    utilization,
+                    occupancy: None,
+                }
+            })
+            .collect();
+        Some(LinkSeries {
+            edges_ps: edges,
+            links,
+        })
+    }
+}
+
+/// Bits carried in a bin over what the link could carry in it; rounding above 1 (a part in
+/// 10^9: sums of rates that fill a link) is taken off.
+pub(crate) fn utilization(bits: f64, capacity_bps: f64, width_ps: u64) -> f64 {
+    if width_ps == 0 || capacity_bps <= 0.0 {
+        return 0.0;
+    }
+    let u = bits / (capacity_bps * width_ps as f64 * 1e-12);
+    if u > 1.0 && u < 1.0 + 1e-9 {
+        1.0
+    } else {
+        u
     }
 }
 
@@ -1035,5 +1131,194 @@ mod tests {
             o.ops[i].end.as_ps() - o.ops[i].start.as_ps()
         };
         assert!(step(&a, 1) > step(&a, 0));
+    }
+
+    /// Checks a series against the run's link totals: every link's bins integrate to its bytes
+    /// (relative `tol`), and utilization stays in [0, 1].
+    fn assert_series_matches_traffic(
+        t: &Topology,
+        series: &LinkSeries,
+        traffic: &[LinkTraffic],
+        tol: f64,
+    ) {
+        for e in &series.links {
+            let cap = t.links()[e.link as usize].bandwidth_bps;
+            let bytes: f64 = e
+                .utilization
+                .iter()
+                .enumerate()
+                .map(|(i, u)| {
+                    u * cap * (series.edges_ps[i + 1] - series.edges_ps[i]) as f64 * 1e-12 / 8.0
+                })
+                .sum();
+            let want = traffic[e.link as usize].bytes;
+            assert!(
+                (bytes - want).abs() <= tol * want,
+                "link {}: {bytes} vs {want}",
+                e.link
+            );
+            assert!(e.utilization.iter().all(|&u| (0.0..=1.0).contains(&u)));
+        }
+    }
+
+    /// Ring steps (replayed), a contending batch and a dependent one, with latency.
+    fn mixed_schedule() -> Schedule {
+        let ring: Vec<(u32, u32)> = (0..4).map(|i| (i, (i + 1) % 4)).collect();
+        schedule(
+            6,
+            &[
+                (ring.clone(), 4_000_000, vec![]),
+                (ring.clone(), 4_000_000, vec![0]),
+                (ring, 4_000_000, vec![1]),
+                (vec![(4, 5)], 6_000_000, vec![]),
+                (vec![(0, 2), (5, 2)], 3_000_000, vec![3]),
+            ],
+        )
+    }
+
+    fn play_series(
+        m: &mut FlowModel,
+        t: &Arc<Topology>,
+        s: &Schedule,
+        bins: usize,
+    ) -> (SimTime, LinkSeries, Vec<LinkTraffic>) {
+        let eps: Vec<DeviceId> = t.gpus()[..s.endpoints() as usize].to_vec();
+        let out = play(
+            s,
+            &eps,
+            m,
+            PlayOptions {
+                reduce_bytes_per_s: None,
+            },
+        )
+        .unwrap();
+        let options = SeriesOptions {
+            bins,
+            top_links: 64,
+        };
+        let series = m.link_series(out.end, options).unwrap();
+        (out.end, series, m.link_traffic())
+    }
+
+    #[test]
+    fn the_utilization_series_integrates_to_every_links_bytes_and_never_exceeds_one() {
+        let t = star(6, 100.0 * GBPS, SimTime::from_us(1));
+        let mut m = FlowModel::new(t.clone(), Default::default(), 0);
+        let (_, series, traffic) = play_series(&mut m, &t, &mixed_schedule(), 200);
+        assert!(m.counters.replays > 0, "the replay path is covered");
+        assert_eq!(series.bins(), 200);
+        let used = traffic.iter().filter(|l| l.bytes > 0.0).count();
+        assert_eq!(
+            series.links.len(),
+            used,
+            "every used link is among the top 64"
+        );
+        assert_series_matches_traffic(&t, &series, &traffic, 1e-6);
+        // The bottleneck into g2 is full at some point.
+        assert!(series
+            .links
+            .iter()
+            .any(|e| e.utilization.iter().any(|&u| u > 0.99)));
+    }
+
+    #[test]
+    fn a_coarsened_log_still_integrates_to_every_links_bytes() {
+        let t = star(6, 100.0 * GBPS, SimTime::from_us(1));
+        // 40 chained ring steps, then a contending pair: many more intervals than 32.
+        let ring: Vec<(u32, u32)> = (0..4).map(|i| (i, (i + 1) % 4)).collect();
+        let mut ops: Vec<OpSpec> = (0..40)
+            .map(|k| {
+                (
+                    ring.clone(),
+                    1_000_000 + 1000 * k as u64,
+                    if k == 0 { vec![] } else { vec![k - 1] },
+                )
+            })
+            .collect();
+        ops.push((vec![(4, 5)], 6_000_000, vec![]));
+        ops.push((vec![(0, 2), (5, 2)], 3_000_000, vec![40]));
+        let mut m = FlowModel::new(t.clone(), Default::default(), 0)
+            .without_replay()
+            .with_series_log_limit(32);
+        let (_, series, traffic) = play_series(&mut m, &t, &schedule(6, &ops), 50);
+        assert!(m.series_log.slot_ps() > 0, "the log was coarsened");
+        assert_series_matches_traffic(&t, &series, &traffic, 1e-6);
+    }
+
+    #[test]
+    fn only_the_busiest_links_are_kept() {
+        let t = star(6, 100.0 * GBPS, SimTime::from_us(1));
+        let mut m = FlowModel::new(t.clone(), Default::default(), 0);
+        let eps: Vec<DeviceId> = t.gpus().to_vec();
+        let out = play(
+            &mixed_schedule(),
+            &eps,
+            &mut m,
+            PlayOptions {
+                reduce_bytes_per_s: None,
+            },
+        )
+        .unwrap();
+        let series = m
+            .link_series(
+                out.end,
+                SeriesOptions {
+                    bins: 10,
+                    top_links: 3,
+                },
+            )
+            .unwrap();
+        let traffic = m.link_traffic();
+        assert_eq!(series.links.len(), 3);
+        let least_kept = series
+            .links
+            .iter()
+            .map(|e| traffic[e.link as usize].bytes)
+            .fold(f64::INFINITY, f64::min);
+        let most_left = (0..traffic.len())
+            .filter(|l| !series.links.iter().any(|e| e.link as usize == *l))
+            .map(|l| traffic[l].bytes)
+            .fold(0.0, f64::max);
+        assert!(least_kept >= most_left, "{least_kept} vs {most_left}");
+    }
+
+    #[test]
+    fn a_two_phase_schedule_moves_the_load_from_one_link_to_another_when_the_phase_changes() {
+        // Phase 1: g0 → g1 (1 GB at 100 Gb/s: 0–80 ms); phase 2, after it: g2 → g0 (80–160 ms).
+        let t = star(3, 100.0 * GBPS, SimTime::ZERO);
+        let s = schedule(
+            3,
+            &[
+                (vec![(0, 1)], 1_000_000_000, vec![]),
+                (vec![(2, 0)], 1_000_000_000, vec![0]),
+            ],
+        );
+        let mut m = FlowModel::new(t.clone(), Default::default(), 0);
+        let (end, series, _) = play_series(&mut m, &t, &s, 16);
+        assert_eq!(end.as_ps(), 160_000_000_000);
+        let link = |from: &str, to: &str| {
+            let (a, b) = (t.find(from).unwrap(), t.find(to).unwrap());
+            let l = t
+                .out_links(a)
+                .iter()
+                .find(|&&l| t.link(l).to == b)
+                .unwrap()
+                .index() as u32;
+            series.links.iter().find(|e| e.link == l).unwrap()
+        };
+        let (first, second) = (link("sw", "g1"), link("sw", "g0"));
+        for i in 0..16 {
+            let (a, b) = if i < 8 { (1.0, 0.0) } else { (0.0, 1.0) };
+            assert!(
+                (first.utilization[i] - a).abs() < 1e-9,
+                "bin {i}: {:?}",
+                first.utilization
+            );
+            assert!(
+                (second.utilization[i] - b).abs() < 1e-9,
+                "bin {i}: {:?}",
+                second.utilization
+            );
+        }
     }
 }

@@ -12,6 +12,8 @@
 //! - [`packet`]: packets with store-and-forward hops, finite output buffers, lossless
 //!   (backpressure) or lossy (drop + retransmit) switches; reports buffer occupancy, pauses,
 //!   drops.
+//! - [`series`]: link utilization and buffer occupancy over time (recorded during a run,
+//!   binned after it).
 //! - [`factors`]: size-dependent bandwidth and latency factors per link class (calibration).
 //!
 //! Models know nothing about training or collectives: only devices, links and bytes.
@@ -20,6 +22,7 @@ pub mod factors;
 pub mod flow;
 pub mod maxmin;
 pub mod packet;
+pub mod series;
 
 use crate::engine::{EventHandle, SimTime};
 use crate::topology::{DeviceId, LinkClass, TopologyError};
@@ -113,6 +116,15 @@ pub trait NetworkModel {
     ) -> Result<(f64, LinkClass), TopologyError>;
     /// Per-port buffer statistics, for models that have buffers.
     fn port_stats(&mut self) -> Option<packet::PortReport> {
+        None
+    }
+    /// Utilization (and buffer occupancy, for models with buffers) over `[0, end]` in bins,
+    /// for the busiest links; `None` for models that do not record it.
+    fn link_series(
+        &mut self,
+        _end: SimTime,
+        _options: series::SeriesOptions,
+    ) -> Option<series::LinkSeries> {
         None
     }
 }

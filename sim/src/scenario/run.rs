@@ -12,6 +12,7 @@ use crate::engine::SimRng;
 use crate::metrics::{RunReport, TrafficKey};
 use crate::net::flow::FlowModel;
 use crate::net::packet::PacketModel;
+use crate::net::series::SeriesOptions;
 use crate::net::NetworkModel;
 use crate::profile::{Profile, ProfileError};
 use crate::topology::{file as topology_file, DeviceId, DeviceKind, Topology, TopologyError};
@@ -284,6 +285,7 @@ pub fn run(s: &Scenario) -> Result<RunReport, RunError> {
     )?;
     let traffic = model.link_traffic();
     let ports = model.port_stats();
+    let series = model.link_series(outcome.end, SeriesOptions::default());
 
     // Bytes per (pattern, phase) first: one pass over ops, then one over each pattern's pairs.
     let mut per_pattern: BTreeMap<(u32, Phase), u128> = BTreeMap::new();
@@ -302,5 +304,6 @@ pub fn run(s: &Scenario) -> Result<RunReport, RunError> {
     if let Some(ports) = ports {
         report.attach_ports(&ports, &prep.topology, &schedule, &endpoints);
     }
+    report.link_series = series;
     Ok(report)
 }
