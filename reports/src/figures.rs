@@ -810,9 +810,10 @@ pub fn over_time(
         let mut chart = ChartBuilder::on(root)
             .caption(title, (FONT, 22))
             .margin(14)
+            // Room right of the plot for the legend (one line per link).
+            .margin_right(260)
             .x_label_area_size(50)
             .y_label_area_size(90)
-            .right_y_label_area_size(250)
             .build_cartesian_2d(0f64..end_us / div, 0f64..top)
             .map_err(e)?;
         chart
@@ -828,6 +829,10 @@ pub fn over_time(
             .bold_line_style(RGBColor(225, 225, 225))
             .draw()
             .map_err(e)?;
+        // The legend sits right of the plotting area, in the margin kept for it, drawn on the
+        // whole figure (a chart's own legend is clipped to the plotting area).
+        let (x_px, y_px) = chart.plotting_area().get_pixel_range();
+        let (lx, ly) = (x_px.end + 12, y_px.start);
         for (i, (label, v)) in series.iter().enumerate() {
             // Past the palette, the same colours again, lighter.
             let c = color(i).mix(if i < PALETTE.len() { 1.0 } else { 0.5 });
@@ -838,20 +843,16 @@ pub fn over_time(
             }
             chart
                 .draw_series(LineSeries::new(pts, c.stroke_width(2)))
-                .map_err(e)?
-                .label(label.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3))
-                });
-        }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::Coordinate(860, 40))
-            .label_font((FONT, 12))
-            .draw()
+                .map_err(e)?;
+            let y = ly + 8 + 16 * i as i32;
+            root.draw(&PathElement::new(
+                vec![(lx, y), (lx + 20, y)],
+                c.stroke_width(3),
+            ))
             .map_err(e)?;
+            root.draw(&Text::new(label.clone(), (lx + 26, y - 6), (FONT, 12)))
+                .map_err(e)?;
+        }
         Ok(())
     })?;
     let table = Table {
