@@ -302,3 +302,29 @@ fn group_size_regroups_ranks_for_hierarchical_and_must_divide_them() {
         stderr(&o)
     );
 }
+
+#[test]
+fn a_training_step_run_writes_its_link_utilization_over_time() {
+    let dir = scratch("workload-series");
+    let o = dtsim(&[
+        "run",
+        "scenarios/resnet50_pcie4_ddp_vs_ps.toml",
+        "--set",
+        "compare=[]",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let csv = std::fs::read_to_string(dir.join("link_series.csv")).unwrap();
+    let utilization: Vec<f64> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.rsplit(',').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(!utilization.is_empty());
+    assert!(utilization.iter().all(|&u| (0.0..=1.0 + 1e-9).contains(&u)));
+    assert!(
+        utilization.iter().any(|&u| u > 0.5),
+        "the gradient all-reduces load some link"
+    );
+}

@@ -124,47 +124,50 @@ impl RunReport {
             put("ports.csv", super::ports::ports_csv(rows))?;
         }
         if let Some(series) = &self.link_series {
-            put("link_series.csv", self.link_series_csv(series))?;
+            let name = |l: u32| {
+                self.links
+                    .get(l as usize)
+                    .map(|r| (r.from.clone(), r.to.clone()))
+                    .unwrap_or_default()
+            };
+            put("link_series.csv", link_series_csv(series, name))?;
         }
         Ok(written)
     }
+}
 
-    /// `link_series.csv`: one row per (link, bin), links by id; occupancy columns when the
-    /// model has buffers.
-    pub fn link_series_csv(&self, series: &LinkSeries) -> String {
-        let buffers = series.links.iter().any(|e| e.occupancy.is_some());
-        let mut s = String::from("link,from,to,bin_start_us,bin_end_us,utilization");
-        s += if buffers {
-            ",occupancy_bytes,max_occupancy_bytes\n"
-        } else {
-            "\n"
-        };
-        let us = |ps: u64| ps as f64 * 1e-6;
-        for e in &series.links {
-            let (from, to) = self
-                .links
-                .get(e.link as usize)
-                .map(|l| (field(&l.from), field(&l.to)))
-                .unwrap_or_default();
-            for (i, u) in e.utilization.iter().enumerate() {
-                let _ = write!(
-                    s,
-                    "{},{from},{to},{},{},{u}",
-                    e.link,
-                    us(series.edges_ps[i]),
-                    us(series.edges_ps[i + 1])
-                );
-                match (&e.occupancy, buffers) {
-                    (Some(o), _) => {
-                        let _ = writeln!(s, ",{},{}", o.avg_bytes[i], o.max_bytes[i]);
-                    }
-                    (None, true) => s += ",,\n",
-                    (None, false) => s.push('\n'),
+/// `link_series.csv`: one row per (link, bin), links by id, named by `name(link)` as
+/// (from, to); occupancy columns when the model has buffers.
+pub fn link_series_csv(series: &LinkSeries, name: impl Fn(u32) -> (String, String)) -> String {
+    let buffers = series.links.iter().any(|e| e.occupancy.is_some());
+    let mut s = String::from("link,from,to,bin_start_us,bin_end_us,utilization");
+    s += if buffers {
+        ",occupancy_bytes,max_occupancy_bytes\n"
+    } else {
+        "\n"
+    };
+    let us = |ps: u64| ps as f64 * 1e-6;
+    for e in &series.links {
+        let (from, to) = name(e.link);
+        let (from, to) = (field(&from), field(&to));
+        for (i, u) in e.utilization.iter().enumerate() {
+            let _ = write!(
+                s,
+                "{},{from},{to},{},{},{u}",
+                e.link,
+                us(series.edges_ps[i]),
+                us(series.edges_ps[i + 1])
+            );
+            match (&e.occupancy, buffers) {
+                (Some(o), _) => {
+                    let _ = writeln!(s, ",{},{}", o.avg_bytes[i], o.max_bytes[i]);
                 }
+                (None, true) => s += ",,\n",
+                (None, false) => s.push('\n'),
             }
         }
-        s
     }
+    s
 }
 
 #[cfg(test)]

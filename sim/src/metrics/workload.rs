@@ -66,6 +66,8 @@ pub struct WorkloadReport {
     pub topology: Arc<Topology>,
     /// One step per rank as a Chrome / Perfetto trace.
     pub trace: super::trace::Trace,
+    /// Utilization (and buffer occupancy) over the step of the busiest links.
+    pub link_series: Option<crate::net::series::LinkSeries>,
 }
 
 /// One variant of a study with its speedup over the first.
@@ -123,6 +125,19 @@ impl WorkloadReport {
         let p = dir.join("trace.json");
         write_atomic(&p, self.trace.to_json().as_bytes())?;
         written.push(p);
+        if let Some(series) = &self.link_series {
+            let topo = &self.topology;
+            let name = |l: u32| {
+                let link = topo.link(crate::topology::LinkId(l));
+                (
+                    topo.device(link.from).name.clone(),
+                    topo.device(link.to).name.clone(),
+                )
+            };
+            let p = dir.join("link_series.csv");
+            write_atomic(&p, super::output::link_series_csv(series, name).as_bytes())?;
+            written.push(p);
+        }
         Ok(written)
     }
 }

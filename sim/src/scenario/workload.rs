@@ -40,6 +40,7 @@ use super::{collective_spec_of, AlgorithmName, CollectiveTable, Scenario, Scenar
 use crate::collective::play::{play, PlayOptions};
 use crate::collective::Collective;
 use crate::metrics::workload::{StudyRow, WorkloadReport, WorkloadSummary};
+use crate::net::series::SeriesOptions;
 use crate::net::NetworkModel;
 use crate::units::Bytes;
 use crate::workload::catalog::{self, Model, TransformerConfig};
@@ -279,6 +280,7 @@ pub fn run_workload(s: &Scenario) -> Result<WorkloadReport, RunError> {
             reduce_bytes_per_s: prep.profile.reduce_bytes_per_s(),
         },
     )?;
+    let link_series = net.link_series(outcome.end, SeriesOptions::default());
     let metrics = step_metrics(&dag, &outcome, model.tokens_per_sample);
     let micro = cfg.batch_per_gpu / cfg.microbatches.max(1) as u64;
     let mem = memory::per_gpu(&model, &cfg, &dag, micro);
@@ -346,6 +348,7 @@ pub fn run_workload(s: &Scenario) -> Result<WorkloadReport, RunError> {
         endpoints: device_names,
         topology: Arc::clone(&prep.topology),
         trace,
+        link_series,
     })
 }
 
