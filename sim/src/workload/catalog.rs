@@ -132,6 +132,8 @@ pub const CATALOG: &[&str] = &[
     "resnet50",
     "resnet101",
     "resnet152",
+    "resnext50_32x4d",
+    "resnext101_32x8d",
     "resnet18_cifar",
     "inception_v3",
     "bert_base",
@@ -150,6 +152,8 @@ pub fn by_name(name: &str) -> Result<Model, ModelError> {
         "resnet50" => resnet(50, 1000),
         "resnet101" => resnet(101, 1000),
         "resnet152" => resnet(152, 1000),
+        "resnext50_32x4d" => resnext(50, 32, 4, 1000),
+        "resnext101_32x8d" => resnext(101, 32, 8, 1000),
         "resnet18_cifar" => resnet18_cifar(),
         "inception_v3" => inception_v3(),
         "bert_base" => transformer(&TransformerConfig::bert_base()),
@@ -258,6 +262,21 @@ impl CnnBuilder {
 
     pub fn conv(&mut self, name: &str, out_c: u64, k: u64, s: u64, p: u64, bias: bool) {
         self.conv2(name, out_c, k, k, s, p, p, bias);
+    }
+
+    /// Square convolution in `groups` groups (ResNeXt): each output channel sees
+    /// `in_channels / groups` inputs. No bias.
+    pub fn conv_grouped(&mut self, name: &str, out_c: u64, k: u64, s: u64, p: u64, groups: u64) {
+        let i = self.shape;
+        let out = Shape {
+            c: out_c,
+            h: out_dim(i.h, k, s, p),
+            w: out_dim(i.w, k, s, p),
+        };
+        let per_group_in = i.c / groups;
+        let params = out_c * per_group_in * k * k;
+        let macs = out.elems() * per_group_in * k * k;
+        self.push(name, LayerKind::Conv, params, 1, 2 * macs, out);
     }
 
     pub fn bn(&mut self, name: &str) {
@@ -389,12 +408,14 @@ fn basic_block(b: &mut CnnBuilder, name: &str, planes: u64, stride: u64) {
     b.relu(&format!("{name}.relu2"));
 }
 
-fn bottleneck(b: &mut CnnBuilder, name: &str, planes: u64, stride: u64) {
+/// torchvision's Bottleneck: 1×1 to `width`, 3×3 (in `groups` groups, ResNeXt) at `stride`,
+/// 1×1 to 4 × `planes`; plain ResNet has width = planes and one group.
+fn bottleneck(b: &mut CnnBuilder, name: &str, planes: u64, stride: u64, width: u64, groups: u64) {
     let input = b.shape;
-    b.conv(&format!("{name}.conv1"), planes, 1, 1, 0, false);
+    b.conv(&format!("{name}.conv1"), width, 1, 1, 0, false);
     b.bn(&format!("{name}.bn1"));
     b.relu(&format!("{name}.relu1"));
-    b.conv(&format!("{name}.conv2"), planes, 3, stride, 1, false);
+    b.conv_grouped(&format!("{name}.conv2"), width, 3, stride, 1, groups);
     b.bn(&format!("{name}.bn2"));
     b.relu(&format!("{name}.relu2"));
     b.conv(&format!("{name}.conv3"), planes * 4, 1, 1, 0, false);
@@ -416,7 +437,8 @@ fn bottleneck(b: &mut CnnBuilder, name: &str, planes: u64, stride: u64) {
     b.relu(&format!("{name}.relu3"));
 }
 
-fn resnet_stages(b: &mut CnnBuilder, depth: u32) {
+/// ResNet stages; `groups` and `width_per_group` as torchvision (1 and 64 for plain ResNet).
+fn resnet_stages(b: &mut CnnBuilder, depth: u32, groups: u64, width_per_group: u64) {
     let (blocks, bottle): ([u32; 4], bool) = match depth {
         18 => ([2, 2, 2, 2], false),
         34 => ([3, 4, 6, 3], false),
@@ -430,7 +452,8 @@ fn resnet_stages(b: &mut CnnBuilder, depth: u32) {
             let stride = if i == 0 && stage > 0 { 2 } else { 1 };
             let name = format!("layer{}.{i}", stage + 1);
             if bottle {
-                bottleneck(b, &name, planes, stride);
+                let width = planes * width_per_group / 64 * groups;
+                bottleneck(b, &name, planes, stride, width, groups);
             } else {
                 basic_block(b, &name, planes, stride);
             }
@@ -446,10 +469,24 @@ pub fn resnet(depth: u32, classes: u64) -> Model {
     b.bn("bn1");
     b.relu("relu");
     b.maxpool("maxpool", 3, 2, 1);
-    resnet_stages(&mut b, depth);
+    resnet_stages(&mut b, depth, 1, 64);
     b.adaptive_pool("avgpool", 1, 1);
     b.linear("fc", classes, true);
     b.finish(&format!("resnet{depth}"))
+}
+
+/// torchvision `resnext50_32x4d` / `resnext101_32x8d` at 224×224: ResNet-50/101 bottlenecks
+/// whose 3×3 convolutions run in `groups` groups of `width_per_group` channels.
+pub fn resnext(depth: u32, groups: u64, width_per_group: u64, classes: u64) -> Model {
+    let mut b = CnnBuilder::new(3, 224, 224);
+    b.conv("conv1", 64, 7, 2, 3, false);
+    b.bn("bn1");
+    b.relu("relu");
+    b.maxpool("maxpool", 3, 2, 1);
+    resnet_stages(&mut b, depth, groups, width_per_group);
+    b.adaptive_pool("avgpool", 1, 1);
+    b.linear("fc", classes, true);
+    b.finish(&format!("resnext{depth}_{groups}x{width_per_group}d"))
 }
 
 /// ResNet-18 for CIFAR-10 (32×32 inputs, 3×3 stem, no max-pool, 10 classes), as in
@@ -459,7 +496,7 @@ pub fn resnet18_cifar() -> Model {
     b.conv("conv1", 64, 3, 1, 1, false);
     b.bn("bn1");
     b.relu("relu");
-    resnet_stages(&mut b, 18);
+    resnet_stages(&mut b, 18, 1, 64);
     b.adaptive_pool("avgpool", 1, 1);
     b.linear("linear", 10, true);
     b.finish("resnet18_cifar")
@@ -956,6 +993,10 @@ mod tests {
         assert_eq!(resnet(101, 1000).params(), 44_549_160);
         assert_eq!(resnet(152, 1000).params(), 60_192_808);
         assert_eq!(inception_v3().params(), 27_161_264);
+        // torchvision's documented num_params for the ResNeXt weights.
+        assert_eq!(resnext(50, 32, 4, 1000).params(), 25_028_904);
+        assert_eq!(resnext(101, 32, 8, 1000).params(), 88_791_336);
+        assert_eq!(by_name("resnext50_32x4d").unwrap().params(), 25_028_904);
     }
 
     #[test]
