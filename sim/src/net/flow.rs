@@ -869,54 +869,14 @@ pub(crate) fn utilization(bits: f64, capacity_bps: f64, width_ps: u64) -> f64 {
 mod tests {
     use super::*;
     use crate::collective::play::{play, PlayOptions};
-    use crate::collective::{Collective, OpKind, Phase, Schedule};
+    use crate::collective::Schedule;
     use crate::net::factors::FactorRow;
-    use crate::topology::{DeviceKind, LinkSpec};
 
-    const GBPS: f64 = 1e9;
+    use crate::net::testing::{schedule, OpSpec, GBPS};
 
-    /// `n` GPUs on one switch, every link `bw` bits/s and `lat` per hop.
+    /// `n` GPUs on one Ethernet switch, every link `bw` bits/s and `lat` per hop.
     fn star(n: u32, bw: f64, lat: SimTime) -> Arc<Topology> {
-        let mut b = Topology::builder("star");
-        let gpus: Vec<_> = (0..n)
-            .map(|i| b.add_device(format!("g{i}"), DeviceKind::Gpu, Some(i)))
-            .collect();
-        let sw = b.add_device("sw", DeviceKind::Switch, None);
-        for g in gpus {
-            b.add_link(
-                g,
-                sw,
-                LinkSpec {
-                    bandwidth_bps: bw,
-                    latency: lat,
-                    buffer_bytes: 1 << 20,
-                    class: LinkClass::Ethernet,
-                },
-            );
-        }
-        Arc::new(b.build().unwrap())
-    }
-
-    /// One transfer op: its (src, dst) pairs, bytes per pair, and the ops it waits for.
-    type OpSpec = (Vec<(u32, u32)>, u64, Vec<u32>);
-
-    /// One op per entry of `ops`: (pairs, bytes, deps).
-    fn schedule(n: u32, ops: &[OpSpec]) -> Schedule {
-        let mut s = Schedule::new(Collective::SendRecv, "test", n, 0);
-        for (pairs, bytes, deps) in ops {
-            let p = s.add_pattern(pairs.clone());
-            s.push(
-                OpKind::Transfer {
-                    pattern: p,
-                    bytes: *bytes,
-                },
-                deps.iter().map(|&d| crate::collective::OpId(d)).collect(),
-                Phase::SendRecv,
-                0,
-                0,
-            );
-        }
-        s
+        crate::net::testing::star(n, bw, lat, 1 << 20, LinkClass::Ethernet)
     }
 
     fn run(

@@ -23,6 +23,8 @@ pub mod flow;
 pub mod maxmin;
 pub mod packet;
 pub mod series;
+#[cfg(test)]
+mod testing;
 
 use crate::engine::{EventHandle, SimTime};
 use crate::topology::{DeviceId, LinkClass, TopologyError};

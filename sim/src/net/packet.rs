@@ -1007,53 +1007,9 @@ impl NetworkModel for PacketModel {
 mod tests {
     use super::*;
     use crate::collective::play::{play, PlayOptions, PlayOutcome};
-    use crate::collective::{Collective, OpKind, Phase, Schedule};
-    use crate::topology::{DeviceKind, LinkSpec};
+    use crate::collective::Schedule;
 
-    const GBPS: f64 = 1e9;
-
-    /// `n` GPUs on one switch, every link `bw` bits/s, `lat` per hop, `buffer` bytes per port.
-    fn star(n: u32, bw: f64, lat: SimTime, buffer: u64, class: LinkClass) -> Arc<Topology> {
-        let mut b = Topology::builder("star");
-        let gpus: Vec<_> = (0..n)
-            .map(|i| b.add_device(format!("g{i}"), DeviceKind::Gpu, Some(i)))
-            .collect();
-        let sw = b.add_device("sw", DeviceKind::Switch, None);
-        for g in gpus {
-            b.add_link(
-                g,
-                sw,
-                LinkSpec {
-                    bandwidth_bps: bw,
-                    latency: lat,
-                    buffer_bytes: buffer,
-                    class,
-                },
-            );
-        }
-        Arc::new(b.build().unwrap())
-    }
-
-    /// One transfer op: its (src, dst) pairs, bytes per pair, and the ops it waits for.
-    type OpSpec = (Vec<(u32, u32)>, u64, Vec<u32>);
-
-    fn schedule(n: u32, ops: &[OpSpec]) -> Schedule {
-        let mut s = Schedule::new(Collective::SendRecv, "test", n, 0);
-        for (pairs, bytes, deps) in ops {
-            let p = s.add_pattern(pairs.clone());
-            s.push(
-                OpKind::Transfer {
-                    pattern: p,
-                    bytes: *bytes,
-                },
-                deps.iter().map(|&d| crate::collective::OpId(d)).collect(),
-                Phase::SendRecv,
-                0,
-                0,
-            );
-        }
-        s
-    }
+    use crate::net::testing::{schedule, star, GBPS};
 
     fn run(topo: &Arc<Topology>, s: &Schedule, config: PacketConfig) -> (PlayOutcome, PortReport) {
         let mut m = PacketModel::new(topo.clone(), config, 0).unwrap();
