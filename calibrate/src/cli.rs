@@ -2,7 +2,7 @@
 //! `main` only calls [`main`].
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -13,7 +13,7 @@ use sim::units::{fmt_bits_per_s, fmt_bytes, Bandwidth, Bytes, Duration};
 use crate::build::{self, FitOptions, FittedRun};
 use crate::fit::Holdout;
 use crate::gpu;
-use crate::import::{iperf3, kineto, nccl_tests, p2p, validation_csv};
+use crate::import::{iperf3, kineto, layer_times, nccl_tests, p2p, validation_csv};
 
 /// Exit status: bad input (unreadable log, bad option, invalid profile).
 pub const EXIT_INPUT: u8 = 2;
@@ -150,6 +150,17 @@ enum ImportCmd {
         top: usize,
         #[arg(long)]
         json: bool,
+    },
+    /// Per-layer times of calibrate/scripts/torch_bench.py (layer_times.csv) into an existing
+    /// profile's compute.layer_times, aligned with dtsim's catalog models.
+    LayerTimes {
+        file: PathBuf,
+        /// The profile to add them to (it needs a compute section: `import torch-device` first).
+        #[arg(long)]
+        out: PathBuf,
+        /// Where the file was measured, kept in the provenance (default: the file's path).
+        #[arg(long)]
+        measured_on: Option<String>,
     },
     /// p2pBandwidthLatencyTest or nvbandwidth output.
     P2p {
@@ -482,6 +493,11 @@ fn run(cli: Cli) -> Result<(), Failure> {
             );
             save(&p, &out.out)
         }
+        Command::Import(ImportCmd::LayerTimes {
+            file,
+            out,
+            measured_on,
+        }) => import_layer_times(&file, &out, measured_on.as_deref()),
         Command::Import(ImportCmd::Kineto { trace, top, json }) => {
             let s = kineto::load(&trace)?;
             if json {
@@ -679,6 +695,71 @@ fn report_fits(fits: &[(String, FittedRun)], json: bool) {
     } else {
         print_fits(fits);
     }
+}
+
+/// `calibrate import layer-times`: replaces the profile's layer times of each measured
+/// (model, batch, dtype) by the file's.
+fn import_layer_times(file: &Path, out: &Path, measured_on: Option<&str>) -> Result<(), Failure> {
+    use std::collections::BTreeMap;
+    let name = file.display().to_string();
+    let rows = layer_times::load(file)?;
+    let mut profile = Profile::load(out)?;
+    let Some(compute) = profile.compute.as_mut() else {
+        return Err(Failure(
+            EXIT_INPUT,
+            format!(
+                "{}: compute: a compute section to add layer times to (run `calibrate import \
+                 torch-device DEVICE.json --out {}` first)",
+                out.display(),
+                out.display()
+            ),
+        ));
+    };
+    let mut groups: BTreeMap<(String, u64, Option<String>), Vec<&layer_times::LayerRow>> =
+        BTreeMap::new();
+    for r in &rows {
+        groups
+            .entry((r.model.clone(), r.batch, r.dtype.clone()))
+            .or_default()
+            .push(r);
+    }
+    let date = build::today();
+    let mut added = 0;
+    for ((model_name, batch, dtype), group) in &groups {
+        let model = sim::workload::catalog::by_name(model_name)
+            .map_err(|e| Failure(EXIT_INPUT, format!("{name}:{}: model: {e}", group[0].line)))?;
+        let aligned = layer_times::align(&model, group, &name)?;
+        compute
+            .layer_times
+            .retain(|t| !(t.model == *model_name && t.batch == *batch && t.dtype == *dtype));
+        for a in aligned {
+            compute.layer_times.push(sim::profile::MeasuredLayerTime {
+                model: model_name.clone(),
+                layer: a.layer,
+                batch: *batch,
+                dtype: dtype.clone(),
+                forward: Duration(sim::engine::SimTime::from_secs_f64(a.forward_secs)),
+                backward: Duration(sim::engine::SimTime::from_secs_f64(a.backward_secs)),
+                provenance: Provenance {
+                    source: "measured".into(),
+                    detail: format!(
+                        "module {} run alone by torch_bench.py, median; {}",
+                        a.module,
+                        measured_on.unwrap_or(&name)
+                    ),
+                    date: Some(date.clone()),
+                },
+            });
+            added += 1;
+        }
+        eprintln!("{model_name} batch {batch}: {} layers", group.len());
+    }
+    profile.provenance.detail = format!(
+        "{}; then layer times from {name}",
+        profile.provenance.detail
+    );
+    eprintln!("{added} layer times");
+    save(&profile, &Some(out.to_path_buf()))
 }
 
 fn gpu_command(

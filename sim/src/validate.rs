@@ -222,11 +222,14 @@ fn parse_csv(text: &str) -> Vec<Vec<String>> {
 /// The repository root: the nearest ancestor of `start` with a `topologies/` directory.
 fn repo_root(start: &Path) -> PathBuf {
     let abs = std::fs::canonicalize(start).unwrap_or_else(|_| start.to_path_buf());
-    abs.ancestors()
-        .find(|p| p.join("topologies").is_dir())
-        .map(Path::to_path_buf)
-        .or_else(|| std::env::current_dir().ok())
-        .unwrap_or_default()
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let found = |p: &Path| {
+        p.ancestors()
+            .find(|a| a.join("topologies").is_dir())
+            .map(Path::to_path_buf)
+    };
+    // The dataset's own repository, else the one the command runs in (a dataset in /tmp).
+    found(&abs).or_else(|| found(&cwd)).unwrap_or(cwd)
 }
 
 /// A path from a dataset row: as given if it exists, else relative to the repository root.
@@ -439,6 +442,59 @@ fn ddp_row(row: &Row, root: &Path) -> Replayed {
     Ok((model, label, num(row, "sec_per_iter")?, sim))
 }
 
+/// A single-device training row of `calibrate/scripts/torch_bench.py` (`step_times.csv`): one
+/// step of the model on one GPU (or CPU) of the profile(s) the row names (`profile`, separated
+/// by `;`, relative to the repository root), one prediction per profile.
+fn single_device_rows(row: &Row, root: &Path) -> Vec<Replayed> {
+    let get = |c: &str| row.get(c).map(String::as_str).unwrap_or("").trim();
+    let model = get("model").to_string();
+    if crate::workload::catalog::by_name(&model).is_err() {
+        return vec![Err(format!("model {model}: not in the catalog"))];
+    }
+    let profiles: Vec<&str> = get("profile")
+        .split(';')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect();
+    if profiles.is_empty() {
+        return vec![Err(
+            "profile: the dtsim profile(s) to predict with (torch_bench.py --profile)".into(),
+        )];
+    }
+    let dtype = match get("dtype") {
+        "" => "fp32",
+        d => d,
+    };
+    let machine = match get("machine") {
+        "" => get("device_name"),
+        m => m,
+    };
+    profiles
+        .into_iter()
+        .map(|profile| {
+            let batch = num(row, "batch")? as u64;
+            let text = format!(
+                "name = \"validate\"\nprofile = {}\n[topology]\nfile = {}\n[placement]\nranks = 1\n\
+                 [workload]\nmodel = \"{model}\"\nbatch_per_gpu = {batch}\nparallelism = \"ddp\"\n\
+                 dtype = \"{dtype}\"\n",
+                toml_str(&resolve(profile, root)),
+                toml_str(&root.join("topologies/pcie_box_2gpu.toml")),
+            );
+            let sim = simulate(&text, &[], true)?;
+            let stem = Path::new(profile)
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            Ok((
+                format!("{machine} {model} {dtype} · {stem}"),
+                format!("{model} batch {batch} ({stem})"),
+                num(row, "step_secs_median")?,
+                sim,
+            ))
+        })
+        .collect()
+}
+
 /// Fits `measured = a + b × simulated` minimising squared relative error; `b` alone when the
 /// simulated values are nearly equal (a and b would not be identifiable).
 pub fn fit(points: &[(f64, f64)]) -> Option<(f64, f64)> {
@@ -493,57 +549,62 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
         let root = repo_root(path);
         let header: Vec<&String> = rows.first().map(|r| r.keys().collect()).unwrap_or_default();
         let has = |c: &str| header.iter().any(|h| h.as_str() == c);
-        let replay: fn(&Row, &Path) -> Replayed = if has("sim_set") {
-            testbed_row
+        let replay: fn(&Row, &Path) -> Vec<Replayed> = if has("sim_set") {
+            |r, p| vec![testbed_row(r, p)]
         } else if has("sec_per_iter") {
-            ddp_row
+            |r, p| vec![ddp_row(r, p)]
         } else if has("size_bytes") && (has("busbw_GBps") || has("oop_time_us")) {
-            nccl_row
+            |r, p| vec![nccl_row(r, p)]
+        } else if has("step_secs_median") {
+            single_device_rows
         } else {
             return Err(format!(
                 "{}: a testbed run (sim_set column), an nccl-tests table (size_bytes with \
-                 busbw_GBps or oop_time_us) or a DDP table (sec_per_iter)",
+                 busbw_GBps or oop_time_us), a DDP table (sec_per_iter) or single-device \
+                 training steps (step_secs_median, from calibrate/scripts/torch_bench.py)",
                 path.display()
             ));
         };
         let mut preds: Vec<Prediction> = Vec::new();
         for (i, row) in rows.iter().enumerate() {
-            match replay(row, &root) {
-                Ok((group, label, measured, sim)) => {
-                    let calibration = match &opts.calibrate_on {
-                        Some(f) => f
-                            .matches(row)
-                            .map_err(|e| format!("{}: {e}", path.display()))?,
-                        None => false,
-                    };
-                    let scored = match &opts.score_on {
-                        Some(f) => f
-                            .matches(row)
-                            .map_err(|e| format!("{}: {e}", path.display()))?,
-                        None => true,
-                    };
-                    if !(measured > 0.0 && measured.is_finite()) {
-                        report.skipped.push((
-                            name.clone(),
-                            format!("row {}: measured time {measured}", i + 1),
-                        ));
-                        continue;
+            for replayed in replay(row, &root) {
+                match replayed {
+                    Ok((group, label, measured, sim)) => {
+                        let calibration = match &opts.calibrate_on {
+                            Some(f) => f
+                                .matches(row)
+                                .map_err(|e| format!("{}: {e}", path.display()))?,
+                            None => false,
+                        };
+                        let scored = match &opts.score_on {
+                            Some(f) => f
+                                .matches(row)
+                                .map_err(|e| format!("{}: {e}", path.display()))?,
+                            None => true,
+                        };
+                        if !(measured > 0.0 && measured.is_finite()) {
+                            report.skipped.push((
+                                name.clone(),
+                                format!("row {}: measured time {measured}", i + 1),
+                            ));
+                            continue;
+                        }
+                        preds.push(Prediction {
+                            dataset: name.clone(),
+                            group,
+                            row: i + 1,
+                            label,
+                            measured_secs: measured,
+                            simulated_secs: sim,
+                            predicted_secs: sim,
+                            calibration,
+                            scored,
+                        });
                     }
-                    preds.push(Prediction {
-                        dataset: name.clone(),
-                        group,
-                        row: i + 1,
-                        label,
-                        measured_secs: measured,
-                        simulated_secs: sim,
-                        predicted_secs: sim,
-                        calibration,
-                        scored,
-                    });
+                    Err(why) => report
+                        .skipped
+                        .push((name.clone(), format!("row {}: {why}", i + 1))),
                 }
-                Err(why) => report
-                    .skipped
-                    .push((name.clone(), format!("row {}: {why}", i + 1))),
             }
         }
         let mut groups: Vec<String> = preds.iter().map(|p| p.group.clone()).collect();
@@ -856,6 +917,48 @@ mod tests {
             "{}",
             cal.groups[0].max_abs_pct
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_single_device_step_is_predicted_once_per_profile_the_row_names() {
+        let dir = std::env::temp_dir().join(format!("dtsim-validate-1dev-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let profiles = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/profiles");
+        let both = format!(
+            "{};{}",
+            profiles.join("v100_dgx1_public.json").display(),
+            profiles.join("v100_dgx1_ddp_calibrated.json").display()
+        );
+        let csv = dir.join("step_times.csv");
+        let text = format!(
+            "model,batch,dtype,machine,step_secs_median,profile\n\
+             resnet50,16,fp32,V100,0.06,{both}\n\
+             resnet50,32,fp32,V100,0.10,{both}\n\
+             resnet50,64,fp32,V100,0.19,\n"
+        );
+        std::fs::write(&csv, text).unwrap();
+        let r = validate(std::slice::from_ref(&csv), &Options::default()).unwrap();
+        assert_eq!(r.predictions.len(), 4, "{:?}", r.skipped);
+        let groups: Vec<&str> = r.groups.iter().map(|g| g.group.as_str()).collect();
+        assert_eq!(
+            groups,
+            [
+                "V100 resnet50 fp32 · v100_dgx1_ddp_calibrated",
+                "V100 resnet50 fp32 · v100_dgx1_public"
+            ]
+        );
+        // Twice the batch, about twice the step, under either profile.
+        for g in &groups {
+            let t: Vec<f64> = r
+                .predictions
+                .iter()
+                .filter(|p| p.group == *g)
+                .map(|p| p.simulated_secs)
+                .collect();
+            assert!(t[1] > 1.7 * t[0] && t[1] < 2.1 * t[0], "{g}: {t:?}");
+        }
+        assert!(r.skipped[0].1.contains("profile"), "{:?}", r.skipped);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -2,6 +2,7 @@
 
 pub mod iperf3;
 pub mod kineto;
+pub mod layer_times;
 pub mod nccl_tests;
 pub mod p2p;
 pub mod validation_csv;

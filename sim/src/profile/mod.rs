@@ -140,6 +140,10 @@ pub struct MeasuredLayerTime {
     pub model: String,
     pub layer: String,
     pub batch: u64,
+    /// The number format it was measured in (`fp32`, `tf32`, `bf16`, `fp16`); a workload in
+    /// another format does not use it. Absent: any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dtype: Option<String>,
     pub forward: Duration,
     pub backward: Duration,
     pub provenance: Provenance,

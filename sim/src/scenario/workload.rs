@@ -8,7 +8,7 @@
 //! batch_per_gpu = 32
 //! parallelism = "ddp"              # ddp | allreduce_after_backward | parameter_server | data_parallel
 //! bucket = "25MiB"                 # DDP bucket cap; first_bucket = "1MiB" (default: = bucket)
-//! dtype = "fp32"                   # fp32 | fp16 | bf16
+//! dtype = "fp32"                   # fp32 | tf32 | fp16 | bf16
 //! optimizer = "momentum"           # sgd | momentum | adam
 //! accumulation_steps = 1
 //! tensor_parallel = 1              # Megatron TP group size

@@ -25,6 +25,9 @@ use crate::profile::{ComputeCalibration, Profile};
 pub enum Dtype {
     #[default]
     Fp32,
+    /// fp32 storage with TF32 tensor-core matmuls and convolutions (PyTorch's default for
+    /// convolutions on Ampere and later): fp32 bytes, the profile's `tf32` peak.
+    Tf32,
     /// Mixed precision: fp16 activations, gradients and communication, fp32 master weights.
     Fp16,
     Bf16,
@@ -33,13 +36,14 @@ pub enum Dtype {
 impl Dtype {
     pub fn bytes(self) -> u64 {
         match self {
-            Dtype::Fp32 => 4,
+            Dtype::Fp32 | Dtype::Tf32 => 4,
             Dtype::Fp16 | Dtype::Bf16 => 2,
         }
     }
     pub fn as_str(self) -> &'static str {
         match self {
             Dtype::Fp32 => "fp32",
+            Dtype::Tf32 => "tf32",
             Dtype::Fp16 => "fp16",
             Dtype::Bf16 => "bf16",
         }
@@ -127,7 +131,12 @@ impl ComputeModel {
             )
         })?;
         let mut measured: BTreeMap<(String, String), BTreeMap<u64, PassTimes>> = BTreeMap::new();
-        for t in &c.layer_times {
+        // Times measured in another number format do not apply.
+        for t in c
+            .layer_times
+            .iter()
+            .filter(|t| t.dtype.as_deref().is_none_or(|d| d == dtype.as_str()))
+        {
             measured
                 .entry((t.model.clone(), t.layer.clone()))
                 .or_default()
@@ -321,7 +330,12 @@ mod tests {
     pub(crate) fn calibration() -> ComputeCalibration {
         ComputeCalibration {
             device: "test".into(),
-            peak_flops_per_s: [("fp32".to_string(), cal(10e12))].into_iter().collect(),
+            peak_flops_per_s: [
+                ("fp32".to_string(), cal(10e12)),
+                ("bf16".to_string(), cal(40e12)),
+            ]
+            .into_iter()
+            .collect(),
             matmul_efficiency: cal(0.5),
             half_efficiency_flops: cal(1e9),
             memory_bandwidth: cal(Bandwidth(8.0 * 500e9)),
@@ -368,6 +382,7 @@ mod tests {
             model: "resnet50".into(),
             layer: "fc".into(),
             batch: 32,
+            dtype: Some("fp32".into()),
             forward: Duration(SimTime::from_us(100)),
             backward: Duration(SimTime::from_us(250)),
             provenance: prov(),
@@ -381,6 +396,13 @@ mod tests {
         assert_eq!(
             m.layer_times("resnet50", fc, 64, 1).forward,
             SimTime::from_us(200)
+        );
+        // Measured in fp32: a bf16 workload is modelled instead.
+        let bf16 = ComputeModel::from_calibration(&c, Dtype::Bf16).unwrap();
+        let (f, _) = bf16.modelled_secs(fc, 32, 1);
+        assert_eq!(
+            bf16.layer_times("resnet50", fc, 32, 1).forward,
+            SimTime::from_secs_f64(f)
         );
     }
 

@@ -33,7 +33,11 @@ pub fn per_gpu(model: &Model, cfg: &StepConfig, dag: &StepDag, micro_batch: u64)
     let pp = dag.stages.len().max(1);
     let m = cfg.microbatches.max(1) as u64;
     let e = cfg.dtype.bytes();
-    let master = if cfg.dtype == Dtype::Fp32 { 4 } else { 4 + e };
+    let master = if matches!(cfg.dtype, Dtype::Fp32 | Dtype::Tf32) {
+        4
+    } else {
+        4 + e
+    };
     let mut worst = MemoryUse::default();
     for (s, range) in dag.stages.iter().enumerate() {
         let layers = &model.layers[range.clone()];

@@ -1,0 +1,387 @@
+"""Single-device PyTorch training runs that dtsim's compute predictions are checked against.
+
+  python3 calibrate/scripts/torch_bench.py --out data/runs/compute/MACHINE [--device auto|cpu|cuda]
+      [--models resnet50,alexnet] [--batches resnet50=8,16,32 alexnet=32,64,128 | 1,2,4]
+      [--dtype fp32|tf32|bf16|fp16] [--steps 20] [--warmup 5] [--threads N] [--profile PATH]
+      [--no-trace] [--no-layers] [--no-gemm]
+
+What it measures, on one device, for each model × batch size (synthetic ImageNet-sized data,
+SGD with momentum, cross-entropy, the torchvision model):
+- step_times.csv: whole training steps (zero_grad, forward, loss, backward, optimizer step),
+  `--warmup` untimed then `--steps` timed, each ended by a device synchronize; median, min, max.
+  Each row names the dtsim profile to predict it with (`--profile`), so
+  `dtsim validate OUT/step_times.csv` replays it.
+- layer_times.csv: every leaf module run alone at its real input shape, forward and backward
+  (gradient of its output all ones), synchronized, median of `--layer-reps`; rows in execution
+  order with the module's type and parameter count, which `calibrate import layer-times` aligns
+  with dtsim's catalog model to fill a profile's compute.layer_times.
+- device.json: device name, memory, threads, versions; GEMM timings at every convolution's and
+  linear layer's im2col shape (forward, input gradient, weight gradient) and a square grid; a
+  device copy rate. `calibrate import torch-device` turns it into a profile's compute section.
+- trace_MODEL_bBATCH.json(.gz): a PyTorch profiler trace of a few steps of the middle batch size
+  (Kineto's Chrome trace where torch has Kineto), for `calibrate import kineto`.
+
+Nothing here is estimated: every number written was timed on this device in this run.
+"""
+import argparse
+import csv
+import datetime
+import gzip
+import json
+import os
+import platform
+import shutil
+import socket
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn as nn
+
+DEFAULT_BATCHES = {"resnet50": [8, 16, 32, 64], "alexnet": [32, 64, 128, 256]}
+CPU_BATCHES = {"resnet50": [1, 2, 4, 8], "alexnet": [8, 16, 32, 64]}
+
+
+def now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def write_atomic(path, text):
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", newline="") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def csv_text(rows):
+    if not rows:
+        return ""
+    import io
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(rows[0].keys()), lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+class Device:
+    """The device, its synchronize, its name and the autocast setting of the dtype."""
+
+    def __init__(self, kind, dtype):
+        if kind == "auto":
+            kind = "cuda" if torch.cuda.is_available() else "cpu"
+        if kind == "cuda" and not torch.cuda.is_available():
+            sys.exit("--device cuda: torch sees no CUDA device here")
+        self.kind = kind
+        self.torch = torch.device(kind)
+        self.dtype = dtype
+        if kind == "cuda":
+            # tf32 means TF32 tensor cores for matmuls and convolutions; fp32 means none.
+            torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+            torch.backends.cudnn.allow_tf32 = dtype == "tf32"
+            torch.backends.cudnn.benchmark = True
+            p = torch.cuda.get_device_properties(0)
+            self.name = p.name
+            self.memory_bytes = p.total_memory
+            self.sms = p.multi_processor_count
+        else:
+            if dtype in ("tf32", "fp16"):
+                sys.exit(f"--dtype {dtype}: not on a CPU (fp32 or bf16)")
+            self.name = cpu_name()
+            self.memory_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+            self.sms = None
+        self.autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(dtype)
+
+    def sync(self):
+        if self.kind == "cuda":
+            torch.cuda.synchronize()
+
+    def autocast(self):
+        if self.autocast_dtype is None:
+            return _Null()
+        return torch.autocast(device_type=self.kind, dtype=self.autocast_dtype)
+
+    def operand_dtype(self):
+        return self.autocast_dtype or torch.float32
+
+
+class _Null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "cpu"
+
+
+def build_model(name):
+    import torchvision.models as tvm
+    if not hasattr(tvm, name):
+        sys.exit(f"--models: torchvision has no model {name!r}")
+    return getattr(tvm, name)()
+
+
+def timed(dev, fn, warmup, reps):
+    """Median, min and max seconds of `fn` over `reps` synchronized calls after `warmup`."""
+    for _ in range(warmup):
+        fn()
+    dev.sync()
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        dev.sync()
+        out.append(time.perf_counter() - t0)
+    return statistics.median(out), min(out), max(out)
+
+
+def training_step(model, dev, batch):
+    x = torch.randn(batch, 3, 224, 224, device=dev.torch)
+    y = torch.randint(0, 1000, (batch,), device=dev.torch)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    scaler = torch.cuda.amp.GradScaler() if dev.dtype == "fp16" else None
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with dev.autocast():
+            loss = loss_fn(model(x), y)
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+
+    return step
+
+
+def leaf_calls(model, dev, batch):
+    """(module name, module, input shape) of every leaf module call in one forward, in order."""
+    calls, hooks = [], []
+    for name, m in model.named_modules():
+        if len(list(m.children())) == 0:
+            hooks.append(m.register_forward_hook(
+                lambda mod, inp, out, name=name: calls.append((name, mod, tuple(inp[0].shape)))))
+    with torch.no_grad(), dev.autocast():
+        model(torch.randn(batch, 3, 224, 224, device=dev.torch))
+    for h in hooks:
+        h.remove()
+    return calls
+
+
+def layer_times(model_name, model, dev, batch, reps):
+    """Forward and backward seconds of each leaf module call run alone at its input shape."""
+    rows = []
+    for i, (name, mod, shape) in enumerate(leaf_calls(model, dev, batch)):
+        if isinstance(mod, nn.ReLU):
+            mod = nn.ReLU(inplace=False)  # in place on a leaf input cannot be differentiated
+        x = torch.randn(shape, device=dev.torch, dtype=dev.operand_dtype(), requires_grad=True)
+        with dev.autocast():
+            out = mod(x)
+        g = torch.ones_like(out)
+
+        def fwd():
+            with dev.autocast():
+                mod(x)
+
+        def bwd():
+            out.backward(g, retain_graph=True)
+
+        f = timed(dev, fwd, 2, reps)
+        b = timed(dev, bwd, 2, reps)
+        rows.append(dict(model=model_name, batch=batch, dtype=dev.dtype, index=i, module=name,
+                         type=type(mod).__name__,
+                         params=sum(p.numel() for p in mod.parameters()),
+                         input_shape="x".join(str(s) for s in shape),
+                         forward_secs=f"{f[0]:.9f}", backward_secs=f"{b[0]:.9f}",
+                         forward_min_secs=f"{f[1]:.9f}", backward_min_secs=f"{b[1]:.9f}",
+                         reps=reps))
+        mod.zero_grad(set_to_none=True)
+    return rows
+
+
+def gemm_shapes(model, dev, batch):
+    """im2col GEMM (m, n, k, count) of each convolution and linear call: forward, input gradient
+    and weight gradient, as dtsim's catalog defines them."""
+    out = []
+    for name, mod, shape in leaf_calls(model, dev, batch):
+        if isinstance(mod, nn.Conv2d):
+            n_, c, h, w = shape
+            kh, kw = mod.kernel_size
+            sh, sw = mod.stride
+            ph, pw = mod.padding
+            ho = (h + 2 * ph - kh) // sh + 1
+            wo = (w + 2 * pw - kw) // sw + 1
+            g = mod.groups
+            m, n, k = n_ * ho * wo, mod.out_channels // g, c // g * kh * kw
+        elif isinstance(mod, nn.Linear):
+            m, n, k, g = shape[0], mod.out_features, mod.in_features, 1
+        else:
+            continue
+        for pass_, (a, b, c2) in (("forward", (m, n, k)), ("input_grad", (m, k, n)),
+                                  ("weight_grad", (n, k, m))):
+            out.append(dict(layer=name, pass_=pass_, m=a, n=b, k=c2, count=g))
+    return out
+
+
+def time_gemm(dev, m, n, k, count, reps):
+    dt = dev.operand_dtype()
+    a = torch.randn(count, m, k, device=dev.torch, dtype=dt)
+    b = torch.randn(count, k, n, device=dev.torch, dtype=dt)
+    return timed(dev, lambda: torch.bmm(a, b) if count > 1 else torch.mm(a[0], b[0]), 2, reps)
+
+
+def copy_rate(dev, reps):
+    n = (256 << 20) if dev.kind == "cuda" else (64 << 20)
+    src = torch.empty(n, dtype=torch.uint8, device=dev.torch)
+    dst = torch.empty_like(src)
+    med, lo, hi = timed(dev, lambda: dst.copy_(src), 2, reps)
+    return dict(bytes=n, secs_median=med, secs_min=lo, secs_max=hi,
+                read_plus_write_bytes_per_s=2 * n / med)
+
+
+def parse_batches(items, models, cpu):
+    default = CPU_BATCHES if cpu else DEFAULT_BATCHES
+    out = {m: list(default.get(m, [1, 2, 4, 8])) for m in models}
+    for item in items or []:
+        if "=" in item:
+            m, v = item.split("=", 1)
+            if m not in out:
+                sys.exit(f"--batches {item}: {m} is not in --models")
+            out[m] = [int(b) for b in v.split(",")]
+        else:
+            for m in out:
+                out[m] = [int(b) for b in item.split(",")]
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    ap.add_argument("--models", default="resnet50,alexnet")
+    ap.add_argument("--batches", nargs="*")
+    ap.add_argument("--dtype", default="fp32", choices=["fp32", "tf32", "bf16", "fp16"])
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--layer-reps", type=int, default=10)
+    ap.add_argument("--gemm-reps", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: all cores)")
+    ap.add_argument("--profile", default="",
+                    help="the dtsim profile(s) rows are predicted with, ';'-separated, "
+                         "relative to the repository root")
+    ap.add_argument("--label", default="", help="what this machine is, for the rows")
+    ap.add_argument("--no-trace", action="store_true")
+    ap.add_argument("--no-layers", action="store_true")
+    ap.add_argument("--no-gemm", action="store_true")
+    a = ap.parse_args()
+
+    torch.set_num_threads(a.threads or os.cpu_count())
+    torch.manual_seed(0)
+    dev = Device(a.device, a.dtype)
+    models = [m for m in a.models.split(",") if m]
+    batches = parse_batches(a.batches, models, dev.kind == "cpu")
+    os.makedirs(a.out, exist_ok=True)
+    common = dict(device=dev.kind, device_name=dev.name, dtype=a.dtype,
+                  threads=torch.get_num_threads(), host=socket.gethostname(),
+                  torch=torch.__version__, date_utc=now())
+    print(f"{dev.name} ({dev.kind}), torch {torch.__version__}, {a.dtype}, "
+          f"{torch.get_num_threads()} threads", file=sys.stderr, flush=True)
+
+    steps, layers, gemms, done_shapes = [], [], [], {}
+    for name in models:
+        for batch in batches[name]:
+            model = build_model(name).to(dev.torch).train()
+            med, lo, hi = timed(dev, training_step(model, dev, batch), a.warmup, a.steps)
+            print(f"{name} batch {batch}: {med * 1e3:.2f} ms/step (min {lo * 1e3:.2f}, "
+                  f"max {hi * 1e3:.2f})", file=sys.stderr, flush=True)
+            steps.append(dict(model=name, batch=batch, **common, steps=a.steps, warmup=a.warmup,
+                              step_secs_median=f"{med:.9f}", step_secs_min=f"{lo:.9f}",
+                              step_secs_max=f"{hi:.9f}",
+                              samples_per_s=f"{batch / med:.3f}", profile=a.profile,
+                              load1=f"{os.getloadavg()[0]:.2f}",
+                              machine=a.label or socket.gethostname(),
+                              command=" ".join(sys.argv)))
+            if not a.no_layers:
+                layers += layer_times(name, model, dev, batch, a.layer_reps)
+            if not a.no_gemm:
+                for s in gemm_shapes(model, dev, batch):
+                    key = (s["m"], s["n"], s["k"], s["count"])
+                    if key not in done_shapes:
+                        done_shapes[key] = time_gemm(dev, *key, a.gemm_reps)
+                    med_g, lo_g, hi_g = done_shapes[key]
+                    gemms.append(dict(model=name, batch=batch, layer=s["layer"],
+                                      **{"pass": s["pass_"]}, m=s["m"], n=s["n"], k=s["k"],
+                                      count=s["count"], dtype=a.dtype, secs_median=med_g,
+                                      secs_min=lo_g, secs_max=hi_g))
+            del model
+        if not a.no_trace:
+            trace(name, batches[name][len(batches[name]) // 2], dev, a.out)
+        # Rows are written after every model, so an interrupted run keeps what it measured.
+        write_atomic(os.path.join(a.out, "step_times.csv"), csv_text(steps))
+        if layers:
+            write_atomic(os.path.join(a.out, "layer_times.csv"), csv_text(layers))
+
+    info = dict(common, memory_bytes=dev.memory_bytes, multiprocessors=dev.sms,
+                python=platform.python_version(), machine=a.label or socket.gethostname(),
+                cuda=getattr(torch.version, "cuda", None),
+                cudnn=torch.backends.cudnn.version() if dev.kind == "cuda" else None)
+    if not a.no_gemm:
+        grid = []
+        for s in (256, 512, 1024, 2048) + ((4096, 8192) if dev.kind == "cuda" else ()):
+            med_g, lo_g, hi_g = time_gemm(dev, s, s, s, 1, a.gemm_reps)
+            grid.append(dict(m=s, n=s, k=s, count=1, dtype=a.dtype, secs_median=med_g,
+                             secs_min=lo_g, secs_max=hi_g))
+        info.update(gemm_grid=grid, layer_gemms=gemms, copy=copy_rate(dev, a.gemm_reps))
+    write_atomic(os.path.join(a.out, "device.json"), json.dumps(info, indent=1) + "\n")
+    print(f"wrote {a.out}: step_times.csv" + (", layer_times.csv" if layers else "") +
+          ", device.json" + ("" if a.no_trace else ", traces"), file=sys.stderr)
+
+
+def trace(name, batch, dev, out_dir):
+    """A profiler trace of 3 training steps after 2 warm-up steps. Without Kineto (some CPU
+    builds of torch), the legacy autograd profiler writes the trace: CPU ops only, no steps."""
+    model = build_model(name).to(dev.torch).train()
+    step = training_step(model, dev, batch)
+    path = os.path.join(out_dir, f"trace_{name}_b{batch}.json")
+    tmp = f"{path}.tmp{os.getpid()}.json"
+    if torch.autograd.kineto_available():
+        from torch.profiler import ProfilerActivity, profile, schedule
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.kind == "cuda" else [])
+        with profile(activities=acts, schedule=schedule(wait=0, warmup=2, active=3),
+                     record_shapes=True, with_modules=True) as p:
+            for _ in range(5):
+                step()
+                dev.sync()
+                p.step()
+    else:
+        for _ in range(2):
+            step()
+        dev.sync()
+        with torch.autograd.profiler.profile(record_shapes=True) as p:
+            for i in range(3):
+                with torch.autograd.profiler.record_function(f"ProfilerStep#{i}"):
+                    step()
+                    dev.sync()
+    p.export_chrome_trace(tmp)
+    with open(tmp, "rb") as f, gzip.open(path + ".gz.tmp", "wb") as g:
+        shutil.copyfileobj(f, g)
+    os.remove(tmp)
+    os.replace(path + ".gz.tmp", path + ".gz")
+
+
+if __name__ == "__main__":
+    main()
