@@ -495,6 +495,111 @@ fn single_device_rows(row: &Row, root: &Path) -> Vec<Replayed> {
         .collect()
 }
 
+/// TensorFlow tf_cnn_benchmarks row (May 2017, images/s over all GPUs) on the single machine
+/// it names: a DGX-1 with P100s (`topologies/dgx1_p100.toml`) or 8 K80 GPUs on PCIe
+/// (`topologies/k80x8_pcie.toml`, GCE and AWS alike), with the compute profile fitted on that
+/// GPU's 1-GPU synthetic rows. Step time = batch per GPU × GPUs / images per second.
+/// `variable_update`: parameter_server on the CPU → one server on the host (every GPU pushes its
+/// gradients over PCIe and pulls the parameters); parameter_server on the GPUs, and replicated
+/// without NCCL (each variable summed on one GPU and copied back) → the parameter server sharded
+/// over the GPUs; replicated with NCCL → one ring all-reduce after the backward pass over an
+/// NVLink Hamiltonian cycle (TF 1.x does not overlap it). Plain SGD, tf_cnn_benchmarks'
+/// default. Real-data rows form their own groups: their input pipeline is not simulated.
+/// Multi-instance rows are skipped (the network is not stated), as are the distributed table's
+/// one-instance rows (gRPC parameter servers, not modelled).
+fn tf_cnn_row(row: &Row, root: &Path) -> Replayed {
+    let field = |c: &str| row.get(c).map(String::as_str).unwrap_or("");
+    let (system, update) = (
+        field("system"),
+        field("variable_update / local_parameter_device"),
+    );
+    if num(row, "num_nodes")? > 1.0 {
+        return Err("multi-instance cluster: network not stated".into());
+    }
+    if update.starts_with("distributed_replicated") {
+        return Err(
+            "distributed_replicated on one instance: gRPC parameter servers, not modelled".into(),
+        );
+    }
+    let (short, topology, profile, host) = if system.starts_with("NVIDIA DGX-1") {
+        let p = "data/profiles/p100_dgx1_tf_cnn_calibrated.json";
+        ("DGX-1 P100", "topologies/dgx1_p100.toml", p, "n0.cpu0")
+    } else if system.starts_with("GCE") || system == "AWS p2.8xlarge" {
+        let p = "data/profiles/k80_tf_cnn_calibrated.json";
+        let short = if system.starts_with("GCE") {
+            "GCE K80"
+        } else {
+            "AWS K80"
+        };
+        (short, "topologies/k80x8_pcie.toml", p, "n0.host")
+    } else {
+        return Err(format!("system {system:?}: no topology"));
+    };
+    let model_name = field("model");
+    let model = match model_name {
+        "InceptionV3" => "inception_v3",
+        "ResNet-50" => "resnet50",
+        "ResNet-152" => "resnet152",
+        "AlexNet" => "alexnet",
+        "VGG16" => "vgg16",
+        other => return Err(format!("model {other:?}: not in the catalog")),
+    };
+    let gpus = num(row, "num_gpus")? as u32;
+    let batch = num(row, "batch_per_gpu")? as u64;
+    let (method, parallelism) = match update {
+        "parameter_server / cpu" => (
+            "ps/cpu",
+            "parallelism = \"parameter_server\"\nservers = 1\ncolocated = false".to_string(),
+        ),
+        "parameter_server / gpu" => (
+            "ps/gpu",
+            format!("parallelism = \"parameter_server\"\nservers = {gpus}"),
+        ),
+        "replicated (without NCCL) / gpu" => (
+            "replicated/no-nccl",
+            format!("parallelism = \"parameter_server\"\nservers = {gpus}"),
+        ),
+        "replicated (with NCCL) / n/a" => {
+            // One ring (NCCL 1.x's ring count is not stated) along NVLink: GPUs 0-3 are fully
+            // connected, 4-7 too, and GPU i links to i+4.
+            let order = match (short, gpus) {
+                (_, 1) => "[[0]]",
+                ("DGX-1 P100", 2) => "[[0, 1]]",
+                ("DGX-1 P100", 4) => "[[0, 1, 2, 3]]",
+                ("DGX-1 P100", 8) => "[[0, 1, 2, 3, 7, 6, 5, 4]]",
+                _ => return Err(format!("NCCL on {gpus} GPUs of {short}: no ring order")),
+            };
+            let ring = format!("algorithm = \"ring\"\norders = {order}");
+            (
+                "replicated/nccl",
+                format!("parallelism = \"allreduce_after_backward\"\n[workload.allreduce]\n{ring}"),
+            )
+        }
+        other => return Err(format!("variable_update {other:?}: not modelled")),
+    };
+    let mut text = format!(
+        "name = \"validate\"\nprofile = {}\n[topology]\nfile = {}\n[placement]\nranks = {gpus}\n",
+        toml_str(&root.join(profile)),
+        toml_str(&root.join(topology)),
+    );
+    if update == "parameter_server / cpu" {
+        let _ = writeln!(text, "[placement.endpoints]\nps0 = \"{host}\"");
+    }
+    let _ = writeln!(
+        text,
+        "[workload]\nmodel = \"{model}\"\nbatch_per_gpu = {batch}"
+    );
+    let _ = writeln!(text, "optimizer = \"sgd\"\n{parallelism}");
+    let sim = simulate(&text, &[], true)?;
+    let real = field("data") == "real";
+    let group = format!(
+        "{short} {model_name} {method}{}",
+        if real { " real data" } else { "" }
+    );
+    let measured = batch as f64 * gpus as f64 / num(row, "throughput")?;
+    Ok((group, format!("{gpus} GPUs batch {batch}"), measured, sim))
+}
+
 /// Fits `measured = a + b × simulated` minimising squared relative error; `b` alone when the
 /// simulated values are nearly equal (a and b would not be identifiable).
 pub fn fit(points: &[(f64, f64)]) -> Option<(f64, f64)> {
@@ -557,11 +662,14 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
             |r, p| vec![nccl_row(r, p)]
         } else if has("step_secs_median") {
             single_device_rows
+        } else if has("variable_update / local_parameter_device") {
+            |r, p| vec![tf_cnn_row(r, p)]
         } else {
             return Err(format!(
                 "{}: a testbed run (sim_set column), an nccl-tests table (size_bytes with \
-                 busbw_GBps or oop_time_us), a DDP table (sec_per_iter) or single-device \
-                 training steps (step_secs_median, from calibrate/scripts/torch_bench.py)",
+                 busbw_GBps or oop_time_us), a DDP table (sec_per_iter), single-device \
+                 training steps (step_secs_median, from calibrate/scripts/torch_bench.py) or \
+                 the tf_cnn_benchmarks table (variable_update / local_parameter_device)",
                 path.display()
             ));
         };
@@ -1027,6 +1135,62 @@ mod tests {
         assert!(
             pcie.simulated_secs > 10.0 * nvlink.simulated_secs,
             "{pcie:?} {nvlink:?}"
+        );
+    }
+
+    #[test]
+    fn tf_cnn_nccl_rows_all_reduce_over_nvlink_and_calibration_rows_are_not_scored() {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let csv = repo
+            .join("target")
+            .join(format!("tf-cnn-{}.csv", std::process::id()));
+        let _ = std::fs::create_dir_all(csv.parent().unwrap());
+        let cols = "system,model,batch_per_gpu,num_gpus,num_nodes,data,throughput,\
+                    variable_update / local_parameter_device";
+        let (dgx, nccl) = (
+            "NVIDIA DGX-1 (8x Tesla P100)",
+            "replicated (with NCCL) / n/a",
+        );
+        std::fs::write(
+            &csv,
+            format!(
+                "{cols}\n{dgx},AlexNet,512,1,1,synthetic,2987,{nccl}\n\
+                 {dgx},AlexNet,512,8,1,synthetic,17822,{nccl}\n\
+                 AWS p2.8xlarge cluster (up to 8 instances),ResNet-50,64,16,2,synthetic,751,\
+                 distributed_replicated / n/a / True\n"
+            ),
+        )
+        .unwrap();
+        let opts = Options {
+            calibrate_on: Some(Filter::parse("num_gpus=1").unwrap()),
+            ..Options::default()
+        };
+        let r = validate(std::slice::from_ref(&csv), &opts).unwrap();
+        std::fs::remove_file(&csv).unwrap();
+        assert_eq!(r.predictions.len(), 2, "{:?}", r.skipped);
+        assert_eq!(r.skipped.len(), 1);
+        assert!(
+            r.skipped[0].1.contains("network not stated"),
+            "{:?}",
+            r.skipped
+        );
+        let (one, eight) = (&r.predictions[0], &r.predictions[1]);
+        assert!(one.group.starts_with("DGX-1 P100 AlexNet"), "{}", one.group);
+        assert_eq!(one.group, eight.group);
+        // images/s are over all GPUs: 512 x 8 / 17822 s per step.
+        assert!((eight.measured_secs - 512.0 * 8.0 / 17822.0).abs() < 1e-12);
+        // The 1-GPU row fits the group's calibration and is not scored; the 8-GPU row is.
+        assert!(one.calibration && !eight.calibration);
+        assert_eq!((r.groups[0].rows, r.groups[0].calibration_rows), (1, 1));
+        // 8 GPUs add one ring all-reduce of AlexNet's fp32 gradients after the backward pass,
+        // over single NVLink1 links (20 GB/s): 2 x 7/8 x bytes / 20 GB/s. Through PCIe and the
+        // CPUs (15.75 GB/s) it would take over a quarter longer.
+        let bytes = crate::workload::catalog::alexnet().params() as f64 * 4.0;
+        let ring = 2.0 * 7.0 / 8.0 * bytes / 20e9;
+        let added = eight.simulated_secs - one.simulated_secs;
+        assert!(
+            added > 0.95 * ring && added < 1.1 * ring,
+            "{added} s vs {ring} s"
         );
     }
 }
