@@ -341,12 +341,28 @@ impl CnnBuilder {
         let params = out_c * per_group_in * k * k;
         let macs = out.elems() * per_group_in * k * k;
         let im2col = GemmShape::rows(out.h * out.w, out_c / groups, per_group_in * k * k, groups);
-        self.push(name, LayerKind::Conv, params, 1, 2 * macs, out, vec![im2col]);
+        self.push(
+            name,
+            LayerKind::Conv,
+            params,
+            1,
+            2 * macs,
+            out,
+            vec![im2col],
+        );
     }
 
     pub fn bn(&mut self, name: &str) {
         let s = self.shape;
-        self.push(name, LayerKind::Norm, 2 * s.c, 2, 4 * s.elems(), s, Vec::new());
+        self.push(
+            name,
+            LayerKind::Norm,
+            2 * s.c,
+            2,
+            4 * s.elems(),
+            s,
+            Vec::new(),
+        );
     }
 
     pub fn relu(&mut self, name: &str) {
@@ -365,7 +381,15 @@ impl CnnBuilder {
             h: out_dim(i.h, k, s, p),
             w: out_dim(i.w, k, s, p),
         };
-        self.push(name, LayerKind::Pool, 0, 0, out.elems() * k * k, out, Vec::new());
+        self.push(
+            name,
+            LayerKind::Pool,
+            0,
+            0,
+            out.elems() * k * k,
+            out,
+            Vec::new(),
+        );
     }
 
     /// Adaptive average pooling to `h×w`.
@@ -1155,8 +1179,16 @@ mod tests {
                     }
                     // Attention adds softmax/scale work (5·a·s²), the MLP its activation (8·s·f).
                     LayerKind::AttentionBlock | LayerKind::MlpBlock => {
-                        assert!(gemm_flops > 0 && gemm_flops < l.forward_flops, "{name} {}", l.name);
-                        assert!(gemm_flops as f64 > 0.95 * l.forward_flops as f64, "{name} {}", l.name);
+                        assert!(
+                            gemm_flops > 0 && gemm_flops < l.forward_flops,
+                            "{name} {}",
+                            l.name
+                        );
+                        assert!(
+                            gemm_flops as f64 > 0.95 * l.forward_flops as f64,
+                            "{name} {}",
+                            l.name
+                        );
                     }
                     _ => assert!(l.gemms.is_empty(), "{name} {}", l.name),
                 }
@@ -1167,7 +1199,11 @@ mod tests {
     #[test]
     fn resnet50_layer1_conv2_is_an_im2col_gemm() {
         let m = resnet(50, 1000);
-        let l = m.layers.iter().find(|l| l.name == "layer1.0.conv2").unwrap();
+        let l = m
+            .layers
+            .iter()
+            .find(|l| l.name == "layer1.0.conv2")
+            .unwrap();
         assert_eq!(l.gemms.len(), 1);
         assert_eq!(l.gemms[0].at_batch(32), (32 * 56 * 56, 64, 576, 1));
         let fc = m.layers.iter().find(|l| l.name == "fc").unwrap();
@@ -1177,7 +1213,11 @@ mod tests {
     #[test]
     fn a_grouped_convolution_is_one_gemm_per_group() {
         let m = resnext(50, 32, 4, 1000);
-        let l = m.layers.iter().find(|l| l.name == "layer1.0.conv2").unwrap();
+        let l = m
+            .layers
+            .iter()
+            .find(|l| l.name == "layer1.0.conv2")
+            .unwrap();
         // width 128 in 32 groups: 4 output and 4 × 3 × 3 input channels per group.
         assert_eq!(l.gemms[0].at_batch(2), (2 * 56 * 56, 4, 36, 32));
     }
