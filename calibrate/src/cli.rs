@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use sim::profile::{Calibrated, ComputeCalibration, PathMeasurement, Profile, Provenance};
+use sim::profile::{PathMeasurement, Profile, Provenance};
 use sim::topology::LinkClass;
-use sim::units::{fmt_bits_per_s, fmt_bytes, Bandwidth, Bytes, Duration};
+use sim::units::{fmt_bits_per_s, fmt_bytes, Bandwidth};
 
 use crate::build::{self, FitOptions, FittedRun};
 use crate::fit::Holdout;
@@ -109,9 +109,18 @@ enum Command {
         warmup: u32,
         #[arg(long, default_value_t = 20)]
         reps: u32,
-        /// Skip parts: copies, p2p, gemm, nccl (comma-separated).
+        /// Skip parts: copies, p2p, gemm, layers, nccl (comma-separated).
         #[arg(long, default_value = "")]
         skip: String,
+        /// Catalog models whose conv/linear layers are timed as cuBLAS GEMMs (comma-separated).
+        #[arg(long, default_value = "resnet50,alexnet")]
+        layer_models: String,
+        /// Batch sizes for the layer GEMMs (comma-separated).
+        #[arg(long, default_value = "1,8,32,128")]
+        layer_batches: String,
+        /// Number formats for the layer GEMMs: fp32, tf32, fp16, bf16 (comma-separated).
+        #[arg(long, default_value = "fp32,tf32,bf16")]
+        layer_dtypes: String,
     },
 }
 
@@ -676,7 +685,23 @@ fn run(cli: Cli) -> Result<(), Failure> {
             warmup,
             reps,
             skip,
-        } => gpu_command(out, logs, &min_bytes, &max_bytes, warmup, reps, &skip),
+            layer_models,
+            layer_batches,
+            layer_dtypes,
+        } => gpu_command(
+            out,
+            logs,
+            &min_bytes,
+            &max_bytes,
+            warmup,
+            reps,
+            &skip,
+            &LayerArgs {
+                models: layer_models,
+                batches: layer_batches,
+                dtypes: layer_dtypes,
+            },
+        ),
     }
 }
 
@@ -738,8 +763,10 @@ fn import_layer_times(file: &Path, out: &Path, measured_on: Option<&str>) -> Res
                 layer: a.layer,
                 batch: *batch,
                 dtype: dtype.clone(),
-                forward: Duration(sim::engine::SimTime::from_secs_f64(a.forward_secs)),
-                backward: Duration(sim::engine::SimTime::from_secs_f64(a.backward_secs)),
+                forward: sim::units::Duration(sim::engine::SimTime::from_secs_f64(a.forward_secs)),
+                backward: sim::units::Duration(sim::engine::SimTime::from_secs_f64(
+                    a.backward_secs,
+                )),
                 provenance: Provenance {
                     source: "measured".into(),
                     detail: format!(
@@ -762,6 +789,51 @@ fn import_layer_times(file: &Path, out: &Path, measured_on: Option<&str>) -> Res
     save(&profile, &Some(out.to_path_buf()))
 }
 
+/// `calibrate gpu`'s `--layer-*` values as given.
+struct LayerArgs {
+    models: String,
+    batches: String,
+    dtypes: String,
+}
+
+fn comma_list(v: &str) -> Vec<&str> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// The layer GEMMs `--layer-models/--layer-batches/--layer-dtypes` ask for.
+fn layer_plan(a: &LayerArgs) -> Result<Vec<gpu::layers::PlannedGemm>, Failure> {
+    let bad = |flag: &str, e: String| Failure(EXIT_INPUT, format!("{flag}: {e}"));
+    let models = comma_list(&a.models)
+        .into_iter()
+        .map(|m| sim::workload::catalog::by_name(m).map_err(|e| bad("--layer-models", e.expected)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let batches = comma_list(&a.batches)
+        .into_iter()
+        .map(|b| match b.parse::<u64>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(bad(
+                "--layer-batches",
+                format!("positive whole numbers, got {b:?}"),
+            )),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let dtypes = comma_list(&a.dtypes)
+        .into_iter()
+        .map(|d| match gpu::cublas::gemm_type(d) {
+            Some(t) => Ok(t.name.to_string()),
+            None => Err(bad(
+                "--layer-dtypes",
+                format!("fp32, tf32, fp16 or bf16, got {d:?}"),
+            )),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(gpu::layers::plan(&models, &batches, &dtypes))
+}
+
+#[allow(clippy::too_many_arguments)]
 fn gpu_command(
     out: Option<PathBuf>,
     logs: Option<PathBuf>,
@@ -770,24 +842,26 @@ fn gpu_command(
     warmup: u32,
     reps: u32,
     skip: &str,
+    layers: &LayerArgs,
 ) -> Result<(), Failure> {
     let parse = |flag: &str, v: &str| {
         sim::units::parse_bytes(v).map_err(|e| Failure(EXIT_INPUT, format!("{flag}: {e}")))
     };
-    let skip: Vec<&str> = skip
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .collect();
+    let skip = comma_list(skip);
     if let Some(bad) = skip
         .iter()
-        .find(|s| !["copies", "p2p", "gemm", "nccl"].contains(s))
+        .find(|s| !["copies", "p2p", "gemm", "layers", "nccl"].contains(s))
     {
         return Err(Failure(
             EXIT_INPUT,
-            format!("--skip: copies, p2p, gemm or nccl, got {bad:?}"),
+            format!("--skip: copies, p2p, gemm, layers or nccl, got {bad:?}"),
         ));
     }
+    let layers = if skip.contains(&"layers") {
+        Vec::new()
+    } else {
+        layer_plan(layers)?
+    };
     let o = gpu::measure::Options {
         min_bytes: parse("--min-bytes", min_bytes)?,
         max_bytes: parse("--max-bytes", max_bytes)?,
@@ -797,30 +871,35 @@ fn gpu_command(
         p2p: !skip.contains(&"p2p"),
         gemm: !skip.contains(&"gemm"),
         nccl: !skip.contains(&"nccl"),
+        layers,
     };
     // Libraries first: one sentence and exit 3 on a machine without a GPU.
     let found = gpu::libs::check().map_err(|e| Failure(EXIT_NO_GPU, e))?;
     let launch = gpu::launch::Launch::from_env(|k| std::env::var(k).ok())?;
+    let cublas = gpu::cublas::Cublas::load();
     let nccl = gpu::nccl::Nccl::load();
+    let loaded = |lib: &str, version: Result<String, String>| {
+        format!("{lib} (version {})", version.unwrap_or_else(|e| e))
+    };
     eprintln!(
-        "driver {}, {} GPU(s), cuBLAS {}, NCCL {}; {} rank {} of {}",
-        found.driver,
-        found.devices,
-        found.cublas.as_deref().unwrap_or("not found"),
-        nccl.as_ref()
-            .map(|n| n.library.as_str())
-            .unwrap_or("not found"),
-        launch.launcher,
-        launch.rank,
-        launch.world_size
+        "driver {}, {} GPU(s); {} rank {} of {}",
+        found.driver, found.devices, launch.launcher, launch.rank, launch.world_size
     );
+    match &cublas {
+        Ok(c) => eprintln!("cuBLAS: {}", loaded(&c.library, c.version())),
+        Err(e) => eprintln!("cuBLAS: not loaded: {e}"),
+    }
+    match &nccl {
+        Ok(n) => eprintln!("NCCL: {}", loaded(&n.library, n.version())),
+        Err(e) => eprintln!("NCCL: not loaded: {e}"),
+    }
     let mut log = |s: &str| eprintln!("measuring: {s}");
     let report = gpu::libs::no_panic("measuring", || {
         gpu::measure::run(
             &o,
             &launch,
             nccl.as_ref().ok(),
-            found.cublas.is_some(),
+            cublas.as_ref().ok(),
             &mut log,
         )
     })
@@ -857,12 +936,18 @@ fn gpu_command(
 
 fn describe_gpu(r: &gpu::measure::GpuReport) -> String {
     let mut s = format!(
-        "host {} driver {} NCCL {} ({})\n",
+        "host {} driver {} cuBLAS {} NCCL {} ({})\n",
         r.host,
         r.driver_version,
+        r.cublas_version.as_deref().unwrap_or("-"),
         r.nccl_version.as_deref().unwrap_or("-"),
         r.launch
     );
+    for (what, lib) in [("cuBLAS", &r.cublas_library), ("NCCL", &r.nccl_library)] {
+        if let Some(l) = lib {
+            s += &format!("  {what} from {l}\n");
+        }
+    }
     for d in &r.devices {
         s += &format!(
             "  GPU {} {} sm_{}{} {} SMs {} clocks {} / {} MHz\n",
@@ -909,6 +994,9 @@ fn describe_gpu(r: &gpu::measure::GpuReport) -> String {
             g.flops() / g.time.median_secs / 1e12,
             g.time.median_secs * 1e6
         );
+    }
+    if !r.layer_gemms.is_empty() {
+        s += &gpu::layers::summary_table(&gpu::layers::summarize(&r.layer_gemms));
     }
     s
 }
@@ -994,64 +1082,16 @@ fn gpu_profile(r: &gpu::measure::GpuReport, out: &Option<PathBuf>) -> Result<Pro
         })
         .collect();
     build::merge_fits(&mut p, &fits);
-    // Compute: per dtype, GEMM time = alpha + FLOPs / peak over the grid.
-    let mut peaks = std::collections::BTreeMap::new();
-    let mut half = None;
-    for dtype in ["fp32", "tf32", "fp16", "bf16"] {
-        let pts: Vec<crate::fit::Point> = r
-            .gemms
-            .iter()
-            .filter(|g| g.dtype == dtype)
-            .map(|g| crate::fit::Point {
-                bytes: g.flops(),
-                secs: g.time.median_secs,
-            })
-            .collect();
-        if let Ok(f) = crate::fit::fit(&pts, crate::fit::Weighting::Relative) {
-            peaks.insert(dtype.to_string(), Calibrated { value: f.beta_bytes_per_s, provenance: prov(format!("cuBLAS GEMM grid {dtype}: slope of time vs FLOPs (R2 {:.4}); the achievable peak, not the datasheet's", f.r_squared)) });
-            if dtype == "fp32" {
-                half = Some((f.alpha_secs * f.beta_bytes_per_s).max(0.0));
-            }
-        }
-    }
-    let d2d = largest("d2d");
-    if let (false, Some(dev), Some(d2d)) = (peaks.is_empty(), r.devices.first(), d2d) {
-        p.compute = Some(ComputeCalibration {
-            device: dev.name.clone(),
-            peak_flops_per_s: peaks,
-            matmul_efficiency: Calibrated {
-                value: 1.0,
-                provenance: prov("1: the peaks above are already the measured GEMM rates".into()),
-            },
-            half_efficiency_flops: Calibrated {
-                value: half.unwrap_or(0.0),
-                provenance: prov(
-                    "fp32 GEMM fit: intercept x rate, the FLOPs a kernel's fixed cost is worth"
-                        .into(),
-                ),
-            },
-            memory_bandwidth: Calibrated {
-                value: Bandwidth(2.0 * d2d.bytes as f64 * 8.0 / d2d.time.median_secs),
-                provenance: prov(format!(
-                    "device-to-device copy of {} B, read plus write bytes",
-                    d2d.bytes
-                )),
-            },
-            memory_efficiency: Calibrated {
-                value: 1.0,
-                provenance: prov("1: memory_bandwidth is already the measured copy rate".into()),
-            },
-            memory_capacity: Calibrated {
-                value: Bytes(dev.memory_bytes),
-                provenance: prov("cuDeviceTotalMem".into()),
-            },
-            layer_overhead: Calibrated {
-                value: Duration(sim::engine::SimTime::from_secs_f64(0.0)),
-                provenance: prov("0: the fixed cost per kernel is in half_efficiency_flops".into()),
-            },
-            ddp_overhead_per_tensor: None,
-            layer_times: Vec::new(),
-        });
+    // Compute: per dtype, GEMM time = (FLOPs + F½) / peak, fitted to the layer-shape GEMMs
+    // when there are any, else to the grid.
+    if let Some(dev) = r.devices.first() {
+        p.compute = crate::compute::compute_section(
+            &r.gemm_timings(),
+            largest("d2d").map(|c| c.bytes as f64 / c.time.median_secs),
+            &dev.name,
+            dev.memory_bytes,
+            &prov,
+        );
     }
     Ok(p)
 }

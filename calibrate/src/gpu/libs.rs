@@ -1,25 +1,24 @@
-//! Finding the CUDA driver, cuBLAS and NCCL before anything calls into them.
+//! Finding the CUDA driver before anything calls into it.
 //!
-//! cudarc 0.17 loads its libraries lazily and panics when one is missing or lacks a symbol of
-//! the CUDA version it was built for (here 12.0), so `calibrate gpu` checks every library up
-//! front: it opens the same names cudarc will (`libcuda.so`, `libcuda.so.1`; `libcublas.so`,
-//! `libcublas.so.12`) and then lets cudarc resolve its symbols under `catch_unwind`, turning a
-//! too-old driver into an error message.
+//! cudarc 0.17 loads the driver lazily and panics when it is missing or lacks a symbol of the
+//! CUDA version it was built for (here 12.0), so `calibrate gpu` checks it up front: it opens
+//! the names cudarc will (`libcuda.so.1`, `libcuda.so`) and then lets cudarc resolve its
+//! symbols under `catch_unwind`, turning a too-old driver into an error message.
 //!
-//! NCCL is loaded here, not by cudarc: cudarc 0.17's candidate names for NCCL are `libnccl.so`,
-//! `libnccl.so.12`, `.so.11`, `.so.10` and `.so.1` (its `get_lib_name_candidates`), never
-//! `libnccl.so.2`, which is the only name most installations have (the runtime package and
-//! PyTorch's `nvidia-nccl-cu12` wheel ship no `libnccl.so` symlink); and its NCCL loader
-//! requires every NCCL 2.28 symbol, so older libraries panic. See [`super::nccl`].
+//! cuBLAS and NCCL are loaded by this crate, not by cudarc ([`super::cublas`], [`super::nccl`]):
+//! cudarc 0.17's candidate names for them (its `get_lib_name_candidates`) are `libX.so`,
+//! `.so.12`, `.so.11`, `.so.10` and `.so.1`, which miss CUDA 13's `libcublas.so.13` and
+//! `libnccl.so.2` (the only name most installations have, PyTorch's `nvidia-nccl-*` wheels
+//! included), and its loaders require every symbol of the version they were built for. Both
+//! loaders fall back to [`super::discover`] for libraries inside Python wheels.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-/// The libraries `calibrate gpu` found.
+/// The driver `calibrate gpu` found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Found {
+    /// The name the driver library loaded under.
     pub driver: String,
-    pub cublas: Option<String>,
-    pub nccl: Option<String>,
     pub devices: usize,
 }
 
@@ -52,8 +51,8 @@ pub fn no_panic<T>(what: &str, f: impl FnOnce() -> T) -> Result<T, String> {
     })
 }
 
-/// Checks the driver (required), a GPU (required), cuBLAS and NCCL (reported when missing).
-/// The error is one sentence for people.
+/// Checks the driver and that it sees a GPU (both required). The error is one sentence for
+/// people.
 pub fn check() -> Result<Found, String> {
     let driver = first_loadable(&["libcuda.so.1", "libcuda.so"]).map_err(|_| {
         "no NVIDIA driver here: libcuda.so.1 could not be loaded, so there is no GPU to measure (use `calibrate import` for logs from a GPU machine)".to_string()
@@ -77,12 +76,8 @@ pub fn check() -> Result<Found, String> {
     if devices < 1 {
         return Err("the NVIDIA driver is installed but reports no GPU".into());
     }
-    let cublas = first_loadable(&["libcublas.so.12", "libcublas.so"]).ok();
-    let nccl = super::nccl::Nccl::load().ok().map(|n| n.library);
     Ok(Found {
         driver,
-        cublas,
-        nccl,
         devices: devices as usize,
     })
 }

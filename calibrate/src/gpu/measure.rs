@@ -1,19 +1,21 @@
-//! The measurements of `calibrate gpu`, through cudarc (driver, cuBLAS) and [`super::nccl`]:
-//! device inventory, copy bandwidth, P2P matrix, cuBLAS GEMM grid and NCCL collectives.
+//! The measurements of `calibrate gpu`, through cudarc (driver), [`super::cublas`] and
+//! [`super::nccl`]: device inventory, copy bandwidth, P2P matrix, cuBLAS GEMM grid, the catalog
+//! models' layer GEMMs ([`super::layers`]) and NCCL collectives.
 //! Every time is taken with CUDA events after warm-up, repeated, and reported as median with
 //! min and max.
 
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
-use cudarc::cublas::sys as cb;
-use cudarc::cublas::CudaBlas;
 use cudarc::driver::sys::{self as cu, CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use serde::Serialize;
 
+use super::cublas::{BlasHandle, Cublas, GemmOperands, GemmType, GEMM_TYPES};
 use super::launch::Launch;
+use super::layers::{LayerGemmTime, PlannedGemm};
 use super::nccl::{Collective, Nccl};
+use crate::compute::GemmTiming;
 use crate::import::nccl_tests::{busbw_factor, NcclTestsRun, RankDevice, Row, Timing};
 
 #[derive(Debug, Clone)]
@@ -26,6 +28,8 @@ pub struct Options {
     pub p2p: bool,
     pub gemm: bool,
     pub nccl: bool,
+    /// The layer GEMMs to time ([`super::layers::plan`]); empty to skip them.
+    pub layers: Vec<PlannedGemm>,
 }
 
 /// Median and spread of repeated timings, in seconds.
@@ -108,14 +112,40 @@ impl GemmPoint {
 pub struct GpuReport {
     pub host: String,
     pub driver_version: String,
+    /// The cuBLAS file that loaded and its version.
+    pub cublas_library: Option<String>,
+    pub cublas_version: Option<String>,
+    /// The NCCL file that loaded and its version.
+    pub nccl_library: Option<String>,
     pub nccl_version: Option<String>,
     pub launch: String,
     pub devices: Vec<DeviceInfo>,
     pub copies: Vec<CopyPoint>,
     pub p2p: Vec<P2pEntry>,
     pub gemms: Vec<GemmPoint>,
+    /// Every pass of every layer GEMM; identical shapes share one measurement.
+    pub layer_gemms: Vec<LayerGemmTime>,
     #[serde(skip)]
     pub collectives: Vec<NcclTestsRun>,
+}
+
+impl GpuReport {
+    /// The grid and layer GEMMs as [`crate::compute::compute_section`] takes them.
+    pub fn gemm_timings(&self) -> Vec<GemmTiming> {
+        self.gemms
+            .iter()
+            .map(|g| GemmTiming {
+                dtype: g.dtype.to_string(),
+                m: g.m,
+                n: g.n,
+                k: g.k,
+                count: 1,
+                median_secs: g.time.median_secs,
+                layer: None,
+            })
+            .chain(self.layer_gemms.iter().map(LayerGemmTime::timing))
+            .collect()
+    }
 }
 
 type R<T> = Result<T, String>;
@@ -325,92 +355,138 @@ pub const GEMM_SHAPES: [(u64, u64, u64); 10] = [
     (128, 4096, 4096),
 ];
 
-fn gemms(ctx: &Arc<CudaContext>, o: &Options) -> R<Vec<GemmPoint>> {
+/// Device buffers for GEMM operands, filled with a small finite value and grown on demand.
+#[derive(Default)]
+struct Operands {
+    bufs: [Option<CudaSlice<u8>>; 3],
+}
+
+impl Operands {
+    /// Device pointers to at least `bytes[i]` bytes each.
+    fn ensure(&mut self, stream: &Arc<CudaStream>, bytes: [u64; 3]) -> R<GemmOperands> {
+        for (buf, &want) in self.bufs.iter_mut().zip(&bytes) {
+            let want = want.max(1) as usize;
+            if buf.as_ref().is_some_and(|b| b.len() >= want) {
+                continue;
+            }
+            *buf = None;
+            let s = stream
+                .alloc_zeros::<u8>(want)
+                .map_err(d(&format!("cuMemAlloc of {want} bytes")))?;
+            // 0x3c in every byte: a small finite value in fp32, fp16 and bf16 alike.
+            // SAFETY: the buffer holds exactly `want` bytes.
+            unsafe {
+                cudarc::driver::result::memset_d8_async(
+                    ptr(&s, stream),
+                    0x3c,
+                    want,
+                    stream.cu_stream(),
+                )
+            }
+            .map_err(d("cuMemsetD8"))?;
+            *buf = Some(s);
+        }
+        let p = |i: usize| self.bufs[i].as_ref().map(|b| ptr(b, stream)).unwrap_or(0);
+        Ok(GemmOperands {
+            a: p(0),
+            b: p(1),
+            c: p(2),
+        })
+    }
+}
+
+/// Times `count` GEMMs of `(m, n, k)` in `t`.
+fn time_gemm(
+    blas: &BlasHandle,
+    stream: &Arc<CudaStream>,
+    ops: &mut Operands,
+    t: GemmType,
+    (m, n, k, count): (u64, u64, u64, u64),
+    o: &Options,
+) -> R<Stat> {
+    let e = t.elem_bytes;
+    let p = ops.ensure(
+        stream,
+        [m * k * count * e, k * n * count * e, m * n * count * e],
+    )?;
+    time_on(stream, o.warmup, o.reps, || {
+        // SAFETY: `ensure` sized the three buffers for `count` column-major operands of `t`.
+        unsafe { blas.gemm(t, (m, n, k, count), p) }
+    })
+}
+
+fn gemms(blas: &Cublas, ctx: &Arc<CudaContext>, o: &Options) -> R<Vec<GemmPoint>> {
     let stream = ctx.default_stream();
-    let blas = CudaBlas::new(stream.clone()).map_err(d("cublasCreate"))?;
-    let handle = *blas.handle();
+    // SAFETY: the context's default stream, bound to this thread, outlives the handle.
+    let handle = unsafe { blas.handle(stream.cu_stream() as *mut c_void) }?;
+    let mut ops = Operands::default();
     let mut out = Vec::new();
-    let dtypes: [(&'static str, cb::cudaDataType, cb::cublasComputeType_t, u64); 4] = [
-        (
-            "fp32",
-            cb::cudaDataType::CUDA_R_32F,
-            cb::cublasComputeType_t::CUBLAS_COMPUTE_32F,
-            4,
-        ),
-        (
-            "tf32",
-            cb::cudaDataType::CUDA_R_32F,
-            cb::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
-            4,
-        ),
-        (
-            "fp16",
-            cb::cudaDataType::CUDA_R_16F,
-            cb::cublasComputeType_t::CUBLAS_COMPUTE_32F,
-            2,
-        ),
-        (
-            "bf16",
-            cb::cudaDataType::CUDA_R_16BF,
-            cb::cublasComputeType_t::CUBLAS_COMPUTE_32F,
-            2,
-        ),
-    ];
-    for (dtype, dt, compute, elem) in dtypes {
+    for t in GEMM_TYPES {
         for &(m, n, k) in &GEMM_SHAPES {
-            let alloc = |len: u64| -> R<CudaSlice<u8>> {
-                let s = stream
-                    .alloc_zeros::<u8>((len * elem) as usize)
-                    .map_err(d("cuMemAlloc"))?;
-                // 0x3c in every byte: a small finite value in fp32, fp16 and bf16 alike.
-                // SAFETY: the buffer holds exactly this many bytes.
-                unsafe {
-                    cudarc::driver::result::memset_d8_async(
-                        ptr(&s, &stream),
-                        0x3c,
-                        (len * elem) as usize,
-                        stream.cu_stream(),
-                    )
-                }
-                .map_err(d("cuMemsetD8"))?;
-                Ok(s)
-            };
-            let (a, b, c) = (alloc(m * k)?, alloc(k * n)?, alloc(m * n)?);
-            let (alpha, beta) = (1.0f32, 0.0f32);
-            let (pa, pb, pc) = (ptr(&a, &stream), ptr(&b, &stream), ptr(&c, &stream));
-            let time = time_on(&stream, o.warmup, o.reps, || {
-                // SAFETY: column-major m×k, k×n, m×n buffers of the declared type; f32 scalars
-                // match the 32F compute type.
-                unsafe {
-                    cudarc::cublas::result::gemm_ex(
-                        handle,
-                        cb::cublasOperation_t::CUBLAS_OP_N,
-                        cb::cublasOperation_t::CUBLAS_OP_N,
-                        m as c_int,
-                        n as c_int,
-                        k as c_int,
-                        &alpha as *const f32 as *const c_void,
-                        pa as *const c_void,
-                        dt,
-                        m as c_int,
-                        pb as *const c_void,
-                        dt,
-                        k as c_int,
-                        &beta as *const f32 as *const c_void,
-                        pc as *mut c_void,
-                        dt,
-                        m as c_int,
-                        compute,
-                        cb::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
-                    )
-                }
-                .map_err(d("cublasGemmEx"))
-            })?;
+            let time = time_gemm(&handle, &stream, &mut ops, t, (m, n, k, 1), o)?;
             out.push(GemmPoint {
-                dtype,
+                dtype: t.name,
                 m,
                 n,
                 k,
+                time,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Times every planned layer GEMM, each distinct shape once; a shape that does not fit in
+/// memory is reported through `log` and left out.
+fn layer_gemms(
+    blas: &Cublas,
+    ctx: &Arc<CudaContext>,
+    o: &Options,
+    log: &mut dyn FnMut(&str),
+) -> R<Vec<LayerGemmTime>> {
+    let stream = ctx.default_stream();
+    // SAFETY: the context's default stream, bound to this thread, outlives the handle.
+    let handle = unsafe { blas.handle(stream.cu_stream() as *mut c_void) }?;
+    let mut ops = Operands::default();
+    let mut measured: std::collections::BTreeMap<(String, u64, u64, u64, u64), Option<Stat>> =
+        std::collections::BTreeMap::new();
+    let mut out = Vec::new();
+    let mut current = None;
+    for g in &o.layers {
+        let group = (g.model.clone(), g.batch, g.dtype.clone());
+        if current.as_ref() != Some(&group) {
+            log(&format!(
+                "layer GEMMs of {} at batch {} in {}",
+                g.model, g.batch, g.dtype
+            ));
+            current = Some(group);
+        }
+        let t = super::cublas::gemm_type(&g.dtype)
+            .ok_or_else(|| format!("no cuBLAS GEMM type {:?}", g.dtype))?;
+        let key = g.key();
+        let stat = match measured.get(&key) {
+            Some(s) => *s,
+            None => {
+                let shape = (g.m, g.n, g.k, g.count);
+                let s = match time_gemm(&handle, &stream, &mut ops, t, shape, o) {
+                    Ok(s) => Some(s),
+                    Err(e) if e.starts_with("cuMemAlloc") => {
+                        log(&format!(
+                            "{} {} {} {}x{}x{} x{}: skipped ({e})",
+                            g.model, g.layer, g.pass, g.m, g.n, g.k, g.count
+                        ));
+                        ops = Operands::default();
+                        None
+                    }
+                    Err(e) => return Err(e),
+                };
+                measured.insert(key, s);
+                s
+            }
+        };
+        if let Some(time) = stat {
+            out.push(LayerGemmTime {
+                gemm: g.clone(),
                 time,
             });
         }
@@ -601,7 +677,7 @@ pub fn run(
     o: &Options,
     launch: &Launch,
     nccl: Option<&Nccl>,
-    have_cublas: bool,
+    cublas: Option<&Cublas>,
     log: &mut dyn FnMut(&str),
 ) -> R<GpuReport> {
     let count = CudaContext::device_count().map_err(d("cuDeviceGetCount"))? as usize;
@@ -631,6 +707,9 @@ pub fn run(
     let mut report = GpuReport {
         host: host.clone(),
         driver_version: driver_version()?,
+        cublas_library: cublas.map(|c| c.library.clone()),
+        cublas_version: cublas.and_then(|c| c.version().ok()),
+        nccl_library: nccl.map(|n| n.library.clone()),
         nccl_version: nccl.and_then(|n| n.version().ok()),
         launch: format!(
             "{} rank {} of {}",
@@ -640,6 +719,7 @@ pub fn run(
         copies: Vec::new(),
         p2p: Vec::new(),
         gemms: Vec::new(),
+        layer_gemms: Vec::new(),
         collectives: Vec::new(),
     };
     if o.copies {
@@ -653,13 +733,19 @@ pub fn run(
         log("P2P bandwidth and latency matrix");
         report.p2p = p2p(&ctxs, o)?;
     }
-    if o.gemm {
-        if have_cublas {
-            log("cuBLAS GEMM grid");
-            ctxs[0].bind_to_thread().map_err(d("cuCtxSetCurrent"))?;
-            report.gemms = gemms(&ctxs[0], o)?;
-        } else {
-            log("cuBLAS not found (libcublas.so.12): GEMM grid skipped");
+    if o.gemm || !o.layers.is_empty() {
+        match cublas {
+            Some(blas) => {
+                ctxs[0].bind_to_thread().map_err(d("cuCtxSetCurrent"))?;
+                if o.gemm {
+                    log("cuBLAS GEMM grid");
+                    report.gemms = gemms(blas, &ctxs[0], o)?;
+                }
+                if !o.layers.is_empty() {
+                    report.layer_gemms = layer_gemms(blas, &ctxs[0], o, log)?;
+                }
+            }
+            None => log("cuBLAS not found: GEMM grid and layer GEMMs skipped"),
         }
     }
     if o.nccl {

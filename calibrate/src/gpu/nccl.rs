@@ -2,7 +2,8 @@
 //!
 //! Only the entry points that exist in every NCCL 2.x are bound, so any `libnccl.so.2` works.
 //! The library is looked up as `$CALIBRATE_NCCL_LIBRARY` (a path) if set, then `libnccl.so.2`,
-//! then `libnccl.so`, through the normal dynamic-loader search (`LD_LIBRARY_PATH`, ld.so cache).
+//! then `libnccl.so`, through the normal dynamic-loader search (`LD_LIBRARY_PATH`, ld.so cache),
+//! then as the files [`super::discover`] finds (PyTorch's `nvidia-nccl-*` wheels).
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 
@@ -92,24 +93,20 @@ impl Collective {
 }
 
 impl Nccl {
+    /// Loads NCCL from `$CALIBRATE_NCCL_LIBRARY`, [`CANDIDATES`] or a discovered wheel.
     pub fn load() -> Result<Nccl, String> {
-        let mut names: Vec<String> = std::env::var("CALIBRATE_NCCL_LIBRARY")
-            .into_iter()
-            .collect();
-        names.extend(CANDIDATES.iter().map(|s| s.to_string()));
-        let mut errors = Vec::new();
-        for n in &names {
-            // SAFETY: loading NVIDIA's NCCL runs its initializers only.
-            match unsafe { libloading::Library::new(n) } {
-                Ok(lib) => return Self::bind(lib, n.clone()),
-                Err(e) => errors.push(e.to_string()),
-            }
-        }
-        Err(format!(
-            "NCCL not found (tried {}): {}",
-            names.join(", "),
-            errors.join("; ")
-        ))
+        super::discover::load_library(
+            "NCCL",
+            "CALIBRATE_NCCL_LIBRARY",
+            &CANDIDATES,
+            "libnccl.so",
+            |n| {
+                // SAFETY: loading NVIDIA's NCCL runs its initializers only.
+                let lib = unsafe { libloading::Library::new(n) }.map_err(|e| e.to_string())?;
+                Self::bind(lib, n.to_string())
+            },
+        )
+        .map(|(n, _)| n)
     }
 
     fn bind(lib: libloading::Library, library: String) -> Result<Nccl, String> {

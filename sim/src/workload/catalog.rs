@@ -12,6 +12,10 @@
 //! - Layers are in execution order. Branches (residual shortcuts, Inception branches) run one
 //!   after the other, as one GPU stream runs them.
 //! - Sizes are in *elements*; the workload's dtype turns them into bytes.
+//! - Each layer lists its forward pass as matrix products ([`GemmShape`]): a convolution as its
+//!   im2col GEMM (one per group), a linear layer as one GEMM per sample (or per token), a
+//!   transformer block as its projections and its two attention products per head. Layers
+//!   without matrix products list none. `calibrate gpu` times these shapes with cuBLAS.
 //!
 //! Reference parameter counts (asserted exactly in the tests):
 //! - AlexNet 61,100,840; VGG-16 138,357,544; ResNet-18 11,689,512; ResNet-50 25,557,032;
@@ -65,6 +69,58 @@ impl LayerKind {
     }
 }
 
+/// Which dimension of a [`GemmShape`] the batch multiplies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BatchAxis {
+    /// The rows: the samples' rows stack into one taller GEMM (im2col rows, tokens).
+    Rows,
+    /// The count: every sample has its own products (attention's per-head products).
+    Count,
+}
+
+/// One forward matrix product of a layer, per sample: `count` independent products of an
+/// `m × k` by a `k × n` matrix (`2·m·n·k·count` FLOPs per sample).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub struct GemmShape {
+    /// Rows per sample: output pixels `Ho·Wo` of a convolution, 1 for a linear layer on a
+    /// vector, the tokens of a sequence.
+    pub m_per_sample: u64,
+    /// Output columns: output channels per group, output features.
+    pub n: u64,
+    /// The reduction: input channels per group × kernel area, input features.
+    pub k: u64,
+    /// Products per sample: a convolution's groups, attention's heads.
+    pub count: u64,
+    pub batch_axis: BatchAxis,
+}
+
+impl GemmShape {
+    /// A product whose rows grow with the batch.
+    pub fn rows(m_per_sample: u64, n: u64, k: u64, count: u64) -> GemmShape {
+        GemmShape {
+            m_per_sample,
+            n,
+            k,
+            count,
+            batch_axis: BatchAxis::Rows,
+        }
+    }
+
+    /// Forward FLOPs per sample (a multiply-add is 2).
+    pub fn flops_per_sample(&self) -> u64 {
+        2 * self.m_per_sample * self.n * self.k * self.count
+    }
+
+    /// `(m, n, k, count)` of the forward product for `batch` samples.
+    pub fn at_batch(&self, batch: u64) -> (u64, u64, u64, u64) {
+        match self.batch_axis {
+            BatchAxis::Rows => (self.m_per_sample * batch, self.n, self.k, self.count),
+            BatchAxis::Count => (self.m_per_sample, self.n, self.k, self.count * batch),
+        }
+    }
+}
+
 /// One layer, per sample.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Layer {
@@ -81,6 +137,9 @@ pub struct Layer {
     pub output_elems: u64,
     /// Elements kept for the backward pass, per sample.
     pub saved_elems: u64,
+    /// The forward pass's matrix products; empty for layers without any (and for layers read
+    /// from model files, which give FLOPs only).
+    pub gemms: Vec<GemmShape>,
 }
 
 /// A network: layers in execution order plus what a sample is.
@@ -205,6 +264,7 @@ impl CnnBuilder {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn push(
         &mut self,
         name: &str,
@@ -213,6 +273,7 @@ impl CnnBuilder {
         tensors: u32,
         flops: u64,
         out: Shape,
+        gemms: Vec<GemmShape>,
     ) {
         let input = self.shape.elems();
         self.layers.push(Layer {
@@ -224,6 +285,7 @@ impl CnnBuilder {
             input_elems: input,
             output_elems: out.elems(),
             saved_elems: out.elems(),
+            gemms,
         });
         self.shape = out;
     }
@@ -250,6 +312,7 @@ impl CnnBuilder {
         let weights = out_c * i.c * kh * kw;
         let params = weights + if bias { out_c } else { 0 };
         let macs = out.elems() * i.c * kh * kw;
+        let im2col = GemmShape::rows(out.h * out.w, out_c, i.c * kh * kw, 1);
         self.push(
             name,
             LayerKind::Conv,
@@ -257,6 +320,7 @@ impl CnnBuilder {
             1 + bias as u32,
             2 * macs,
             out,
+            vec![im2col],
         );
     }
 
@@ -276,17 +340,34 @@ impl CnnBuilder {
         let per_group_in = i.c / groups;
         let params = out_c * per_group_in * k * k;
         let macs = out.elems() * per_group_in * k * k;
-        self.push(name, LayerKind::Conv, params, 1, 2 * macs, out);
+        let im2col = GemmShape::rows(out.h * out.w, out_c / groups, per_group_in * k * k, groups);
+        self.push(
+            name,
+            LayerKind::Conv,
+            params,
+            1,
+            2 * macs,
+            out,
+            vec![im2col],
+        );
     }
 
     pub fn bn(&mut self, name: &str) {
         let s = self.shape;
-        self.push(name, LayerKind::Norm, 2 * s.c, 2, 4 * s.elems(), s);
+        self.push(
+            name,
+            LayerKind::Norm,
+            2 * s.c,
+            2,
+            4 * s.elems(),
+            s,
+            Vec::new(),
+        );
     }
 
     pub fn relu(&mut self, name: &str) {
         let s = self.shape;
-        self.push(name, LayerKind::Activation, 0, 0, s.elems(), s);
+        self.push(name, LayerKind::Activation, 0, 0, s.elems(), s, Vec::new());
     }
 
     pub fn maxpool(&mut self, name: &str, k: u64, s: u64, p: u64) {
@@ -300,19 +381,27 @@ impl CnnBuilder {
             h: out_dim(i.h, k, s, p),
             w: out_dim(i.w, k, s, p),
         };
-        self.push(name, LayerKind::Pool, 0, 0, out.elems() * k * k, out);
+        self.push(
+            name,
+            LayerKind::Pool,
+            0,
+            0,
+            out.elems() * k * k,
+            out,
+            Vec::new(),
+        );
     }
 
     /// Adaptive average pooling to `h×w`.
     pub fn adaptive_pool(&mut self, name: &str, h: u64, w: u64) {
         let i = self.shape;
         let out = Shape { c: i.c, h, w };
-        self.push(name, LayerKind::Pool, 0, 0, i.elems(), out);
+        self.push(name, LayerKind::Pool, 0, 0, i.elems(), out, Vec::new());
     }
 
     /// Residual addition (or concatenation bookkeeping) producing `out`.
     pub fn add(&mut self, name: &str, out: Shape) {
-        self.push(name, LayerKind::Add, 0, 0, out.elems(), out);
+        self.push(name, LayerKind::Add, 0, 0, out.elems(), out, Vec::new());
     }
 
     pub fn linear(&mut self, name: &str, out_f: u64, bias: bool) {
@@ -330,6 +419,7 @@ impl CnnBuilder {
             1 + bias as u32,
             2 * in_f * out_f,
             out,
+            vec![GemmShape::rows(1, out_f, in_f, 1)],
         );
     }
 
@@ -813,6 +903,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
         input_elems: s,
         output_elems: s * h,
         saved_elems: s * h,
+        gemms: Vec::new(),
     });
     for l in 0..c.layers {
         // Attention: norm (2h) + QKV (3h² + 3h) + output projection (h² + h).
@@ -826,6 +917,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
             input_elems: s * h,
             output_elems: s * h,
             saved_elems: (13 * s * h + 5 * a * s * s) / 2,
+            gemms: attention_gemms(s, h, a),
         });
         let mlp_macs = 2 * s * h * f;
         layers.push(Layer {
@@ -837,6 +929,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
             input_elems: s * h,
             output_elems: s * h,
             saved_elems: 21 * s * h / 2,
+            gemms: vec![GemmShape::rows(s, f, h, 1), GemmShape::rows(s, h, f, 1)],
         });
     }
     if c.final_norm {
@@ -849,6 +942,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
             input_elems: s * h,
             output_elems: s * h,
             saved_elems: s * h,
+            gemms: Vec::new(),
         });
     }
     if c.pooler {
@@ -861,6 +955,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
             input_elems: h,
             output_elems: h,
             saved_elems: h,
+            gemms: vec![GemmShape::rows(1, h, h, 1)],
         });
     }
     if c.tied_lm_head {
@@ -873,6 +968,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
             input_elems: s * h,
             output_elems: s * v,
             saved_elems: s * v,
+            gemms: vec![GemmShape::rows(s, v, h, 1)],
         });
     }
     Model {
@@ -881,6 +977,25 @@ pub fn transformer(c: &TransformerConfig) -> Model {
         input_elems: s,
         tokens_per_sample: Some(s),
     }
+}
+
+/// An attention block's products per sample: the QKV projection, `Q·Kᵀ` and `softmax·V` per
+/// head (`a` heads of `h / a`), and the output projection: `2·(4·s·h² + 2·s²·h)` FLOPs.
+fn attention_gemms(s: u64, h: u64, a: u64) -> Vec<GemmShape> {
+    let d = h / a;
+    let per_head = |m, n, k| GemmShape {
+        m_per_sample: m,
+        n,
+        k,
+        count: a,
+        batch_axis: BatchAxis::Count,
+    };
+    vec![
+        GemmShape::rows(s, 3 * h, h, 1),
+        per_head(s, s, d),
+        per_head(s, d, s),
+        GemmShape::rows(s, h, h, 1),
+    ]
 }
 
 /// A model file: a list of layers, so users bring their own networks.
@@ -966,6 +1081,7 @@ pub fn parse_model_file(text: &str, origin: &str) -> Result<Model, ModelError> {
                 input_elems: input,
                 output_elems: e.output_elements,
                 saved_elems: e.saved_elements.unwrap_or(e.output_elements),
+                gemms: Vec::new(),
             };
             input = e.output_elements;
             l
@@ -1049,6 +1165,78 @@ mod tests {
         }
         let e = by_name("resnet51").unwrap_err();
         assert!(e.to_string().contains("resnet50"), "{e}");
+    }
+
+    #[test]
+    fn conv_and_linear_gemms_carry_exactly_the_forward_flops() {
+        for name in CATALOG {
+            let m = by_name(name).unwrap();
+            for l in &m.layers {
+                let gemm_flops: u64 = l.gemms.iter().map(GemmShape::flops_per_sample).sum();
+                match l.kind {
+                    LayerKind::Conv | LayerKind::Linear => {
+                        assert_eq!(gemm_flops, l.forward_flops, "{name} {}", l.name)
+                    }
+                    // Attention adds softmax/scale work (5·a·s²), the MLP its activation (8·s·f).
+                    LayerKind::AttentionBlock | LayerKind::MlpBlock => {
+                        assert!(
+                            gemm_flops > 0 && gemm_flops < l.forward_flops,
+                            "{name} {}",
+                            l.name
+                        );
+                        assert!(
+                            gemm_flops as f64 > 0.95 * l.forward_flops as f64,
+                            "{name} {}",
+                            l.name
+                        );
+                    }
+                    _ => assert!(l.gemms.is_empty(), "{name} {}", l.name),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn resnet50_layer1_conv2_is_an_im2col_gemm() {
+        let m = resnet(50, 1000);
+        let l = m
+            .layers
+            .iter()
+            .find(|l| l.name == "layer1.0.conv2")
+            .unwrap();
+        assert_eq!(l.gemms.len(), 1);
+        assert_eq!(l.gemms[0].at_batch(32), (32 * 56 * 56, 64, 576, 1));
+        let fc = m.layers.iter().find(|l| l.name == "fc").unwrap();
+        assert_eq!(fc.gemms[0].at_batch(8), (8, 1000, 2048, 1));
+    }
+
+    #[test]
+    fn a_grouped_convolution_is_one_gemm_per_group() {
+        let m = resnext(50, 32, 4, 1000);
+        let l = m
+            .layers
+            .iter()
+            .find(|l| l.name == "layer1.0.conv2")
+            .unwrap();
+        // width 128 in 32 groups: 4 output and 4 × 3 × 3 input channels per group.
+        assert_eq!(l.gemms[0].at_batch(2), (2 * 56 * 56, 4, 36, 32));
+    }
+
+    #[test]
+    fn attention_products_are_per_sample_and_head() {
+        let m = transformer(&TransformerConfig::bert_base());
+        let attn = &m.layers[1];
+        assert_eq!(attn.kind, LayerKind::AttentionBlock);
+        // Q·Kᵀ per head: 128 × 128 from 64, 12 heads per sample, 4 samples.
+        assert_eq!(attn.gemms[1].at_batch(4), (128, 128, 64, 48));
+        // The QKV projection stacks the tokens of all samples.
+        assert_eq!(attn.gemms[0].at_batch(4), (512, 3 * 768, 768, 1));
+        // Everything but the softmax and scaling (5·a·s² FLOPs) is matrix products.
+        let gemm_flops: u64 = attn.gemms.iter().map(GemmShape::flops_per_sample).sum();
+        assert_eq!(attn.forward_flops - gemm_flops, 5 * 12 * 128 * 128);
+        let mlp = &m.layers[2];
+        let gemm_flops: u64 = mlp.gemms.iter().map(GemmShape::flops_per_sample).sum();
+        assert_eq!(mlp.forward_flops - gemm_flops, 8 * 128 * 3072);
     }
 
     #[test]

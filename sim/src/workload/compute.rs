@@ -368,6 +368,7 @@ mod tests {
             input_elems: 1,
             output_elems: 1,
             saved_elems: 1,
+            gemms: Vec::new(),
         };
         let (f, b) = m.modelled_secs(&layer, 1, 1);
         // (1e12 + 1e9) / (10e12 × 0.5) + 10 us

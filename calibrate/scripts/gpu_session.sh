@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Everything a GPU machine is for, in one command: `calibrate gpu` (inventory, copies, P2P, cuBLAS
+# GEMM grid and the catalog models' layer GEMMs, NCCL collectives in nccl-tests' format), then
+# single-GPU PyTorch training of ResNet-50 and AlexNet at several batch sizes (step times, each
+# layer alone, a profiler trace) in TF32 and BF16, then the profiles built from them and
+# `dtsim validate` of the measured steps against dtsim's predictions.
+#
+#   calibrate/scripts/gpu_session.sh OUT_DIR [BIN_DIR]
+#
+# BIN_DIR holds release builds of `calibrate` and `dtsim` (default target/release): build them on
+# a machine with Rust (`cargo build --release -p calibrate -p sim`) and copy them along; they load
+# the CUDA driver, cuBLAS and NCCL at run time, including the copies inside PyTorch's pip wheels.
+# Each step's output is kept even when a later one fails; the exit status is the first failure's.
+# Copy OUT_DIR to data/runs/gpu/MACHINE and the two profiles to data/profiles/ to commit them.
+set -uo pipefail
+out=${1:?usage: gpu_session.sh OUT_DIR [BIN_DIR]}
+bin=${2:-target/release}
+py=${PYTHON:-python3}
+mkdir -p "$out/logs" "$out/torch_tf32" "$out/torch_bf16"
+status=0
+run() { # name, command...: logs to OUT/NAME.log, remembers the first failure
+  local name=$1; shift
+  echo "=== $name: $*" >&2
+  "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  tail -n 40 "$out/$name.log" >&2
+  [ $rc -eq 0 ] || { echo "=== $name failed with $rc" >&2; [ $status -ne 0 ] || status=$rc; }
+}
+
+command -v nvidia-smi >/dev/null && nvidia-smi -q >"$out/nvidia_smi.txt" 2>&1
+host=$(hostname)
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr ' ' '_')
+tag=$(echo "${gpu:-gpu}" | tr 'A-Z' 'a-z' | tr -cd 'a-z0-9_')
+
+run calibrate_gpu "$bin/calibrate" gpu --out "$out/${tag}_measured.json" --logs "$out/logs"
+for dt in tf32 bf16; do
+  run "torch_$dt" env PYTHONUNBUFFERED=1 "$py" calibrate/scripts/torch_bench.py --device cuda \
+    --dtype "$dt" --out "$out/torch_$dt" --label "$gpu ($host)" \
+    --profile "data/profiles/${tag}_measured.json;data/profiles/${tag}_torch.json"
+done
+# A profile from what PyTorch measured (GEMMs at the layer shapes, copy rate, each layer alone).
+run import_device "$bin/calibrate" import torch-device "$out/torch_tf32/device.json" \
+  --out "$out/${tag}_torch.json"
+run import_device_bf16 "$bin/calibrate" import torch-device "$out/torch_bf16/device.json" \
+  --out "$out/${tag}_torch.json"
+for dt in tf32 bf16; do
+  run "import_layers_$dt" "$bin/calibrate" import layer-times "$out/torch_$dt/layer_times.csv" \
+    --out "$out/${tag}_torch.json" --measured-on "$gpu ($host)"
+done
+for trace in "$out"/torch_*/trace_*.json.gz; do
+  [ -e "$trace" ] && run "kineto_$(basename "$(dirname "$trace")")_$(basename "$trace" .json.gz)" \
+    "$bin/calibrate" import kineto "$trace"
+done
+# Predicted vs measured with the profiles as they will sit in data/profiles/.
+mkdir -p data/profiles
+cp "$out/${tag}_measured.json" "$out/${tag}_torch.json" data/profiles/ 2>/dev/null
+run validate "$bin/dtsim" validate "$out/torch_tf32/step_times.csv" \
+  "$out/torch_bf16/step_times.csv" --out "$out/validation"
+exit $status
