@@ -13,7 +13,7 @@ use sim::units::{fmt_bits_per_s, fmt_bytes, Bandwidth};
 use crate::build::{self, FitOptions, FittedRun};
 use crate::fit::Holdout;
 use crate::gpu;
-use crate::import::{iperf3, kineto, layer_times, nccl_tests, p2p, validation_csv};
+use crate::import::{iperf3, kineto, layer_times, nccl_tests, p2p, torch_device, validation_csv};
 
 /// Exit status: bad input (unreadable log, bad option, invalid profile).
 pub const EXIT_INPUT: u8 = 2;
@@ -159,6 +159,14 @@ enum ImportCmd {
         top: usize,
         #[arg(long)]
         json: bool,
+    },
+    /// GEMM timings and copy rate of calibrate/scripts/torch_bench.py (device.json): a profile's
+    /// compute section for that device (a CPU too). Into an existing compute section, only the
+    /// file's dtype peak is added.
+    TorchDevice {
+        file: PathBuf,
+        #[command(flatten)]
+        out: OutArgs,
     },
     /// Per-layer times of calibrate/scripts/torch_bench.py (layer_times.csv) into an existing
     /// profile's compute.layer_times, aligned with dtsim's catalog models.
@@ -502,6 +510,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             );
             save(&p, &out.out)
         }
+        Command::Import(ImportCmd::TorchDevice { file, out }) => import_torch_device(&file, &out),
         Command::Import(ImportCmd::LayerTimes {
             file,
             out,
@@ -720,6 +729,68 @@ fn report_fits(fits: &[(String, FittedRun)], json: bool) {
     } else {
         print_fits(fits);
     }
+}
+
+/// `calibrate import torch-device`: a compute section from PyTorch-measured GEMMs.
+fn import_torch_device(file: &Path, o: &OutArgs) -> Result<(), Failure> {
+    let d = torch_device::load(file)?;
+    let date = build::today();
+    let prov = |detail: String| Provenance {
+        source: "measured".into(),
+        detail: format!("{detail}; {} ({})", d.origin, file.display()),
+        date: Some(date.clone()),
+    };
+    let section = crate::compute::compute_section(
+        &d.gemms,
+        Some(d.copy_bytes_per_s),
+        &d.device_name,
+        d.memory_bytes,
+        &prov,
+    )
+    .ok_or_else(|| {
+        Failure(
+            EXIT_INPUT,
+            format!(
+                "{}: expected at least three GEMMs of distinct size in one dtype",
+                file.display()
+            ),
+        )
+    })?;
+    for f in crate::compute::fit_gemms(&d.gemms) {
+        eprintln!("{}", f.describe());
+    }
+    let mut p = open_profile(
+        o,
+        prov(format!(
+            "compute section of {} ({})",
+            d.device_name, d.device_kind
+        )),
+    )?;
+    match p.compute.as_mut() {
+        // Another dtype of the same device: add its peak, keep the rest.
+        Some(c) if c.device == section.device => {
+            c.peak_flops_per_s.extend(section.peak_flops_per_s);
+        }
+        Some(c) => {
+            return Err(Failure(
+                EXIT_INPUT,
+                format!(
+                    "{}: compute.device is {:?}, not {:?}: write a profile per device",
+                    o.out
+                        .as_ref()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default(),
+                    c.device,
+                    section.device
+                ),
+            ))
+        }
+        None => p.compute = Some(section),
+    }
+    if o.out.is_none() {
+        println!("{}", describe(&p));
+    }
+    save(&p, &o.out)
 }
 
 /// `calibrate import layer-times`: replaces the profile's layer times of each measured
@@ -1096,6 +1167,18 @@ fn gpu_profile(r: &gpu::measure::GpuReport, out: &Option<PathBuf>) -> Result<Pro
     Ok(p)
 }
 
+/// `12.3 TFLOP/s`, `45.6 GFLOP/s`: three significant figures in the largest unit below it.
+fn fmt_flops_per_s(v: f64) -> String {
+    let (scale, unit) = if v >= 1e12 {
+        (1e12, "TFLOP/s")
+    } else if v >= 1e9 {
+        (1e9, "GFLOP/s")
+    } else {
+        (1e6, "MFLOP/s")
+    };
+    format!("{:.1} {unit}", v / scale)
+}
+
 /// A profile as text for people.
 pub fn describe(p: &Profile) -> String {
     let mut s = String::new();
@@ -1177,8 +1260,8 @@ pub fn describe(p: &Profile) -> String {
         s += &format!("  compute: {}\n", c.device);
         for (dt, v) in &c.peak_flops_per_s {
             s += &format!(
-                "    peak {dt}: {:.1} TFLOP/s (from {})\n",
-                v.value / 1e12,
+                "    peak {dt}: {} (from {})\n",
+                fmt_flops_per_s(v.value),
                 prov(&v.provenance)
             );
         }

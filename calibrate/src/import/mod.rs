@@ -5,4 +5,5 @@ pub mod kineto;
 pub mod layer_times;
 pub mod nccl_tests;
 pub mod p2p;
+pub mod torch_device;
 pub mod validation_csv;
