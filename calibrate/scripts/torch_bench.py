@@ -12,7 +12,8 @@ SGD with momentum, cross-entropy, the torchvision model):
   Each row names the dtsim profile to predict it with (`--profile`), so
   `dtsim validate OUT/step_times.csv` replays it.
 - layer_times.csv: every leaf module run alone at its real input shape, forward and backward
-  (gradient of its output all ones), synchronized, median of `--layer-reps`; rows in execution
+  (gradient of its output all ones; no input gradient for the first layer, as in training),
+  synchronized, median of `--layer-reps`; rows in execution
   order with the module's type and parameter count, which `calibrate import layer-times` aligns
   with dtsim's catalog model to fill a profile's compute.layer_times.
 - device.json: device name, memory, threads, versions; GEMM timings at every convolution's and
@@ -188,7 +189,8 @@ def layer_times(model_name, model, dev, batch, reps):
     for i, (name, mod, shape) in enumerate(leaf_calls(model, dev, batch)):
         if isinstance(mod, nn.ReLU):
             mod = nn.ReLU(inplace=False)  # in place on a leaf input cannot be differentiated
-        x = torch.randn(shape, device=dev.torch, dtype=dev.operand_dtype(), requires_grad=True)
+        # The model's input needs no gradient: its first layer computes only weight gradients.
+        x = torch.randn(shape, device=dev.torch, dtype=dev.operand_dtype(), requires_grad=i > 0)
         with dev.autocast():
             out = mod(x)
         g = torch.ones_like(out)
@@ -201,7 +203,7 @@ def layer_times(model_name, model, dev, batch, reps):
             out.backward(g, retain_graph=True)
 
         f = timed(dev, fwd, 2, reps)
-        b = timed(dev, bwd, 2, reps)
+        b = timed(dev, bwd, 2, reps) if out.requires_grad else (0.0, 0.0, 0.0)
         rows.append(dict(model=model_name, batch=batch, dtype=dev.dtype, index=i, module=name,
                          type=type(mod).__name__,
                          params=sum(p.numel() for p in mod.parameters()),
@@ -215,9 +217,9 @@ def layer_times(model_name, model, dev, batch, reps):
 
 def gemm_shapes(model, dev, batch):
     """im2col GEMM (m, n, k, count) of each convolution and linear call: forward, input gradient
-    and weight gradient, as dtsim's catalog defines them."""
+    (not for the first layer) and weight gradient, as dtsim's catalog defines them."""
     out = []
-    for name, mod, shape in leaf_calls(model, dev, batch):
+    for i, (name, mod, shape) in enumerate(leaf_calls(model, dev, batch)):
         if isinstance(mod, nn.Conv2d):
             n_, c, h, w = shape
             kh, kw = mod.kernel_size
@@ -233,6 +235,8 @@ def gemm_shapes(model, dev, batch):
             continue
         for pass_, (a, b, c2) in (("forward", (m, n, k)), ("input_grad", (m, k, n)),
                                   ("weight_grad", (n, k, m))):
+            if pass_ == "input_grad" and i == 0:
+                continue  # the model's input needs no gradient
             out.append(dict(layer=name, pass_=pass_, m=a, n=b, k=c2, count=g))
     return out
 
