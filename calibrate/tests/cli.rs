@@ -280,3 +280,59 @@ fn iperf3_with_nominal_rate_and_latencies_writes_a_factor_table_the_simulator_re
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
     assert!(text(&o.stderr).contains("--latency"), "{}", text(&o.stderr));
 }
+
+/// The CPU run recorded with calibrate/scripts/torch_bench.py, imported the way
+/// calibrate/scripts/gpu_session.sh imports a GPU's.
+#[test]
+fn a_recorded_torch_bench_run_becomes_a_profile_with_layer_times() {
+    let run = format!(
+        "{}/../data/runs/compute/epyc_2vcpu",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = tmp("torch").join("profile.json");
+    let o = calibrate(&[
+        "import",
+        "torch-device",
+        &format!("{run}/device.json"),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = calibrate(&[
+        "import",
+        "layer-times",
+        &format!("{run}/layer_times.csv"),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    // Every layer of both models at every batch size (ResNet-50: 158 module calls, 5 batches;
+    // AlexNet: 21 modules less 2 dropouts, 4 batches).
+    assert!(text(&o.stderr).contains(&format!("{} layer times", 158 * 5 + 19 * 4)));
+    let p = sim::profile::Profile::load(&out).unwrap();
+    let c = p.compute.unwrap();
+    assert!(c.peak_flops_per_s["fp32"].value > 1e9);
+    assert!(c
+        .layer_times
+        .iter()
+        .any(|t| t.model == "resnet50" && t.layer == "layer4.2.conv3" && t.batch == 16));
+    // A layer-times file into a profile without a compute section is refused, naming it.
+    let bare = tmp("torch").join("bare.json");
+    std::fs::copy(
+        format!(
+            "{}/../data/profiles/default.json",
+            env!("CARGO_MANIFEST_DIR")
+        ),
+        &bare,
+    )
+    .unwrap();
+    let o = calibrate(&[
+        "import",
+        "layer-times",
+        &format!("{run}/layer_times.csv"),
+        "--out",
+        bare.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("compute"), "{}", text(&o.stderr));
+}
