@@ -61,9 +61,14 @@ pub fn plan(models: &[Model], batches: &[u64], dtypes: &[String]) -> Vec<Planned
     for model in models {
         for &batch in batches {
             for dtype in dtypes {
-                for layer in &model.layers {
+                for (li, layer) in model.layers.iter().enumerate() {
                     for (gi, g) in layer.gemms.iter().enumerate() {
                         for pass in PASSES {
+                            // The model's input needs no gradient: training never computes the
+                            // first layer's input gradient.
+                            if li == 0 && pass == "input_grad" {
+                                continue;
+                            }
                             let (m, n, k, count) = pass_shape(g.at_batch(batch), pass);
                             out.push(PlannedGemm {
                                 model: model.name.clone(),
@@ -218,7 +223,8 @@ mod tests {
         assert_eq!(layers_with_gemms, 54);
         let dtypes = vec!["fp32".to_string(), "bf16".to_string()];
         let p = plan(&[m], &[1, 32], &dtypes);
-        assert_eq!(p.len(), 54 * 3 * 2 * 2);
+        // Three products per layer, less the first layer's input gradient.
+        assert_eq!(p.len(), (54 * 3 - 1) * 2 * 2);
         let distinct = distinct_shapes(&p);
         // layer1.1 and layer1.2 repeat layer1.0's convolutions, and so on.
         assert!(
@@ -247,9 +253,11 @@ mod tests {
             .collect();
         let s = summarize(&times);
         assert_eq!(s.len(), 1);
-        assert_eq!(s[0].gemms, 8 * 3);
+        assert_eq!(s[0].gemms, 8 * 3 - 1);
         assert_eq!(s[0].forward_flops, 8.0 * m.forward_macs() as f64 * 2.0);
-        assert_eq!(s[0].backward_flops, 2.0 * s[0].forward_flops);
+        // Two backward products per layer, one for the first (no input gradient).
+        let first = 8.0 * m.layers[0].forward_flops as f64;
+        assert_eq!(s[0].backward_flops, 2.0 * s[0].forward_flops - first);
         assert!((s[0].forward_flops / s[0].forward_secs / 1e14 - 1.0).abs() < 1e-9);
         let table = summary_table(&s);
         assert!(table.contains("alexnet"), "{table}");
