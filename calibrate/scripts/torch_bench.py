@@ -260,15 +260,21 @@ def copy_rate(dev, reps):
 def parse_batches(items, models, cpu):
     default = CPU_BATCHES if cpu else DEFAULT_BATCHES
     out = {m: list(default.get(m, [1, 2, 4, 8])) for m in models}
+    plain = []  # `--batches 4 8` and `--batches 4,8` alike: for every model
     for item in items or []:
-        if "=" in item:
-            m, v = item.split("=", 1)
-            if m not in out:
-                sys.exit(f"--batches {item}: {m} is not in --models")
-            out[m] = [int(b) for b in v.split(",")]
-        else:
-            for m in out:
-                out[m] = [int(b) for b in item.split(",")]
+        try:
+            if "=" in item:
+                m, v = item.split("=", 1)
+                if m not in out:
+                    sys.exit(f"--batches {item}: {m} is not in --models")
+                out[m] = [int(b) for b in v.split(",")]
+            else:
+                plain += [int(b) for b in item.split(",")]
+        except ValueError:
+            sys.exit(f"--batches {item}: whole numbers, e.g. 8,16 or resnet50=8,16")
+    if plain:
+        for m in out:
+            out[m] = plain
     return out
 
 
