@@ -207,12 +207,7 @@ impl Cublas {
         macro_rules! sym {
             ($name:literal) => {
                 // SAFETY: the signature is cuBLAS's, as declared in cublas_api.h (same in 11-13).
-                *unsafe { lib.get($name) }.map_err(|e| {
-                    format!(
-                        "{library} lacks {}: {e}",
-                        String::from_utf8_lossy(&$name[..$name.len() - 1])
-                    )
-                })?
+                unsafe { super::discover::symbol(&lib, &library, $name) }?
             };
         }
         Ok(Cublas {

@@ -181,6 +181,25 @@ pub fn candidates(
     v
 }
 
+/// The function `name` (NUL-terminated) exported by `lib`, or an error naming `library` and the
+/// symbol.
+///
+/// # Safety
+/// `T` must be the symbol's C signature.
+pub unsafe fn symbol<T: Copy>(
+    lib: &libloading::Library,
+    library: &str,
+    name: &[u8],
+) -> Result<T, String> {
+    // SAFETY: the caller guarantees that `T` is the symbol's type.
+    unsafe { lib.get::<T>(name) }.map(|s| *s).map_err(|e| {
+        format!(
+            "{library} lacks {}: {e}",
+            String::from_utf8_lossy(name.strip_suffix(b"\0").unwrap_or(name))
+        )
+    })
+}
+
 /// Loads a library: `$env_var` (a path) if set, then `names` through the loader's search, and
 /// only when none of those opens, the files [`discover`] finds for `stem`.
 pub fn load_library<T>(
@@ -235,6 +254,20 @@ pub fn load_first<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_symbol_is_an_error_naming_the_library_and_the_symbol() {
+        // SAFETY: the C library's initializers already ran in this process.
+        let libc = unsafe { libloading::Library::new("libc.so.6") }.unwrap();
+        type Strlen = unsafe extern "C" fn(*const std::ffi::c_char) -> usize;
+        // SAFETY: strlen's C signature.
+        let strlen: Strlen = unsafe { symbol(&libc, "libc.so.6", b"strlen\0") }.unwrap();
+        // SAFETY: a NUL-terminated string.
+        assert_eq!(unsafe { strlen(c"four".as_ptr()) }, 4);
+        // SAFETY: never called.
+        let e = unsafe { symbol::<Strlen>(&libc, "libc.so.6", b"cublasCreate_v2\0") }.unwrap_err();
+        assert!(e.starts_with("libc.so.6 lacks cublasCreate_v2:"), "{e}");
+    }
 
     /// A temporary tree of empty files named like the real libraries.
     fn tree(tag: &str, files: &[&str]) -> PathBuf {

@@ -113,7 +113,7 @@ impl Nccl {
         macro_rules! sym {
             ($name:literal) => {
                 // SAFETY: the signature is NCCL's, as declared in nccl.h (types from cudarc's bindgen).
-                *unsafe { lib.get($name) }.map_err(|e| format!("{library} lacks {}: {e}", String::from_utf8_lossy(&$name[..$name.len() - 1])))?
+                unsafe { super::discover::symbol(&lib, &library, $name) }?
             };
         }
         Ok(Nccl {
