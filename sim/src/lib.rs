@@ -15,6 +15,7 @@
 pub mod bench;
 pub mod collective;
 pub mod engine;
+pub mod library;
 pub mod metrics;
 pub mod net;
 pub mod profile;

@@ -129,9 +129,23 @@ pub struct Op {
     pub channel: u16,
     /// Algorithm step within the channel (for timelines).
     pub step: u32,
+    /// What a communication library adds to a transfer op beyond the wire (see
+    /// [`Transport`]); `None` for the ideal templates: the op is only its bytes on the links.
+    pub transport: Option<Transport>,
 }
 
-/// A collective as a DAG of ops over endpoints.
+/// What a library's protocol costs on one transfer op, beyond moving its bytes over the
+/// links. Set by `crate::library`; the play loop and the network models apply it without
+/// knowing which library or protocol it stands for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Transport {
+    /// Fixed time from the op becoming ready to its first byte leaving (a protocol's per-step
+    /// synchronization: flag polling, FIFO handshakes, proxy posts), on top of path latency.
+    pub setup: crate::engine::SimTime,
+    /// Ceiling on each flow's rate in bits/s (one channel's copy engine: the SM running it);
+    /// `f64::INFINITY` when only the links limit it.
+    pub max_flow_bps: f64,
+}
 #[derive(Debug, Clone, PartialEq)]
 pub struct Schedule {
     pub collective: Collective,
@@ -199,6 +213,7 @@ impl Schedule {
             phase,
             channel,
             step,
+            transport: None,
         });
         OpId(self.ops.len() as u32 - 1)
     }
@@ -285,7 +300,8 @@ impl Schedule {
             } else {
                 op.deps.iter().map(|d| OpId(d.0 + base)).collect()
             };
-            self.push(kind, deps, op.phase, op.channel, op.step);
+            let id = self.push(kind, deps, op.phase, op.channel, op.step);
+            self.ops[id.0 as usize].transport = op.transport;
         }
         (0..sub.ops.len())
             .filter(|&i| !has_succ[i])

@@ -1,7 +1,8 @@
 //! Plays a [`Schedule`] on a network model: the event loop of a collective.
 //!
 //! Ops start as soon as all their dependencies have finished, in op order among those ready at
-//! the same time. Transfer ops become batches of the network model; reduce ops are delays of
+//! the same time. Transfer ops become batches of the network model (after their transport's
+//! setup time, with its per-flow rate ceiling, when a library set one); reduce ops are delays of
 //! `bytes / reduce rate`; compute ops are delays of their duration. The loop owns the event queue; the network model schedules its own
 //! events through [`NetContext`] and never sees the loop's event type.
 
@@ -45,6 +46,8 @@ enum Event {
     Net(NetEvent),
     ReduceDone(u32),
     ComputeDone(u32),
+    /// A transfer op's transport setup is over: its batch starts now.
+    SetupDone(u32),
 }
 
 struct Ctx<'a> {
@@ -121,27 +124,24 @@ pub fn play(
                 let now = queue.now();
                 timings[op as usize].start = now;
                 match schedule.ops[op as usize].kind {
-                    OpKind::Transfer { pattern, bytes } => {
-                        let p = pattern.0 as usize;
-                        let id = match net_patterns[p] {
-                            Some(id) => id,
-                            None => {
-                                let pairs: Vec<(DeviceId, DeviceId)> = schedule.patterns[p]
-                                    .pairs
-                                    .iter()
-                                    .map(|&(s, d)| (endpoints[s as usize], endpoints[d as usize]))
-                                    .collect();
-                                let id = net.add_pattern(&pairs)?;
-                                net_patterns[p] = Some(id);
-                                id
-                            }
-                        };
-                        pattern_bytes[p] += bytes as u128;
-                        let mut ctx = Ctx {
-                            queue: &mut queue,
-                            finished: &mut finished,
-                        };
-                        net.start_batch(&mut ctx, id, bytes, op as u64);
+                    OpKind::Transfer { .. } => {
+                        let setup = schedule.ops[op as usize]
+                            .transport
+                            .map_or(SimTime::ZERO, |t| t.setup);
+                        if setup == SimTime::ZERO {
+                            start_transfer(
+                                schedule,
+                                endpoints,
+                                net,
+                                &mut net_patterns,
+                                &mut pattern_bytes,
+                                &mut queue,
+                                &mut finished,
+                                op,
+                            )?;
+                        } else {
+                            let _ = queue.schedule_in(setup, Event::SetupDone(op));
+                        }
                     }
                     OpKind::Compute { duration, .. } => {
                         if duration == SimTime::ZERO {
@@ -191,6 +191,16 @@ pub fn play(
                 net.on_event(&mut ctx, e);
             }
             Event::ReduceDone(op) | Event::ComputeDone(op) => finished.push_back(op),
+            Event::SetupDone(op) => start_transfer(
+                schedule,
+                endpoints,
+                net,
+                &mut net_patterns,
+                &mut pattern_bytes,
+                &mut queue,
+                &mut finished,
+                op,
+            )?,
         }
     }
     debug_assert_eq!(completed, n_ops, "every op of a valid schedule runs");
@@ -202,4 +212,42 @@ pub fn play(
         events,
         net: net.counters(),
     })
+}
+
+/// Hands transfer op `op` to the network model as a batch (registering its pattern the first
+/// time it is used).
+#[allow(clippy::too_many_arguments)]
+fn start_transfer(
+    schedule: &Schedule,
+    endpoints: &[DeviceId],
+    net: &mut dyn NetworkModel,
+    net_patterns: &mut [Option<NetPatternId>],
+    pattern_bytes: &mut [u128],
+    queue: &mut EventQueue<Event>,
+    finished: &mut VecDeque<u32>,
+    op: u32,
+) -> Result<(), TopologyError> {
+    let o = &schedule.ops[op as usize];
+    let OpKind::Transfer { pattern, bytes } = o.kind else {
+        unreachable!("only transfer ops are started as batches")
+    };
+    let p = pattern.0 as usize;
+    let id = match net_patterns[p] {
+        Some(id) => id,
+        None => {
+            let pairs: Vec<(DeviceId, DeviceId)> = schedule.patterns[p]
+                .pairs
+                .iter()
+                .map(|&(s, d)| (endpoints[s as usize], endpoints[d as usize]))
+                .collect();
+            let id = net.add_pattern(&pairs)?;
+            net_patterns[p] = Some(id);
+            id
+        }
+    };
+    pattern_bytes[p] += bytes as u128;
+    let max_flow_bps = o.transport.map_or(f64::INFINITY, |t| t.max_flow_bps);
+    let mut ctx = Ctx { queue, finished };
+    net.start_batch(&mut ctx, id, bytes, max_flow_bps, op as u64);
+    Ok(())
 }

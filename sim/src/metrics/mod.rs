@@ -69,6 +69,9 @@ pub struct Summary {
     pub seed: u64,
     pub collective: String,
     pub algorithm: String,
+    /// The library that ran it and what it decided (`"ideal"` for the templates).
+    #[serde(default)]
+    pub library: String,
     pub ranks: u32,
     pub bytes: u64,
     pub time_ps: u64,
@@ -165,6 +168,7 @@ impl RunReport {
             seed: s.file.seed,
             collective: schedule.collective.to_string(),
             algorithm: schedule.algorithm.clone(),
+            library: "ideal".into(),
             ranks: schedule.ranks,
             bytes: schedule.bytes,
             time_ps: outcome.end.as_ps(),
@@ -299,6 +303,9 @@ impl fmt::Display for RunReport {
             s.ranks,
             s.algorithm
         )?;
+        if !s.library.starts_with("ideal") {
+            writeln!(f, "library    {}", s.library)?;
+        }
         writeln!(f)?;
         writeln!(f, "  time    {:>15}", fmt_time_us(s.time_us))?;
         writeln!(

@@ -214,6 +214,7 @@ mod tests {
                     phase: Phase::ReduceScatter,
                     channel: 0,
                     step: 0,
+                    transport: None,
                 },
                 Op {
                     kind: OpKind::Compute {
@@ -224,6 +225,7 @@ mod tests {
                     phase: Phase::Backward,
                     channel: 0,
                     step: 0,
+                    transport: None,
                 },
             ],
         };

@@ -643,6 +643,7 @@ impl NetworkModel for FlowModel {
         ctx: &mut dyn NetContext,
         pattern: NetPatternId,
         bytes: u64,
+        max_flow_bps: f64,
         tag: u64,
     ) {
         let now = ctx.now();
@@ -663,6 +664,7 @@ impl NetworkModel for FlowModel {
             factor_signature =
                 factor_signature.rotate_left(11) ^ bw.to_bits() ^ lat.to_bits().rotate_left(7);
         }
+        factor_signature = factor_signature.rotate_left(13) ^ max_flow_bps.to_bits();
         let b = &mut self.batches[slot as usize];
         b.in_use = true;
         b.generation = b.generation.wrapping_add(1);
@@ -677,11 +679,12 @@ impl NetworkModel for FlowModel {
         b.cap_bps.clear();
         b.cap_bps.extend((0..n).map(|f| {
             let k = bw_factor[class_index(pat.bottleneck_class[f])];
-            if k == 1.0 {
+            let factored = if k == 1.0 {
                 f64::INFINITY
             } else {
                 k * pat.bottleneck_bps[f]
-            }
+            };
+            factored.min(max_flow_bps)
         }));
         b.latency_factor = latency_factor;
         b.factor_signature = factor_signature;

@@ -97,12 +97,14 @@ pub trait NetworkModel {
         &mut self,
         pairs: &[(DeviceId, DeviceId)],
     ) -> Result<NetPatternId, TopologyError>;
-    /// Every pair of `pattern` starts sending `bytes` now; `ctx.batch_done(tag)` when all arrived.
+    /// Every pair of `pattern` starts sending `bytes` now, no flow faster than `max_flow_bps`
+    /// (`f64::INFINITY`: only links limit it); `ctx.batch_done(tag)` when all arrived.
     fn start_batch(
         &mut self,
         ctx: &mut dyn NetContext,
         pattern: NetPatternId,
         bytes: u64,
+        max_flow_bps: f64,
         tag: u64,
     );
     /// Handles an event the model scheduled.

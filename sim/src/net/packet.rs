@@ -830,8 +830,11 @@ impl NetworkModel for PacketModel {
         ctx: &mut dyn NetContext,
         pattern: NetPatternId,
         bytes: u64,
+        _max_flow_bps: f64,
         tag: u64,
     ) {
+        // Packets leave at link rate: this model does not pace flows, so scenarios refuse a
+        // library whose transports cap flow rates (scenario::run::network_model).
         self.now_ps = ctx.now().as_ps();
         let (first, n) = self.patterns[pattern.0 as usize];
         self.counters.batches += 1;

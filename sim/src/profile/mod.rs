@@ -61,6 +61,55 @@ pub struct NetworkCalibration {
     /// Measured point-to-point rates and latencies: GPU pairs, host-device copies, host to host.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub paths: Vec<PathMeasurement>,
+    /// The physical parameters of dtsim's NCCL model (`library = "nccl"`), fitted by
+    /// `calibrate` by simulating the measured sweeps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl: Option<NcclCalibration>,
+}
+
+/// The few physical parameters of dtsim's NCCL model, each keyed the way the simulator looks
+/// it up, with its provenance. A key that is absent takes NCCL's own constant (its tuner's
+/// `baseLat`/`hwLat`) or an efficiency of 1, and reports say so.
+///
+/// Keys:
+/// - `base_latency_us["ring/simple"]`: fixed cost of one collective call (kernel launch,
+///   enqueue, the first and last synchronization) for an algorithm/protocol;
+/// - `step_latency_us["ring/ll128/nvlink"]`: per transfer step, on top of the path's link
+///   latencies, for an algorithm/protocol over a link class (the step's slowest link);
+/// - `efficiency["ring/nvlink"]`: fraction of a link class's nominal rate that an
+///   algorithm's payload reaches once protocol framing (LL 4 of 8 bytes, LL128 120 of 128) is
+///   accounted for.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NcclCalibration {
+    #[serde(default)]
+    pub base_latency_us: BTreeMap<String, FittedParameter>,
+    #[serde(default)]
+    pub step_latency_us: BTreeMap<String, FittedParameter>,
+    #[serde(default)]
+    pub efficiency: BTreeMap<String, FittedParameter>,
+    /// The measured rows these parameters were fitted on; `dtsim validate` does not score them.
+    #[serde(default)]
+    pub fitted_on: Vec<FittedRows>,
+}
+
+/// A fitted parameter: value, 95% confidence interval, where it came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FittedParameter {
+    pub value: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci95: Option<[f64; 2]>,
+    pub provenance: Provenance,
+}
+
+/// Rows of one measurement file (1-based data rows, as `dtsim validate` numbers them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FittedRows {
+    /// The file's name (no directory), e.g. `azure_nd_single_node_allreduce.csv`.
+    pub file: String,
+    pub rows: Vec<u32>,
 }
 
 /// A collective's time fitted as `alpha + bytes / algbw` over a size sweep.
@@ -305,6 +354,10 @@ impl Profile {
         }
         if let Some(c) = &p.compute {
             check_compute(c).map_err(|(f, e)| err(&format!("compute.{f}"), e))?;
+        }
+        if let Some(n) = &p.network.nccl {
+            crate::library::nccl::params::check(n)
+                .map_err(|(f, e)| err(&format!("network.nccl.{f}"), e))?;
         }
         p.efficiency_factors()
             .validate()

@@ -40,6 +40,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::collective::{Algorithm, Collective, CollectiveSpec, RingOrder};
+use crate::library::{Library, LibraryOptions};
 use crate::net::packet::{CongestionControl, PacketConfig, SwitchMode};
 use crate::topology::LinkClass;
 use crate::units::{Bytes, Duration};
@@ -98,6 +99,7 @@ pub struct PlacementSpec {
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
+/// The ideal templates, as scenario files spell them.
 pub enum AlgorithmName {
     #[default]
     Ring,
@@ -114,8 +116,20 @@ pub struct CollectiveTable {
     pub op: Collective,
     /// nccl-tests `size`: the per-rank buffer.
     pub bytes: Bytes,
-    #[serde(default)]
-    pub algorithm: AlgorithmName,
+    /// Which library runs the collective: `ideal`, `nccl`, `gloo` or `mpi` (default: `nccl` on
+    /// a topology that names its GPU model, `ideal` otherwise).
+    pub library: Option<Library>,
+    /// `ideal`: the template (`ring`, `hierarchical`, `double_binary_tree`,
+    /// `halving_doubling`, `parameter_server`, `direct`; default `ring`). `nccl`: forces one
+    /// algorithm as `NCCL_ALGO` does (`ring`, `tree`, `nvls`, `pat`, ...).
+    pub algorithm: Option<String>,
+    /// `nccl`: forces a protocol as `NCCL_PROTO` does (`ll`, `ll128`, `simple`).
+    pub protocol: Option<String>,
+    /// `nccl`: `NCCL_MIN_NCHANNELS` / `NCCL_MAX_NCHANNELS`.
+    pub min_channels: Option<u32>,
+    pub max_channels: Option<u32>,
+    /// `nccl`: the release whose decisions to follow, `"2.18"` to `"2.27"` (default 2.27).
+    pub library_version: Option<String>,
     /// Ring: number of rings (rotations 0..k of the rank order) when neither `permutations`
     /// nor `orders` is given.
     pub rings: Option<u32>,
@@ -361,10 +375,17 @@ pub fn parse(text: &str, path: &Path, overrides: &[String]) -> Result<Scenario, 
         profile_path,
     };
     match (&scenario.file.collective, &scenario.file.workload) {
-        (Some(_), None) => {
-            scenario
-                .collective_spec(u32::MAX)
-                .map_err(|(field, expected)| ScenarioError::new(&file, field, expected))?;
+        (Some(c), None) => {
+            // The default library depends on the topology, so a scenario that names none is
+            // checked when it runs.
+            if let Some(library) = c.library {
+                let checked = if library == Library::Ideal {
+                    scenario.collective_spec(u32::MAX, library).map(|_| ())
+                } else {
+                    library_options_of(c, library).map(|_| ())
+                };
+                checked.map_err(|(field, expected)| ScenarioError::new(&file, field, expected))?;
+            }
         }
         (None, Some(w)) => w
             .check()
@@ -465,8 +486,14 @@ pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
 }
 
 impl Scenario {
-    /// The collective to generate for `ranks` ranks, or (field, expected).
-    pub fn collective_spec(&self, ranks: u32) -> Result<CollectiveSpec, (String, String)> {
+    /// The collective to generate for `ranks` ranks, or (field, expected). With a library
+    /// other than `ideal` only the op, size, root and peer are read (the library picks the
+    /// algorithm; `library_options_of` checks its fields).
+    pub fn collective_spec(
+        &self,
+        ranks: u32,
+        library: Library,
+    ) -> Result<CollectiveSpec, (String, String)> {
         let Some(c) = &self.file.collective else {
             return Err((
                 "collective".into(),
@@ -474,7 +501,125 @@ impl Scenario {
                     .into(),
             ));
         };
-        collective_spec_of(c, ranks)
+        if library == Library::Ideal {
+            return collective_spec_of(c, ranks);
+        }
+        if c.root >= ranks.max(1) && ranks > 1 {
+            return Err((
+                "collective.root".into(),
+                format!("a rank below {ranks}, got {}", c.root),
+            ));
+        }
+        Ok(CollectiveSpec {
+            collective: c.op,
+            bytes: c.bytes.0,
+            root: c.root,
+            peer: c.peer,
+            algorithm: crate::collective::default_algorithm(c.op),
+            slices: 1,
+        })
+    }
+
+    /// The library that runs this scenario's collective on `topology`: the one it names, else
+    /// NCCL on a topology that names its GPU model, else the ideal templates.
+    pub fn library(&self, topology: &crate::topology::Topology) -> Library {
+        self.file
+            .collective
+            .as_ref()
+            .and_then(|c| c.library)
+            .unwrap_or_else(|| Library::default_for(topology.gpu.as_deref()))
+    }
+}
+
+impl AlgorithmName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AlgorithmName::Ring => "ring",
+            AlgorithmName::Hierarchical => "hierarchical",
+            AlgorithmName::DoubleBinaryTree => "double_binary_tree",
+            AlgorithmName::HalvingDoubling => "halving_doubling",
+            AlgorithmName::ParameterServer => "parameter_server",
+            AlgorithmName::Direct => "direct",
+        }
+    }
+}
+
+/// The ideal template a `[collective]` table names (default `ring`), or (field, expected).
+pub fn ideal_algorithm(name: Option<&str>) -> Result<AlgorithmName, (String, String)> {
+    const NAMES: [(&str, AlgorithmName); 6] = [
+        ("ring", AlgorithmName::Ring),
+        ("hierarchical", AlgorithmName::Hierarchical),
+        ("double_binary_tree", AlgorithmName::DoubleBinaryTree),
+        ("halving_doubling", AlgorithmName::HalvingDoubling),
+        ("parameter_server", AlgorithmName::ParameterServer),
+        ("direct", AlgorithmName::Direct),
+    ];
+    match name {
+        None => Ok(AlgorithmName::Ring),
+        Some(n) => NAMES.iter().find(|(k, _)| *k == n).map(|&(_, a)| a).ok_or_else(|| {
+            (
+                "collective.algorithm".to_string(),
+                format!(
+                    "one of ring, hierarchical, double_binary_tree, halving_doubling,                      parameter_server, direct for library \"ideal\", got {n:?}"
+                ),
+            )
+        }),
+    }
+}
+
+/// What a `[collective]` table asks of a library other than `ideal`, or (field, expected):
+/// the template-only fields are refused (the library picks its own rings and slices), except
+/// explicit ring `orders`, which NCCL takes as its channels' rings (as `NCCL_GRAPH_FILE`).
+pub fn library_options_of(
+    c: &CollectiveTable,
+    library: Library,
+) -> Result<LibraryOptions, (String, String)> {
+    let field = |f: &str| format!("collective.{f}");
+    let template_only = [
+        ("rings", c.rings.is_some()),
+        ("permutations", c.permutations.is_some()),
+        ("stride", c.stride.is_some()),
+        ("reverse", c.reverse.is_some()),
+        ("servers", c.servers.is_some()),
+        ("colocated", c.colocated.is_some()),
+        ("slices", c.slices.is_some()),
+    ];
+    if let Some((name, _)) = template_only.iter().find(|(_, set)| *set) {
+        return Err((
+            field(name),
+            format!(
+                "not used by library \"{library}\", which chooses its own channels and \
+                 pipelining; remove it, use min_channels/max_channels, or set library = \"ideal\""
+            ),
+        ));
+    }
+    Ok(LibraryOptions {
+        algorithm: c.algorithm.clone(),
+        protocol: c.protocol.clone(),
+        min_channels: c.min_channels,
+        max_channels: c.max_channels,
+        version: c.library_version.clone(),
+        ring_orders: c.orders.clone().unwrap_or_default(),
+    })
+}
+
+/// The template-library fields that only `nccl` (or another real library) reads, when set
+/// with `ideal`: (field, expected).
+fn reject_library_fields(c: &CollectiveTable) -> Result<(), (String, String)> {
+    let set = [
+        ("protocol", c.protocol.is_some()),
+        ("min_channels", c.min_channels.is_some()),
+        ("max_channels", c.max_channels.is_some()),
+        ("library_version", c.library_version.is_some()),
+    ];
+    match set.iter().find(|(_, s)| *s) {
+        Some((name, _)) => Err((
+            format!("collective.{name}"),
+            "only with a real library (library = \"nccl\"); the ideal templates have no \
+             protocols or channels"
+                .into(),
+        )),
+        None => Ok(()),
     }
 }
 
@@ -507,7 +652,9 @@ pub fn collective_spec_of(
                 None => Ok(()),
             }
         };
-        let algorithm = match c.algorithm {
+        reject_library_fields(c)?;
+        let name = ideal_algorithm(c.algorithm.as_deref())?;
+        let algorithm = match name {
             AlgorithmName::Ring => {
                 reject(&ps_only, "ring")?;
                 let stride = c.stride.unwrap_or(1);

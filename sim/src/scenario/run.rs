@@ -9,6 +9,7 @@ use super::{NetworkModelName, PlacementStrategy, Scenario, ScenarioError};
 use crate::collective::play::{play, PlayOptions, PlayOutcome};
 use crate::collective::{generate, CollectiveError, Fabric, OpKind, Phase, Schedule};
 use crate::engine::SimRng;
+use crate::library::{self, Library, PathFacts, Request, System};
 use crate::metrics::{RunReport, TrafficKey};
 use crate::net::flow::FlowModel;
 use crate::net::packet::PacketModel;
@@ -235,22 +236,65 @@ pub fn run(s: &Scenario) -> Result<RunReport, RunError> {
     let file = s.path.display().to_string();
     let prep = prepare(s)?;
     let n = prep.ranks.len() as u32;
+    let library = s.library(&prep.topology);
     let spec = s
-        .collective_spec(n)
+        .collective_spec(n, library)
         .map_err(|(f, e)| ScenarioError::new(&file, f, e))?;
     let mut model = network_model(s, &prep)?;
     let collective_error = |e: CollectiveError| {
         ScenarioError::new(&file, format!("collective ({})", e.field), e.expected)
     };
 
-    // Extra endpoints (parameter servers) go where the scenario says; generate once to learn
-    // their names, then place them.
-    let schedule: Schedule = {
+    library::check_modelled(library)
+        .map_err(|e| ScenarioError::new(&file, format!("collective.{}", e.field), e.expected))?;
+    let mut decision = None;
+    let mut placed: Vec<(String, DeviceId)> = Vec::new();
+    let schedule: Schedule = if library == Library::Ideal {
+        // Extra endpoints (parameter servers) go where the scenario says; generate once to
+        // learn their names, then place them.
         let fabric = NetFabric::new(model.as_mut(), &prep);
         generate(&spec, n, &fabric).map_err(collective_error)?
+    } else {
+        if s.file.network.model == NetworkModelName::Packet {
+            return Err(ScenarioError::new(
+                &file,
+                "network.model",
+                format!(
+                    "the flow model with library = \"{library}\": the packet model sends at \
+                     link rate and cannot pace a channel at its copy rate; use model = \"flow\" \
+                     or library = \"ideal\""
+                ),
+            )
+            .into());
+        }
+        let c = s.file.collective.as_ref().expect("a collective scenario");
+        let opts = super::library_options_of(c, library)
+            .map_err(|(f, e)| ScenarioError::new(&file, f, e))?;
+        let system = system_of(&prep, model.as_mut());
+        let fabric = NetFabric::new(model.as_mut(), &prep);
+        let plan = library::nccl::plan(
+            &Request {
+                collective: spec.collective,
+                bytes: spec.bytes,
+                root: spec.root,
+                peer: spec.peer,
+            },
+            &system,
+            &opts,
+            prep.profile.network.nccl.as_ref(),
+            &fabric,
+        )
+        .map_err(|e| ScenarioError::new(&file, e.field, e.expected))?;
+        decision = Some(plan.decision);
+        placed = plan.placed_endpoints;
+        plan.schedule
     };
     let mut endpoints = prep.ranks.clone();
     for (i, name) in schedule.extra_endpoints.iter().enumerate() {
+        if let Some((_, dev)) = placed.iter().find(|(p, _)| p == name) {
+            endpoints.push(*dev);
+            continue;
+        }
         let field = format!("placement.endpoints.{name}");
         let Some(dev) = s.file.placement.endpoints.get(name) else {
             return Err(ScenarioError::new(
@@ -301,9 +345,76 @@ pub fn run(s: &Scenario) -> Result<RunReport, RunError> {
         }
     }
     let mut report = RunReport::new(s, &prep, &schedule, &endpoints, &outcome, &traffic, pairs);
+    report.summary.library = match decision {
+        Some(d) => d,
+        None => "ideal (dtsim's templates as configured)".into(),
+    };
     if let Some(ports) = ports {
         report.attach_ports(&ports, &prep.topology, &schedule, &endpoints);
     }
     report.link_series = series;
     Ok(report)
+}
+
+/// What a library's topology detection sees: nodes, the slowest intra- and inter-node paths
+/// from rank 0, the NVSwitch the ranks share, NICs per node.
+pub(crate) fn system_of(prep: &Prepared, model: &mut dyn NetworkModel) -> System {
+    let topo = &prep.topology;
+    let node = |r: usize| match prep.group_size {
+        Some(g) => r as u32 / g,
+        None => topo.device(prep.ranks[r]).node.unwrap_or(r as u32),
+    };
+    let n = prep.ranks.len();
+    let mut per_node: BTreeMap<u32, u32> = BTreeMap::new();
+    for r in 0..n {
+        *per_node.entry(node(r)).or_insert(0) += 1;
+    }
+    let mut path = |a: usize, b: usize| {
+        model
+            .path_bottleneck(prep.ranks[a], prep.ranks[b])
+            .ok()
+            .map(|(bps, class)| PathFacts {
+                class,
+                bits_per_s: bps,
+            })
+    };
+    let slowest = |v: Vec<PathFacts>| {
+        v.into_iter()
+            .min_by(|x, y| x.bits_per_s.total_cmp(&y.bits_per_s))
+    };
+    // Neighbours in rank order: the paths a ring in rank order uses.
+    let mut intra = Vec::new();
+    let mut inter = Vec::new();
+    for r in 0..n.saturating_sub(1) {
+        let Some(p) = path(r, r + 1) else { continue };
+        if node(r) == node(r + 1) {
+            intra.push(p);
+        } else {
+            inter.push(p);
+        }
+    }
+    let switch_of = |d: DeviceId| {
+        topo.out_links(d)
+            .iter()
+            .map(|&l| topo.link(l).to)
+            .find(|&t| topo.device(t).kind == DeviceKind::Nvswitch)
+    };
+    let first = prep.ranks.first().and_then(|&d| switch_of(d));
+    let nvswitch = first.filter(|&sw| prep.ranks.iter().all(|&d| switch_of(d) == Some(sw)));
+    let node0 = prep.ranks.first().and_then(|&d| topo.device(d).node);
+    let nics_per_node = topo
+        .devices()
+        .iter()
+        .filter(|d| d.kind == DeviceKind::Nic && d.node.is_some() && d.node == node0)
+        .count() as u32;
+    System {
+        ranks: n as u32,
+        nodes: per_node.len() as u32,
+        ranks_per_node: per_node.values().copied().max().unwrap_or(1),
+        gpu: topo.gpu.clone(),
+        intra: slowest(intra),
+        inter: slowest(inter),
+        nvswitch,
+        nics_per_node,
+    }
 }

@@ -171,7 +171,12 @@ impl WorkloadTable {
         let table = CollectiveTable {
             op: Collective::AllReduce,
             bytes: Bytes(0),
-            algorithm: a.algorithm,
+            library: Some(crate::library::Library::Ideal),
+            algorithm: Some(a.algorithm.as_str().to_string()),
+            protocol: None,
+            min_channels: None,
+            max_channels: None,
+            library_version: None,
             rings: a.rings,
             permutations: a.permutations.clone(),
             orders: a.orders.clone(),

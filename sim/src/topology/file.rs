@@ -62,6 +62,12 @@ pub struct TopologyFile {
     pub name: String,
     #[serde(default)]
     pub description: Option<String>,
+    /// The GPU model of every GPU in the file, as the vendor names it (`"H100-SXM5"`,
+    /// `"A100-SXM4"`, `"V100-SXM2"`, `"RTX 2080 Ti"`): communication libraries read their
+    /// constants by GPU generation from it, and a GPU topology that names it defaults to
+    /// `library = "nccl"`.
+    #[serde(default)]
+    pub gpu: Option<String>,
     #[serde(default)]
     pub generator: Option<GeneratorSpec>,
     #[serde(default)]
@@ -203,7 +209,9 @@ fn parse_with_overrides(
         tree: SpanTree::parse(&merged),
     };
     let file: TopologyFile = toml::from_str(&merged).map_err(|e| source.serde_error(&e))?;
-    build(&file).map_err(|e| source.attach(e))
+    let mut topo = build(&file).map_err(|e| source.attach(e))?;
+    topo.gpu = file.gpu.clone().filter(|g| !g.trim().is_empty());
+    Ok(topo)
 }
 
 /// The text being read, to turn byte spans into `file:line:column` and field paths.

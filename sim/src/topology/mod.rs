@@ -191,6 +191,8 @@ impl TopologyError {
 #[derive(Debug, Clone)]
 pub struct Topology {
     pub name: String,
+    /// The GPU model the file names (`gpu = "H100-SXM5"`), if it names one.
+    pub gpu: Option<String>,
     devices: Vec<Device>,
     links: Vec<Link>,
     /// Outgoing directed links per device (CSR would do; lists are small).
@@ -405,6 +407,7 @@ impl TopologyBuilder {
         }
         Ok(Topology {
             name,
+            gpu: None,
             devices,
             links,
             out_links,

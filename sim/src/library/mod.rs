@@ -1,0 +1,171 @@
+//! Communication libraries: what NCCL, gloo and MPI actually run for a collective.
+//!
+//! A collective in a scenario is run *by a library*. The library decides what the real one
+//! decides at run time (algorithm, protocol, number of channels, chunking) from the system it
+//! runs on and the message size, then emits the same kind of [`Schedule`] the ideal templates
+//! do, with a [`crate::collective::Transport`] on each transfer op for what its protocol costs
+//! beyond the wire. The network model plays that schedule over the topology like any other:
+//! contention, oversubscription and ECMP still decide the time. Nothing here is a closed-form
+//! time; the library's own cost model is used only to *choose*, as the real library uses it.
+//!
+//! - `ideal`: the templates of [`crate::collective`] as written (the scenario's `algorithm`).
+//! - [`nccl`]: NVIDIA NCCL 2.18–2.27: tuner, channels, protocols LL / LL128 / Simple, Ring,
+//!   Tree, NVLS and PAT schedules (see its module doc for what is and is not modelled).
+//! - `gloo`, `mpi`: named so scenarios and profiles can say them; choosing either is a clear
+//!   error until their decision rules are modelled (never a silent fall back to `ideal`).
+//!
+//! Layering: this module sits between `collective` (schedules) and `scenario`/`workload`; it
+//! reads calibration from [`crate::profile`] and facts about the system from a [`System`] the
+//! caller builds from the topology and placement.
+
+pub mod nccl;
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+use crate::collective::{Collective, Schedule};
+use crate::topology::{DeviceId, LinkClass};
+
+/// Which library runs the collectives of a scenario or workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Library {
+    /// dtsim's templates exactly as configured (no library behaviour).
+    Ideal,
+    Nccl,
+    Gloo,
+    Mpi,
+}
+
+impl Library {
+    pub const ALL: [Library; 4] = [Library::Ideal, Library::Nccl, Library::Gloo, Library::Mpi];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Library::Ideal => "ideal",
+            Library::Nccl => "nccl",
+            Library::Gloo => "gloo",
+            Library::Mpi => "mpi",
+        }
+    }
+
+    pub fn parse(name: &str) -> Result<Library, LibraryError> {
+        Library::ALL
+            .into_iter()
+            .find(|l| l.as_str() == name)
+            .ok_or_else(|| {
+                LibraryError::new(
+                    "library",
+                    format!("one of ideal, nccl, gloo, mpi; got {name:?}"),
+                )
+            })
+    }
+
+    /// The library a scenario gets when it names none: NCCL on a topology that names its GPU
+    /// model (a GPU system NCCL would run on), the ideal templates otherwise.
+    pub fn default_for(system_gpu: Option<&str>) -> Library {
+        match system_gpu {
+            Some(_) => Library::Nccl,
+            None => Library::Ideal,
+        }
+    }
+}
+
+impl fmt::Display for Library {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a scenario may force, as a library's environment variables do (`NCCL_ALGO`,
+/// `NCCL_PROTO`, `NCCL_MIN_NCHANNELS`, `NCCL_MAX_NCHANNELS`). `None`: the library decides.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LibraryOptions {
+    pub algorithm: Option<String>,
+    pub protocol: Option<String>,
+    pub min_channels: Option<u32>,
+    pub max_channels: Option<u32>,
+    /// Library version, e.g. `"2.18"` for NCCL; `None`: the newest modelled.
+    pub version: Option<String>,
+    /// Explicit ring orders (NCCL_GRAPH_FILE-style): channel c follows `ring_orders[c % len]`.
+    pub ring_orders: Vec<Vec<u32>>,
+}
+
+/// Where a path between two ranks is limited: its slowest link's class and rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PathFacts {
+    pub class: LinkClass,
+    pub bits_per_s: f64,
+}
+
+/// What the library's topology detection sees of the system the communicator spans.
+#[derive(Debug, Clone, PartialEq)]
+pub struct System {
+    pub ranks: u32,
+    /// Distinct nodes (servers) the ranks are on.
+    pub nodes: u32,
+    /// Most ranks on one node.
+    pub ranks_per_node: u32,
+    /// The GPU model the topology names.
+    pub gpu: Option<String>,
+    /// Slowest path between two ranks of one node (`None` with one rank per node).
+    pub intra: Option<PathFacts>,
+    /// Slowest path between ranks on different nodes (`None` on one node).
+    pub inter: Option<PathFacts>,
+    /// The NVSwitch every rank's GPU attaches to directly, when there is one (single node).
+    pub nvswitch: Option<DeviceId>,
+    /// NICs per node (0 when the nodes' GPUs reach the network some other way).
+    pub nics_per_node: u32,
+}
+
+/// A library's schedule with what it decided.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub schedule: Schedule,
+    /// Devices the library itself places the schedule's extra endpoints on (NVLS: the switch).
+    pub placed_endpoints: Vec<(String, DeviceId)>,
+    /// For reports: e.g. `"NCCL 2.18 ring/LL128, 24 channels, chunk 576000 B"`.
+    pub decision: String,
+}
+
+/// Why a library could not run a collective: the scenario field and what was expected.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{field}: {expected}")]
+pub struct LibraryError {
+    pub field: String,
+    pub expected: String,
+}
+
+impl LibraryError {
+    pub fn new(field: impl Into<String>, expected: impl Into<String>) -> Self {
+        LibraryError {
+            field: field.into(),
+            expected: expected.into(),
+        }
+    }
+}
+
+/// A collective to run: the part of a scenario's `[collective]` every library reads.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Request {
+    pub collective: Collective,
+    /// nccl-tests `size` (see [`crate::collective`]).
+    pub bytes: u64,
+    pub root: u32,
+    pub peer: u32,
+}
+
+/// Refuses the libraries whose decision rules are not modelled yet.
+pub fn check_modelled(library: Library) -> Result<(), LibraryError> {
+    match library {
+        Library::Ideal | Library::Nccl => Ok(()),
+        Library::Gloo | Library::Mpi => Err(LibraryError::new(
+            "library",
+            format!(
+                "a modelled library (ideal or nccl): {library}'s algorithm choices are not \
+                 modelled yet, and dtsim does not silently play another library's schedule \
+                 instead; use library = \"ideal\" with an explicit algorithm"
+            ),
+        )),
+    }
+}

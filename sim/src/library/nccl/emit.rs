@@ -1,0 +1,244 @@
+//! The schedule NCCL runs for a tuner [`Choice`], with its protocol's costs on every op.
+//!
+//! - Ring: one ring per channel (the scenario's explicit orders, else rank order, which is
+//!   what NCCL finds on an NVSwitch), each step pipelined in NCCL's loop: a channel moves
+//!   `ranks × chunk` bytes per loop, so a collective is `ceil(bytes / (channels × ranks ×
+//!   chunk))` slices (at most [`MAX_SLICES`]).
+//! - Tree: the double binary tree, sliced in tree chunks.
+//! - NVLS: each GPU pushes to the NVSwitch (which reduces in the switch) and pulls the
+//!   multicast result; per GPU and direction an all-reduce moves `bytes × (n+1)/n`.
+//! - PAT: recursive halving / doubling (log-step), unsliced.
+//!
+//! Then every transfer op gets the protocol's framing as extra wire bytes, the link's
+//! efficiency as fewer payload bytes per wire byte, a per-step setup latency (plus the
+//! call's base latency on the ops that start the collective) and a per-flow ceiling: one
+//! channel's copy rate as NCCL measured it (LL and LL128 ceilings, tree per-channel caps).
+
+use super::params::Params;
+use super::tuner::{self, Choice, TunerInput};
+use super::{Algo, Proto};
+use crate::collective::{
+    generate, Algorithm, CollectiveSpec, Fabric, OpKind, Phase, RingOrder, Schedule, Transport,
+};
+use crate::engine::SimTime;
+use crate::library::{LibraryError, LibraryOptions, Plan, Request, System};
+use crate::topology::LinkClass;
+
+/// Most pipeline slices a schedule gets: beyond this the extra ops change times by less than
+/// the per-step latency they would add, and cost memory.
+pub const MAX_SLICES: u64 = 64;
+
+pub(super) fn emit(
+    req: &Request,
+    sys: &System,
+    opts: &LibraryOptions,
+    input: &TunerInput,
+    choice: Choice,
+    params: &Params,
+    fabric: &dyn Fabric,
+) -> Result<Plan, LibraryError> {
+    let n = sys.ranks as u64;
+    let nc = choice.channels as u64;
+    let ring_like = matches!(
+        req.collective,
+        crate::collective::Collective::AllReduce
+            | crate::collective::Collective::AllGather
+            | crate::collective::Collective::ReduceScatter
+    );
+    let mut placed = Vec::new();
+    let (mut schedule, slices, channels_per_flow) = match choice.algo {
+        Algo::Ring => {
+            let chunk = choice.proto.chunk_bytes(ring_like);
+            let per_loop = nc * chunk * if ring_like { n } else { 1 };
+            let slices = req.bytes.div_ceil(per_loop).clamp(1, MAX_SLICES);
+            let rings: Vec<RingOrder> = (0..nc as usize)
+                .map(|c| match opts.ring_orders.is_empty() {
+                    true => RingOrder::Generated {
+                        offset: 0,
+                        stride: 1,
+                        reverse: false,
+                    },
+                    false => {
+                        RingOrder::Explicit(opts.ring_orders[c % opts.ring_orders.len()].clone())
+                    }
+                })
+                .collect();
+            let s = template(req, Algorithm::Ring { rings }, slices, sys.ranks, fabric)?;
+            (s, slices, 1.0)
+        }
+        Algo::Tree => {
+            let chunk = choice.proto.chunk_bytes(false);
+            let slices = req.bytes.div_ceil(nc * chunk).clamp(1, MAX_SLICES);
+            let s = template(req, Algorithm::DoubleBinaryTree, slices, sys.ranks, fabric)?;
+            // The template's two trees carry all channels' data.
+            (s, slices, nc as f64 / 2.0)
+        }
+        Algo::Pat => {
+            let s = template(req, Algorithm::HalvingDoubling, 1, sys.ranks, fabric)?;
+            (s, 1, nc as f64)
+        }
+        Algo::Nvls => {
+            let switch = sys
+                .nvswitch
+                .ok_or_else(|| LibraryError::new("collective.algorithm", "an NVSwitch for NVLS"))?;
+            placed.push(("nvswitch".to_string(), switch));
+            // NVLS chunks: 128 KiB, shrunk for small messages (enqueue.cc 2.18); one loop
+            // moves channels × ranks chunks.
+            let ops_in_flight = nc * n;
+            let mut chunk: u64 = 128 << 10;
+            for (k, c) in [(64u64, 64u64 << 10), (8, 32 << 10), (2, 16 << 10)] {
+                if req.bytes < k * ops_in_flight * chunk && chunk > c {
+                    chunk = c;
+                }
+            }
+            let slices = req
+                .bytes
+                .div_ceil(ops_in_flight * chunk)
+                .clamp(1, MAX_SLICES);
+            (nvls(req, sys.ranks, slices), slices, nc as f64)
+        }
+        Algo::NvlsTree | Algo::CollnetDirect | Algo::CollnetChain => {
+            unreachable!("the tuner never chooses an algorithm it cannot run")
+        }
+    };
+
+    // What the steps cross: the network when the ranks span nodes.
+    let class = match choice.algo {
+        Algo::Nvls => LinkClass::Nvlink,
+        _ => sys
+            .inter
+            .filter(|_| sys.nodes > 1)
+            .or(sys.intra)
+            .map_or(LinkClass::Other, |p| p.class),
+    };
+    let (a, p) = (choice.algo, choice.proto);
+    let wire = p.wire_bytes_per_byte() / params.efficiency(a, class);
+    let step = params.step_latency_us(a, p, class);
+    let base = params.base_latency_us(a, p);
+    let ceiling_gbps = channel_ceiling_gbps(input, a, p);
+    let max_flow_bps = ceiling_gbps * 8e9 * p.wire_bytes_per_byte() * channels_per_flow;
+    for op in schedule.ops.iter_mut() {
+        if let OpKind::Transfer { bytes, .. } = &mut op.kind {
+            *bytes = (*bytes as f64 * wire).ceil() as u64;
+            let first = op.deps.is_empty();
+            let setup_us = step + if first { base } else { 0.0 };
+            op.transport = Some(Transport {
+                setup: SimTime::from_secs_f64(setup_us * 1e-6),
+                max_flow_bps,
+            });
+        }
+    }
+    schedule.algorithm = format!("nccl-{}-{}({nc})", a.as_str(), p.as_str());
+    let decision = format!(
+        "NCCL {} {}/{}, {nc} channels, {slices} slice(s); steps over {}: base {:.2} us, step \
+         {:.2} us, efficiency {:.3}{}; NCCL's own estimate {:.1} us",
+        input.version,
+        a.as_str(),
+        p.as_str(),
+        class,
+        base,
+        step,
+        params.efficiency(a, class),
+        if ceiling_gbps.is_finite() {
+            format!(", channel ceiling {ceiling_gbps:.1} GB/s")
+        } else {
+            String::new()
+        },
+        choice.nccl_estimate_us,
+    );
+    Ok(Plan {
+        schedule,
+        placed_endpoints: placed,
+        decision,
+    })
+}
+
+/// One channel's payload ceiling in GB/s (NCCL's measured per-channel maxima; infinite
+/// where only links limit it).
+fn channel_ceiling_gbps(t: &TunerInput, a: Algo, p: Proto) -> f64 {
+    let ll_total = tuner::ll_max_bw(t.version, t.arch, t.nodes);
+    let (tree_simple, tree_ll128) = tuner::per_channel_tree(t.arch, t.nodes);
+    match (a, p) {
+        (Algo::Ring, Proto::Ll) => ll_total / t.ring.channels as f64,
+        (Algo::Ring, Proto::Ll128) => tuner::per_channel_ring_ll128(t.arch),
+        (Algo::Tree, Proto::Ll) => ll_total / t.tree.channels as f64,
+        (Algo::Tree, Proto::Ll128) => tree_ll128,
+        (Algo::Tree, Proto::Simple) => tree_simple,
+        _ => f64::INFINITY,
+    }
+}
+
+fn template(
+    req: &Request,
+    algorithm: Algorithm,
+    slices: u64,
+    ranks: u32,
+    fabric: &dyn Fabric,
+) -> Result<Schedule, LibraryError> {
+    let spec = CollectiveSpec {
+        collective: req.collective,
+        bytes: req.bytes,
+        root: req.root,
+        peer: req.peer,
+        algorithm,
+        slices: slices as u32,
+    };
+    generate(&spec, ranks, fabric)
+        .map_err(|e| LibraryError::new(format!("collective ({})", e.field), e.expected))
+}
+
+/// NVLS over one NVSwitch (extra endpoint `ranks`): per slice every GPU pushes to the switch
+/// and pulls from it; the pull of a slice waits for its push (the switch reduces in between).
+fn nvls(req: &Request, ranks: u32, slices: u64) -> Schedule {
+    use crate::collective::Collective::*;
+    let mut s = Schedule::new(req.collective, "nvls", ranks, req.bytes);
+    s.extra_endpoints.push("nvswitch".into());
+    if ranks == 1 {
+        return s;
+    }
+    let sw = ranks;
+    let n = ranks as f64;
+    let up_pat = s.add_pattern((0..ranks).map(|r| (r, sw)).collect::<Vec<_>>());
+    let down_pat = s.add_pattern((0..ranks).map(|r| (sw, r)).collect::<Vec<_>>());
+    // Per GPU and direction, as a fraction of the message.
+    let (up_frac, down_frac) = match req.collective {
+        AllReduce => ((n + 1.0) / n, (n + 1.0) / n),
+        AllGather => (1.0 / n, (n - 1.0) / n),
+        ReduceScatter => (1.0, 1.0 / n),
+        _ => unreachable!("NVLS implements all_reduce, all_gather and reduce_scatter"),
+    };
+    let mut prev_up = None;
+    let mut prev_down = None;
+    let mut done = 0u64;
+    for j in 0..slices {
+        let part = (req.bytes * (j + 1)) / slices - done;
+        done += part;
+        let up_bytes = (part as f64 * up_frac).ceil() as u64;
+        let down_bytes = (part as f64 * down_frac).ceil() as u64;
+        let up = s.push(
+            OpKind::Transfer {
+                pattern: up_pat,
+                bytes: up_bytes,
+            },
+            prev_up.into_iter().collect(),
+            Phase::ReduceScatter,
+            0,
+            j as u32,
+        );
+        let mut deps = vec![up];
+        deps.extend(prev_down);
+        let down = s.push(
+            OpKind::Transfer {
+                pattern: down_pat,
+                bytes: down_bytes,
+            },
+            deps,
+            Phase::AllGather,
+            0,
+            j as u32,
+        );
+        prev_up = Some(up);
+        prev_down = Some(down);
+    }
+    s
+}

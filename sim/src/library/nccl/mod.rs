@@ -1,0 +1,409 @@
+//! NCCL as it runs (2.18–2.27): what it picks for a collective, and the schedule it plays.
+//!
+//! For a collective of `bytes` on a [`System`]:
+//! 1. [`tuner`] builds NCCL's view of the system (GPU generation, NVLink/PCIe/network
+//!    channels and per-channel bandwidths, NVLS when the node has an NVSwitch and Hopper+ GPUs)
+//!    and picks (algorithm, protocol) by NCCL's own cost table, then shrinks the channel count
+//!    for small messages as NCCL's `getAlgoInfo` does. `NCCL_ALGO` / `NCCL_PROTO` /
+//!    `NCCL_MIN|MAX_NCHANNELS` overrides come from the scenario.
+//! 2. [`emit`] plays that choice as a schedule: Ring = one ring per channel, pipelined in
+//!    NCCL's loop chunks; Tree = the double binary tree in tree chunks; NVLS = every GPU
+//!    pushing to and pulling from the NVSwitch (in-switch reduction and multicast); PAT =
+//!    log-step halving/doubling.
+//! 3. [`params`] turns the profile's fitted physical parameters (per-call latency, per-step
+//!    latency, link efficiency) into a [`crate::collective::Transport`] on every transfer op,
+//!    and protocol framing into wire bytes (LL sends 8 bytes per 4 of data, LL128 128 per 120).
+//!
+//! Not modelled (so never chosen, and an error if forced): NVLS-Tree and CollNet (multi-node
+//! NVLS and in-network reduction need switch models dtsim does not have yet). Inside one node
+//! NCCL's tree is a chain; dtsim plays its double binary tree over all ranks.
+
+pub mod emit;
+pub mod params;
+pub mod tuner;
+
+use super::{LibraryError, LibraryOptions, Plan, Request, System};
+use crate::collective::{Collective, Fabric};
+use crate::profile::NcclCalibration;
+use crate::topology::LinkClass;
+
+/// The algorithms NCCL names (`NCCL_ALGO` spelling, lower case).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Algo {
+    Tree,
+    Ring,
+    CollnetDirect,
+    CollnetChain,
+    Nvls,
+    NvlsTree,
+    Pat,
+}
+
+impl Algo {
+    pub const ALL: [Algo; 7] = [
+        Algo::Tree,
+        Algo::Ring,
+        Algo::CollnetDirect,
+        Algo::CollnetChain,
+        Algo::Nvls,
+        Algo::NvlsTree,
+        Algo::Pat,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Algo::Tree => "tree",
+            Algo::Ring => "ring",
+            Algo::CollnetDirect => "collnet_direct",
+            Algo::CollnetChain => "collnet_chain",
+            Algo::Nvls => "nvls",
+            Algo::NvlsTree => "nvls_tree",
+            Algo::Pat => "pat",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Algo> {
+        let s = s.to_ascii_lowercase().replace('-', "_");
+        let s = match s.as_str() {
+            "nvlstree" => "nvls_tree",
+            "collnetdirect" => "collnet_direct",
+            "collnetchain" => "collnet_chain",
+            other => other,
+        }
+        .to_string();
+        Algo::ALL.into_iter().find(|a| a.as_str() == s)
+    }
+}
+
+/// NCCL's protocols.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Proto {
+    Ll,
+    Ll128,
+    Simple,
+}
+
+impl Proto {
+    pub const ALL: [Proto; 3] = [Proto::Ll, Proto::Ll128, Proto::Simple];
+    pub fn index(self) -> usize {
+        self as usize
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Proto::Ll => "ll",
+            Proto::Ll128 => "ll128",
+            Proto::Simple => "simple",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Proto> {
+        let s = s.to_ascii_lowercase();
+        Proto::ALL.into_iter().find(|p| p.as_str() == s)
+    }
+    /// Bytes on the wire per payload byte: LL carries 4 data bytes in each 8-byte line (the
+    /// other 4 are a flag), LL128 120 in each 128-byte line, Simple sends payload only.
+    pub fn wire_bytes_per_byte(self) -> f64 {
+        match self {
+            Proto::Ll => 2.0,
+            Proto::Ll128 => 128.0 / 120.0,
+            Proto::Simple => 1.0,
+        }
+    }
+    /// Payload bytes per step of one channel's loop (`buffSize / NCCL_STEPS` × chunk steps,
+    /// framing removed): Simple 4 MiB / 8 × 4 chunk steps for ring all-reduce / all-gather /
+    /// reduce-scatter (× 1 otherwise); LL 512 KiB / 8, half of it data; LL128
+    /// 4,915,200 / 8 × 120/128.
+    pub fn chunk_bytes(self, ring_collective: bool) -> u64 {
+        match self {
+            Proto::Simple => (4 << 20) / 8 * if ring_collective { 4 } else { 1 },
+            Proto::Ll => (512 << 10) / 8 / 2,
+            Proto::Ll128 => 4_915_200 / 8 * 120 / 128,
+        }
+    }
+}
+
+/// An NCCL release `2.minor`; dtsim models 2.18 to 2.27.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Version {
+    pub minor: u32,
+}
+
+impl Version {
+    pub const OLDEST: Version = Version { minor: 18 };
+    pub const NEWEST: Version = Version { minor: 27 };
+
+    /// `"2.18"`, `"2.18.5"` or `"2.18.5-1"`.
+    pub fn parse(s: &str) -> Option<Version> {
+        let mut it = s.trim().split(['.', '-']);
+        let major = it.next()?.parse::<u32>().ok()?;
+        let minor = it.next()?.parse::<u32>().ok()?;
+        let v = Version { minor };
+        (major == 2 && (Self::OLDEST..=Self::NEWEST).contains(&v)).then_some(v)
+    }
+}
+
+impl std::fmt::Display for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "2.{}", self.minor)
+    }
+}
+
+/// GPU generation, as NCCL indexes its per-architecture constants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Arch {
+    /// Everything below compute capability 8.0 (Pascal, Volta, Turing).
+    Volta,
+    Ampere,
+    Hopper,
+    Blackwell,
+}
+
+/// (compute capability × 10, NVLink payload rate per link per direction in bytes/s) of a GPU
+/// model named in a topology file. Vendor datasheets: NVLink1 20 GB/s, NVLink2–4 25 GB/s,
+/// NVLink5 50 GB/s per link per direction.
+pub fn gpu_facts(name: &str) -> Option<(u32, f64)> {
+    let n = name.to_ascii_uppercase().replace([' ', '_'], "-");
+    let table: [(&str, u32, f64); 16] = [
+        ("GB200", 100, 50e9),
+        ("B200", 100, 50e9),
+        ("B100", 100, 50e9),
+        ("GH200", 90, 25e9),
+        ("H200", 90, 25e9),
+        ("H100", 90, 25e9),
+        ("H800", 90, 25e9),
+        ("A100", 80, 25e9),
+        ("A800", 80, 25e9),
+        ("A30", 80, 25e9),
+        ("RTX-3090", 86, 14e9),
+        ("V100", 70, 25e9),
+        ("2080", 75, 25e9),
+        ("T4", 75, 0.0),
+        ("P100", 60, 20e9),
+        ("K80", 37, 0.0),
+    ];
+    table
+        .iter()
+        .find(|(k, _, _)| n.contains(k))
+        .map(|&(_, cc, bw)| (cc, bw))
+}
+
+fn arch_of(cc: u32) -> Arch {
+    match cc {
+        100.. => Arch::Blackwell,
+        90..=99 => Arch::Hopper,
+        80..=89 => Arch::Ampere,
+        _ => Arch::Volta,
+    }
+}
+
+/// NCCL's assumed NVLink bandwidth per link, GB/s (`SM*_NVLINK_BW`, topo.h 2.18).
+fn nccl_nvlink_bw_gbps(cc: u32) -> f64 {
+    match cc {
+        100.. => 40.0,
+        86 => 12.0,
+        60..=69 => 18.0,
+        _ => 20.0,
+    }
+}
+
+/// NCCL's view of `sys`: the tuner input, or what is missing.
+pub fn tuner_input(
+    sys: &System,
+    opts: &LibraryOptions,
+    version: Version,
+) -> Result<tuner::TunerInput, LibraryError> {
+    let gpu = sys.gpu.as_deref().ok_or_else(|| {
+        LibraryError::new(
+            "library",
+            "a topology that names its GPU model (gpu = \"H100-SXM5\") for library = \"nccl\"",
+        )
+    })?;
+    let (cc, nvlink_bytes_per_s) = gpu_facts(gpu).ok_or_else(|| {
+        LibraryError::new(
+            "topology.gpu",
+            format!(
+                "a GPU model dtsim knows the NCCL generation of (H100, H200, A100, V100, P100, \
+                 RTX 2080, B200, ...), got {gpu:?}"
+            ),
+        )
+    })?;
+    let arch = arch_of(cc);
+    let nvlink = sys.intra.is_some_and(|p| p.class == LinkClass::Nvlink) || sys.ranks_per_node <= 1;
+    let intra_nvlink = sys.intra.filter(|p| p.class == LinkClass::Nvlink);
+    // Ring/tree graph inside a node: one channel per NVLink (search capped at 16), each at
+    // NCCL's per-link bandwidth; duplicated on NVLink; PCIe: one search channel of 12 GB/s.
+    let (mut search, mut bw_intra) = match intra_nvlink {
+        Some(p) if nvlink_bytes_per_s > 0.0 => {
+            let links = (p.bits_per_s / 8.0 / nvlink_bytes_per_s).round().max(1.0) as u32;
+            let search = links.min(16);
+            (
+                search,
+                nccl_nvlink_bw_gbps(cc) * links as f64 / search as f64,
+            )
+        }
+        _ => (1, 12.0),
+    };
+    let mut bw_inter = bw_intra;
+    if let Some(net) = sys.inter {
+        let nics = sys.nics_per_node.max(1);
+        let nic_gbps = net.bits_per_s / 8e9;
+        search = search.min(2 * nics).clamp(1, 16);
+        bw_inter = nic_gbps / 2.0;
+        if intra_nvlink.is_none() {
+            bw_intra = bw_inter;
+        }
+    }
+    let channels = if intra_nvlink.is_some() {
+        (2 * search).min(32)
+    } else {
+        (2 * search).min(32)
+    };
+    let graph = tuner::Graph {
+        search_channels: search,
+        channels,
+        bw_intra_gbps: bw_intra,
+        bw_inter_gbps: bw_inter,
+        nvlink,
+    };
+    let nvls_channels =
+        (arch >= Arch::Hopper && sys.nvswitch.is_some() && sys.nodes == 1).then_some(16);
+    let force_algo = match &opts.algorithm {
+        None => None,
+        Some(name) => Some(Algo::parse(name).ok_or_else(|| {
+            LibraryError::new(
+                "collective.algorithm",
+                format!(
+                    "an NCCL algorithm (ring, tree, nvls, nvls_tree, collnet_direct, \
+                     collnet_chain, pat), got {name:?}"
+                ),
+            )
+        })?),
+    };
+    let force_proto = match &opts.protocol {
+        None => None,
+        Some(name) => Some(Proto::parse(name).ok_or_else(|| {
+            LibraryError::new(
+                "collective.protocol",
+                format!("an NCCL protocol (ll, ll128, simple), got {name:?}"),
+            )
+        })?),
+    };
+    if let (Some(lo), Some(hi)) = (opts.min_channels, opts.max_channels) {
+        if lo > hi {
+            return Err(LibraryError::new(
+                "collective.min_channels",
+                format!("at most max_channels ({hi}), got {lo}"),
+            ));
+        }
+    }
+    for (field, v) in [
+        ("collective.min_channels", opts.min_channels),
+        ("collective.max_channels", opts.max_channels),
+    ] {
+        if let Some(v) = v {
+            if !(1..=64).contains(&v) {
+                return Err(LibraryError::new(
+                    field,
+                    format!("a channel count from 1 to 64 (NCCL's MAXCHANNELS), got {v}"),
+                ));
+            }
+        }
+    }
+    Ok(tuner::TunerInput {
+        version,
+        arch,
+        compute_capability: cc,
+        ranks: sys.ranks,
+        nodes: sys.nodes,
+        ring: graph,
+        tree: graph,
+        nvls_channels,
+        force_algo,
+        force_proto,
+        min_channels: opts.min_channels,
+        max_channels: opts.max_channels,
+    })
+}
+
+/// The schedule NCCL runs for `req` on `sys`, with the profile's NCCL parameters.
+pub fn plan(
+    req: &Request,
+    sys: &System,
+    opts: &LibraryOptions,
+    calibration: Option<&NcclCalibration>,
+    fabric: &dyn Fabric,
+) -> Result<Plan, LibraryError> {
+    let version = match &opts.version {
+        None => Version::NEWEST,
+        Some(v) => Version::parse(v).ok_or_else(|| {
+            LibraryError::new(
+                "collective.library_version",
+                format!("an NCCL version from 2.18 to 2.27 (e.g. \"2.18\"), got {v:?}"),
+            )
+        })?,
+    };
+    let input = tuner_input(sys, opts, version)?;
+    if let Some(a) = input.force_algo {
+        if !tuner::implements(version, a, req.collective) {
+            return Err(LibraryError::new(
+                "collective.algorithm",
+                format!(
+                    "an algorithm NCCL {version} implements {} with; {} does not",
+                    req.collective,
+                    a.as_str()
+                ),
+            ));
+        }
+        if !tuner::runnable(&input, a) {
+            return Err(LibraryError::new(
+                "collective.algorithm",
+                format!(
+                    "an algorithm this system can run: {}",
+                    why_not(a, sys, version)
+                ),
+            ));
+        }
+    }
+    if matches!(req.collective, Collective::AllToAll | Collective::SendRecv) {
+        return Err(LibraryError::new(
+            "collective.op",
+            "a collective NCCL runs with its collective algorithms (all_reduce, all_gather, \
+             reduce_scatter, broadcast, reduce); all_to_all and send_recv are NCCL p2p \
+             operations dtsim plays with library = \"ideal\"",
+        ));
+    }
+    let choice = tuner::choose(&input, req.collective, req.bytes).ok_or_else(|| {
+        LibraryError::new(
+            "collective.protocol",
+            format!(
+                "a protocol the forced algorithm runs with (NVLS and PAT run Simple only; \
+                 LL128 needs NVLink), none is left for {}",
+                req.collective
+            ),
+        )
+    })?;
+    let params = params::Params::new(calibration, version);
+    emit::emit(req, sys, opts, &input, choice, &params, fabric)
+}
+
+fn why_not(a: Algo, sys: &System, v: Version) -> String {
+    match a {
+        Algo::Nvls => format!(
+            "NVLS needs Hopper or newer GPUs on one node attached to an NVSwitch ({})",
+            if sys.nvswitch.is_none() {
+                "this topology has no NVSwitch the ranks attach to"
+            } else if sys.nodes > 1 {
+                "the ranks span several nodes"
+            } else {
+                "the GPU is older than Hopper"
+            }
+        ),
+        Algo::NvlsTree => "NVLS-Tree (multi-node NVLS) is not modelled by dtsim".into(),
+        Algo::CollnetDirect | Algo::CollnetChain => {
+            "CollNet needs in-network reduction (SHARP switches), which no dtsim topology \
+             models"
+                .into()
+        }
+        Algo::Pat if v.minor < 23 => format!("PAT exists from NCCL 2.23, this is {v}"),
+        Algo::Pat => "PAT runs with one GPU per node only".into(),
+        Algo::Tree => "tree needs at least 2 ranks".into(),
+        Algo::Ring => String::new(),
+    }
+}

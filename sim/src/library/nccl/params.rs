@@ -1,0 +1,172 @@
+//! The NCCL model's physical parameters: a profile's fitted values, or NCCL's own constants.
+//!
+//! Three kinds, each keyed the way [`super::emit`] looks it up (and the way `calibrate`
+//! fits it, so a key means one thing on both sides):
+//! - base latency `"algo/proto"` (µs per collective call), default NCCL's `baseLat` (2.18–2.19;
+//!   from 2.20 NVLS has none and its `hwLat` carries the one-shot latency);
+//! - step latency `"algo/proto/class"` (µs per transfer step, on top of path latency),
+//!   default NCCL's `hwLat` for the link kind (NVLink / PCI / network) of the class;
+//! - efficiency `"algo/class"`, fraction of the nominal link rate the payload reaches,
+//!   default 1 (nothing measured: the topology's nominal rate).
+
+use super::tuner::{self, StepHw};
+use super::{Algo, Proto, Version};
+use crate::profile::{NcclCalibration, Provenance};
+use crate::topology::LinkClass;
+
+/// The link kind NCCL's latency table uses for a link class.
+pub fn step_hw(class: LinkClass) -> StepHw {
+    match class {
+        LinkClass::Nvlink => StepHw::Nvlink,
+        LinkClass::Ib | LinkClass::Ethernet => StepHw::Net,
+        LinkClass::Pcie | LinkClass::Smp | LinkClass::Other => StepHw::Pci,
+    }
+}
+
+pub fn base_key(a: Algo, p: Proto) -> String {
+    format!("{}/{}", a.as_str(), p.as_str())
+}
+pub fn step_key(a: Algo, p: Proto, c: LinkClass) -> String {
+    format!("{}/{}/{}", a.as_str(), p.as_str(), c.as_str())
+}
+pub fn efficiency_key(a: Algo, c: LinkClass) -> String {
+    format!("{}/{}", a.as_str(), c.as_str())
+}
+
+/// Parameter lookup with defaults.
+#[derive(Debug, Clone)]
+pub struct Params<'a> {
+    calibration: Option<&'a NcclCalibration>,
+    version: Version,
+}
+
+impl<'a> Params<'a> {
+    pub fn new(calibration: Option<&'a NcclCalibration>, version: Version) -> Self {
+        Params {
+            calibration,
+            version,
+        }
+    }
+    pub fn base_latency_us(&self, a: Algo, p: Proto) -> f64 {
+        self.calibration
+            .and_then(|c| c.base_latency_us.get(&base_key(a, p)))
+            .map_or_else(|| default_base_us(self.version, a, p), |f| f.value)
+    }
+    pub fn step_latency_us(&self, a: Algo, p: Proto, c: LinkClass) -> f64 {
+        self.calibration
+            .and_then(|cal| cal.step_latency_us.get(&step_key(a, p, c)))
+            .map_or_else(
+                || match a {
+                    // NVLS's latency is one-shot (see default_base_us), not per step.
+                    Algo::Nvls => 0.0,
+                    _ => tuner::step_latency_us(self.version, step_hw(c), a, p),
+                },
+                |f| f.value,
+            )
+    }
+    pub fn efficiency(&self, a: Algo, c: LinkClass) -> f64 {
+        self.calibration
+            .and_then(|cal| cal.efficiency.get(&efficiency_key(a, c)))
+            .map_or(1.0, |f| f.value)
+    }
+    /// Which of the three came from the profile (for reports): `(fitted, defaulted)` keys.
+    pub fn sources(&self, a: Algo, p: Proto, c: LinkClass) -> (Vec<String>, Vec<String>) {
+        let keys = [
+            ("base_latency_us", base_key(a, p)),
+            ("step_latency_us", step_key(a, p, c)),
+            ("efficiency", efficiency_key(a, c)),
+        ];
+        let mut fitted = Vec::new();
+        let mut defaulted = Vec::new();
+        for (table, key) in keys {
+            let have = self.calibration.is_some_and(|cal| match table {
+                "base_latency_us" => cal.base_latency_us.contains_key(&key),
+                "step_latency_us" => cal.step_latency_us.contains_key(&key),
+                _ => cal.efficiency.contains_key(&key),
+            });
+            let name = format!("{table}[{key}]");
+            if have {
+                fitted.push(name)
+            } else {
+                defaulted.push(name)
+            }
+        }
+        (fitted, defaulted)
+    }
+}
+
+/// NCCL's per-call latency: `baseLat`, except NVLS from 2.20, whose whole latency is its
+/// NVLink `hwLat` (25 µs), paid once per call.
+fn default_base_us(v: Version, a: Algo, p: Proto) -> f64 {
+    match a {
+        Algo::Nvls if v.minor >= 20 => tuner::step_latency_us(v, StepHw::Nvlink, a, p),
+        _ => tuner::base_latency_us(v, a, p),
+    }
+}
+
+fn check_key(key: &str, parts: usize) -> Result<(), String> {
+    let p: Vec<&str> = key.split('/').collect();
+    let ok = p.len() == parts
+        && Algo::parse(p[0]).is_some()
+        && (parts < 3 || Proto::parse(p[1]).is_some())
+        && (parts == 3 || parts == 2)
+        && {
+            let class = p[parts - 1];
+            if parts == 2 && Proto::parse(class).is_some() {
+                true
+            } else {
+                LinkClass::ALL.iter().any(|c| c.as_str() == class)
+            }
+        };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "a key {}, got {key:?}",
+            match parts {
+                3 => "\"algorithm/protocol/link class\" (e.g. \"ring/ll128/nvlink\")",
+                _ => "\"algorithm/protocol\" or \"algorithm/link class\"",
+            }
+        ))
+    }
+}
+
+fn check_provenance(p: &Provenance) -> bool {
+    !p.source.trim().is_empty() && !p.detail.trim().is_empty()
+}
+
+/// Checks keys, ranges and provenance of a profile's NCCL section: (field, expected).
+pub fn check(n: &NcclCalibration) -> Result<(), (String, String)> {
+    let tables = [
+        ("base_latency_us", &n.base_latency_us, 2usize, 0.0, 1e6),
+        ("step_latency_us", &n.step_latency_us, 3, 0.0, 1e6),
+        ("efficiency", &n.efficiency, 2, 1e-3, 1.0),
+    ];
+    for (name, table, parts, lo, hi) in tables {
+        for (key, v) in table.iter() {
+            let field = format!("{name}.{key}");
+            check_key(key, parts).map_err(|e| (field.clone(), e))?;
+            if !(v.value >= lo && v.value <= hi) {
+                return Err((
+                    format!("{field}.value"),
+                    format!("a number from {lo} to {hi}, got {}", v.value),
+                ));
+            }
+            if !check_provenance(&v.provenance) {
+                return Err((
+                    format!("{field}.provenance"),
+                    "a source and a detail saying where this value came from".into(),
+                ));
+            }
+        }
+    }
+    for (i, f) in n.fitted_on.iter().enumerate() {
+        if f.file.trim().is_empty() || f.file.contains('/') {
+            return Err((
+                format!("fitted_on[{i}].file"),
+                "a file name without directories".into(),
+            ));
+        }
+    }
+    Ok(())
+}
