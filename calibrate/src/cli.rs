@@ -93,6 +93,26 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Fit dtsim's NCCL model (per-call and per-step latency, link efficiency) to nccl-tests
+    /// tables by simulating every row; writes `network.nccl` into the profile with the rows
+    /// it was fitted on (never scored by `dtsim validate`).
+    FitNccl {
+        /// Tables in the shared validation layout (size_bytes with busbw_GBps or oop_time_us).
+        #[arg(required = true)]
+        tables: Vec<PathBuf>,
+        /// Fit on rows of these systems only (column `system`; repeatable). Default: all.
+        #[arg(long = "system")]
+        systems: Vec<String>,
+        /// Profile to write (merged into when it exists).
+        #[arg(long)]
+        out: PathBuf,
+        /// Name of a new profile.
+        #[arg(long, default_value = "nccl-fit")]
+        name: String,
+        /// Date to record in the provenance (YYYY-MM-DD).
+        #[arg(long)]
+        date: Option<String>,
+    },
     /// Measure this machine's GPUs (needs the NVIDIA driver; cuBLAS and NCCL when found). Multi-node: launch with srun, mpirun or torchrun-style RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT.
     Gpu {
         /// Profile to write.
@@ -387,6 +407,18 @@ fn fit_files(files: &[PathBuf], fa: &FitArgs) -> Result<Vec<(String, FittedRun)>
 
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
+        Command::FitNccl {
+            tables,
+            systems,
+            out,
+            name,
+            date,
+        } => {
+            let summary = crate::fit_nccl::run(&tables, &systems, &out, &name, date)
+                .map_err(|e| Failure(EXIT_INPUT, e))?;
+            print!("{summary}");
+            Ok(())
+        }
         Command::Show { profile, json } => {
             let p = Profile::load(&profile)?;
             if json {

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod compute;
 pub mod error;
 pub mod fit;
+pub mod fit_nccl;
 pub mod gpu;
 pub mod import;
 

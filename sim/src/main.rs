@@ -67,6 +67,10 @@ enum Command {
         /// Write predictions.csv and errors.csv into this directory.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// `system`: also fit the NCCL model on every other system's nccl-tests table and
+        /// predict each system's rows from that fit (a cross-system error).
+        #[arg(long, value_name = "system")]
+        leave_one_out: Option<String>,
     },
     /// Run every point of a scenario's [sweep] (and [[compare]]) in parallel; resumes where an
     /// earlier call stopped.
@@ -236,12 +240,14 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             score_on,
             max_median_error,
             out,
+            leave_one_out,
         } => sim::validate::run_cli(
             &datasets,
             calibrate_on.as_deref(),
             score_on.as_deref(),
             max_median_error,
             out.as_deref(),
+            leave_one_out.as_deref(),
         ),
         Command::Topo {
             command: TopoCommand::Show { topology, set, dot },

@@ -30,6 +30,7 @@
 //! Loading never panics: every problem is a [`ScenarioError`] naming the file, the field and
 //! what was expected.
 
+pub mod fit_nccl;
 pub mod run;
 pub mod sweep;
 pub mod workload;

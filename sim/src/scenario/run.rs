@@ -71,6 +71,7 @@ impl Fabric for NetFabric<'_> {
 }
 
 /// Everything a run needs, built from the scenario.
+#[derive(Clone)]
 pub struct Prepared {
     pub topology: Arc<Topology>,
     pub profile: Profile,
@@ -233,8 +234,13 @@ pub fn network_model(s: &Scenario, prep: &Prepared) -> Result<Box<dyn NetworkMod
 
 /// Runs the scenario to completion.
 pub fn run(s: &Scenario) -> Result<RunReport, RunError> {
+    run_prepared(s, prepare(s)?)
+}
+
+/// Runs the scenario on an already prepared topology and profile (a fit changes the profile
+/// between runs without reloading files).
+pub fn run_prepared(s: &Scenario, prep: Prepared) -> Result<RunReport, RunError> {
     let file = s.path.display().to_string();
-    let prep = prepare(s)?;
     let n = prep.ranks.len() as u32;
     let library = s.library(&prep.topology);
     let spec = s

@@ -1,7 +1,8 @@
 //! The schedule NCCL runs for a tuner [`Choice`], with its protocol's costs on every op.
 //!
 //! - Ring: one ring per channel (the scenario's explicit orders, else rank order, which is
-//!   what NCCL finds on an NVSwitch), each step pipelined in NCCL's loop: a channel moves
+//!   what NCCL finds on an NVSwitch; channels on the same order are played as one ring that
+//!   carries all of them), each step pipelined in NCCL's loop: a channel moves
 //!   `ranks × chunk` bytes per loop, so a collective is `ceil(bytes / (channels × ranks ×
 //!   chunk))` slices (at most [`MAX_SLICES`]).
 //! - Tree: the double binary tree, sliced in tree chunks.
@@ -26,7 +27,7 @@ use crate::topology::LinkClass;
 
 /// Most pipeline slices a schedule gets: beyond this the extra ops change times by less than
 /// the per-step latency they would add, and cost memory.
-pub const MAX_SLICES: u64 = 64;
+pub const MAX_SLICES: u64 = 16;
 
 pub(super) fn emit(
     req: &Request,
@@ -51,20 +52,25 @@ pub(super) fn emit(
             let chunk = choice.proto.chunk_bytes(ring_like);
             let per_loop = nc * chunk * if ring_like { n } else { 1 };
             let slices = req.bytes.div_ceil(per_loop).clamp(1, MAX_SLICES);
-            let rings: Vec<RingOrder> = (0..nc as usize)
-                .map(|c| match opts.ring_orders.is_empty() {
-                    true => RingOrder::Generated {
-                        offset: 0,
-                        stride: 1,
-                        reverse: false,
-                    },
-                    false => {
-                        RingOrder::Explicit(opts.ring_orders[c % opts.ring_orders.len()].clone())
-                    }
-                })
-                .collect();
+            // Channels whose rings follow the same order share the same links: under max-min
+            // they are one ring carrying all of them (cap × channels), and simulate 1/nc as
+            // many ops. Distinct explicit orders stay distinct rings.
+            let (rings, per_flow): (Vec<RingOrder>, f64) = if opts.ring_orders.is_empty() {
+                let order = RingOrder::Generated {
+                    offset: 0,
+                    stride: 1,
+                    reverse: false,
+                };
+                (vec![order], nc as f64)
+            } else {
+                let k = opts.ring_orders.len().min(nc as usize);
+                let rings = (0..k)
+                    .map(|c| RingOrder::Explicit(opts.ring_orders[c].clone()))
+                    .collect();
+                (rings, nc as f64 / k as f64)
+            };
             let s = template(req, Algorithm::Ring { rings }, slices, sys.ranks, fabric)?;
-            (s, slices, 1.0)
+            (s, slices, per_flow)
         }
         Algo::Tree => {
             let chunk = choice.proto.chunk_bytes(false);

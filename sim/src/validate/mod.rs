@@ -29,6 +29,8 @@ use std::path::{Path, PathBuf};
 
 use crate::scenario;
 
+pub mod nccl;
+
 /// One condition of a row filter.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Condition {
@@ -112,6 +114,8 @@ pub struct Options {
     pub score_on: Option<Filter>,
     pub max_median_error_pct: Option<f64>,
     pub out: Option<PathBuf>,
+    /// Also score nccl-tests tables leave-one-system-out (`--leave-one-out system`).
+    pub leave_one_out_system: bool,
 }
 
 /// One replayed row.
@@ -328,54 +332,6 @@ fn testbed_row(row: &Row, root: &Path) -> Replayed {
         num(row, "measured_secs")?,
         sim,
     ))
-}
-
-/// nccl-tests all-reduce row: the topology its system name selects.
-fn nccl_row(row: &Row, root: &Path) -> Replayed {
-    let system = row.get("system").cloned().unwrap_or_default();
-    if row.get("collective").map(String::as_str) != Some("all_reduce") {
-        return Err(format!("{system}: only all_reduce rows are replayed"));
-    }
-    let bytes = num(row, "size_bytes")?;
-    let gpus = row
-        .get("total_gpus")
-        .or_else(|| row.get("num_gpus"))
-        .ok_or("column num_gpus/total_gpus: missing")?
-        .parse::<u32>()
-        .map_err(|_| "num_gpus: a whole number".to_string())?;
-    let nodes = row
-        .get("num_nodes")
-        .and_then(|v| v.parse::<u32>().ok())
-        .unwrap_or(1);
-    let measured = if let Some(t) = row.get("oop_time_us").and_then(|v| v.parse::<f64>().ok()) {
-        t * 1e-6
-    } else {
-        let busbw = num(row, "busbw_GBps")? * 1e9;
-        let n = gpus as f64;
-        let algbw = busbw / (2.0 * (n - 1.0) / n);
-        bytes / algbw
-    };
-    let (file, set): (&str, Vec<String>) = if nodes > 1 {
-        (
-            "topologies/h100_rail_cluster.toml",
-            vec![format!("topology.generator.nodes={nodes}")],
-        )
-    } else if system.contains("A100") {
-        ("topologies/dgx_a100.toml", vec![])
-    } else if system.contains("2080 Ti") && gpus == 2 {
-        ("topologies/pcie_box_2gpu.toml", vec![])
-    } else {
-        ("topologies/hgx_h100.toml", vec![])
-    };
-    let text = format!(
-        "name = \"validate\"\n[topology]\nfile = {}\n[placement]\nranks = {gpus}\n\
-         [collective]\nop = \"all_reduce\"\nbytes = \"{}B\"\nalgorithm = \"{}\"\n",
-        toml_str(&root.join(file)),
-        bytes as u64,
-        if nodes > 1 { "hierarchical" } else { "ring" }
-    );
-    let sim = simulate(&text, &set, false)?;
-    Ok((system, format!("{} B", bytes as u64), measured, sim))
 }
 
 /// NCCL rings over the DGX-1's NVLinks for n GPUs of one machine, or all 16 of two
@@ -654,12 +610,17 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
         let root = repo_root(path);
         let header: Vec<&String> = rows.first().map(|r| r.keys().collect()).unwrap_or_default();
         let has = |c: &str| header.iter().any(|h| h.as_str() == c);
+        let is_nccl_table = has("size_bytes") && (has("busbw_GBps") || has("oop_time_us"));
+        let file_name = path
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let replay: fn(&Row, &Path) -> Vec<Replayed> = if has("sim_set") {
             |r, p| vec![testbed_row(r, p)]
         } else if has("sec_per_iter") {
             |r, p| vec![ddp_row(r, p)]
         } else if has("size_bytes") && (has("busbw_GBps") || has("oop_time_us")) {
-            |r, p| vec![nccl_row(r, p)]
+            |r, p| vec![nccl::replay(r, p)]
         } else if has("step_secs_median") {
             single_device_rows
         } else if has("variable_update / local_parameter_device") {
@@ -684,6 +645,16 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
                                 .map_err(|e| format!("{}: {e}", path.display()))?,
                             None => false,
                         };
+                        // Never score a row the row's profile was fitted on.
+                        let fitted =
+                            is_nccl_table && nccl::fitted_on(row, &root, &file_name, i + 1);
+                        if fitted {
+                            report.skipped.push((
+                                name.clone(),
+                                format!("row {}: its profile was fitted on it; not scored", i + 1),
+                            ));
+                            continue;
+                        }
                         let scored = match &opts.score_on {
                             Some(f) => f
                                 .matches(row)
@@ -753,6 +724,32 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
                 median_abs_pct: median(errs.clone()),
                 max_abs_pct: errs.iter().cloned().fold(f64::NAN, f64::max),
                 fit: fitted,
+            });
+        }
+        report.predictions.extend(preds);
+    }
+    if opts.leave_one_out_system {
+        let preds = nccl::leave_one_out(datasets)?;
+        let mut groups: Vec<(String, String)> = preds
+            .iter()
+            .map(|p| (p.dataset.clone(), p.group.clone()))
+            .collect();
+        groups.sort();
+        groups.dedup();
+        for (dataset, g) in groups {
+            let errs: Vec<f64> = preds
+                .iter()
+                .filter(|p| p.group == g)
+                .map(|p| p.error_pct().abs())
+                .collect();
+            report.groups.push(GroupError {
+                dataset,
+                group: g,
+                rows: errs.len(),
+                calibration_rows: 0,
+                median_abs_pct: median(errs.clone()),
+                max_abs_pct: errs.iter().cloned().fold(f64::NAN, f64::max),
+                fit: None,
             });
         }
         report.predictions.extend(preds);
@@ -891,6 +888,7 @@ pub fn run_cli(
     score_on: Option<&str>,
     max_median_error_pct: Option<f64>,
     out: Option<&Path>,
+    leave_one_out: Option<&str>,
 ) -> anyhow::Result<()> {
     if datasets.is_empty() {
         anyhow::bail!("validate: at least one dataset (CSV) to replay");
@@ -905,6 +903,13 @@ pub fn run_cli(
         score_on: parse(score_on, "score-on")?,
         max_median_error_pct,
         out: out.map(Path::to_path_buf),
+        leave_one_out_system: match leave_one_out {
+            None => false,
+            Some("system") => true,
+            Some(other) => anyhow::bail!(
+                "--leave-one-out: \"system\" (fit on every other system's table, predict this one), got {other:?}"
+            ),
+        },
     };
     let report = validate(datasets, &opts).map_err(|e| anyhow::anyhow!(e))?;
     println!("{report}");

@@ -1,0 +1,226 @@
+//! nccl-tests tables: each row replayed as NCCL runs it on the system its name selects, with
+//! that system's bundled profile; rows a profile was fitted on are never scored; and
+//! leave-one-system-out (fit the NCCL parameters on every other system, predict this one).
+//!
+//! | system (column `system`) | topology | bundled profile |
+//! |---|---|---|
+//! | `ND H100 v5` | `hgx_h100.toml` | `h100_sxm_node.json` |
+//! | `ND H200 v5` | `hgx_h100.toml` with `gpu = "H200-SXM5"` (same NVLink4 / NVSwitch) | `h200_sxm_node.json` |
+//! | `ND A100 v4` | `dgx_a100.toml` | `a100_sxm_node.json` |
+//! | GCP `a3-megagpu-8g`, 2 nodes | `h100_rail_cluster.toml`, 2 nodes | `gcp_a3mega_2node_h100.json` |
+//! | 2x RTX 2080 Ti | `pcie_box_2gpu.toml` | `rtx2080ti_pcie_box.json` |
+//!
+//! A row whose command forced `NCCL_ALGO=NVLS` is replayed with NVLS forced where the system
+//! can run it; where it cannot (the A100 table carries the label, but NCCL refuses NVLS
+//! without NVLink SHARP), the row runs NCCL's default choice and its group name says so.
+
+use std::path::{Path, PathBuf};
+
+use super::{num, toml_str, Row};
+use crate::profile::Profile;
+use crate::scenario::{self, fit_nccl::FitRow, run::prepare};
+
+/// A row as a scenario.
+pub struct Case {
+    pub system: String,
+    pub group: String,
+    pub label: String,
+    pub measured_secs: f64,
+    pub text: String,
+    pub set: Vec<String>,
+    pub profile: PathBuf,
+}
+
+/// The scenario replaying `row` (without its profile: callers add it or fit one).
+pub fn case(row: &Row, root: &Path) -> Result<Case, String> {
+    let system = row.get("system").cloned().unwrap_or_default();
+    if row.get("collective").map(String::as_str) != Some("all_reduce") {
+        return Err(format!("{system}: only all_reduce rows are replayed"));
+    }
+    let bytes = num(row, "size_bytes")?;
+    let gpus = row
+        .get("total_gpus")
+        .or_else(|| row.get("num_gpus"))
+        .ok_or("column num_gpus/total_gpus: missing")?
+        .parse::<u32>()
+        .map_err(|_| "num_gpus: a whole number".to_string())?;
+    let nodes = row
+        .get("num_nodes")
+        .and_then(|v| v.parse::<u32>().ok())
+        .unwrap_or(1);
+    let measured = if let Some(t) = row.get("oop_time_us").and_then(|v| v.parse::<f64>().ok()) {
+        t * 1e-6
+    } else {
+        let busbw = num(row, "busbw_GBps")? * 1e9;
+        let n = gpus as f64;
+        bytes / (busbw / (2.0 * (n - 1.0) / n))
+    };
+    let mut set = Vec::new();
+    let (topo, profile, nvls_capable) = if nodes > 1 {
+        set.push(format!("topology.generator.nodes={nodes}"));
+        ("h100_rail_cluster", "gcp_a3mega_2node_h100", false)
+    } else if system.contains("A100") {
+        ("dgx_a100", "a100_sxm_node", false)
+    } else if system.contains("2080 Ti") && gpus == 2 {
+        ("pcie_box_2gpu", "rtx2080ti_pcie_box", false)
+    } else if system.contains("H200") {
+        set.push("topology.gpu=H200-SXM5".into());
+        ("hgx_h100", "h200_sxm_node", true)
+    } else {
+        ("hgx_h100", "h100_sxm_node", true)
+    };
+    let command = format!(
+        "{} {}",
+        row.get("command").map(String::as_str).unwrap_or(""),
+        row.get("caveat").map(String::as_str).unwrap_or("")
+    );
+    let forced_nvls = command.contains("NCCL_ALGO=NVLS");
+    let mut group = system.clone();
+    let mut text = format!(
+        "name = \"validate\"\n[topology]\nfile = {}\n[placement]\nranks = {gpus}\n\
+         [collective]\nop = \"all_reduce\"\nbytes = \"{}B\"\nlibrary = \"nccl\"\n",
+        toml_str(&root.join("topologies").join(format!("{topo}.toml"))),
+        bytes as u64,
+    );
+    if let Some(v) = row
+        .get("nccl_version")
+        .and_then(|v| crate::library::nccl::Version::parse(v))
+    {
+        text.push_str(&format!("library_version = \"{v}\"\n"));
+    }
+    if forced_nvls {
+        if nvls_capable {
+            text.push_str("algorithm = \"nvls\"\n");
+        } else {
+            group.push_str(" (labelled NVLS, not runnable here: NCCL's default choice)");
+        }
+    }
+    Ok(Case {
+        system,
+        group,
+        label: format!("{} B", bytes as u64),
+        measured_secs: measured,
+        text,
+        set,
+        profile: root.join("data/profiles").join(format!("{profile}.json")),
+    })
+}
+
+/// Replays `row` with the system's bundled profile: (group, label, measured, simulated).
+pub fn replay(row: &Row, root: &Path) -> super::Replayed {
+    let c = case(row, root)?;
+    let text = format!("profile = {}\n{}", toml_str(&c.profile), c.text);
+    let sim = super::simulate(&text, &c.set, false)?;
+    Ok((c.group, c.label, c.measured_secs, sim))
+}
+
+/// Whether the profile `row` is replayed with was fitted on this row of `file_name`.
+pub fn fitted_on(row: &Row, root: &Path, file_name: &str, row_no: usize) -> bool {
+    let Ok(c) = case(row, root) else { return false };
+    let Ok(p) = Profile::load(&c.profile) else {
+        return false;
+    };
+    p.network.nccl.as_ref().is_some_and(|n| {
+        n.fitted_on
+            .iter()
+            .any(|f| f.file == file_name && f.rows.contains(&(row_no as u32)))
+    })
+}
+
+/// Fit rows (nominal profile) for every replayable row of `datasets` whose system `keep`
+/// accepts.
+pub fn fit_rows(
+    datasets: &[PathBuf],
+    keep: &dyn Fn(&str) -> bool,
+) -> Result<Vec<(String, FitRow)>, String> {
+    let mut out = Vec::new();
+    for path in datasets {
+        let rows = super::read_csv(path)?;
+        let root = super::repo_root(path);
+        let file = path
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        for (i, row) in rows.iter().enumerate() {
+            let Ok(c) = case(row, &root) else { continue };
+            if !keep(&c.system) || !(c.measured_secs > 0.0) {
+                continue;
+            }
+            let s = scenario::parse(&c.text, Path::new("fit-row.toml"), &c.set)
+                .map_err(|e| e.to_string())?;
+            let prep = prepare(&s).map_err(|e| e.to_string())?;
+            out.push((
+                c.group.clone(),
+                FitRow {
+                    scenario: s,
+                    prep,
+                    measured_secs: c.measured_secs,
+                    file: file.clone(),
+                    row: i as u32 + 1,
+                },
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// Leave-one-system-out over the nccl-tests tables among `datasets`: for each system, the
+/// NCCL parameters fitted on every other system's rows predict its rows.
+pub fn leave_one_out(datasets: &[PathBuf]) -> Result<Vec<super::Prediction>, String> {
+    let nccl: Vec<PathBuf> = datasets
+        .iter()
+        .filter(|p| {
+            super::read_csv(p).is_ok_and(|rows| {
+                rows.first().is_some_and(|r| {
+                    r.contains_key("size_bytes")
+                        && (r.contains_key("busbw_GBps") || r.contains_key("oop_time_us"))
+                })
+            })
+        })
+        .cloned()
+        .collect();
+    let all = fit_rows(&nccl, &|_| true)?;
+    let mut systems: Vec<String> = all.iter().map(|(g, _)| g.clone()).collect();
+    systems.sort();
+    systems.dedup();
+    let mut out = Vec::new();
+    for held in &systems {
+        let train: Vec<FitRow> = all
+            .iter()
+            .filter(|(g, _)| g != held)
+            .map(|(_, r)| r.clone())
+            .collect();
+        let test: Vec<&FitRow> = all
+            .iter()
+            .filter(|(g, _)| g == held)
+            .map(|(_, r)| r)
+            .collect();
+        if train.is_empty() || test.is_empty() {
+            continue;
+        }
+        let fit = scenario::fit_nccl::fit(&train, &format!("leave-one-out: all but {held}"), None)?;
+        let test_rows: Vec<FitRow> = test.iter().map(|r| (*r).clone()).collect();
+        let sim = scenario::fit_nccl::simulate_rows(&test_rows, &fit.calibration)?;
+        for (r, s) in test_rows.iter().zip(sim) {
+            let dataset = Path::new(&r.file)
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            out.push(super::Prediction {
+                dataset,
+                group: format!("{held} [leave-one-system-out]"),
+                row: r.row as usize,
+                label: format!(
+                    "{} B",
+                    r.scenario.file.collective.as_ref().map_or(0, |c| c.bytes.0)
+                ),
+                measured_secs: r.measured_secs,
+                simulated_secs: s,
+                predicted_secs: s,
+                calibration: false,
+                scored: true,
+            });
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,118 @@
+//! NCCL library model: the tuner's choices on documented cases, protocol limits, and clear
+//! errors for what a system cannot run.
+
+use std::path::Path;
+
+fn run(topology: &str, bytes: &str, extra: &str) -> Result<sim::metrics::Summary, String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let text = format!(
+        "name = \"t\"\n[topology]\nfile = {:?}\n[collective]\nop = \"all_reduce\"\nbytes = \"{bytes}\"\n{extra}",
+        root.join("topologies").join(topology).display().to_string()
+    );
+    let s = sim::scenario::parse(&text, Path::new("t.toml"), &[]).map_err(|e| e.to_string())?;
+    sim::scenario::run::run(&s)
+        .map(|r| r.summary)
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn a_gpu_topology_runs_nccl_by_default_and_a_plain_fabric_runs_the_templates() {
+    let s = run("hgx_h100.toml", "1MiB", "").unwrap();
+    assert!(s.library.starts_with("NCCL 2.27"), "{}", s.library);
+    let s = run("ring10_10GBps.toml", "1MiB", "").unwrap();
+    assert!(s.library.starts_with("ideal"), "{}", s.library);
+}
+
+#[test]
+fn nccl_picks_ll_rings_for_tiny_messages_and_nvls_from_a_few_mib_on_h100() {
+    // NCCL's tuner on an 8x H100 NVSwitch node (tuning.cc): LL rings win below a few KiB
+    // (lowest latency); NVLS (Simple) wins from a few MiB (NVIDIA's NVLS announcement for
+    // 2.17+: NVLink SHARP for large all-reduce on H100).
+    let tiny = run("hgx_h100.toml", "1KiB", "").unwrap();
+    assert!(tiny.library.contains("ring/ll,"), "{}", tiny.library);
+    for size in ["16MiB", "1GiB"] {
+        let big = run("hgx_h100.toml", size, "").unwrap();
+        assert!(
+            big.library.contains("nvls/simple"),
+            "{size}: {}",
+            big.library
+        );
+    }
+    // No NVLS on A100 (no NVLink SHARP): rings.
+    let a100 = run("dgx_a100.toml", "1GiB", "").unwrap();
+    assert!(a100.library.contains("ring/"), "{}", a100.library);
+}
+
+#[test]
+fn ll_never_carries_more_than_half_the_link_bandwidth() {
+    // LL puts 8 bytes on the wire per 4 of data: bus bandwidth <= 50% of the 450 GB/s link.
+    for size in ["64MiB", "1GiB"] {
+        let s = run(
+            "hgx_h100.toml",
+            size,
+            "algorithm = \"ring\"\nprotocol = \"ll\"\nmin_channels = 32\n",
+        )
+        .unwrap();
+        assert!(
+            s.busbw_gbytes_per_s <= 0.5 * 450.0,
+            "{size}: {}",
+            s.busbw_gbytes_per_s
+        );
+        assert!(s.busbw_gbytes_per_s > 0.0);
+    }
+    // Simple on the same rings may use the whole link.
+    let simple = run(
+        "hgx_h100.toml",
+        "1GiB",
+        "algorithm = \"ring\"\nprotocol = \"simple\"\n",
+    )
+    .unwrap();
+    assert!(
+        simple.busbw_gbytes_per_s > 0.5 * 450.0,
+        "{}",
+        simple.busbw_gbytes_per_s
+    );
+}
+
+#[test]
+fn what_a_system_cannot_run_is_a_clear_error_naming_the_field() {
+    let e = run("dgx_a100.toml", "1GiB", "algorithm = \"nvls\"\n").unwrap_err();
+    assert!(
+        e.contains("collective.algorithm") && e.contains("NVSwitch"),
+        "{e}"
+    );
+    let e = run("hgx_h100.toml", "1GiB", "protocol = \"ll64\"\n").unwrap_err();
+    assert!(e.contains("collective.protocol"), "{e}");
+    let e = run("hgx_h100.toml", "1GiB", "algorithm = \"collnet_direct\"\n").unwrap_err();
+    assert!(e.contains("in-network reduction"), "{e}");
+    let e = run("hgx_h100.toml", "1GiB", "library = \"gloo\"\n").unwrap_err();
+    assert!(e.contains("collective.library"), "{e}");
+    let e = run("hgx_h100.toml", "1GiB", "library = \"nccl\"\nslices = 4\n").unwrap_err();
+    assert!(e.contains("collective.slices"), "{e}");
+    let e = run(
+        "hgx_h100.toml",
+        "1GiB",
+        "library = \"ideal\"\nprotocol = \"ll\"\n",
+    )
+    .unwrap_err();
+    assert!(e.contains("collective.protocol"), "{e}");
+    let e = run("hgx_h100.toml", "1GiB", "library_version = \"2.12\"\n").unwrap_err();
+    assert!(e.contains("library_version"), "{e}");
+}
+
+#[test]
+fn nvls_sends_n_plus_1_over_n_of_the_message_each_way_per_gpu() {
+    // 8 GPUs, 64 MiB, nominal profile (efficiency 1, Simple): each GPU's NVLink carries
+    // 64 MiB x 9/8 in each direction.
+    let s = run("hgx_h100.toml", "64MiB", "algorithm = \"nvls\"\n").unwrap();
+    let nvlink = s.bytes_by_class["nvlink"];
+    let expect = 2.0 * 8.0 * (64u64 << 20) as f64 * 9.0 / 8.0;
+    assert!((nvlink / expect - 1.0).abs() < 0.01, "{nvlink} vs {expect}");
+}
+
+#[test]
+fn same_scenario_same_result() {
+    let a = run("hgx_h100.toml", "3MiB", "").unwrap();
+    let b = run("hgx_h100.toml", "3MiB", "").unwrap();
+    assert_eq!(a.time_ps, b.time_ps);
+}
