@@ -143,7 +143,7 @@ pub fn fit_rows(
             .unwrap_or_default();
         for (i, row) in rows.iter().enumerate() {
             let Ok(c) = case(row, &root) else { continue };
-            if !keep(&c.system) || !(c.measured_secs > 0.0) {
+            if !keep(&c.system) || c.measured_secs.is_nan() || c.measured_secs <= 0.0 {
                 continue;
             }
             let s = scenario::parse(&c.text, Path::new("fit-row.toml"), &c.set)

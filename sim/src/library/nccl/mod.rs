@@ -250,11 +250,8 @@ pub fn tuner_input(
             bw_intra = bw_inter;
         }
     }
-    let channels = if intra_nvlink.is_some() {
-        (2 * search).min(32)
-    } else {
-        (2 * search).min(32)
-    };
+    // Channels are duplicated once after the search (connect.cc), up to MAXCHANNELS 32.
+    let channels = (2 * search).min(32);
     let graph = tuner::Graph {
         search_channels: search,
         channels,

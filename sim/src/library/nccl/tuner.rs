@@ -113,13 +113,7 @@ fn hw_lat(v: Version, hw: usize, a: Algo, p: Proto) -> f64 {
     match (hw, a) {
         (HW_NVLINK, Algo::Tree) => [0.6, 1.25, 4.0][p],
         (HW_NVLINK, Algo::Ring) => [0.6, 1.9, 3.4][p],
-        (HW_NVLINK, Algo::Nvls | Algo::NvlsTree) => {
-            if v.minor >= 20 {
-                [0.0, 0.0, 25.0][p]
-            } else {
-                0.0
-            }
-        }
+        (HW_NVLINK, Algo::Nvls | Algo::NvlsTree) if v.minor >= 20 => [0.0, 0.0, 25.0][p],
         (HW_PCI, Algo::Tree) => [1.0, 1.9, if v.minor >= 20 { 4.0 } else { 6.0 }][p],
         (HW_PCI, Algo::Ring) => [1.0, 2.5, 5.7][p],
         (HW_NET, Algo::Tree) => [5.0, 8.5, 14.0][p],
