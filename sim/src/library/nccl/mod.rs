@@ -193,13 +193,26 @@ fn arch_of(cc: u32) -> Arch {
     }
 }
 
-/// NCCL's assumed NVLink bandwidth per link, GB/s (`SM*_NVLINK_BW`, topo.h 2.18).
-fn nccl_nvlink_bw_gbps(cc: u32) -> f64 {
+/// NCCL's assumed NVLink bandwidth per link, GB/s (`SM*_NVLINK_BW`, topo.h): 20 for Volta
+/// to Hopper, Hopper 20.6 from 2.20, 12 for SM86, 18 for Pascal, 40.1 for Blackwell.
+fn nccl_nvlink_bw_gbps(cc: u32, v: Version) -> f64 {
     match cc {
-        100.. => 40.0,
+        100.. => 40.1,
+        90..=99 if v.minor >= 20 => 20.6,
         86 => 12.0,
         60..=69 => 18.0,
         _ => 20.0,
+    }
+}
+
+/// The default link efficiencies for `sys`'s GPU: NCCL's per-link constants over the
+/// datasheet rates (see [`params::LinkPrior`]); nominal when the GPU is unknown.
+pub fn link_prior(sys: &System, v: Version) -> params::LinkPrior {
+    match sys.gpu.as_deref().and_then(gpu_facts) {
+        Some((cc, nvlink_bytes_per_s)) => {
+            params::LinkPrior::from_nccl(nccl_nvlink_bw_gbps(cc, v), nvlink_bytes_per_s / 1e9)
+        }
+        None => params::LinkPrior::NOMINAL,
     }
 }
 
@@ -235,7 +248,7 @@ pub fn tuner_input(
             let search = links.min(16);
             (
                 search,
-                nccl_nvlink_bw_gbps(cc) * links as f64 / search as f64,
+                nccl_nvlink_bw_gbps(cc, version) * links as f64 / search as f64,
             )
         }
         _ => (1, 12.0),
@@ -376,7 +389,7 @@ pub fn plan(
             ),
         )
     })?;
-    let params = params::Params::new(calibration, version);
+    let params = params::Params::new(calibration, version, link_prior(sys, version));
     emit::emit(req, sys, opts, &input, choice, &params, fabric)
 }
 

@@ -7,7 +7,9 @@
 //! - step latency `"algo/proto/class"` (µs per transfer step, on top of path latency),
 //!   default NCCL's `hwLat` for the link kind (NVLink / PCI / network) of the class;
 //! - efficiency `"algo/class"`, fraction of the nominal link rate the payload reaches,
-//!   default 1 (nothing measured: the topology's nominal rate).
+//!   default NCCL's own view of the link kind ([`LinkPrior`]): its per-link NVLink bandwidth
+//!   (`SM*_NVLINK_BW`) over the link's datasheet rate, its `PCI_BW` over PCIe's payload rate,
+//!   and 1 for networks (NCCL takes a NIC's port speed as is).
 
 use super::tuner::{self, StepHw};
 use super::{Algo, Proto, Version};
@@ -33,18 +35,65 @@ pub fn efficiency_key(a: Algo, c: LinkClass) -> String {
     format!("{}/{}", a.as_str(), c.as_str())
 }
 
+/// NCCL's own estimate of the fraction of a link's datasheet rate its kernels move, per link
+/// kind: the default efficiency when no profile measured one. These are the constants NCCL's
+/// topology code assigns links (src/graph/topo.h), divided by the rate the hardware is sold at.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LinkPrior {
+    pub nvlink: f64,
+    pub pcie: f64,
+}
+
+impl LinkPrior {
+    /// No discount anywhere: the topology's nominal rates as they are.
+    pub const NOMINAL: LinkPrior = LinkPrior {
+        nvlink: 1.0,
+        pcie: 1.0,
+    };
+
+    /// `nccl_nvlink_gbps`: NCCL's per-link NVLink bandwidth for the GPU (`SM80_NVLINK_BW` = 20);
+    /// `datasheet_nvlink_gbps`: the same link's rate per direction (25 for NVLink2–4), 0 when
+    /// the GPU has none. PCIe: `PCI_BW` = 12 GB/s for a Gen3 x16 link, whose payload rate is
+    /// 8 GT/s × 16 × 128/130 / 8 = 15.75 GB/s; NCCL scales it by width and generation, so the
+    /// ratio holds for every PCIe link.
+    pub fn from_nccl(nccl_nvlink_gbps: f64, datasheet_nvlink_gbps: f64) -> LinkPrior {
+        LinkPrior {
+            nvlink: if datasheet_nvlink_gbps > 0.0 {
+                (nccl_nvlink_gbps / datasheet_nvlink_gbps).min(1.0)
+            } else {
+                1.0
+            },
+            pcie: 12.0 / 15.75,
+        }
+    }
+
+    pub fn of(&self, class: LinkClass) -> f64 {
+        match class {
+            LinkClass::Nvlink => self.nvlink,
+            LinkClass::Pcie => self.pcie,
+            LinkClass::Ib | LinkClass::Ethernet | LinkClass::Smp | LinkClass::Other => 1.0,
+        }
+    }
+}
+
 /// Parameter lookup with defaults.
 #[derive(Debug, Clone)]
 pub struct Params<'a> {
     calibration: Option<&'a NcclCalibration>,
     version: Version,
+    prior: LinkPrior,
 }
 
 impl<'a> Params<'a> {
-    pub fn new(calibration: Option<&'a NcclCalibration>, version: Version) -> Self {
+    pub fn new(
+        calibration: Option<&'a NcclCalibration>,
+        version: Version,
+        prior: LinkPrior,
+    ) -> Self {
         Params {
             calibration,
             version,
+            prior,
         }
     }
     pub fn base_latency_us(&self, a: Algo, p: Proto) -> f64 {
@@ -67,7 +116,7 @@ impl<'a> Params<'a> {
     pub fn efficiency(&self, a: Algo, c: LinkClass) -> f64 {
         self.calibration
             .and_then(|cal| cal.efficiency.get(&efficiency_key(a, c)))
-            .map_or(1.0, |f| f.value)
+            .map_or_else(|| self.prior.of(c), |f| f.value)
     }
     /// Which of the three came from the profile (for reports): `(fitted, defaulted)` keys.
     pub fn sources(&self, a: Algo, p: Proto, c: LinkClass) -> (Vec<String>, Vec<String>) {
