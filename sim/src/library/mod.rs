@@ -126,6 +126,9 @@ pub struct Plan {
     pub placed_endpoints: Vec<(String, DeviceId)>,
     /// For reports: e.g. `"NCCL 2.18 ring/LL128, 24 channels, chunk 576000 B"`.
     pub decision: String,
+    /// The profile parameters the schedule's costs were looked up under, as
+    /// `table[key]` (e.g. `"efficiency[ring/nvlink]"`): what a fit of this run can move.
+    pub parameters: Vec<String>,
 }
 
 /// Why a library could not run a collective: the scenario field and what was expected.

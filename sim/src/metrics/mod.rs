@@ -72,6 +72,10 @@ pub struct Summary {
     /// The library that ran it and what it decided (`"ideal"` for the templates).
     #[serde(default)]
     pub library: String,
+    /// The library's profile parameters this run's costs were looked up under, as
+    /// `table[key]` (e.g. `"efficiency[ring/nvlink]"`); empty for `ideal`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub library_parameters: Vec<String>,
     pub ranks: u32,
     pub bytes: u64,
     pub time_ps: u64,
@@ -169,6 +173,7 @@ impl RunReport {
             collective: schedule.collective.to_string(),
             algorithm: schedule.algorithm.clone(),
             library: "ideal".into(),
+            library_parameters: Vec::new(),
             ranks: schedule.ranks,
             bytes: schedule.bytes,
             time_ps: outcome.end.as_ps(),

@@ -105,7 +105,9 @@ pub fn simulate_rows(rows: &[FitRow], cal: &NcclCalibration) -> Result<Vec<f64>,
         .collect()
 }
 
-/// The (algorithm, protocol, class) each row runs, from its decision line.
+/// The parameters the rows' costs depend on, from each run's `library_parameters`. Step
+/// latencies are fitted for ring and tree only: NVLS pays its latency once per call and PAT's
+/// few log steps are collinear with the call latency in any single-node table.
 fn exercised(rows: &[FitRow]) -> Result<Vec<Key>, String> {
     let mut keys: Vec<Key> = Vec::new();
     for r in rows {
@@ -113,29 +115,31 @@ fn exercised(rows: &[FitRow]) -> Result<Vec<Key>, String> {
         prep.profile.network.nccl = None;
         let rep = run_prepared(&r.scenario, prep)
             .map_err(|e| format!("{} row {}: {e}", r.file, r.row))?;
-        // "NCCL 2.27 ring/ll, 1 channels, ...; steps over nvlink: ..."
-        let d = &rep.summary.library;
-        let ap = d
-            .split_whitespace()
-            .nth(2)
-            .and_then(|s| s.strip_suffix(','))
-            .ok_or_else(|| format!("{} row {}: not an NCCL run ({d})", r.file, r.row))?;
-        let class = d
-            .split("steps over ")
-            .nth(1)
-            .and_then(|s| s.split(':').next())
-            .unwrap_or("other");
-        let algo = ap.split('/').next().unwrap_or("");
-        let mut add = |k: Key| {
+        let used = &rep.summary.library_parameters;
+        if used.is_empty() {
+            return Err(format!(
+                "{} row {}: not an NCCL run ({})",
+                r.file, r.row, rep.summary.library
+            ));
+        }
+        for u in used {
+            let (table, key) = u
+                .strip_suffix(']')
+                .and_then(|u| u.split_once('['))
+                .ok_or_else(|| format!("parameter name {u:?} is not table[key]"))?;
+            let k = match table {
+                "base_latency_us" => Key::Base(key.to_string()),
+                "step_latency_us" if key.starts_with("ring/") || key.starts_with("tree/") => {
+                    Key::Step(key.to_string())
+                }
+                "step_latency_us" => continue,
+                "efficiency" => Key::Efficiency(key.to_string()),
+                other => return Err(format!("unknown parameter table {other:?}")),
+            };
             if !keys.contains(&k) {
                 keys.push(k)
             }
-        };
-        add(Key::Base(ap.to_string()));
-        if algo == "ring" || algo == "tree" {
-            add(Key::Step(format!("{ap}/{class}")));
         }
-        add(Key::Efficiency(format!("{algo}/{class}")));
     }
     Ok(keys)
 }

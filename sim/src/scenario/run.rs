@@ -254,6 +254,7 @@ pub fn run_prepared(s: &Scenario, prep: Prepared) -> Result<RunReport, RunError>
     library::check_modelled(library)
         .map_err(|e| ScenarioError::new(&file, format!("collective.{}", e.field), e.expected))?;
     let mut decision = None;
+    let mut parameters = Vec::new();
     let mut placed: Vec<(String, DeviceId)> = Vec::new();
     let schedule: Schedule = if library == Library::Ideal {
         // Extra endpoints (parameter servers) go where the scenario says; generate once to
@@ -292,6 +293,7 @@ pub fn run_prepared(s: &Scenario, prep: Prepared) -> Result<RunReport, RunError>
         )
         .map_err(|e| ScenarioError::new(&file, e.field, e.expected))?;
         decision = Some(plan.decision);
+        parameters = plan.parameters;
         placed = plan.placed_endpoints;
         plan.schedule
     };
@@ -355,6 +357,7 @@ pub fn run_prepared(s: &Scenario, prep: Prepared) -> Result<RunReport, RunError>
         Some(d) => d,
         None => "ideal (dtsim's templates as configured)".into(),
     };
+    report.summary.library_parameters = parameters;
     if let Some(ports) = ports {
         report.attach_ports(&ports, &prep.topology, &schedule, &endpoints);
     }

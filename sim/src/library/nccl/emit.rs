@@ -152,10 +152,13 @@ pub(super) fn emit(
         },
         choice.nccl_estimate_us,
     );
+    let (mut parameters, defaulted) = params.sources(a, p, class);
+    parameters.extend(defaulted);
     Ok(Plan {
         schedule,
         placed_endpoints: placed,
         decision,
+        parameters,
     })
 }
 
