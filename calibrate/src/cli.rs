@@ -146,10 +146,26 @@ enum Command {
 
 #[derive(Subcommand)]
 enum ImportCmd {
-    /// nccl-tests logs, text or JSON (-J), gzip allowed: fit each and add the fits to a profile.
+    /// nccl-tests logs, text or JSON (-J), gzip allowed. With --topology: fit dtsim's NCCL
+    /// model (per-call and per-step latency, link efficiency) by simulating every row on that
+    /// topology, into the profile's network.nccl with the rows it was fitted on. Without:
+    /// alpha-beta and size-factor tables for dtsim's ideal templates.
     NcclTests {
         #[arg(required = true)]
         files: Vec<PathBuf>,
+        /// The topology the logs were measured on (a file that names its GPU, e.g.
+        /// topologies/hgx_h100.toml): fit the NCCL model on it.
+        #[arg(long)]
+        topology: Option<PathBuf>,
+        /// The algorithm the runs forced with NCCL_ALGO (ring, tree, nvls, pat), with --topology.
+        #[arg(long, requires = "topology")]
+        algorithm: Option<String>,
+        /// The protocol the runs forced with NCCL_PROTO (ll, ll128, simple), with --topology.
+        #[arg(long, requires = "topology")]
+        protocol: Option<String>,
+        /// Date to record in the provenance of NCCL-model fits (YYYY-MM-DD).
+        #[arg(long, requires = "topology")]
+        date: Option<String>,
         #[command(flatten)]
         fit: FitArgs,
         #[command(flatten)]
@@ -454,9 +470,45 @@ fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Import(ImportCmd::NcclTests {
             files,
+            topology: Some(topology),
+            algorithm,
+            protocol,
+            date,
+            out,
+            ..
+        }) => {
+            let path = out.out.clone().ok_or_else(|| {
+                Failure(
+                    EXIT_INPUT,
+                    "--out: the profile to write the NCCL fit into (needed with --topology)".into(),
+                )
+            })?;
+            let mut runs = Vec::new();
+            for f in &files {
+                runs.push((f.clone(), nccl_tests::load(f)?));
+            }
+            let name = out.name.clone().unwrap_or_else(|| {
+                path.file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "nccl-fit".into())
+            });
+            let sys = crate::fit_nccl::LogSystem {
+                topology: &topology,
+                algorithm: algorithm.as_deref(),
+                protocol: protocol.as_deref(),
+            };
+            let summary = crate::fit_nccl::from_logs(&runs, &sys, &path, &name, date)
+                .map_err(|e| Failure(EXIT_INPUT, e))?;
+            print!("{summary}");
+            Ok(())
+        }
+        Command::Import(ImportCmd::NcclTests {
+            files,
+            topology: None,
             fit,
             out,
             json,
+            ..
         }) => {
             let fits = fit_files(&files, &fit)?;
             report_fits(&fits, json);

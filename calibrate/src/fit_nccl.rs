@@ -11,6 +11,9 @@
 use std::path::{Path, PathBuf};
 
 use sim::profile::{Profile, Provenance};
+use sim::scenario::fit_nccl::FitRow;
+
+use crate::import::nccl_tests::NcclTestsRun;
 
 /// Fits on the rows of `tables` whose system is one of `systems` (all when empty), merges the
 /// result into the profile at `out` (created when missing, named `name`), returns a summary.
@@ -36,10 +39,6 @@ pub fn run(
                 .join(", ")
         ));
     }
-    let files: Vec<String> = tables
-        .iter()
-        .filter_map(|t| t.file_name().map(|f| f.to_string_lossy().into_owned()))
-        .collect();
     let detail = format!(
         "calibrate fit-nccl: simulated fit of {} rows ({}) of {}",
         rows.len(),
@@ -48,9 +47,138 @@ pub fn run(
         } else {
             systems.join("; ")
         },
-        files.join(", ")
+        file_names(tables)
     );
-    let fit = sim::scenario::fit_nccl::fit(&rows, &detail, date.clone())?;
+    fit_and_write(&rows, &detail, out, name, date)
+}
+
+/// What the user says about logs that the logs do not say themselves.
+pub struct LogSystem<'a> {
+    /// The topology the runs were measured on.
+    pub topology: &'a Path,
+    /// `NCCL_ALGO` / `NCCL_PROTO` the runs forced, if any.
+    pub algorithm: Option<&'a str>,
+    pub protocol: Option<&'a str>,
+}
+
+/// The collectives NCCL runs with its collective algorithms, as nccl-tests names them.
+const NCCL_COLLECTIVES: [&str; 5] = [
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "broadcast",
+    "reduce",
+];
+
+/// Fits the NCCL model to nccl-tests logs measured on `sys`: every row of every log becomes
+/// a simulated scenario (the log's collective, size, ranks and NCCL version on the topology),
+/// scored by its out-of-place time.
+pub fn from_logs(
+    runs: &[(PathBuf, NcclTestsRun)],
+    sys: &LogSystem,
+    out: &Path,
+    name: &str,
+    date: Option<String>,
+) -> Result<String, String> {
+    let mut rows = Vec::new();
+    for (path, run) in runs {
+        let file = path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let collective = run.collective.as_deref().ok_or_else(|| {
+            format!(
+                "{}: which collective ran is not in the log (name the file after it, e.g. \
+                 all_reduce.log)",
+                path.display()
+            )
+        })?;
+        if !NCCL_COLLECTIVES.contains(&collective) {
+            return Err(format!(
+                "{}: collective {collective:?}: the NCCL model fits {} (NCCL runs the others \
+                 as point-to-point operations)",
+                path.display(),
+                NCCL_COLLECTIVES.join(", ")
+            ));
+        }
+        let ranks = run.ranks().ok_or_else(|| {
+            format!(
+                "{}: how many ranks ran (no `# Using devices` rank lines and no `nGpus`)",
+                path.display()
+            )
+        })?;
+        let version = run.nccl_version.as_deref().filter(|v| {
+            let ok = sim::library::nccl::Version::parse(v).is_some();
+            if !ok {
+                eprintln!(
+                    "note: {}: NCCL {v} is outside the modelled 2.18-2.27; fitted with 2.27's \
+                     decisions",
+                    path.display()
+                );
+            }
+            ok
+        });
+        for (i, r) in run.rows.iter().enumerate() {
+            let Some(t) = r.out_of_place.or(r.in_place) else {
+                continue;
+            };
+            if r.size_bytes == 0 || !(t.time_us > 0.0) {
+                continue;
+            }
+            let m = sim::scenario::fit_nccl::Measured {
+                topology: sys.topology,
+                collective,
+                bytes: r.size_bytes,
+                ranks,
+                algorithm: sys.algorithm,
+                protocol: sys.protocol,
+                version,
+                measured_secs: t.time_us * 1e-6,
+                file: file.clone(),
+                row: i as u32 + 1,
+            };
+            rows.push(m.fit_row()?);
+        }
+    }
+    if rows.is_empty() {
+        return Err("no timed rows in the logs".into());
+    }
+    let files: Vec<PathBuf> = runs.iter().map(|(p, _)| p.clone()).collect();
+    let detail = format!(
+        "calibrate import nccl-tests --topology {}{}{}: simulated fit of {} rows of {}",
+        sys.topology
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        sys.algorithm
+            .map(|a| format!(" --algorithm {a}"))
+            .unwrap_or_default(),
+        sys.protocol
+            .map(|p| format!(" --protocol {p}"))
+            .unwrap_or_default(),
+        rows.len(),
+        file_names(&files)
+    );
+    fit_and_write(&rows, &detail, out, name, date)
+}
+
+fn file_names(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .filter_map(|t| t.file_name().map(|f| f.to_string_lossy().into_owned()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn fit_and_write(
+    rows: &[FitRow],
+    detail: &str,
+    out: &Path,
+    name: &str,
+    date: Option<String>,
+) -> Result<String, String> {
+    let detail = detail.to_string();
+    let fit = sim::scenario::fit_nccl::fit(rows, &detail, date.clone())?;
     let mut profile = if out.exists() {
         Profile::load(out).map_err(|e| e.to_string())?
     } else {

@@ -30,6 +30,62 @@ pub struct FitRow {
     pub row: u32,
 }
 
+/// One measured collective on a known system: what an nccl-tests log row says, once the user
+/// has named the topology it ran on.
+#[derive(Debug, Clone)]
+pub struct Measured<'a> {
+    /// A topology file that names its GPU (`gpu = "H100-SXM5"`).
+    pub topology: &'a std::path::Path,
+    /// A collective NCCL runs: `all_reduce`, `all_gather`, `reduce_scatter`, `broadcast`,
+    /// `reduce`.
+    pub collective: &'a str,
+    pub bytes: u64,
+    pub ranks: u32,
+    /// What the run forced, as `NCCL_ALGO` / `NCCL_PROTO` would.
+    pub algorithm: Option<&'a str>,
+    pub protocol: Option<&'a str>,
+    /// The NCCL release that ran (`"2.19.3"`); the newest modelled when `None`.
+    pub version: Option<&'a str>,
+    pub measured_secs: f64,
+    pub file: String,
+    pub row: u32,
+}
+
+impl Measured<'_> {
+    /// The row as an NCCL scenario on the topology, ready to simulate and fit.
+    pub fn fit_row(&self) -> Result<FitRow, String> {
+        let quote = |s: &str| toml::Value::String(s.to_string()).to_string();
+        let mut text = format!(
+            "name = \"fit-row\"\n[topology]\nfile = {}\n[placement]\nranks = {}\n\
+             [collective]\nop = {}\nbytes = \"{}B\"\nlibrary = \"nccl\"\n",
+            quote(&self.topology.display().to_string()),
+            self.ranks,
+            quote(self.collective),
+            self.bytes
+        );
+        for (field, v) in [
+            ("algorithm", self.algorithm),
+            ("protocol", self.protocol),
+            ("library_version", self.version),
+        ] {
+            if let Some(v) = v {
+                text.push_str(&format!("{field} = {}\n", quote(v)));
+            }
+        }
+        let at = |e: String| format!("{} row {}: {e}", self.file, self.row);
+        let scenario = super::parse(&text, std::path::Path::new("fit-row.toml"), &[])
+            .map_err(|e| at(e.to_string()))?;
+        let prep = super::run::prepare(&scenario).map_err(|e| at(e.to_string()))?;
+        Ok(FitRow {
+            scenario,
+            prep,
+            measured_secs: self.measured_secs,
+            file: self.file.clone(),
+            row: self.row,
+        })
+    }
+}
+
 /// A fit's result: the calibration and how well it fits its own rows.
 #[derive(Debug, Clone)]
 pub struct NcclFit {

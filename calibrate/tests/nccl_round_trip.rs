@@ -1,0 +1,169 @@
+//! A profile round-trips: parameters → simulated nccl-tests log → `calibrate import
+//! nccl-tests --topology` → a fitted profile that reproduces the same table within 1%.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use calibrate::import::nccl_tests::{self, NcclTestsRun, RankDevice, Row, Timing};
+use sim::profile::{FittedParameter, NcclCalibration, Profile, Provenance};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("calibrate-rt-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Simulated seconds of an 8-GPU all-reduce of `bytes` on HGX H100 under `profile`.
+fn simulate(profile: &Path, bytes: u64) -> f64 {
+    let q = |p: &Path| format!("{:?}", p.display().to_string());
+    let text = format!(
+        "name = \"rt\"\nprofile = {}\n[topology]\nfile = {}\n[collective]\nop = \"all_reduce\"\n\
+         bytes = \"{bytes}B\"\nlibrary = \"nccl\"\nlibrary_version = \"2.20\"\n",
+        q(profile),
+        q(&root().join("topologies/hgx_h100.toml"))
+    );
+    let s = sim::scenario::parse(&text, Path::new("rt.toml"), &[]).unwrap();
+    sim::scenario::run::run(&s).unwrap().summary.time_ps as f64 * 1e-12
+}
+
+fn truth() -> NcclCalibration {
+    let p = |v: f64| FittedParameter {
+        value: v,
+        ci95: None,
+        provenance: Provenance {
+            source: "assumed".into(),
+            detail: "round-trip test truth".into(),
+            date: None,
+        },
+    };
+    let mut c = NcclCalibration::default();
+    for (k, v) in [
+        ("ring/ll", 9.0),
+        ("ring/ll128", 14.0),
+        ("ring/simple", 11.0),
+        ("nvls/simple", 31.0),
+    ] {
+        c.base_latency_us.insert(k.into(), p(v));
+    }
+    for k in ["ring/ll/nvlink", "ring/ll128/nvlink", "ring/simple/nvlink"] {
+        c.step_latency_us.insert(k.into(), p(1.3));
+    }
+    c.efficiency.insert("ring/nvlink".into(), p(0.74));
+    c.efficiency.insert("nvls/nvlink".into(), p(0.66));
+    c
+}
+
+#[test]
+fn a_profile_round_trips_through_an_nccl_tests_log_within_one_percent() {
+    let dir = tmp("round-trip");
+    // 1. A profile with known parameters.
+    let mut prof = Profile::load(&root().join("data/profiles/h100_sxm_node.json")).unwrap();
+    prof.network.nccl = Some(truth());
+    let truth_path = dir.join("truth.json");
+    std::fs::write(&truth_path, serde_json::to_string_pretty(&prof).unwrap()).unwrap();
+
+    // 2. The nccl-tests table it predicts, 1 KiB to 1 GiB, written as nccl-tests prints it.
+    let sizes: Vec<u64> = (0..11).map(|i| 1024u64 << (2 * i)).collect();
+    let mut run = NcclTestsRun {
+        collective: Some("all_reduce".into()),
+        nccl_version: Some("2.20.5".into()),
+        gpus_per_process: Some(8),
+        ..NcclTestsRun::default()
+    };
+    run.devices = (0..8)
+        .map(|r| RankDevice {
+            rank: r,
+            host: "hgx".into(),
+            device: r,
+            name: "NVIDIA H100 80GB HBM3".into(),
+        })
+        .collect();
+    for &b in &sizes {
+        let us = simulate(&truth_path, b) * 1e6;
+        let algbw = b as f64 / us / 1e3;
+        let t = Timing {
+            time_us: us,
+            algbw_gbps: algbw,
+            busbw_gbps: algbw * nccl_tests::busbw_factor("all_reduce", 8),
+            wrong: Some(0.0),
+        };
+        run.rows.push(Row {
+            size_bytes: b,
+            count: b / 4,
+            dtype: "float".into(),
+            redop: "sum".into(),
+            root: -1,
+            out_of_place: Some(t),
+            in_place: Some(t),
+        });
+    }
+    let log = dir.join("all_reduce.log");
+    std::fs::write(&log, nccl_tests::to_text(&run)).unwrap();
+
+    // 3. Fit it back through the real command.
+    let fitted = dir.join("fitted.json");
+    let o = Command::new(env!("CARGO_BIN_EXE_calibrate"))
+        .args(["import", "nccl-tests"])
+        .arg(&log)
+        .arg("--topology")
+        .arg(root().join("topologies/hgx_h100.toml"))
+        .arg("--out")
+        .arg(&fitted)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let p = Profile::load(&fitted).unwrap();
+    let n = p.network.nccl.as_ref().unwrap();
+    assert_eq!(n.fitted_on[0].file, "all_reduce.log");
+    assert_eq!(n.fitted_on[0].rows.len(), sizes.len());
+    assert!(n.efficiency["nvls/nvlink"]
+        .provenance
+        .detail
+        .contains("--topology hgx_h100.toml"));
+
+    // 4. The fitted profile predicts the same table.
+    for (b, r) in sizes.iter().zip(&run.rows) {
+        let logged = r.out_of_place.unwrap().time_us;
+        let again = simulate(&fitted, *b) * 1e6;
+        assert!(
+            (again / logged - 1.0).abs() < 0.01,
+            "{b} B: log {logged:.2} us, fitted profile {again:.2} us\n{out}"
+        );
+    }
+}
+
+#[test]
+fn an_nccl_fit_needs_a_collective_nccl_runs_and_names_the_log() {
+    let dir = tmp("bad-collective");
+    let log = dir.join("alltoall.log");
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nccl_tests_multinode.txt"),
+    )
+    .unwrap()
+    .replace("all_gather_perf", "alltoall_perf");
+    std::fs::write(&log, text).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_calibrate"))
+        .args(["import", "nccl-tests"])
+        .arg(&log)
+        .arg("--topology")
+        .arg(root().join("topologies/hgx_h100.toml"))
+        .arg("--out")
+        .arg(dir.join("p.json"))
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("alltoall.log") && e.contains("collective"),
+        "{e}"
+    );
+}
