@@ -122,7 +122,7 @@ pub fn from_logs(
             let Some(t) = r.out_of_place.or(r.in_place) else {
                 continue;
             };
-            if r.size_bytes == 0 || !(t.time_us > 0.0) {
+            if r.size_bytes == 0 || t.time_us.is_nan() || t.time_us <= 0.0 {
                 continue;
             }
             let m = sim::scenario::fit_nccl::Measured {
