@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! dtsim run SCENARIO [--set key=value]... [--json] [--out DIR]
+//! dtsim nccl-tests SCENARIO [-b 8 -e 8G -f 2] [--measured TABLE --system NAME]
 //! dtsim topo show TOPOLOGY [--set key=value]... [--dot]
 //! dtsim bench [--quick]
 //! dtsim sweep SCENARIO [--jobs N] [--out DIR] [--shard i/n] [--emit-slurm DIR] [--limit N]
@@ -44,6 +45,28 @@ enum Command {
         /// (default: the scenario's [output] dir, if any).
         #[arg(long)]
         out: Option<PathBuf>,
+    },
+    /// Run a collective scenario at every size of an nccl-tests sweep (-b, -e, -f) and print
+    /// the library's choice, time, algbw and busbw per size, beside a measured table if given.
+    NcclTests {
+        scenario: PathBuf,
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// Smallest size (nccl-tests -b).
+        #[arg(short = 'b', long = "minbytes", default_value = "8")]
+        min: String,
+        /// Largest size (nccl-tests -e).
+        #[arg(short = 'e', long = "maxbytes", default_value = "8GiB")]
+        max: String,
+        /// Size multiplier (nccl-tests -f).
+        #[arg(short = 'f', long = "stepfactor", default_value_t = 2)]
+        factor: u64,
+        /// A table in the shared validation layout to print beside the prediction.
+        #[arg(long, requires = "system")]
+        measured: Option<PathBuf>,
+        /// The system of --measured to compare with (its `system` column).
+        #[arg(long, requires = "measured")]
+        system: Option<String>,
     },
     /// Time the engine's benchmark cases and print a table (see also `cargo bench -p sim`).
     Bench {
@@ -184,6 +207,37 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             }
             // Wall time goes to stderr: result files and stdout stay bit-identical across runs.
             eprintln!("simulated in {:.3} s wall time", wall.as_secs_f64());
+            Ok(())
+        }
+        Command::NcclTests {
+            scenario: path,
+            set,
+            min,
+            max,
+            factor,
+            measured,
+            system,
+        } => {
+            let s = scenario::load(&path, &set)?;
+            let bytes = |flag: &str, v: &str| {
+                sim::units::parse_bytes(v).map_err(|e| anyhow::anyhow!("{flag} {v:?}: {e}"))
+            };
+            let range = scenario::size_sweep::Range {
+                min_bytes: bytes("-b", &min)?,
+                max_bytes: bytes("-e", &max)?,
+                factor,
+            };
+            let measured = match (&measured, &system) {
+                (Some(t), Some(sys)) => {
+                    Some(sim::validate::nccl::measured_us(t, sys).map_err(|e| anyhow::anyhow!(e))?)
+                }
+                _ => None,
+            };
+            let points = scenario::size_sweep::run(&s, &range).map_err(|e| anyhow::anyhow!(e))?;
+            print!(
+                "{}",
+                scenario::size_sweep::table(&points, measured.as_ref())
+            );
             Ok(())
         }
         Command::Sweep {

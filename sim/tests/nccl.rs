@@ -133,3 +133,46 @@ fn with_no_profile_links_move_what_nccl_itself_assumes_they_do() {
     let busbw = s.busbw_gbytes_per_s;
     assert!(busbw > 0.95 * 240.0 && busbw <= 240.0 * 1.001, "{busbw}");
 }
+
+#[test]
+fn one_scenario_reproduces_the_shape_of_an_nccl_tests_sweep() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let s = sim::scenario::load(&root.join("scenarios/hgx_h100_allreduce.toml"), &[]).unwrap();
+    let range = sim::scenario::size_sweep::Range {
+        min_bytes: 8,
+        max_bytes: 8 << 30,
+        factor: 2,
+    };
+    let points = sim::scenario::size_sweep::run(&s, &range).unwrap();
+    assert_eq!(points.len(), 31);
+    // Latency-bound at the bottom (time nearly flat), bandwidth-bound at the top (time
+    // doubles with size), LL rings first and NVLS last, as NCCL's tuner chooses.
+    assert!(points[1].time_us / points[0].time_us < 1.05);
+    let (a, b) = (&points[29], &points[30]);
+    assert!((b.time_us / a.time_us - 2.0).abs() < 0.05);
+    assert!(
+        points[0].library.contains("ring/ll,"),
+        "{}",
+        points[0].library
+    );
+    assert!(b.library.contains("nvls/simple"), "{}", b.library);
+    // busbw never falls as the size grows by 2x.
+    for w in points.windows(2) {
+        assert!(
+            w[1].busbw_gbytes_per_s >= 0.99 * w[0].busbw_gbytes_per_s,
+            "{} B: {} then {}",
+            w[1].bytes,
+            w[0].busbw_gbytes_per_s,
+            w[1].busbw_gbytes_per_s
+        );
+    }
+    // Beside a measured table: an unknown system is named with the ones there are.
+    let table = root.join("../shared/validation/azure_nd_single_node_allreduce.csv");
+    if table.exists() {
+        let e = sim::validate::nccl::measured_us(&table, "ND X").unwrap_err();
+        assert!(e.contains("--system") && e.contains("ND H100 v5"), "{e}");
+        let m = sim::validate::nccl::measured_us(&table, "ND H100 v5").unwrap();
+        let t = sim::scenario::size_sweep::table(&points, Some(&m));
+        assert!(t.contains("24 sizes measured"), "{t}");
+    }
+}

@@ -32,6 +32,7 @@
 
 pub mod fit_nccl;
 pub mod run;
+pub mod size_sweep;
 pub mod sweep;
 pub mod workload;
 

@@ -224,3 +224,31 @@ pub fn leave_one_out(datasets: &[PathBuf]) -> Result<Vec<super::Prediction>, Str
     }
     Ok(out)
 }
+
+/// The measured all-reduce times (µs by size) of one system in a table, for printing a
+/// simulated sweep beside them (`dtsim nccl-tests --measured`).
+pub fn measured_us(
+    path: &Path,
+    system: &str,
+) -> Result<std::collections::BTreeMap<u64, f64>, String> {
+    let rows = super::read_csv(path)?;
+    let root = super::repo_root(path);
+    let mut out = std::collections::BTreeMap::new();
+    let mut systems = Vec::new();
+    for row in &rows {
+        let Ok(c) = case(row, &root) else { continue };
+        if !systems.contains(&c.system) {
+            systems.push(c.system.clone());
+        }
+        if c.system == system && c.measured_secs > 0.0 {
+            out.insert(num(row, "size_bytes")? as u64, c.measured_secs * 1e6);
+        }
+    }
+    if out.is_empty() {
+        return Err(format!(
+            "{}: --system: one of {systems:?}, got {system:?}",
+            path.display()
+        ));
+    }
+    Ok(out)
+}
