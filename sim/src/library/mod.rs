@@ -23,7 +23,9 @@ pub mod nccl;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-use crate::collective::{Collective, Schedule};
+use std::collections::BTreeMap;
+
+use crate::collective::{Collective, Fabric, Schedule};
 use crate::topology::{DeviceId, LinkClass};
 
 /// Which library runs the collectives of a scenario or workload.
@@ -116,6 +118,57 @@ pub struct System {
     pub nvswitch: Option<DeviceId>,
     /// NICs per node (0 when the nodes' GPUs reach the network some other way).
     pub nics_per_node: u32,
+}
+
+/// What a library's topology detection sees of the ranks (as NCCL's topology discovery
+/// does): the path between two ranks, the NVSwitch a rank's GPU hangs off, the NICs of a
+/// rank's node, the GPU model. Ranks are the [`Fabric`]'s.
+pub trait SystemView: Fabric {
+    fn path(&self, src: u32, dst: u32) -> Option<PathFacts>;
+    fn nvswitch_of(&self, rank: u32) -> Option<DeviceId>;
+    fn nics_on_node_of(&self, rank: u32) -> u32;
+    fn gpu(&self) -> Option<String>;
+}
+
+impl System {
+    /// The system `members` (ranks of `view`, in communicator order) form: nodes counted by
+    /// [`Fabric::node_of`]; the slowest path between neighbours in member order (the paths a
+    /// ring in that order uses) inside a node and across nodes; the NVSwitch when every
+    /// member's GPU hangs off the same one.
+    pub fn of(view: &dyn SystemView, members: &[u32]) -> System {
+        let mut per_node: BTreeMap<u32, u32> = BTreeMap::new();
+        for &r in members {
+            *per_node.entry(view.node_of(r)).or_insert(0) += 1;
+        }
+        let slowest = |v: Vec<PathFacts>| {
+            v.into_iter()
+                .min_by(|x, y| x.bits_per_s.total_cmp(&y.bits_per_s))
+        };
+        let mut intra = Vec::new();
+        let mut inter = Vec::new();
+        for w in members.windows(2) {
+            let Some(p) = view.path(w[0], w[1]) else {
+                continue;
+            };
+            if view.node_of(w[0]) == view.node_of(w[1]) {
+                intra.push(p);
+            } else {
+                inter.push(p);
+            }
+        }
+        let first = members.first().and_then(|&r| view.nvswitch_of(r));
+        let nvswitch = first.filter(|&sw| members.iter().all(|&r| view.nvswitch_of(r) == Some(sw)));
+        System {
+            ranks: members.len() as u32,
+            nodes: per_node.len() as u32,
+            ranks_per_node: per_node.values().copied().max().unwrap_or(1),
+            gpu: view.gpu(),
+            intra: slowest(intra),
+            inter: slowest(inter),
+            nvswitch,
+            nics_per_node: members.first().map_or(0, |&r| view.nics_on_node_of(r)),
+        }
+    }
 }
 
 /// A library's schedule with what it decided.

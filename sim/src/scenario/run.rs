@@ -49,6 +49,39 @@ impl<'a> NetFabric<'a> {
     }
 }
 
+impl library::SystemView for NetFabric<'_> {
+    fn path(&self, src: u32, dst: u32) -> Option<PathFacts> {
+        let (a, b) = (self.endpoints[src as usize], self.endpoints[dst as usize]);
+        self.model
+            .borrow_mut()
+            .path_bottleneck(a, b)
+            .ok()
+            .map(|(bps, class)| PathFacts {
+                class,
+                bits_per_s: bps,
+            })
+    }
+    fn nvswitch_of(&self, rank: u32) -> Option<DeviceId> {
+        let d = self.endpoints[rank as usize];
+        self.topo
+            .out_links(d)
+            .iter()
+            .map(|&l| self.topo.link(l).to)
+            .find(|&t| self.topo.device(t).kind == DeviceKind::Nvswitch)
+    }
+    fn nics_on_node_of(&self, rank: u32) -> u32 {
+        let node = self.topo.device(self.endpoints[rank as usize]).node;
+        self.topo
+            .devices()
+            .iter()
+            .filter(|d| d.kind == DeviceKind::Nic && d.node.is_some() && d.node == node)
+            .count() as u32
+    }
+    fn gpu(&self) -> Option<String> {
+        self.topo.gpu.clone()
+    }
+}
+
 impl Fabric for NetFabric<'_> {
     fn bottleneck_bps(&self, src: u32, dst: u32) -> f64 {
         let (a, b) = (self.endpoints[src as usize], self.endpoints[dst as usize]);
@@ -277,8 +310,9 @@ pub fn run_prepared(s: &Scenario, prep: Prepared) -> Result<RunReport, RunError>
         let c = s.file.collective.as_ref().expect("a collective scenario");
         let opts = super::library_options_of(c, library)
             .map_err(|(f, e)| ScenarioError::new(&file, f, e))?;
-        let system = system_of(&prep, model.as_mut());
         let fabric = NetFabric::new(model.as_mut(), &prep);
+        let members: Vec<u32> = (0..n).collect();
+        let system = System::of(&fabric, &members);
         let plan = library::nccl::plan(
             &Request {
                 collective: spec.collective,
@@ -363,67 +397,4 @@ pub fn run_prepared(s: &Scenario, prep: Prepared) -> Result<RunReport, RunError>
     }
     report.link_series = series;
     Ok(report)
-}
-
-/// What a library's topology detection sees: nodes, the slowest intra- and inter-node paths
-/// from rank 0, the NVSwitch the ranks share, NICs per node.
-pub(crate) fn system_of(prep: &Prepared, model: &mut dyn NetworkModel) -> System {
-    let topo = &prep.topology;
-    let node = |r: usize| match prep.group_size {
-        Some(g) => r as u32 / g,
-        None => topo.device(prep.ranks[r]).node.unwrap_or(r as u32),
-    };
-    let n = prep.ranks.len();
-    let mut per_node: BTreeMap<u32, u32> = BTreeMap::new();
-    for r in 0..n {
-        *per_node.entry(node(r)).or_insert(0) += 1;
-    }
-    let mut path = |a: usize, b: usize| {
-        model
-            .path_bottleneck(prep.ranks[a], prep.ranks[b])
-            .ok()
-            .map(|(bps, class)| PathFacts {
-                class,
-                bits_per_s: bps,
-            })
-    };
-    let slowest = |v: Vec<PathFacts>| {
-        v.into_iter()
-            .min_by(|x, y| x.bits_per_s.total_cmp(&y.bits_per_s))
-    };
-    // Neighbours in rank order: the paths a ring in rank order uses.
-    let mut intra = Vec::new();
-    let mut inter = Vec::new();
-    for r in 0..n.saturating_sub(1) {
-        let Some(p) = path(r, r + 1) else { continue };
-        if node(r) == node(r + 1) {
-            intra.push(p);
-        } else {
-            inter.push(p);
-        }
-    }
-    let switch_of = |d: DeviceId| {
-        topo.out_links(d)
-            .iter()
-            .map(|&l| topo.link(l).to)
-            .find(|&t| topo.device(t).kind == DeviceKind::Nvswitch)
-    };
-    let first = prep.ranks.first().and_then(|&d| switch_of(d));
-    let nvswitch = first.filter(|&sw| prep.ranks.iter().all(|&d| switch_of(d) == Some(sw)));
-    let node0 = prep.ranks.first().and_then(|&d| topo.device(d).node);
-    let nics_per_node = topo
-        .devices()
-        .iter()
-        .filter(|d| d.kind == DeviceKind::Nic && d.node.is_some() && d.node == node0)
-        .count() as u32;
-    System {
-        ranks: n as u32,
-        nodes: per_node.len() as u32,
-        ranks_per_node: per_node.values().copied().max().unwrap_or(1),
-        gpu: topo.gpu.clone(),
-        intra: slowest(intra),
-        inter: slowest(inter),
-        nvswitch,
-        nics_per_node,
-    }
 }
