@@ -150,3 +150,58 @@ fn a_profile_without_compute_rates_is_named_in_the_error() {
     let e = run_workload(&s).unwrap_err().to_string();
     assert!(e.contains("profile") && e.contains("compute"), "{e}");
 }
+
+fn gpt_on_h100_nodes(set: &[&str]) -> Result<sim::metrics::workload::WorkloadReport, String> {
+    let text = format!(
+        "name = \"gpt-h100\"\nprofile = {:?}\n[topology]\nfile = {:?}\n\
+         [topology.generator]\nnodes = 2\n[workload]\nmodel = \"gpt_1_3b\"\ndtype = \"fp16\"\n\
+         batch_per_gpu = 2\ntensor_parallel = 8\n",
+        repo()
+            .join("data/profiles/v100_dgx1_public.json")
+            .display()
+            .to_string(),
+        repo()
+            .join("topologies/h100_rail_cluster.toml")
+            .display()
+            .to_string()
+    );
+    let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+    let s =
+        sim::scenario::parse(&text, Path::new("gpt-h100.toml"), &set).map_err(|e| e.to_string())?;
+    sim::scenario::workload::run_workload(&s).map_err(|e| e.to_string())
+}
+
+#[test]
+fn on_a_gpu_cluster_nccl_runs_the_steps_collectives_each_group_on_its_own_nvswitch() {
+    // TP 8 inside each of 2 HGX H100 nodes, DP 2 across them. NCCL's tuner gives each TP
+    // group's large all-reduces NVLS on that node's NVSwitch, and the DP all-reduce (one GPU
+    // per node) rings over the network.
+    let r = gpt_on_h100_nodes(&[]).unwrap();
+    let alg = &r.summary.algorithm;
+    assert!(
+        alg.contains("nvls/simple") && alg.contains("ring/"),
+        "{alg}"
+    );
+    let switches: Vec<&String> = r
+        .endpoints
+        .iter()
+        .filter(|e| e.contains("nvswitch"))
+        .collect();
+    assert_eq!(switches.len(), 2, "{:?}", r.endpoints);
+    assert_ne!(switches[0], switches[1]);
+    // The templates, asked for, are what they were.
+    let ideal = gpt_on_h100_nodes(&["workload.allreduce.library=\"ideal\""]).unwrap();
+    assert!(
+        ideal.summary.algorithm.starts_with("ring("),
+        "{}",
+        ideal.summary.algorithm
+    );
+}
+
+#[test]
+fn a_template_field_under_nccl_in_a_workload_is_a_clear_error() {
+    let e = gpt_on_h100_nodes(&["workload.allreduce.rings=2"]).unwrap_err();
+    assert!(e.contains("workload.allreduce.rings"), "{e}");
+    let e = gpt_on_h100_nodes(&["workload.allreduce.algorithm=\"nvls_tree\""]).unwrap_err();
+    assert!(e.contains("workload.allreduce.algorithm"), "{e}");
+}

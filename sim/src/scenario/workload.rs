@@ -17,9 +17,10 @@
 //! steps_per_epoch = 100            # epoch time and traffic per epoch = steps × one step
 //! epochs = 1
 //! ablation = "none"                # none | free_communication | free_compute
-//! [workload.allreduce]             # the gradient / TP all-reduce algorithm, as in [collective]
-//! algorithm = "ring"
-//! permutations = [0, 5]
+//! [workload.allreduce]             # the gradient / TP all-reduce, as in [collective]:
+//! library = "ideal"                # ideal | nccl (default nccl on a topology naming its GPU)
+//! algorithm = "ring"               # ideal: the template; nccl: forced as NCCL_ALGO would
+//! permutations = [0, 5]            # ideal only (nccl: protocol, min/max_channels, library_version)
 //!
 //! [[compare]]                      # optional: variants, each a list of --set overrides
 //! label = "hierarchical"
@@ -36,9 +37,10 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::run::{network_model, prepare, NetFabric, RunError};
-use super::{collective_spec_of, AlgorithmName, CollectiveTable, Scenario, ScenarioError};
+use super::{collective_spec_of, library_options_of, CollectiveTable, Scenario, ScenarioError};
 use crate::collective::play::{play, PlayOptions};
-use crate::collective::Collective;
+use crate::collective::{Collective, CollectiveSpec, Fabric};
+use crate::library::{self, Library, LibraryOptions, Request, System};
 use crate::metrics::workload::{StudyRow, WorkloadReport, WorkloadSummary};
 use crate::net::series::SeriesOptions;
 use crate::net::NetworkModel;
@@ -48,13 +50,19 @@ use crate::workload::compute::{ComputeModel, Dtype, Optimizer};
 use crate::workload::memory;
 use crate::workload::metrics::{step_metrics, traffic_per_step};
 use crate::workload::step::{self, Ablation, DpMethod, PipelineSchedule, StepConfig};
+use crate::workload::step::{Planned, Planner, Templates};
 
-/// The gradient all-reduce algorithm, with the options `[collective]` accepts.
+/// The step's collectives (gradient and TP all-reduces, DataParallel's broadcast and reduce):
+/// the library that runs them and its options, as `[collective]` takes them.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AllReduceTable {
-    #[serde(default)]
-    pub algorithm: AlgorithmName,
+    pub library: Option<Library>,
+    pub algorithm: Option<String>,
+    pub protocol: Option<String>,
+    pub min_channels: Option<u32>,
+    pub max_channels: Option<u32>,
+    pub library_version: Option<String>,
     pub rings: Option<u32>,
     pub permutations: Option<Vec<u32>>,
     pub orders: Option<Vec<Vec<u32>>>,
@@ -162,21 +170,33 @@ impl WorkloadTable {
                 "a positive size such as \"25MiB\"".into(),
             ));
         }
-        self.step_config(u32::MAX).map(|_| ())
+        // Without the topology the default library is unknown: check as the named one.
+        match self.allreduce.library {
+            Some(l) => self.step_config(u32::MAX, l).map(|_| ()),
+            None => Ok(()),
+        }
     }
 
-    /// The step configuration for `ranks` ranks.
-    pub fn step_config(&self, ranks: u32) -> Result<StepConfig, (String, String)> {
+    /// The library that runs the step's collectives on `topology`: the one named, else NCCL on
+    /// a topology that names its GPU model, else the templates.
+    pub fn library(&self, topology: &crate::topology::Topology) -> Library {
+        self.allreduce
+            .library
+            .unwrap_or_else(|| Library::default_for(topology.gpu.as_deref()))
+    }
+
+    /// `[workload.allreduce]` as a `[collective]` table (for the shared checks).
+    fn collective_table(&self, library: Library) -> CollectiveTable {
         let a = &self.allreduce;
-        let table = CollectiveTable {
+        CollectiveTable {
             op: Collective::AllReduce,
             bytes: Bytes(0),
-            library: Some(crate::library::Library::Ideal),
-            algorithm: Some(a.algorithm.as_str().to_string()),
-            protocol: None,
-            min_channels: None,
-            max_channels: None,
-            library_version: None,
+            library: Some(library),
+            algorithm: a.algorithm.clone(),
+            protocol: a.protocol.clone(),
+            min_channels: a.min_channels,
+            max_channels: a.max_channels,
+            library_version: a.library_version.clone(),
             rings: a.rings,
             permutations: a.permutations.clone(),
             orders: a.orders.clone(),
@@ -187,9 +207,41 @@ impl WorkloadTable {
             slices: a.slices,
             root: 0,
             peer: 1,
+        }
+    }
+
+    /// What a library other than `ideal` is asked for, or (field, expected).
+    pub fn library_options(&self, library: Library) -> Result<LibraryOptions, (String, String)> {
+        crate::library::check_modelled(library)
+            .map_err(|e| (format!("workload.allreduce.{}", e.field), e.expected))?;
+        library_options_of(&self.collective_table(library), library)
+            .map_err(|(f, e)| (f.replacen("collective.", "workload.allreduce.", 1), e))
+    }
+
+    /// The step configuration for `ranks` ranks whose collectives `library` runs (the
+    /// templates' algorithm is the default ring when a library chooses its own).
+    pub fn step_config(
+        &self,
+        ranks: u32,
+        library: Library,
+    ) -> Result<StepConfig, (String, String)> {
+        let spec = if library == Library::Ideal {
+            collective_spec_of(&self.collective_table(library), ranks)
+                .map_err(|(f, e)| (f.replacen("collective.", "workload.allreduce.", 1), e))?
+        } else {
+            self.library_options(library)?;
+            // The templates still play what the library does not run (parameter servers):
+            // with their defaults, not the library's options.
+            let mut plain = self.collective_table(Library::Ideal);
+            plain.algorithm = None;
+            plain.protocol = None;
+            plain.min_channels = None;
+            plain.max_channels = None;
+            plain.library_version = None;
+            plain.orders = None;
+            collective_spec_of(&plain, ranks)
+                .map_err(|(f, e)| (f.replacen("collective.", "workload.allreduce.", 1), e))?
         };
-        let spec = collective_spec_of(&table, ranks)
-            .map_err(|(f, e)| (f.replacen("collective.", "workload.allreduce.", 1), e))?;
         let bucket = self.bucket.map(|b| b.0).unwrap_or(25 << 20);
         Ok(StepConfig {
             batch_per_gpu: self.batch_per_gpu,
@@ -236,6 +288,63 @@ impl WorkloadTable {
     }
 }
 
+/// A library (NCCL) planning each of the step's collectives for the group it runs on: the
+/// group's [`System`] (nodes, paths, NVSwitch) is what NCCL's topology detection would see
+/// in that communicator. Parameter-server exchanges are not library collectives and stay
+/// templates.
+struct LibraryPlanner<'a> {
+    view: &'a NetFabric<'a>,
+    options: LibraryOptions,
+    calibration: Option<&'a crate::profile::NcclCalibration>,
+    /// Groups repeat (every bucket over the same replicas): their systems are computed once.
+    systems: std::cell::RefCell<std::collections::HashMap<Vec<u32>, System>>,
+}
+
+impl Planner for LibraryPlanner<'_> {
+    fn plan(
+        &self,
+        spec: &CollectiveSpec,
+        members: &[u32],
+        fabric: &dyn Fabric,
+    ) -> Result<Planned, (String, String)> {
+        if matches!(
+            spec.algorithm,
+            crate::collective::Algorithm::ParameterServer { .. }
+        ) {
+            return Templates.plan(spec, members, fabric);
+        }
+        let system = self
+            .systems
+            .borrow_mut()
+            .entry(members.to_vec())
+            .or_insert_with(|| System::of(self.view, members))
+            .clone();
+        let plan = library::nccl::plan(
+            &Request {
+                collective: spec.collective,
+                bytes: spec.bytes,
+                root: spec.root,
+                peer: spec.peer,
+            },
+            &system,
+            &self.options,
+            self.calibration,
+            fabric,
+        )
+        .map_err(|e| {
+            (
+                e.field.replacen("collective.", "workload.allreduce.", 1),
+                e.expected,
+            )
+        })?;
+        Ok(Planned {
+            schedule: plan.schedule,
+            placed: plan.placed_endpoints,
+            decision: Some(plan.decision),
+        })
+    }
+}
+
 /// Runs a `[workload]` scenario: one training step, played on the network model.
 pub fn run_workload(s: &Scenario) -> Result<WorkloadReport, RunError> {
     let file = s.path.display().to_string();
@@ -249,16 +358,31 @@ pub fn run_workload(s: &Scenario) -> Result<WorkloadReport, RunError> {
     let prep = prepare(s)?;
     let n = prep.ranks.len() as u32;
     let model = w.model(&s.path).map_err(fail)?;
-    let cfg = w.step_config(n).map_err(fail)?;
+    let library = w.library(&prep.topology);
+    let cfg = w.step_config(n, library).map_err(fail)?;
     let cm = ComputeModel::from_profile(&prep.profile, cfg.dtype)
         .map_err(|e| fail(("profile".into(), e)))?;
     let mut net: Box<dyn NetworkModel> = network_model(s, &prep)?;
     let dag = {
         let fabric = NetFabric::new(net.as_mut(), &prep);
-        step::build(&model, &cm, &cfg, n, &fabric).map_err(fail)?
+        if library == Library::Ideal {
+            step::build(&model, &cm, &cfg, n, &fabric, &Templates).map_err(fail)?
+        } else {
+            let planner = LibraryPlanner {
+                view: &fabric,
+                options: w.library_options(library).map_err(fail)?,
+                calibration: prep.profile.network.nccl.as_ref(),
+                systems: Default::default(),
+            };
+            step::build(&model, &cm, &cfg, n, &fabric, &planner).map_err(fail)?
+        }
     };
     let mut endpoints = prep.ranks.clone();
     for name in &dag.schedule.extra_endpoints {
+        if let Some((_, dev)) = dag.placed.iter().find(|(p, _)| p == name) {
+            endpoints.push(*dev);
+            continue;
+        }
         let field = format!("placement.endpoints.{name}");
         let dev = s.file.placement.endpoints.get(name).ok_or_else(|| {
             fail((
@@ -304,7 +428,15 @@ pub fn run_workload(s: &Scenario) -> Result<WorkloadReport, RunError> {
         params: model.params(),
         forward_gflops_per_sample: model.forward_flops() as f64 / 1e9,
         parallelism: cfg.method.as_str().to_string(),
-        algorithm: cfg.algorithm.report_name(),
+        algorithm: if dag.decisions.is_empty() {
+            cfg.algorithm.report_name()
+        } else {
+            dag.decisions
+                .iter()
+                .map(|(d, n)| format!("{d} (x{n})"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        },
         ranks: n,
         data_parallel: dag.data_parallel,
         tensor_parallel: cfg.tensor_parallel,

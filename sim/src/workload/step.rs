@@ -41,6 +41,7 @@ use crate::collective::{
     OpKind, Phase, Schedule,
 };
 use crate::engine::SimTime;
+use crate::topology::DeviceId;
 
 /// How data-parallel replicas exchange gradients.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -147,6 +148,55 @@ pub struct StepDag {
     pub stages: Vec<std::ops::Range<usize>>,
     /// DDP / PS buckets: (bytes, first layer, last layer) in the order they are sent.
     pub buckets: Vec<(u64, usize, usize)>,
+    /// Extra endpoints a library placed itself (NVLS: each group's NVSwitch), by name.
+    pub placed: Vec<(String, DeviceId)>,
+    /// What the library decided for the step's collectives, each distinct choice once with
+    /// how many collectives made it (empty for the templates).
+    pub decisions: Vec<(String, u32)>,
+}
+
+/// One collective over one group, as a [`Planner`] turns it into a schedule.
+pub struct Planned {
+    pub schedule: Schedule,
+    /// Extra endpoints the library placed itself (NVLS: the group's NVSwitch).
+    pub placed: Vec<(String, DeviceId)>,
+    /// The library's decision line, `None` for the templates.
+    pub decision: Option<String>,
+}
+
+/// Turns one collective over a group of ranks into a schedule: dtsim's templates
+/// ([`Templates`]) or a library (the scenario layer's NCCL planner).
+pub trait Planner {
+    /// `members`: the group's ranks in communicator order; `fabric` sees the group with rank
+    /// `i` = `members[i]`.
+    fn plan(
+        &self,
+        spec: &CollectiveSpec,
+        members: &[u32],
+        fabric: &dyn Fabric,
+    ) -> Result<Planned, StepError>;
+}
+
+/// `library = "ideal"`: the templates exactly as configured.
+pub struct Templates;
+
+impl Planner for Templates {
+    fn plan(
+        &self,
+        spec: &CollectiveSpec,
+        members: &[u32],
+        fabric: &dyn Fabric,
+    ) -> Result<Planned, StepError> {
+        let schedule =
+            generate(spec, members.len() as u32, fabric).map_err(|e: CollectiveError| {
+                err(&format!("workload.allreduce ({})", e.field), e.expected)
+            })?;
+        Ok(Planned {
+            schedule,
+            placed: Vec::new(),
+            decision: None,
+        })
+    }
 }
 
 /// Why a step could not be built: (field, expected).
@@ -176,7 +226,10 @@ struct Builder<'a> {
     s: Schedule,
     lanes: Vec<Option<u16>>,
     fabric: &'a dyn Fabric,
+    planner: &'a dyn Planner,
     cfg: &'a StepConfig,
+    placed: Vec<(String, DeviceId)>,
+    decisions: Vec<(String, u32)>,
 }
 
 impl Builder<'_> {
@@ -222,7 +275,9 @@ impl Builder<'_> {
     }
 
     /// Embeds `collective` of `bytes` over each group (all groups the same size) after
-    /// `after`; returns a join op that finishes with it.
+    /// `after`; returns a join op that finishes with it. The planner plans the first group and
+    /// the others reuse its schedule, unless the library placed endpoints of its own (NVLS:
+    /// each group has its own NVSwitch): then every group is planned.
     fn collective(
         &mut self,
         spec: CollectiveSpec,
@@ -233,28 +288,72 @@ impl Builder<'_> {
         if self.cfg.ablation == Ablation::FreeCommunication || groups.is_empty() {
             return Ok(self.join(after));
         }
-        let fabric = SubFabric {
-            parent: self.fabric,
-            members: &groups[0],
+        let plan_group = |g: &Vec<u32>| {
+            let fabric = SubFabric {
+                parent: self.fabric,
+                members: g,
+            };
+            self.planner.plan(&spec, g, &fabric)
         };
-        let n = groups[0].len() as u32;
-        let sub = generate(&spec, n, &fabric).map_err(|e: CollectiveError| {
-            err(&format!("workload.allreduce ({})", e.field), e.expected)
-        })?;
-        let extra = sub.extra_endpoints.len() as u32;
-        if extra > 0 {
-            for name in &sub.extra_endpoints {
-                if !self.s.extra_endpoints.contains(name) {
-                    self.s.extra_endpoints.push(name.clone());
+        let first = plan_group(&groups[0])?;
+        let plans: Vec<(Planned, Vec<&Vec<u32>>)> = if first.placed.is_empty() {
+            vec![(first, groups.iter().collect())]
+        } else {
+            let mut v = vec![(first, vec![&groups[0]])];
+            for g in &groups[1..] {
+                v.push((plan_group(g)?, vec![g]));
+            }
+            v
+        };
+        let mut sinks = Vec::new();
+        for (mut planned, members) in plans {
+            if let Some(d) = planned.decision.take() {
+                let short = short_decision(&d);
+                match self.decisions.iter_mut().find(|(k, _)| *k == short) {
+                    Some((_, count)) => *count += members.len() as u32,
+                    None => self.decisions.push((short, members.len() as u32)),
                 }
+            }
+            // A library-placed endpoint is named after its device, so groups sharing a
+            // device share the endpoint and groups on different ones do not.
+            for (name, dev) in planned.placed {
+                let global = format!("{name}@{}", dev.0);
+                for e in planned.schedule.extra_endpoints.iter_mut() {
+                    if *e == name {
+                        *e = global.clone();
+                    }
+                }
+                if !self.placed.iter().any(|(n, _)| *n == global) {
+                    self.placed.push((global, dev));
+                }
+            }
+            sinks.extend(self.embed_groups(&planned.schedule, &members, &after, map_kind));
+        }
+        if sinks.is_empty() {
+            return Ok(self.join(after));
+        }
+        Ok(self.join(sinks))
+    }
+
+    /// Embeds `sub` once per group (rank i of `sub` = `group[i]`, its extra endpoints the
+    /// step's endpoints of the same name); returns the sinks.
+    fn embed_groups(
+        &mut self,
+        sub: &Schedule,
+        groups: &[&Vec<u32>],
+        after: &[OpId],
+        map_kind: &dyn Fn(&Op) -> OpKind,
+    ) -> Vec<OpId> {
+        for name in &sub.extra_endpoints {
+            if !self.s.extra_endpoints.contains(name) {
+                self.s.extra_endpoints.push(name.clone());
             }
         }
         let maps: Vec<Vec<u32>> = groups
             .iter()
             .map(|g| {
-                let mut m = g.clone();
-                m.extend((0..extra).map(|j| {
-                    let name = &sub.extra_endpoints[j as usize];
+                let mut m = (*g).clone();
+                m.extend(sub.extra_endpoints.iter().map(|name| {
                     let pos = self
                         .s
                         .extra_endpoints
@@ -268,12 +367,9 @@ impl Builder<'_> {
             .collect();
         let refs: Vec<&[u32]> = maps.iter().map(|m| m.as_slice()).collect();
         let before = self.s.ops.len();
-        let sinks = self.s.embed(&sub, &refs, &after, map_kind);
+        let sinks = self.s.embed(sub, &refs, after, map_kind);
         self.lanes.extend((before..self.s.ops.len()).map(|_| None));
-        if sinks.is_empty() {
-            return Ok(self.join(after));
-        }
-        Ok(self.join(sinks))
+        sinks
     }
 
     fn spec(&self, collective: Collective, bytes: u64, algorithm: Algorithm) -> CollectiveSpec {
@@ -305,13 +401,14 @@ impl Builder<'_> {
 }
 
 /// Builds one training step of `model` on `ranks` ranks (`fabric` answers the collective
-/// generators' questions about the network).
+/// generators' questions about the network; `planner` turns each collective into a schedule).
 pub fn build(
     model: &Model,
     cm: &ComputeModel,
     cfg: &StepConfig,
     ranks: u32,
     fabric: &dyn Fabric,
+    planner: &dyn Planner,
 ) -> Result<StepDag, StepError> {
     let (tp, pp) = (cfg.tensor_parallel.max(1), cfg.pipeline_parallel.max(1));
     if cfg.batch_per_gpu == 0 {
@@ -340,7 +437,10 @@ pub fn build(
         s: Schedule::new(Collective::AllReduce, "training-step", ranks, 0),
         lanes: Vec::new(),
         fabric,
+        planner,
         cfg,
+        placed: Vec::new(),
+        decisions: Vec::new(),
     };
     let mut dag = if tp == 1 && pp == 1 {
         data_parallel_step(&mut b, model, cm, cfg, ranks)?
@@ -355,6 +455,8 @@ pub fn build(
     };
     dag.schedule = b.s;
     dag.lanes = b.lanes;
+    dag.placed = b.placed;
+    dag.decisions = b.decisions;
     dag.ranks = ranks;
     dag.data_parallel = dp;
     debug_assert_eq!(dag.lanes.len(), dag.schedule.ops.len());
@@ -371,7 +473,15 @@ fn empty_dag() -> StepDag {
         global_batch: 0,
         stages: Vec::new(),
         buckets: Vec::new(),
+        placed: Vec::new(),
+        decisions: Vec::new(),
     }
+}
+
+/// `"NCCL 2.27 ring/simple, 24 channels, 4 slice(s); ..."` → `"NCCL 2.27 ring/simple, 24
+/// channels"`: the choice without what varies with the size.
+fn short_decision(d: &str) -> String {
+    d.split(',').take(2).collect::<Vec<_>>().join(",")
 }
 
 /// Gradient buckets in reverse layer order: (bytes, lowest layer, highest layer).
