@@ -8,7 +8,6 @@
 //! `link_series.csv` (utilization per time bin of the busiest links, and buffer occupancy
 //! per bin for the packet model).
 
-use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -38,12 +37,32 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     })
 }
 
-/// CSV field: quoted when it contains a comma, quote or newline.
-pub(crate) fn field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
+/// A CSV file built in memory (quoting by the `csv` crate): a header, then rows of fields.
+pub(crate) struct CsvText(csv::Writer<Vec<u8>>);
+
+impl CsvText {
+    pub(crate) fn new<I, T>(header: I) -> Self
+    where
+        I: IntoIterator<Item = T>,
+        T: AsRef<[u8]>,
+    {
+        let mut t = CsvText(csv::Writer::from_writer(Vec::new()));
+        t.row(header);
+        t
+    }
+    /// One record (fields as strings: write numbers with `to_string()` or `format!`).
+    pub(crate) fn row<I, T>(&mut self, fields: I)
+    where
+        I: IntoIterator<Item = T>,
+        T: AsRef<[u8]>,
+    {
+        self.0
+            .write_record(fields)
+            .expect("writing CSV into memory cannot fail");
+    }
+    pub(crate) fn finish(self) -> String {
+        let bytes = self.0.into_inner().expect("an in-memory writer flushes");
+        String::from_utf8(bytes).expect("fields are UTF-8")
     }
 }
 
@@ -64,60 +83,85 @@ impl RunReport {
         };
         put("summary.json", self.summary_json())?;
 
-        let mut s = String::from("link,from,to,class,bandwidth_bps,bytes,utilization\n");
+        let mut t = CsvText::new([
+            "link",
+            "from",
+            "to",
+            "class",
+            "bandwidth_bps",
+            "bytes",
+            "utilization",
+        ]);
         for l in &self.links {
-            let _ = writeln!(
-                s,
-                "{},{},{},{},{},{},{}",
-                l.link,
-                field(&l.from),
-                field(&l.to),
-                l.class,
-                l.bandwidth_bps,
-                l.bytes,
-                l.utilization
-            );
+            t.row([
+                l.link.to_string(),
+                l.from.clone(),
+                l.to.clone(),
+                l.class.to_string(),
+                l.bandwidth_bps.to_string(),
+                l.bytes.to_string(),
+                l.utilization.to_string(),
+            ]);
         }
-        put("links.csv", s)?;
+        put("links.csv", t.finish())?;
 
-        let mut s = String::from("endpoint,name,device\n");
+        let mut t = CsvText::new(["endpoint", "name", "device"]);
         for (i, (name, dev)) in self.endpoints.iter().enumerate() {
-            let _ = writeln!(s, "{i},{},{}", field(name), field(dev));
+            t.row([i.to_string(), name.clone(), dev.clone()]);
         }
-        put("endpoints.csv", s)?;
+        put("endpoints.csv", t.finish())?;
 
-        let mut s = String::from("src,dst,phase,bytes\n");
+        let mut t = CsvText::new(["src", "dst", "phase", "bytes"]);
         for (k, bytes) in &self.traffic {
-            let _ = writeln!(s, "{},{},{},{}", k.src, k.dst, k.phase.as_str(), bytes);
+            t.row([
+                k.src.to_string(),
+                k.dst.to_string(),
+                k.phase.as_str().to_string(),
+                bytes.to_string(),
+            ]);
         }
-        put("traffic.csv", s)?;
+        put("traffic.csv", t.finish())?;
 
-        let mut s =
-            String::from("op,kind,phase,channel,step,pairs,bytes_per_pair,start_us,end_us\n");
+        let mut t = CsvText::new([
+            "op",
+            "kind",
+            "phase",
+            "channel",
+            "step",
+            "pairs",
+            "bytes_per_pair",
+            "start_us",
+            "end_us",
+        ]);
         for r in &self.timeline {
-            let _ = writeln!(
-                s,
-                "{},{},{},{},{},{},{},{},{}",
-                r.op,
-                r.kind,
-                r.phase,
-                r.channel,
-                r.step,
-                r.pairs,
-                r.bytes_per_pair,
-                r.start_us,
-                r.end_us
-            );
+            t.row([
+                r.op.to_string(),
+                r.kind.to_string(),
+                r.phase.to_string(),
+                r.channel.to_string(),
+                r.step.to_string(),
+                r.pairs.to_string(),
+                r.bytes_per_pair.to_string(),
+                r.start_us.to_string(),
+                r.end_us.to_string(),
+            ]);
         }
-        put("timeline.csv", s)?;
+        put("timeline.csv", t.finish())?;
 
         if let Some(rows) = &self.rank_timeline {
-            let mut s = String::from("endpoint,op,role,phase,start_us,end_us\n");
+            let mut t = CsvText::new(["endpoint", "op", "role", "phase", "start_us", "end_us"]);
             for &(e, op, role) in rows {
-                let t = &self.timeline[op as usize];
-                let _ = writeln!(s, "{e},{op},{role},{},{},{}", t.phase, t.start_us, t.end_us);
+                let r = &self.timeline[op as usize];
+                t.row([
+                    e.to_string(),
+                    op.to_string(),
+                    role.to_string(),
+                    r.phase.to_string(),
+                    r.start_us.to_string(),
+                    r.end_us.to_string(),
+                ]);
             }
-            put("rank_timeline.csv", s)?;
+            put("rank_timeline.csv", t.finish())?;
         }
         put("trace.json", self.trace.to_json())?;
         if let Some(rows) = &self.ports {
@@ -140,34 +184,41 @@ impl RunReport {
 /// (from, to); occupancy columns when the model has buffers.
 pub fn link_series_csv(series: &LinkSeries, name: impl Fn(u32) -> (String, String)) -> String {
     let buffers = series.links.iter().any(|e| e.occupancy.is_some());
-    let mut s = String::from("link,from,to,bin_start_us,bin_end_us,utilization");
-    s += if buffers {
-        ",occupancy_bytes,max_occupancy_bytes\n"
-    } else {
-        "\n"
-    };
+    let mut header = vec![
+        "link",
+        "from",
+        "to",
+        "bin_start_us",
+        "bin_end_us",
+        "utilization",
+    ];
+    if buffers {
+        header.extend(["occupancy_bytes", "max_occupancy_bytes"]);
+    }
+    let mut t = CsvText::new(header);
     let us = |ps: u64| ps as f64 * 1e-6;
     for e in &series.links {
         let (from, to) = name(e.link);
-        let (from, to) = (field(&from), field(&to));
         for (i, u) in e.utilization.iter().enumerate() {
-            let _ = write!(
-                s,
-                "{},{from},{to},{},{},{u}",
-                e.link,
-                us(series.edges_ps[i]),
-                us(series.edges_ps[i + 1])
-            );
+            let mut row = vec![
+                e.link.to_string(),
+                from.clone(),
+                to.clone(),
+                us(series.edges_ps[i]).to_string(),
+                us(series.edges_ps[i + 1]).to_string(),
+                u.to_string(),
+            ];
             match (&e.occupancy, buffers) {
                 (Some(o), _) => {
-                    let _ = writeln!(s, ",{},{}", o.avg_bytes[i], o.max_bytes[i]);
+                    row.extend([o.avg_bytes[i].to_string(), o.max_bytes[i].to_string()])
                 }
-                (None, true) => s += ",,\n",
-                (None, false) => s.push('\n'),
+                (None, true) => row.extend([String::new(), String::new()]),
+                (None, false) => {}
             }
+            t.row(row);
         }
     }
-    s
+    t.finish()
 }
 
 #[cfg(test)]
@@ -190,8 +241,10 @@ mod tests {
     }
 
     #[test]
-    fn csv_fields_with_commas_are_quoted() {
-        assert_eq!(field("a,b"), "\"a,b\"");
-        assert_eq!(field("plain"), "plain");
+    fn csv_fields_with_commas_and_quotes_are_quoted() {
+        let mut t = CsvText::new(["a", "b"]);
+        t.row(["x,y", "say \"hi\""]);
+        t.row(["plain", ""]);
+        assert_eq!(t.finish(), "a,b\n\"x,y\",\"say \"\"hi\"\"\"\nplain,\n");
     }
 }

@@ -190,29 +190,39 @@ impl RunReport {
 
 /// `ports.csv`: one row per directed link.
 pub fn ports_csv(rows: &[PortRow]) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::from(
-        "link,from,to,class,capacity_bytes,max_occupancy_bytes,avg_occupancy_bytes,paused_us,pause_events,blocked_us,drops,dropped_bytes,retransmitted_bytes,packets\n",
-    );
+    let mut t = super::output::CsvText::new([
+        "link",
+        "from",
+        "to",
+        "class",
+        "capacity_bytes",
+        "max_occupancy_bytes",
+        "avg_occupancy_bytes",
+        "paused_us",
+        "pause_events",
+        "blocked_us",
+        "drops",
+        "dropped_bytes",
+        "retransmitted_bytes",
+        "packets",
+    ]);
     for r in rows {
-        let _ = writeln!(
-            s,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-            r.link,
-            super::output::field(&r.from),
-            super::output::field(&r.to),
-            r.class,
-            r.capacity_bytes,
-            r.max_occupancy_bytes,
-            r.avg_occupancy_bytes,
-            r.paused_us,
-            r.pause_events,
-            r.blocked_us,
-            r.drops,
-            r.dropped_bytes,
-            r.retransmitted_bytes,
-            r.packets
-        );
+        t.row([
+            r.link.to_string(),
+            r.from.clone(),
+            r.to.clone(),
+            r.class.to_string(),
+            r.capacity_bytes.to_string(),
+            r.max_occupancy_bytes.to_string(),
+            r.avg_occupancy_bytes.to_string(),
+            r.paused_us.to_string(),
+            r.pause_events.to_string(),
+            r.blocked_us.to_string(),
+            r.drops.to_string(),
+            r.dropped_bytes.to_string(),
+            r.retransmitted_bytes.to_string(),
+            r.packets.to_string(),
+        ]);
     }
-    s
+    t.finish()
 }

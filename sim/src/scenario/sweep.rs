@@ -28,7 +28,7 @@ use std::sync::Mutex;
 use serde::Deserialize;
 
 use super::{load, Scenario, ScenarioError};
-use crate::metrics::output::{field, write_atomic};
+use crate::metrics::output::{write_atomic, CsvText};
 
 /// How the axes combine into points.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -662,36 +662,36 @@ pub fn results_csv(m: &MergeOutcome) -> String {
             }
         }
     }
-    let mut s = String::from("index,dir");
-    for c in m.axes.iter().chain(&metric_cols) {
-        s.push(',');
-        s.push_str(&field(c));
-    }
-    s.push('\n');
+    let mut t = CsvText::new(
+        ["index", "dir"]
+            .into_iter()
+            .map(String::from)
+            .chain(m.axes.iter().cloned())
+            .chain(metric_cols.iter().cloned()),
+    );
     for r in &m.rows {
-        let _ = write!(s, "{},{}", r.index, r.dir);
+        let mut row = vec![r.index.to_string(), r.dir.clone()];
         for a in &m.axes {
             let v = r
                 .values
                 .iter()
                 .find(|(k, _)| k == a)
-                .map(|(_, v)| v.as_str())
-                .unwrap_or("");
-            s.push(',');
-            s.push_str(&field(v));
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default();
+            row.push(v);
         }
         for c in &metric_cols {
-            let v = match r.metrics.iter().find(|(k, _)| k == c).map(|(_, v)| v) {
-                Some(serde_json::Value::String(x)) => x.clone(),
-                Some(serde_json::Value::Null) | None => String::new(),
-                Some(x) => x.to_string(),
-            };
-            s.push(',');
-            s.push_str(&field(&v));
+            row.push(
+                match r.metrics.iter().find(|(k, _)| k == c).map(|(_, v)| v) {
+                    Some(serde_json::Value::String(x)) => x.clone(),
+                    Some(serde_json::Value::Null) | None => String::new(),
+                    Some(x) => x.to_string(),
+                },
+            );
         }
-        s.push('\n');
+        t.row(row);
     }
-    s
+    t.finish()
 }
 
 /// Slurm scripts for a sweep: a job array of `tasks` shards and a merge job that depends on it.

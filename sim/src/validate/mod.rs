@@ -27,6 +27,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use crate::metrics::output::CsvText;
 use crate::scenario;
 
 pub mod nccl;
@@ -168,59 +169,43 @@ pub struct Report {
 pub fn read_csv(path: &Path) -> Result<Vec<Row>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("{}: a readable CSV file ({e})", path.display()))?;
-    let records = parse_csv(&text);
-    let mut it = records.into_iter();
-    let header = it
-        .next()
-        .ok_or_else(|| format!("{}: a header line", path.display()))?;
+    parse_rows(&text, &path.display().to_string())
+}
+
+/// Rows of CSV `text` as header → value maps; `file` names it in errors.
+fn parse_rows(text: &str, file: &str) -> Result<Vec<Row>, String> {
+    let mut reader = csv::ReaderBuilder::new()
+        .flexible(true)
+        .from_reader(text.as_bytes());
+    let header: Vec<String> = reader
+        .headers()
+        .map_err(|e| format!("{file}: a header line ({e})"))?
+        .iter()
+        .map(String::from)
+        .collect();
+    if header.is_empty() {
+        return Err(format!("{file}: a header line"));
+    }
     let mut rows = Vec::new();
-    for (i, rec) in it.enumerate() {
-        if rec.len() == 1 && rec[0].is_empty() {
-            continue;
-        }
+    for (i, rec) in reader.records().enumerate() {
+        let rec = rec.map_err(|e| format!("{file}: row {}: CSV ({e})", i + 1))?;
         if rec.len() != header.len() {
             return Err(format!(
-                "{}: row {}: {} fields like the header, got {}",
-                path.display(),
+                "{file}: row {}: {} fields like the header, got {}",
                 i + 1,
                 header.len(),
                 rec.len()
             ));
         }
-        rows.push(header.iter().cloned().zip(rec).collect());
+        rows.push(
+            header
+                .iter()
+                .cloned()
+                .zip(rec.iter().map(String::from))
+                .collect(),
+        );
     }
     Ok(rows)
-}
-
-fn parse_csv(text: &str) -> Vec<Vec<String>> {
-    let mut out = Vec::new();
-    let mut rec = Vec::new();
-    let mut field = String::new();
-    let mut quoted = false;
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match (quoted, c) {
-            (true, '"') if chars.peek() == Some(&'"') => {
-                field.push('"');
-                chars.next();
-            }
-            (true, '"') => quoted = false,
-            (true, c) => field.push(c),
-            (false, '"') => quoted = true,
-            (false, ',') => rec.push(std::mem::take(&mut field)),
-            (false, '\n') => {
-                rec.push(std::mem::take(&mut field));
-                out.push(std::mem::take(&mut rec));
-            }
-            (false, '\r') => {}
-            (false, c) => field.push(c),
-        }
-    }
-    if !field.is_empty() || !rec.is_empty() {
-        rec.push(field);
-        out.push(rec);
-    }
-    out
 }
 
 /// The repository root: the nearest ancestor of `start` with a `topologies/` directory.
@@ -760,52 +745,64 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
 impl Report {
     /// `predictions.csv`: one line per replayed row.
     pub fn predictions_csv(&self) -> String {
-        let f = crate::metrics::output::field;
-        let mut s = String::from(
-            "dataset,group,row,label,measured_secs,simulated_secs,predicted_secs,error_pct,calibration,scored\n",
-        );
+        let mut t = CsvText::new([
+            "dataset",
+            "group",
+            "row",
+            "label",
+            "measured_secs",
+            "simulated_secs",
+            "predicted_secs",
+            "error_pct",
+            "calibration",
+            "scored",
+        ]);
         for p in &self.predictions {
-            let _ = writeln!(
-                s,
-                "{},{},{},{},{:.6e},{:.6e},{:.6e},{:.3},{},{}",
-                f(&p.dataset),
-                f(&p.group),
-                p.row,
-                f(&p.label),
-                p.measured_secs,
-                p.simulated_secs,
-                p.predicted_secs,
-                p.error_pct(),
-                p.calibration,
-                p.scored
-            );
+            t.row([
+                p.dataset.clone(),
+                p.group.clone(),
+                p.row.to_string(),
+                p.label.clone(),
+                format!("{:.6e}", p.measured_secs),
+                format!("{:.6e}", p.simulated_secs),
+                format!("{:.6e}", p.predicted_secs),
+                format!("{:.3}", p.error_pct()),
+                p.calibration.to_string(),
+                p.scored.to_string(),
+            ]);
         }
-        s
+        t.finish()
     }
 
     /// `errors.csv`: one line per dataset × group.
     pub fn errors_csv(&self) -> String {
-        let f = crate::metrics::output::field;
-        let mut s = String::from(
-            "dataset,group,scored_rows,calibration_rows,median_abs_error_pct,max_abs_error_pct,fit_a_secs,fit_b\n",
-        );
+        let mut t = CsvText::new([
+            "dataset",
+            "group",
+            "scored_rows",
+            "calibration_rows",
+            "median_abs_error_pct",
+            "max_abs_error_pct",
+            "fit_a_secs",
+            "fit_b",
+        ]);
         for g in &self.groups {
             let (a, b) = g
                 .fit
                 .map(|(a, b)| (format!("{a:.6e}"), format!("{b:.6}")))
                 .unwrap_or_default();
-            let _ = writeln!(
-                s,
-                "{},{},{},{},{:.3},{:.3},{a},{b}",
-                f(&g.dataset),
-                f(&g.group),
-                g.rows,
-                g.calibration_rows,
-                g.median_abs_pct,
-                g.max_abs_pct
-            );
+            t.row([
+                g.dataset.clone(),
+                g.group.clone(),
+                g.rows.to_string(),
+                g.calibration_rows.to_string(),
+                format!("{:.3}", g.median_abs_pct),
+                format!("{:.3}", g.max_abs_pct),
+                a,
+                b,
+            ]);
         }
-        s
+        t.finish()
     }
 
     /// The largest median absolute error over groups with scored rows.
@@ -986,8 +983,12 @@ mod tests {
 
     #[test]
     fn csv_fields_with_quotes_and_commas_survive() {
-        let recs = parse_csv("a,b\n\"x, y\",\"say \"\"hi\"\"\"\n");
-        assert_eq!(recs[1], vec!["x, y".to_string(), "say \"hi\"".to_string()]);
+        let rows = parse_rows("a,b\n\"x, y\",\"say \"\"hi\"\"\"\n\n", "t.csv").unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0]["a"], "x, y");
+        assert_eq!(rows[0]["b"], "say \"hi\"");
+        let e = parse_rows("a,b\n1,2,3\n", "t.csv").unwrap_err();
+        assert_eq!(e, "t.csv: row 1: 2 fields like the header, got 3");
     }
 
     #[test]
