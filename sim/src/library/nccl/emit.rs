@@ -54,20 +54,26 @@ pub(super) fn emit(
             let slices = req.bytes.div_ceil(per_loop).clamp(1, MAX_SLICES);
             // Channels whose rings follow the same order share the same links: under max-min
             // they are one ring carrying all of them (cap × channels), and simulate 1/nc as
-            // many ops. Distinct explicit orders stay distinct rings.
-            let (rings, per_flow): (Vec<RingOrder>, f64) = if opts.ring_orders.is_empty() {
+            // many ops. Distinct orders stay distinct rings: explicit ones, and across nodes
+            // one per NIC rail (see rail_rings).
+            let rails = rail_rings(sys, fabric, nc);
+            let (rings, per_flow): (Vec<RingOrder>, f64) = if !opts.ring_orders.is_empty() {
+                let k = opts.ring_orders.len().min(nc as usize);
+                let rings = (0..k)
+                    .map(|c| RingOrder::Explicit(opts.ring_orders[c].clone()))
+                    .collect();
+                (rings, nc as f64 / k as f64)
+            } else if !rails.is_empty() {
+                let k = rails.len();
+                let rings = rails.into_iter().map(RingOrder::Explicit).collect();
+                (rings, nc as f64 / k as f64)
+            } else {
                 let order = RingOrder::Generated {
                     offset: 0,
                     stride: 1,
                     reverse: false,
                 };
                 (vec![order], nc as f64)
-            } else {
-                let k = opts.ring_orders.len().min(nc as usize);
-                let rings = (0..k)
-                    .map(|c| RingOrder::Explicit(opts.ring_orders[c].clone()))
-                    .collect();
-                (rings, nc as f64 / k as f64)
             };
             let s = template(req, Algorithm::Ring { rings }, slices, sys.ranks, fabric)?;
             (s, slices, per_flow)
@@ -160,6 +166,42 @@ pub(super) fn emit(
         decision,
         parameters,
     })
+}
+
+/// NCCL's rings across nodes: each channel leaves and enters every node through its own NIC
+/// (graph search with one net device per channel, rail-aligned on NVSwitch nodes), so the
+/// inter-node traffic of `channels` channels spreads over the nodes' NICs instead of one.
+/// Ring `c` visits the nodes in order and, inside each, its ranks rotated by `c` (it enters
+/// at local rank `c` and leaves from local rank `c − 1`), one ring per NIC up to the ranks
+/// per node. Empty when the ranks are on one node, or nodes hold different numbers of ranks.
+fn rail_rings(sys: &System, fabric: &dyn Fabric, channels: u64) -> Vec<Vec<u32>> {
+    if sys.nodes <= 1 || sys.ranks_per_node <= 1 {
+        return Vec::new();
+    }
+    let mut nodes: Vec<(u32, Vec<u32>)> = Vec::new();
+    for r in 0..sys.ranks {
+        let n = fabric.node_of(r);
+        match nodes.iter_mut().find(|(k, _)| *k == n) {
+            Some((_, v)) => v.push(r),
+            None => nodes.push((n, vec![r])),
+        }
+    }
+    let per = nodes[0].1.len();
+    if nodes.iter().any(|(_, v)| v.len() != per) {
+        return Vec::new();
+    }
+    let rings = (sys.nics_per_node.max(1) as usize)
+        .min(per)
+        .min(channels as usize)
+        .max(1);
+    (0..rings)
+        .map(|c| {
+            nodes
+                .iter()
+                .flat_map(|(_, v)| (0..per).map(move |i| v[(c + i) % per]))
+                .collect()
+        })
+        .collect()
 }
 
 /// One channel's payload ceiling in GB/s (NCCL's measured per-channel maxima; infinite
