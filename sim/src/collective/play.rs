@@ -106,8 +106,7 @@ pub fn play(
         }
     }
 
-    let mut net_patterns: Vec<Option<NetPatternId>> = vec![None; schedule.patterns.len()];
-    let mut pattern_bytes = vec![0u128; schedule.patterns.len()];
+    let mut patterns = Patterns::new(schedule, endpoints);
     let mut timings = vec![OpTiming::default(); n_ops];
     let mut queue: EventQueue<Event> = EventQueue::new();
     let mut finished: VecDeque<u32> = VecDeque::new();
@@ -129,16 +128,7 @@ pub fn play(
                             .transport
                             .map_or(SimTime::ZERO, |t| t.setup);
                         if setup == SimTime::ZERO {
-                            start_transfer(
-                                schedule,
-                                endpoints,
-                                net,
-                                &mut net_patterns,
-                                &mut pattern_bytes,
-                                &mut queue,
-                                &mut finished,
-                                op,
-                            )?;
+                            patterns.start(net, &mut queue, &mut finished, op)?;
                         } else {
                             let _ = queue.schedule_in(setup, Event::SetupDone(op));
                         }
@@ -191,16 +181,7 @@ pub fn play(
                 net.on_event(&mut ctx, e);
             }
             Event::ReduceDone(op) | Event::ComputeDone(op) => finished.push_back(op),
-            Event::SetupDone(op) => start_transfer(
-                schedule,
-                endpoints,
-                net,
-                &mut net_patterns,
-                &mut pattern_bytes,
-                &mut queue,
-                &mut finished,
-                op,
-            )?,
+            Event::SetupDone(op) => patterns.start(net, &mut queue, &mut finished, op)?,
         }
     }
     debug_assert_eq!(completed, n_ops, "every op of a valid schedule runs");
@@ -208,46 +189,61 @@ pub fn play(
     Ok(PlayOutcome {
         end,
         ops: timings,
-        pattern_bytes,
+        pattern_bytes: patterns.bytes,
         events,
         net: net.counters(),
     })
 }
 
-/// Hands transfer op `op` to the network model as a batch (registering its pattern the first
-/// time it is used).
-#[allow(clippy::too_many_arguments)]
-fn start_transfer(
-    schedule: &Schedule,
-    endpoints: &[DeviceId],
-    net: &mut dyn NetworkModel,
-    net_patterns: &mut [Option<NetPatternId>],
-    pattern_bytes: &mut [u128],
-    queue: &mut EventQueue<Event>,
-    finished: &mut VecDeque<u32>,
-    op: u32,
-) -> Result<(), TopologyError> {
-    let o = &schedule.ops[op as usize];
-    let OpKind::Transfer { pattern, bytes } = o.kind else {
-        unreachable!("only transfer ops are started as batches")
-    };
-    let p = pattern.0 as usize;
-    let id = match net_patterns[p] {
-        Some(id) => id,
-        None => {
-            let pairs: Vec<(DeviceId, DeviceId)> = schedule.patterns[p]
-                .pairs
-                .iter()
-                .map(|&(s, d)| (endpoints[s as usize], endpoints[d as usize]))
-                .collect();
-            let id = net.add_pattern(&pairs)?;
-            net_patterns[p] = Some(id);
-            id
+/// The schedule's traffic patterns as the network model knows them (each registered the first
+/// time an op uses it), and the bytes sent on each.
+struct Patterns<'a> {
+    schedule: &'a Schedule,
+    endpoints: &'a [DeviceId],
+    ids: Vec<Option<NetPatternId>>,
+    bytes: Vec<u128>,
+}
+
+impl<'a> Patterns<'a> {
+    fn new(schedule: &'a Schedule, endpoints: &'a [DeviceId]) -> Self {
+        Patterns {
+            schedule,
+            endpoints,
+            ids: vec![None; schedule.patterns.len()],
+            bytes: vec![0; schedule.patterns.len()],
         }
-    };
-    pattern_bytes[p] += bytes as u128;
-    let max_flow_bps = o.transport.map_or(f64::INFINITY, |t| t.max_flow_bps);
-    let mut ctx = Ctx { queue, finished };
-    net.start_batch(&mut ctx, id, bytes, max_flow_bps, op as u64);
-    Ok(())
+    }
+
+    /// Hands transfer op `op` to the network model as a batch.
+    fn start(
+        &mut self,
+        net: &mut dyn NetworkModel,
+        queue: &mut EventQueue<Event>,
+        finished: &mut VecDeque<u32>,
+        op: u32,
+    ) -> Result<(), TopologyError> {
+        let o = &self.schedule.ops[op as usize];
+        let OpKind::Transfer { pattern, bytes } = o.kind else {
+            unreachable!("only transfer ops are started as batches")
+        };
+        let p = pattern.0 as usize;
+        let id = match self.ids[p] {
+            Some(id) => id,
+            None => {
+                let pairs: Vec<(DeviceId, DeviceId)> = self.schedule.patterns[p]
+                    .pairs
+                    .iter()
+                    .map(|&(s, d)| (self.endpoints[s as usize], self.endpoints[d as usize]))
+                    .collect();
+                let id = net.add_pattern(&pairs)?;
+                self.ids[p] = Some(id);
+                id
+            }
+        };
+        self.bytes[p] += bytes as u128;
+        let max_flow_bps = o.transport.map_or(f64::INFINITY, |t| t.max_flow_bps);
+        let mut ctx = Ctx { queue, finished };
+        net.start_batch(&mut ctx, id, bytes, max_flow_bps, op as u64);
+        Ok(())
+    }
 }
