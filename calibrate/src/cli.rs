@@ -103,6 +103,10 @@ enum Command {
         /// Fit on rows of these systems only (column `system`; repeatable). Default: all.
         #[arg(long = "system")]
         systems: Vec<String>,
+        /// Leave every K-th selected row out of the fit, for `dtsim validate` to score the
+        /// profile on sizes it was not fitted on.
+        #[arg(long, value_name = "K")]
+        hold_out_every: Option<u32>,
         /// Profile to write (merged into when it exists).
         #[arg(long)]
         out: PathBuf,
@@ -426,12 +430,14 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::FitNccl {
             tables,
             systems,
+            hold_out_every,
             out,
             name,
             date,
         } => {
-            let summary = crate::fit_nccl::run(&tables, &systems, &out, &name, date)
-                .map_err(|e| Failure(EXIT_INPUT, e))?;
+            let summary =
+                crate::fit_nccl::run(&tables, &systems, hold_out_every, &out, &name, date)
+                    .map_err(|e| Failure(EXIT_INPUT, e))?;
             print!("{summary}");
             Ok(())
         }

@@ -15,11 +15,14 @@ use sim::scenario::fit_nccl::FitRow;
 
 use crate::import::nccl_tests::NcclTestsRun;
 
-/// Fits on the rows of `tables` whose system is one of `systems` (all when empty), merges the
-/// result into the profile at `out` (created when missing, named `name`), returns a summary.
+/// Fits on the rows of `tables` whose system is one of `systems` (all when empty), leaving
+/// out every `hold_out_every`-th of them (so that `dtsim validate` scores the model on sizes
+/// it was not fitted on), merges the result into the profile at `out` (created when missing,
+/// named `name`), returns a summary.
 pub fn run(
     tables: &[PathBuf],
     systems: &[String],
+    hold_out_every: Option<u32>,
     out: &Path,
     name: &str,
     date: Option<String>,
@@ -27,6 +30,9 @@ pub fn run(
     let keep = |s: &str| systems.is_empty() || systems.iter().any(|k| k == s);
     let rows: Vec<_> = sim::validate::nccl::fit_rows(tables, &keep)?
         .into_iter()
+        .map(|(_, r)| r)
+        .enumerate()
+        .filter(|(i, _)| hold_out_every.is_none_or(|k| k < 2 || (i + 1) % k as usize != 0))
         .map(|(_, r)| r)
         .collect();
     if rows.is_empty() {
@@ -40,13 +46,16 @@ pub fn run(
         ));
     }
     let detail = format!(
-        "calibrate fit-nccl: simulated fit of {} rows ({}) of {}",
+        "calibrate fit-nccl: simulated fit of {} rows ({}{}) of {}",
         rows.len(),
         if systems.is_empty() {
             "all systems".to_string()
         } else {
             systems.join("; ")
         },
+        hold_out_every
+            .map(|k| format!("; every {k}th row held out for validate"))
+            .unwrap_or_default(),
         file_names(tables)
     );
     fit_and_write(&rows, &detail, out, name, date)

@@ -327,16 +327,24 @@ pub fn fit(rows: &[FitRow], detail: &str, date: Option<String>) -> Result<NcclFi
             }
         }
         let s2 = resid.iter().map(|r| r * r).sum::<f64>() / (m - n) as f64;
-        let jtj: Vec<Vec<f64>> = (0..n)
-            .map(|a| {
-                (0..n)
-                    .map(|b| (0..m).map(|i| jac[i][a] * jac[i][b]).sum())
+        // A parameter the rows do not move (pinned at a bound, or its algorithm barely runs)
+        // has no interval; the others get theirs from the rest of the matrix.
+        let active: Vec<usize> = (0..n)
+            .filter(|&j| (0..m).map(|i| jac[i][j] * jac[i][j]).sum::<f64>() > 1e-10)
+            .collect();
+        let jtj: Vec<Vec<f64>> = active
+            .iter()
+            .map(|&a| {
+                active
+                    .iter()
+                    .map(|&b| (0..m).map(|i| jac[i][a] * jac[i][b]).sum())
                     .collect()
             })
             .collect();
         if let Some(inv) = invert(jtj) {
-            for (j, k) in keys.iter().enumerate() {
-                let sd = (s2 * inv[j][j]).max(0.0).sqrt();
+            for (ai, &j) in active.iter().enumerate() {
+                let k = &keys[j];
+                let sd = (s2 * inv[ai][ai]).max(0.0).sqrt();
                 let lo = to_value(k, x[j] - 1.96 * sd);
                 let hi = to_value(k, x[j] + 1.96 * sd);
                 let slot = match k {

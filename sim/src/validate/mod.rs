@@ -620,7 +620,16 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
             ));
         };
         let mut preds: Vec<Prediction> = Vec::new();
+        let mut fitted_rows = nccl::FittedOn::default();
         for (i, row) in rows.iter().enumerate() {
+            // Never score (nor simulate) a row the row's profile was fitted on.
+            if is_nccl_table && fitted_rows.contains(row, &root, &file_name, i + 1) {
+                report.skipped.push((
+                    name.clone(),
+                    format!("row {}: its profile was fitted on it; not scored", i + 1),
+                ));
+                continue;
+            }
             for replayed in replay(row, &root) {
                 match replayed {
                     Ok((group, label, measured, sim)) => {
@@ -630,16 +639,6 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
                                 .map_err(|e| format!("{}: {e}", path.display()))?,
                             None => false,
                         };
-                        // Never score a row the row's profile was fitted on.
-                        let fitted =
-                            is_nccl_table && nccl::fitted_on(row, &root, &file_name, i + 1);
-                        if fitted {
-                            report.skipped.push((
-                                name.clone(),
-                                format!("row {}: its profile was fitted on it; not scored", i + 1),
-                            ));
-                            continue;
-                        }
                         let scored = match &opts.score_on {
                             Some(f) => f
                                 .matches(row)

@@ -114,17 +114,26 @@ pub fn replay(row: &Row, root: &Path) -> super::Replayed {
     Ok((c.group, c.label, c.measured_secs, sim))
 }
 
-/// Whether the profile `row` is replayed with was fitted on this row of `file_name`.
-pub fn fitted_on(row: &Row, root: &Path, file_name: &str, row_no: usize) -> bool {
-    let Ok(c) = case(row, root) else { return false };
-    let Ok(p) = Profile::load(&c.profile) else {
-        return false;
-    };
-    p.network.nccl.as_ref().is_some_and(|n| {
-        n.fitted_on
+/// Which rows the bundled profiles were fitted on, each profile read once.
+#[derive(Default)]
+pub struct FittedOn {
+    by_profile: std::collections::HashMap<PathBuf, Vec<crate::profile::FittedRows>>,
+}
+
+impl FittedOn {
+    /// Whether the profile `row` is replayed with was fitted on this row of `file_name`.
+    pub fn contains(&mut self, row: &Row, root: &Path, file_name: &str, row_no: usize) -> bool {
+        let Ok(c) = case(row, root) else { return false };
+        let fitted = self.by_profile.entry(c.profile.clone()).or_insert_with(|| {
+            Profile::load(&c.profile)
+                .ok()
+                .and_then(|p| p.network.nccl.map(|n| n.fitted_on))
+                .unwrap_or_default()
+        });
+        fitted
             .iter()
             .any(|f| f.file == file_name && f.rows.contains(&(row_no as u32)))
-    })
+    }
 }
 
 /// Fit rows (nominal profile) for every replayable row of `datasets` whose system `keep`
