@@ -150,7 +150,9 @@ fn calibration(
 
 /// Simulated seconds of every row under `cal`, or the first row's error.
 pub fn simulate_rows(rows: &[FitRow], cal: &NcclCalibration) -> Result<Vec<f64>, String> {
-    rows.iter()
+    use rayon::prelude::*;
+    // Rows are independent runs: in parallel, collected in row order (deterministic).
+    rows.par_iter()
         .map(|r| {
             let mut prep = r.prep.clone();
             prep.profile.network.nccl = Some(cal.clone());
