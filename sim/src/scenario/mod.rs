@@ -558,14 +558,19 @@ pub fn ideal_algorithm(name: Option<&str>) -> Result<AlgorithmName, (String, Str
     ];
     match name {
         None => Ok(AlgorithmName::Ring),
-        Some(n) => NAMES.iter().find(|(k, _)| *k == n).map(|&(_, a)| a).ok_or_else(|| {
-            (
-                "collective.algorithm".to_string(),
-                format!(
-                    "one of ring, hierarchical, double_binary_tree, halving_doubling,                      parameter_server, direct for library \"ideal\", got {n:?}"
-                ),
-            )
-        }),
+        Some(n) => NAMES
+            .iter()
+            .find(|(k, _)| *k == n)
+            .map(|&(_, a)| a)
+            .ok_or_else(|| {
+                (
+                    "collective.algorithm".to_string(),
+                    format!(
+                        "one of ring, hierarchical, double_binary_tree, halving_doubling, \
+                     parameter_server, direct for library \"ideal\", got {n:?}"
+                    ),
+                )
+            }),
     }
 }
 
@@ -577,16 +582,13 @@ pub fn library_options_of(
     library: Library,
 ) -> Result<LibraryOptions, (String, String)> {
     let field = |f: &str| format!("collective.{f}");
-    let template_only = [
-        ("rings", c.rings.is_some()),
-        ("permutations", c.permutations.is_some()),
-        ("stride", c.stride.is_some()),
-        ("reverse", c.reverse.is_some()),
-        ("servers", c.servers.is_some()),
-        ("colocated", c.colocated.is_some()),
-        ("slices", c.slices.is_some()),
-    ];
-    if let Some((name, _)) = template_only.iter().find(|(_, set)| *set) {
+    let template_only = c
+        .ring_fields()
+        .into_iter()
+        .filter(|(name, _)| *name != "orders")
+        .chain(c.server_fields())
+        .chain([("slices", c.slices.is_some())]);
+    if let Some((name, _)) = template_only.into_iter().find(|(_, set)| *set) {
         return Err((
             field(name),
             format!(
@@ -603,6 +605,26 @@ pub fn library_options_of(
         version: c.library_version.clone(),
         ring_orders: c.orders.clone().unwrap_or_default(),
     })
+}
+
+impl CollectiveTable {
+    /// The fields only the ring template reads (name, set?).
+    fn ring_fields(&self) -> [(&'static str, bool); 5] {
+        [
+            ("rings", self.rings.is_some()),
+            ("permutations", self.permutations.is_some()),
+            ("orders", self.orders.is_some()),
+            ("stride", self.stride.is_some()),
+            ("reverse", self.reverse.is_some()),
+        ]
+    }
+    /// The fields only the parameter-server template reads (name, set?).
+    fn server_fields(&self) -> [(&'static str, bool); 2] {
+        [
+            ("servers", self.servers.is_some()),
+            ("colocated", self.colocated.is_some()),
+        ]
+    }
 }
 
 /// The template-library fields that only `nccl` (or another real library) reads, when set
@@ -632,17 +654,8 @@ pub fn collective_spec_of(
 ) -> Result<CollectiveSpec, (String, String)> {
     {
         let field = |f: &str| format!("collective.{f}");
-        let ring_only = [
-            ("rings", c.rings.is_some()),
-            ("permutations", c.permutations.is_some()),
-            ("orders", c.orders.is_some()),
-            ("stride", c.stride.is_some()),
-            ("reverse", c.reverse.is_some()),
-        ];
-        let ps_only = [
-            ("servers", c.servers.is_some()),
-            ("colocated", c.colocated.is_some()),
-        ];
+        let ring_only = c.ring_fields();
+        let ps_only = c.server_fields();
         let reject = |list: &[(&str, bool)], alg: &str| -> Result<(), (String, String)> {
             match list.iter().find(|(_, set)| *set) {
                 Some((name, _)) => Err((

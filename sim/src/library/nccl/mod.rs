@@ -322,6 +322,11 @@ pub fn tuner_input(
         compute_capability: cc,
         ranks: sys.ranks,
         nodes: sys.nodes,
+        // NCCL searches the ring and tree graphs separately (graph/search.cc), but with the
+        // same speed array and link set; on the systems dtsim builds (one path class inside a
+        // node, one NIC rail per channel across nodes) both searches find the same channel
+        // count and bandwidth, so one graph serves both. Kept as two fields so a topology
+        // where they differ (PCIe trees, asymmetric NVLink meshes) can set them apart.
         ring: graph,
         tree: graph,
         nvls_channels,
