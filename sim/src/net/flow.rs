@@ -10,7 +10,9 @@
 //!   indexed by the flow's position in its pattern, routes are computed once per pattern;
 //! - rates are re-solved only for the connected component of batches that share links with the
 //!   batch that changed (components at batch granularity: a superset of the flow-level
-//!   component, which gives the same rates);
+//!   component, which gives the same rates); with few active batches it is found by testing
+//!   each against the members (pattern overlaps cached), with many through a link → patterns →
+//!   active batches index (the two are checked against each other in debug builds);
 //! - a component's solution is cached under the exact state that produced it (which patterns,
 //!   which of their flows are live, which caps), so the second step of a ring, and every step
 //!   after it, reuses the first step's solutions instead of solving again;
@@ -141,6 +143,10 @@ pub struct FlowModel {
     patterns: Vec<RoutedPattern>,
     /// Whether two patterns share a link, keyed (smaller id, larger id).
     overlap: BTreeMap<(u32, u32), bool>,
+    /// Per link, the patterns routed over it; per pattern, its active batches.
+    link_patterns: Vec<Vec<u32>>,
+    active_by_pattern: Vec<Vec<u32>>,
+    pattern_mark: Vec<bool>,
     batches: Vec<Batch>,
     free_slots: Vec<u32>,
     active: Vec<u32>,
@@ -176,6 +182,9 @@ impl FlowModel {
             link_capacity_bps,
             patterns: Vec::new(),
             overlap: BTreeMap::new(),
+            link_patterns: vec![Vec::new(); nl],
+            active_by_pattern: Vec::new(),
+            pattern_mark: Vec::new(),
             batches: Vec::new(),
             free_slots: Vec::new(),
             active: Vec::new(),
@@ -241,8 +250,64 @@ impl FlowModel {
         shared
     }
 
-    /// Active batches connected to `seed` through shared links (`seed` first).
+    /// Active batches connected to `seed` through shared links, sorted. Scanning costs
+    /// members × active batches; the index costs the members' links (tens of thousands for one
+    /// large ring step), so the scan wins until many batches are active at once (a training
+    /// step's per-group collectives).
     fn component(&mut self, seed: u32) -> Vec<u32> {
+        const SCAN_MAX_ACTIVE: usize = 64;
+        let comp = if self.active.len() <= SCAN_MAX_ACTIVE {
+            self.component_scan(seed)
+        } else {
+            self.component_indexed(seed)
+        };
+        #[cfg(debug_assertions)]
+        {
+            let other = if self.active.len() <= SCAN_MAX_ACTIVE {
+                self.component_indexed(seed)
+            } else {
+                self.component_scan(seed)
+            };
+            debug_assert_eq!(comp, other, "indexed and scanned components differ");
+        }
+        comp
+    }
+
+    fn component_indexed(&mut self, seed: u32) -> Vec<u32> {
+        let mut comp = vec![seed];
+        self.batches[seed as usize].mark = true;
+        let mut seen_patterns: Vec<u32> = Vec::new();
+        let mut i = 0;
+        while i < comp.len() {
+            let pb = self.batches[comp[i] as usize].pattern as usize;
+            for &l in &self.patterns[pb].link_set {
+                for &p in &self.link_patterns[l as usize] {
+                    if self.pattern_mark[p as usize] {
+                        continue;
+                    }
+                    self.pattern_mark[p as usize] = true;
+                    seen_patterns.push(p);
+                    for &other in &self.active_by_pattern[p as usize] {
+                        if !self.batches[other as usize].mark {
+                            self.batches[other as usize].mark = true;
+                            comp.push(other);
+                        }
+                    }
+                }
+            }
+            i += 1;
+        }
+        for &b in &comp {
+            self.batches[b as usize].mark = false;
+        }
+        for p in seen_patterns {
+            self.pattern_mark[p as usize] = false;
+        }
+        comp.sort_unstable();
+        comp
+    }
+
+    fn component_scan(&mut self, seed: u32) -> Vec<u32> {
         let mut comp = vec![seed];
         self.batches[seed as usize].mark = true;
         let mut i = 0;
@@ -524,6 +589,8 @@ impl FlowModel {
         let _ = ctx.schedule(at, NetEvent::Delivered { slot, generation });
         let neighbours = self.component(slot);
         self.active.retain(|&a| a != slot);
+        let p = self.batches[slot as usize].pattern as usize;
+        self.active_by_pattern[p].retain(|&a| a != slot);
         // The batches that shared links with it get its capacity; removing it may have
         // split their component in several.
         let mut resolved: Vec<u32> = vec![slot];
@@ -626,6 +693,12 @@ impl NetworkModel for FlowModel {
         let mut link_set = links.clone();
         link_set.sort_unstable();
         link_set.dedup();
+        let id = self.patterns.len() as u32;
+        for &l in &link_set {
+            self.link_patterns[l as usize].push(id);
+        }
+        self.active_by_pattern.push(Vec::new());
+        self.pattern_mark.push(false);
         self.patterns.push(RoutedPattern {
             offsets,
             links,
@@ -707,6 +780,7 @@ impl NetworkModel for FlowModel {
             return;
         }
         self.active.push(slot);
+        self.active_by_pattern[pattern.0 as usize].push(slot);
         if self.replay_enabled && self.component(slot).len() == 1 {
             let key = (pattern.0, bytes, factor_signature);
             if let Some(trajectory) = self.trajectories.get(&key).cloned() {
