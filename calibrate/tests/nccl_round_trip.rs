@@ -17,6 +17,19 @@ fn tmp(name: &str) -> PathBuf {
     d
 }
 
+/// `calibrate import nccl-tests LOG --topology hgx_h100.toml --out OUT`, through the binary.
+fn import_on_hgx(log: &Path, out: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_calibrate"))
+        .args(["import", "nccl-tests"])
+        .arg(log)
+        .arg("--topology")
+        .arg(root().join("topologies/hgx_h100.toml"))
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
 /// Simulated seconds of an 8-GPU all-reduce of `bytes` on HGX H100 under `profile`.
 fn simulate(profile: &Path, bytes: u64) -> f64 {
     let q = |p: &Path| format!("{:?}", p.display().to_string());
@@ -106,15 +119,7 @@ fn a_profile_round_trips_through_an_nccl_tests_log_within_one_percent() {
 
     // 3. Fit it back through the real command.
     let fitted = dir.join("fitted.json");
-    let o = Command::new(env!("CARGO_BIN_EXE_calibrate"))
-        .args(["import", "nccl-tests"])
-        .arg(&log)
-        .arg("--topology")
-        .arg(root().join("topologies/hgx_h100.toml"))
-        .arg("--out")
-        .arg(&fitted)
-        .output()
-        .unwrap();
+    let o = import_on_hgx(&log, &fitted);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
         o.status.success(),
@@ -151,15 +156,7 @@ fn an_nccl_fit_needs_a_collective_nccl_runs_and_names_the_log() {
     .unwrap()
     .replace("all_gather_perf", "alltoall_perf");
     std::fs::write(&log, text).unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_calibrate"))
-        .args(["import", "nccl-tests"])
-        .arg(&log)
-        .arg("--topology")
-        .arg(root().join("topologies/hgx_h100.toml"))
-        .arg("--out")
-        .arg(dir.join("p.json"))
-        .output()
-        .unwrap();
+    let o = import_on_hgx(&log, &dir.join("p.json"));
     let e = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{e}");
     assert!(

@@ -211,6 +211,27 @@ pub struct Request {
     pub peer: u32,
 }
 
+impl Request {
+    /// The part of `spec` a library reads (the template fields are the library's to choose).
+    pub fn of(spec: &crate::collective::CollectiveSpec) -> Request {
+        Request {
+            collective: spec.collective,
+            bytes: spec.bytes,
+            root: spec.root,
+            peer: spec.peer,
+        }
+    }
+}
+
+/// A [`Plan::decision`] without what varies with the size: `"NCCL 2.27 ring/simple, 24
+/// channels, 4 slice(s); ..."` → `"NCCL 2.27 ring/simple, 24 channels"`.
+pub fn choice(decision: &str) -> &str {
+    match decision.match_indices(',').nth(1) {
+        Some((i, _)) => &decision[..i],
+        None => decision,
+    }
+}
+
 /// Refuses the libraries whose decision rules are not modelled yet.
 pub fn check_modelled(library: Library) -> Result<(), LibraryError> {
     match library {

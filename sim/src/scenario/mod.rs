@@ -506,12 +506,7 @@ impl Scenario {
         if library == Library::Ideal {
             return collective_spec_of(c, ranks);
         }
-        if c.root >= ranks.max(1) && ranks > 1 {
-            return Err((
-                "collective.root".into(),
-                format!("a rank below {ranks}, got {}", c.root),
-            ));
-        }
+        c.check_root(ranks)?;
         Ok(CollectiveSpec {
             collective: c.op,
             bytes: c.bytes.0,
@@ -617,6 +612,16 @@ impl CollectiveTable {
             ("stride", self.stride.is_some()),
             ("reverse", self.reverse.is_some()),
         ]
+    }
+    /// `root` names one of `ranks` ranks (any value with a single rank).
+    fn check_root(&self, ranks: u32) -> Result<(), (String, String)> {
+        if self.root >= ranks.max(1) && ranks > 1 {
+            return Err((
+                "collective.root".into(),
+                format!("a rank below {ranks}, got {}", self.root),
+            ));
+        }
+        Ok(())
     }
     /// The fields only the parameter-server template reads (name, set?).
     fn server_fields(&self) -> [(&'static str, bool); 2] {
@@ -741,12 +746,7 @@ pub fn collective_spec_of(
         if slices == 0 {
             return Err((field("slices"), "at least 1".into()));
         }
-        if c.root >= ranks.max(1) && ranks > 1 {
-            return Err((
-                field("root"),
-                format!("a rank below {ranks}, got {}", c.root),
-            ));
-        }
+        c.check_root(ranks)?;
         Ok(CollectiveSpec {
             collective: c.op,
             bytes: c.bytes.0,

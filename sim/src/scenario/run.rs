@@ -314,12 +314,7 @@ pub fn run_prepared(s: &Scenario, prep: Prepared) -> Result<RunReport, RunError>
         let members: Vec<u32> = (0..n).collect();
         let system = System::of(&fabric, &members);
         let plan = library::nccl::plan(
-            &Request {
-                collective: spec.collective,
-                bytes: spec.bytes,
-                root: spec.root,
-                peer: spec.peer,
-            },
+            &Request::of(&spec),
             &system,
             &opts,
             prep.profile.network.nccl.as_ref(),

@@ -135,15 +135,10 @@ pub fn table(points: &[Point], measured: Option<&BTreeMap<u64, f64>>) -> String 
 
 /// `"NCCL 2.27 ring/ll, 24 channels, 1 slice(s); ..."` → `"ring/ll, 24 channels"`.
 fn short_choice(library: &str) -> String {
-    match library.strip_prefix("NCCL ") {
+    match crate::library::choice(library).strip_prefix("NCCL ") {
         Some(rest) => rest
             .split_once(' ')
-            .map(|(_, r)| r)
-            .unwrap_or(rest)
-            .split(',')
-            .take(2)
-            .collect::<Vec<_>>()
-            .join(",")
+            .map_or(rest, |(_, r)| r)
             .trim()
             .to_string(),
         None => library.split(' ').next().unwrap_or("").to_string(),

@@ -320,12 +320,7 @@ impl Planner for LibraryPlanner<'_> {
             .or_insert_with(|| System::of(self.view, members))
             .clone();
         let plan = library::nccl::plan(
-            &Request {
-                collective: spec.collective,
-                bytes: spec.bytes,
-                root: spec.root,
-                peer: spec.peer,
-            },
+            &Request::of(spec),
             &system,
             &self.options,
             self.calibration,

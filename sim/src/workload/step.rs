@@ -308,7 +308,7 @@ impl Builder<'_> {
         let mut sinks = Vec::new();
         for (mut planned, members) in plans {
             if let Some(d) = planned.decision.take() {
-                let short = short_decision(&d);
+                let short = crate::library::choice(&d).to_string();
                 match self.decisions.iter_mut().find(|(k, _)| *k == short) {
                     Some((_, count)) => *count += members.len() as u32,
                     None => self.decisions.push((short, members.len() as u32)),
@@ -476,12 +476,6 @@ fn empty_dag() -> StepDag {
         placed: Vec::new(),
         decisions: Vec::new(),
     }
-}
-
-/// `"NCCL 2.27 ring/simple, 24 channels, 4 slice(s); ..."` → `"NCCL 2.27 ring/simple, 24
-/// channels"`: the choice without what varies with the size.
-fn short_decision(d: &str) -> String {
-    d.split(',').take(2).collect::<Vec<_>>().join(",")
 }
 
 /// Gradient buckets in reverse layer order: (bytes, lowest layer, highest layer).
