@@ -157,14 +157,15 @@ pub fn fit_run(run: &NcclTestsRun, origin: &str, o: &FitOptions) -> Result<Fitte
         provenance: prov,
     };
     // Factors compare the per-link rate (busbw) with the nominal link rate.
-    let factors = o.nominal_bytes_per_s.map(|nominal| {
-        let rows = fit::efficiency_factors(&pts, &line, nominal / bf, o.nominal_latency_secs, 0.05);
+    let factors = o.nominal_bytes_per_s.map(|nominal| -> Result<_, String> {
+        let rows = fit::efficiency_factors(&pts, &line, nominal / bf, o.nominal_latency_secs, 0.05)
+            .map_err(|e| format!("{origin}: {e} (--nominal-bw)"))?;
         let fits = if line.max_abs_rel_residual() > 0.10 { "a straight line misses some sizes by more than 10%, so the factors vary with size" } else { "the line fits within 10%" };
-        (link_class, FactorTable {
+        Ok((link_class, FactorTable {
             rows,
             provenance: provenance("imported", format!("busbw of {collective} in {origin} over nominal {} per link{}; {fits}", sim::units::fmt_gbytes_per_s(nominal), o.nominal_latency_secs.map(|l| format!("; latency factor = fitted alpha / nominal {:.2} us, bandwidth from time - alpha", l * 1e6)).unwrap_or_else(|| "; no nominal latency given: latency factor 1 and the bandwidth factor carries the whole measured time".into()))),
-        })
-    });
+        }))
+    }).transpose()?;
     Ok(FittedRun {
         fit: cf,
         line,
@@ -282,12 +283,16 @@ pub fn iperf3_factors(
     latency_secs: Option<(f64, f64)>,
     measured: &Provenance,
 ) -> Result<FactorTable, String> {
-    if !(nominal_bits_per_s > 0.0 && nominal_bits_per_s.is_finite()) {
-        return Err(format!(
-            "--nominal-bw: a positive rate, got {nominal_bits_per_s} bit/s"
-        ));
-    }
-    let bandwidth_factor = run.received_bits_per_s / nominal_bits_per_s;
+    sim::limits::bandwidth_bps(nominal_bits_per_s).map_err(|e| format!("--nominal-bw: {e}"))?;
+    let bandwidth_factor = sim::limits::factor(run.received_bits_per_s / nominal_bits_per_s)
+        .map_err(|e| {
+            format!(
+                "the received rate {:.2} Mbit/s over nominal {:.2} Mbit/s: {e}; \
+                 --nominal-bw is the bottleneck link's rate",
+                run.received_bits_per_s / 1e6,
+                nominal_bits_per_s / 1e6
+            )
+        })?;
     let (latency_factor, lat_detail) = match latency_secs {
         Some((m, n)) if n > 0.0 && m > 0.0 => (
             m / n,

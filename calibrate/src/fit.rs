@@ -241,13 +241,16 @@ pub fn fit_with_holdout(
 /// nominal latency is given, so the factor carries the whole measured time); the latency
 /// factor is the fitted alpha over the nominal latency (1 when none is given). Neighbouring
 /// sizes whose factors differ by less than `merge_rel` share a row.
+///
+/// A size that ran faster than the nominal rate is an error (the nominal rate is wrong, and a
+/// factor above 1 would be a link faster than its datasheet), not a factor clamped to 1.
 pub fn efficiency_factors(
     points: &[Point],
     fit: &AlphaBeta,
     nominal_bytes_per_s: f64,
     nominal_latency_secs: Option<f64>,
     merge_rel: f64,
-) -> Vec<FactorRow> {
+) -> Result<Vec<FactorRow>, String> {
     let mut sorted = points.to_vec();
     sorted.sort_by(|a, b| a.bytes.total_cmp(&b.bytes));
     let latency_factor = match nominal_latency_secs {
@@ -271,7 +274,17 @@ pub fn efficiency_factors(
         } else {
             fit.beta_bytes_per_s
         };
-        let bf = (rate / nominal_bytes_per_s).clamp(1e-6, 10.0);
+        let bf = (rate / nominal_bytes_per_s).max(1e-6);
+        if bf > 1.0 + 1e-9 {
+            return Err(format!(
+                "at {} B the measured rate {} is above the nominal {} (factor {bf:.3}): \
+                 the nominal bandwidth given is lower than the link delivered",
+                p.bytes,
+                sim::units::fmt_gbytes_per_s(rate),
+                sim::units::fmt_gbytes_per_s(nominal_bytes_per_s)
+            ));
+        }
+        let bf = bf.min(1.0);
         let min_bytes = if rows.is_empty() { 0 } else { p.bytes as u64 };
         match rows.last() {
             Some(last)
@@ -283,7 +296,7 @@ pub fn efficiency_factors(
             }),
         }
     }
-    rows
+    Ok(rows)
 }
 
 #[cfg(test)]
@@ -396,7 +409,7 @@ mod tests {
     fn factors_of_a_perfect_line_are_one_row_at_the_fitted_rate() {
         let pts = line(5e-6, 100e9);
         let f = fit(&pts, Weighting::Relative).unwrap();
-        let rows = efficiency_factors(&pts, &f, 200e9, Some(2.5e-6), 0.05);
+        let rows = efficiency_factors(&pts, &f, 200e9, Some(2.5e-6), 0.05).unwrap();
         assert_eq!(rows.len(), 1, "{rows:?}");
         assert!((rows[0].bandwidth_factor - 0.5).abs() < 1e-6);
         assert!((rows[0].latency_factor - 2.0).abs() < 1e-6);
@@ -406,7 +419,7 @@ mod tests {
     fn without_a_nominal_latency_the_factor_carries_the_whole_time() {
         let pts = line(5e-6, 100e9);
         let f = fit(&pts, Weighting::Relative).unwrap();
-        let rows = efficiency_factors(&pts, &f, 200e9, None, 0.0);
+        let rows = efficiency_factors(&pts, &f, 200e9, None, 0.0).unwrap();
         for p in pts.iter().skip(1) {
             let r = rows
                 .iter()

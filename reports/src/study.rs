@@ -3,6 +3,8 @@
 //! Inputs, recognised by what they are:
 //! - a sweep directory (`results.parquet`, `results.csv` or `points/`), or a results file:
 //!   scaling curves, method comparisons, compute vs communication, the results table;
+//! - a `[[compare]]` run directory (one folder per variant): the variants compared, then each
+//!   variant as a run directory;
 //! - a run directory (`summary.json` from `dtsim run --out`): traffic heatmaps per phase
 //!   (collective) or per epoch and class (workload), link utilization, buffer occupancy
 //!   (`ports.csv`), utilization and occupancy over time (`link_series.csv`), the per-rank
@@ -80,9 +82,12 @@ pub fn build(inputs: &[PathBuf]) -> Result<Vec<Section>, String> {
                 sweep_section(&files[1], &tag, &mut scaling)?
             } else if input.join("summary.json").is_file() {
                 run_section(input, &tag)?
+            } else if let Some(variants) = compare_variants(input)? {
+                sections.extend(compare_sections(input, &variants, &tag)?);
+                continue;
             } else {
                 return Err(format!(
-                    "{}: not a sweep directory (results.csv, results.parquet or points/) nor a run directory (summary.json)",
+                    "{}: not a sweep directory (results.csv, results.parquet or points/), a run directory (summary.json) nor a [[compare]] run directory (complete.json of kind compare, or variant folders with summary.json)",
                     input.display()
                 ));
             }
@@ -119,6 +124,101 @@ pub fn build(inputs: &[PathBuf]) -> Result<Vec<Section>, String> {
         sections.insert(0, scaling_section(&scaling)?);
     }
     Ok(sections)
+}
+
+/// The variant folders of a `dtsim run --out DIR` of a scenario with `[[compare]]` variants:
+/// in the order `complete.json` lists them, else every sub-folder holding a `summary.json`
+/// (sorted); `None` when `dir` is no such folder.
+fn compare_variants(dir: &Path) -> Result<Option<Vec<PathBuf>>, String> {
+    let marker = dir.join("complete.json");
+    if marker.is_file() {
+        let m = read_json(&marker)?;
+        if m["kind"].as_str() != Some("compare") {
+            return Ok(None);
+        }
+        let mut variants: Vec<PathBuf> = Vec::new();
+        for f in m["files"].as_array().into_iter().flatten() {
+            let Some(f) = f.as_str() else { continue };
+            let p = Path::new(f);
+            if p.file_name().is_some_and(|n| n == "summary.json") {
+                if let Some(parent) = p.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    variants.push(dir.join(parent));
+                }
+            }
+        }
+        if variants.is_empty() {
+            return Err(format!(
+                "{}: lists no variant's summary.json",
+                marker.display()
+            ));
+        }
+        return Ok(Some(variants));
+    }
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Ok(None);
+    };
+    let mut variants: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("summary.json").is_file())
+        .collect();
+    variants.sort();
+    Ok((!variants.is_empty()).then_some(variants))
+}
+
+/// A `[[compare]]` run: one section comparing the variants (throughput, step time, compute vs
+/// exposed communication), then each variant's own run section.
+fn compare_sections(dir: &Path, variants: &[PathBuf], tag: &str) -> Result<Vec<Section>, String> {
+    let mut labels = Vec::new();
+    let mut m = Variants {
+        samples_per_s: Vec::new(),
+        step_secs: Vec::new(),
+        compute_secs: Vec::new(),
+        exposed_secs: Vec::new(),
+        overhead_pct: Vec::new(),
+    };
+    let mut study = String::new();
+    for v in variants {
+        let s = read_json(&v.join("summary.json"))?;
+        if s.get("metrics").is_none() {
+            return Err(format!(
+                "{}: a [[compare]] variant of a workload (summary.json with metrics)",
+                v.join("summary.json").display()
+            ));
+        }
+        if study.is_empty() {
+            study = s["scenario"].as_str().unwrap_or("compare").to_string();
+        }
+        labels.push(
+            v.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        );
+        let x = &s["metrics"];
+        m.samples_per_s.push(x["samples_per_s"].as_f64());
+        m.step_secs.push(x["step_secs"].as_f64());
+        m.compute_secs.push(x["compute_secs"].as_f64());
+        m.exposed_secs
+            .push(x["exposed_communication_secs"].as_f64());
+        m.overhead_pct
+            .push(x["communication_overhead_pct"].as_f64());
+    }
+    let mut head = Section {
+        heading: format!("Variants of {study}"),
+        text: format!(
+            "{} variants of one run ({}), compared.",
+            variants.len(),
+            dir.display()
+        ),
+        ..Section::default()
+    };
+    variant_figures(&study, tag, &labels, &m, &mut head)?;
+    let mut out = vec![head];
+    for (k, v) in variants.iter().enumerate() {
+        let mut sec = run_section(v, &format!("{tag}-v{}", k + 1))?;
+        sec.heading = format!("{} — variant {}", sec.heading, labels[k]);
+        out.push(sec);
+    }
+    Ok(out)
 }
 
 fn results_file(dir: &Path) -> Option<PathBuf> {
@@ -405,6 +505,46 @@ fn workload_sweep(
             });
         }
     }
+    variant_figures(
+        study,
+        tag,
+        &labels,
+        &Variants {
+            samples_per_s: thr,
+            step_secs: step,
+            compute_secs: comp,
+            exposed_secs: exposed,
+            overhead_pct: ovh,
+        },
+        sec,
+    )
+}
+
+/// Per-variant metrics of a workload study, one entry per variant (`None` where missing).
+struct Variants {
+    samples_per_s: Vec<Option<f64>>,
+    step_secs: Vec<Option<f64>>,
+    compute_secs: Vec<Option<f64>>,
+    exposed_secs: Vec<Option<f64>>,
+    overhead_pct: Vec<Option<f64>>,
+}
+
+/// The figures comparing a workload study's variants: throughput, step time, communication
+/// overhead, and compute vs exposed communication.
+fn variant_figures(
+    study: &str,
+    tag: &str,
+    labels: &[String],
+    m: &Variants,
+    sec: &mut Section,
+) -> Result<(), String> {
+    let (thr, step, ovh, comp, exposed) = (
+        &m.samples_per_s,
+        &m.step_secs,
+        &m.overhead_pct,
+        &m.compute_secs,
+        &m.exposed_secs,
+    );
     let v =
         |c: &[Option<f64>], k: f64| c.iter().map(|x| x.unwrap_or(0.0) * k).collect::<Vec<f64>>();
     sec.figures.push(figures::bars(
@@ -413,8 +553,8 @@ fn workload_sweep(
         "Training throughput per variant (higher is better).",
         "variant",
         "throughput (samples/s)",
-        &labels,
-        &[("samples/s".into(), v(&thr, 1.0))],
+        labels,
+        &[("samples/s".into(), v(thr, 1.0))],
         &|x| fmt::num(x),
     )?);
     sec.figures.push(figures::bars(
@@ -423,8 +563,8 @@ fn workload_sweep(
         "Step time per variant (lower is better).",
         "variant",
         "step time (ms)",
-        &labels,
-        &[("step time".into(), v(&step, 1e3))],
+        labels,
+        &[("step time".into(), v(step, 1e3))],
         &|x| fmt::num(x),
     )?);
     sec.figures.push(figures::bars(
@@ -433,8 +573,8 @@ fn workload_sweep(
         "Exposed (not overlapped) communication as a share of the step.",
         "variant",
         "communication overhead (% of step)",
-        &labels,
-        &[("exposed communication".into(), v(&ovh, 1.0))],
+        labels,
+        &[("exposed communication".into(), v(ovh, 1.0))],
         &|x| fmt::pct(x),
     )?);
     sec.figures.push(figures::bars(
@@ -443,10 +583,10 @@ fn workload_sweep(
         "Busiest GPU's compute time and the communication that is not hidden behind it, stacked: together about one step.",
         "variant",
         "time per step (ms)",
-        &labels,
+        labels,
         &[
-            ("compute".into(), v(&comp, 1e3)),
-            ("exposed communication".into(), v(&exposed, 1e3)),
+            ("compute".into(), v(comp, 1e3)),
+            ("exposed communication".into(), v(exposed, 1e3)),
         ],
         &|x| fmt::num(x),
     )?);

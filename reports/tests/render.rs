@@ -34,7 +34,7 @@ fn workload_run(dir: &Path) -> PathBuf {
     )
     .unwrap();
     let out = dir.join("step");
-    sim::scenario::workload::run_workload(&s)
+    sim::scenario::workload::run_workload(&s, Default::default())
         .unwrap()
         .write_dir(&out)
         .unwrap();
@@ -50,6 +50,7 @@ fn sweep(dir: &Path, scenario: &Path, name: &str) -> PathBuf {
         shard: sim::scenario::sweep::Shard::ALL,
         limit: None,
         all_files: false,
+        force: false,
     };
     let o = sim::scenario::sweep::run(&sw, &opts, &|_| {}).unwrap();
     assert!(o.failed.is_empty(), "{:?}", o.failed);

@@ -2,7 +2,8 @@
 //! runs on.
 //!
 //! Layers, each depending only on those above it in this list:
-//! - [`units`]: human units in files (`"400Gbps"`, `"1.5us"`, `"16MiB"`)
+//! - [`units`]: human units in files (`"400Gbps"`, `"1.5us"`, `"16MiB"`); [`limits`]: the
+//!   physically sensible range of each kind of value, for `dtsim` and `calibrate` alike
 //! - [`engine`]: simulated time, the event queue, random streams
 //! - [`topology`]: devices and links (petgraph), generators, routing
 //! - [`net`]: network models (flow-level max-min sharing) behind one interface
@@ -16,6 +17,7 @@ pub mod bench;
 pub mod collective;
 pub mod engine;
 pub mod library;
+pub mod limits;
 pub mod metrics;
 pub mod net;
 pub mod profile;

@@ -16,7 +16,9 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
-use sim::scenario::{self, run::run, sweep};
+use sim::collective::play::Watch;
+use sim::metrics::run_dir;
+use sim::scenario::{self, sweep};
 use sim::topology::{file as topology_file, summary};
 
 #[derive(Parser)]
@@ -42,9 +44,15 @@ enum Command {
         #[arg(long)]
         json: bool,
         /// Write summary.json, links.csv, traffic.csv, timeline.csv ... into this directory
-        /// (default: the scenario's [output] dir, if any).
+        /// (default: the scenario's [output] dir, if any); it must be empty or new.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Clear the output directory first when it holds an earlier run.
+        #[arg(long)]
+        force: bool,
+        /// Stop with an error after this many simulation events.
+        #[arg(long, value_name = "N")]
+        max_events: Option<u64>,
     },
     /// Run a collective scenario at every size of an nccl-tests sweep (-b, -e, -f) and print
     /// the library's choice, time, algbw and busbw per size, beside a measured table if given.
@@ -118,6 +126,9 @@ enum Command {
         /// summary.json.
         #[arg(long)]
         all_files: bool,
+        /// Reuse an output directory that holds another sweep (other --set), dropping its points.
+        #[arg(long)]
+        force: bool,
         /// Write a Slurm job-array script, a dependent merge job and submit.sh into DIR instead
         /// of running.
         #[arg(long, value_name = "DIR")]
@@ -183,23 +194,42 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             set,
             json,
             out,
+            force,
+            max_events,
         } => {
             let s = scenario::load(&path, &set)?;
+            let out = out.or_else(|| s.file.output.dir.as_ref().map(PathBuf::from));
+            if let Some(dir) = &out {
+                run_dir::claim(dir, force).map_err(|e| anyhow::anyhow!(e))?;
+            }
+            let progress = Progress::new(json);
+            let report_progress =
+                |at: sim::engine::SimTime, events: u64| progress.report(at, events);
+            let watch = Watch {
+                max_events,
+                progress: Some(&report_progress),
+            };
             if s.file.workload.is_some() {
-                return run_workload(&s, &path, &set, json, out);
+                let done = run_workload(&s, &path, &set, json, out, watch);
+                progress.finish();
+                return done;
             }
             let started = std::time::Instant::now();
-            let report = run(&s)?;
+            let report = scenario::run::run_watched(&s, watch);
+            progress.finish();
+            let report = report?;
             let wall = started.elapsed();
             if json {
                 print!("{}", report.summary_json());
             } else {
                 println!("{report}");
             }
-            let out = out.or_else(|| s.file.output.dir.as_ref().map(PathBuf::from));
             if let Some(dir) = out {
                 let files = report
                     .write_dir(&dir)
+                    .and_then(|files| {
+                        run_dir::mark_complete(&dir, "collective", &files).map(|()| files)
+                    })
                     .with_context(|| format!("writing results to {}", dir.display()))?;
                 if !json {
                     println!("\nwrote {} files to {}", files.len(), dir.display());
@@ -248,6 +278,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             shard,
             limit,
             all_files,
+            force,
             emit_slurm,
             tasks,
             json,
@@ -259,6 +290,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             shard,
             limit,
             all_files,
+            force,
             emit_slurm,
             tasks,
             json,
@@ -330,9 +362,10 @@ fn run_workload(
     set: &[String],
     json: bool,
     out: Option<PathBuf>,
+    watch: Watch,
 ) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
-    let rows = scenario::workload::run_study(path, set)?;
+    let rows = scenario::workload::run_study(path, set, watch)?;
     let wall = started.elapsed();
     if json {
         let v: Vec<_> = rows
@@ -355,24 +388,77 @@ fn run_workload(
         }
         print!("{}", sim::metrics::workload::study_table(&rows));
     }
-    let out = out.or_else(|| s.file.output.dir.as_ref().map(PathBuf::from));
     if let Some(dir) = out {
+        let mut files = Vec::new();
         for r in &rows {
             let d = if rows.len() == 1 {
                 dir.clone()
             } else {
                 dir.join(&r.label)
             };
-            r.report
-                .write_dir(&d)
-                .with_context(|| format!("writing results to {}", d.display()))?;
+            files.extend(
+                r.report
+                    .write_dir(&d)
+                    .with_context(|| format!("writing results to {}", d.display()))?,
+            );
         }
+        let kind = if rows.len() == 1 {
+            "workload"
+        } else {
+            "compare"
+        };
+        run_dir::mark_complete(&dir, kind, &files)
+            .with_context(|| format!("writing results to {}", dir.display()))?;
         if !json {
             println!("\nwrote results to {}", dir.display());
         }
     }
     eprintln!("simulated in {:.3} s wall time", wall.as_secs_f64());
     Ok(())
+}
+
+/// A spinner on stderr with the simulated time and events so far: drawn only on a terminal,
+/// without --json, and once a run has taken a second.
+struct Progress {
+    bar: indicatif::ProgressBar,
+    shown: std::sync::atomic::AtomicBool,
+    enabled: bool,
+    started: std::time::Instant,
+}
+
+impl Progress {
+    fn new(json: bool) -> Self {
+        use std::io::IsTerminal as _;
+        let bar = indicatif::ProgressBar::hidden();
+        if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {elapsed} {msg}") {
+            bar.set_style(style);
+        }
+        Progress {
+            bar,
+            shown: false.into(),
+            enabled: !json && std::io::stderr().is_terminal(),
+            started: std::time::Instant::now(),
+        }
+    }
+
+    fn report(&self, at: sim::engine::SimTime, events: u64) {
+        use std::sync::atomic::Ordering;
+        if !self.enabled || self.started.elapsed() < std::time::Duration::from_secs(1) {
+            return;
+        }
+        if !self.shown.swap(true, Ordering::Relaxed) {
+            self.bar
+                .set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            self.bar
+                .enable_steady_tick(std::time::Duration::from_millis(200));
+        }
+        self.bar
+            .set_message(format!("simulated {at}, {events} events"));
+    }
+
+    fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
 }
 
 /// Runs the benchmark cases of `sim::bench` once each and prints what they did and how fast.
@@ -481,6 +567,7 @@ struct SweepArgs {
     shard: Option<String>,
     limit: Option<usize>,
     all_files: bool,
+    force: bool,
     emit_slurm: Option<PathBuf>,
     tasks: u32,
     json: bool,
@@ -545,6 +632,7 @@ fn sweep_command(a: SweepArgs) -> anyhow::Result<()> {
         shard,
         limit: a.limit,
         all_files: a.all_files,
+        force: a.force,
     };
     let mine = sw.points.iter().filter(|p| shard.contains(p.index)).count();
     let bar = if std::io::stderr().is_terminal() {

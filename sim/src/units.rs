@@ -31,6 +31,7 @@ const SIZE_EXPECTED: &str =
     "a size such as \"4096\", \"1500B\", \"64KiB\", \"16MiB\", \"25MB\" or \"1GiB\"";
 const BW_EXPECTED: &str =
     "a bandwidth such as \"400Gbps\", \"100Gb/s\", \"25GB/s\", \"25GBps\" or \"12GiB/s\"";
+const BYTES_RANGE: &str = "a size of at most 1 PiB (1125899906842624 bytes)";
 const TIME_EXPECTED: &str = "a duration such as \"700ps\", \"1.5us\", \"2ns\", \"1ms\" or \"1s\"";
 
 /// Splits `"1.5us"` into (1.5, "us"). Accepts an optional space between number and unit.
@@ -82,8 +83,15 @@ pub fn parse_bytes(s: &str) -> Result<u64, UnitError> {
         _ => return Err(err()),
     };
     let bytes = v * mult;
-    if !finite_non_negative(bytes) || bytes > u64::MAX as f64 || bytes.fract() != 0.0 {
+    if !finite_non_negative(bytes) || bytes.fract() != 0.0 {
         return Err(err());
+    }
+    if bytes > crate::limits::BYTES_MAX as f64 {
+        return Err(UnitError {
+            what: "size",
+            given: s.to_string(),
+            expected: BYTES_RANGE,
+        });
     }
     Ok(bytes as u64)
 }
@@ -113,11 +121,11 @@ pub fn parse_bandwidth(s: &str) -> Result<f64, UnitError> {
         _ => return Err(err()),
     };
     let r = v * bits;
-    if !r.is_finite() || r <= 0.0 {
+    if crate::limits::bandwidth_bps(r).is_err() {
         return Err(UnitError {
             what: "bandwidth",
             given: s.to_string(),
-            expected: "a bandwidth greater than zero, such as \"400Gbps\" or \"25GB/s\"",
+            expected: "a bandwidth from 1 Kbps to 10 Pbps, such as \"400Gbps\" or \"25GB/s\"",
         });
     }
     Ok(r)
@@ -224,6 +232,9 @@ impl<'de> Deserialize<'de> for Bytes {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         match StrOrInt::deserialize(d)? {
             StrOrInt::Str(s) => parse_bytes(&s).map(Bytes).map_err(serde::de::Error::custom),
+            StrOrInt::Int(i) if i > crate::limits::BYTES_MAX => Err(serde::de::Error::custom(
+                format!("size: got {i}, expected {BYTES_RANGE}"),
+            )),
             StrOrInt::Int(i) => Ok(Bytes(i)),
             StrOrInt::Float(f) => Err(serde::de::Error::custom(format!(
                 "size: got {f}, expected {SIZE_EXPECTED}"
@@ -319,10 +330,13 @@ mod tests {
         let e = parse_bandwidth("400Gbit").unwrap_err();
         assert!(e.to_string().contains("400Gbit"), "{e}");
         assert!(e.to_string().contains("Gbps"), "{e}");
-        assert!(parse_bandwidth("0Gbps")
-            .unwrap_err()
-            .to_string()
-            .contains("greater than zero"));
+        for out_of_range in ["0Gbps", "1bps", "1e-300Gbps", "1e30Tbps"] {
+            let e = parse_bandwidth(out_of_range).unwrap_err().to_string();
+            assert!(e.contains("from 1 Kbps to 10 Pbps"), "{e}");
+        }
+        let e = parse_bytes("1e30B").unwrap_err().to_string();
+        assert!(e.contains("at most 1 PiB"), "{e}");
+        assert!(parse_bytes("4294967296GiB").is_err());
         assert!(parse_bytes("12 parsecs").is_err());
         assert!(parse_bytes("-5B").is_err());
         assert!(parse_duration("3 fortnights").is_err());

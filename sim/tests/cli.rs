@@ -239,7 +239,7 @@ fn zero_bandwidth_is_refused() {
         "zero",
         &t,
         GOOD_SCENARIO,
-        &["topo.toml", "bandwidth", "greater than zero"],
+        &["topo.toml", "bandwidth", "from 1 Kbps to 10 Pbps"],
     );
 }
 

@@ -108,7 +108,7 @@ fn bare_number_bandwidth_is_refused() {
 fn zero_bandwidth_is_refused() {
     let e = error_of(&BASE.replacen("\"400Gbps\"", "\"0Gbps\"", 2));
     assert_eq!(e.field, "link[0].bandwidth", "{e}");
-    assert!(e.expected.contains("greater than zero"), "{e}");
+    assert!(e.expected.contains("from 1 Kbps to 10 Pbps"), "{e}");
 }
 
 #[test]

@@ -12,7 +12,7 @@ fn repo() -> PathBuf {
 fn step(scenario_file: &str, set: &[&str]) -> sim::metrics::workload::WorkloadReport {
     let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
     let s = scenario::load(&repo().join(scenario_file), &set).unwrap();
-    run_workload(&s).unwrap()
+    run_workload(&s, Default::default()).unwrap()
 }
 
 const PCIE: &str = "scenarios/resnet50_pcie4_ddp_vs_ps.toml";
@@ -147,7 +147,9 @@ fn a_profile_without_compute_rates_is_named_in_the_error() {
         &["profile=../data/profiles/default.json".to_string()],
     )
     .unwrap();
-    let e = run_workload(&s).unwrap_err().to_string();
+    let e = run_workload(&s, Default::default())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("profile") && e.contains("compute"), "{e}");
 }
 
@@ -168,7 +170,7 @@ fn gpt_on_h100_nodes(set: &[&str]) -> Result<sim::metrics::workload::WorkloadRep
     let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
     let s =
         sim::scenario::parse(&text, Path::new("gpt-h100.toml"), &set).map_err(|e| e.to_string())?;
-    sim::scenario::workload::run_workload(&s).map_err(|e| e.to_string())
+    sim::scenario::workload::run_workload(&s, Default::default()).map_err(|e| e.to_string())
 }
 
 #[test]

@@ -82,6 +82,18 @@ pub fn parse(text: &str, file: &str) -> Result<Iperf3Run, ImportError> {
             None,
         )
     };
+    for (name, rate) in [
+        ("end.sum_sent.bits_per_second", sent),
+        ("end.sum_received.bits_per_second", recv),
+    ] {
+        sim::limits::bandwidth_bps(rate).map_err(|e| field(name, &e))?;
+    }
+    if !(0.0..=sim::limits::MEASURED_SECS_MAX).contains(&secs) {
+        return Err(field(
+            "end.sum_sent.seconds",
+            &format!("a run length from 0 to a year, got {secs}"),
+        ));
+    }
     Ok(Iperf3Run {
         remote_host: v
             .pointer("/start/connected/0/remote_host")

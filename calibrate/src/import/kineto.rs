@@ -167,7 +167,7 @@ pub fn parse(text: &str, file: &str) -> Result<KinetoSummary, ImportError> {
         _ => 0,
     };
     static NULL: Value = Value::Null;
-    for e in events {
+    for (i, e) in events.iter().enumerate() {
         if e.get("ph").and_then(Value::as_str) != Some("X") {
             continue;
         }
@@ -177,6 +177,15 @@ pub fn parse(text: &str, file: &str) -> Result<KinetoSummary, ImportError> {
         ) else {
             continue;
         };
+        if !(dur.is_finite() && dur >= 0.0 && ts.is_finite()) {
+            return Err(ImportError::whole(
+                file,
+                format!(
+                    "traceEvents[{i}]: a finite `ts` and a `dur` of 0 or more (us), \
+                     got ts {ts}, dur {dur}"
+                ),
+            ));
+        }
         let cat = e
             .get("cat")
             .and_then(Value::as_str)

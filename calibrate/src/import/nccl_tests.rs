@@ -324,8 +324,17 @@ fn parse_row(line: &str, c: &Columns) -> Result<Row, String> {
             .map_err(|_| format!("{what} as an integer in column {}, got {:?}", i + 1, t[i]))
     };
     let float = |i: usize, what: &str| {
-        t[i].parse::<f64>()
-            .map_err(|_| format!("{what} as a number in column {}, got {:?}", i + 1, t[i]))
+        let v = t[i]
+            .parse::<f64>()
+            .map_err(|_| format!("{what} as a number in column {}, got {:?}", i + 1, t[i]))?;
+        if v.is_finite() && v >= 0.0 {
+            Ok(v)
+        } else {
+            Err(format!(
+                "{what} of 0 or more in column {} (a measured value), got {v}",
+                i + 1
+            ))
+        }
     };
     // A row with the out-of-place group left blank (nccl-tests' trace replay) is one group short.
     let full = c
@@ -457,6 +466,14 @@ pub fn parse_json(text: &str, file: &str) -> Result<NcclTestsRun, ImportError> {
                 return Ok(None);
             };
             let num = |f: &str| g.get(f).and_then(json_f64);
+            for f in ["time", "cpu_time", "alg_bw", "bus_bw"] {
+                if let Some(v) = num(f).filter(|v| !(v.is_finite() && *v >= 0.0)) {
+                    return Err(field(
+                        &format!("{p}.{k}.{f}"),
+                        &format!("a measured value of 0 or more, got {v}"),
+                    ));
+                }
+            }
             Ok(Some(Timing {
                 time_us: num("time")
                     .or_else(|| num("cpu_time"))

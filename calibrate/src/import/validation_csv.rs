@@ -90,9 +90,31 @@ pub fn load(path: &Path) -> Result<Vec<CsvRun>, ImportError> {
             })
         };
         let opt = |name: &str| col(name).map(|i| num(i, name)).transpose();
-        let ranks = num(ranks_col, "the GPU count")? as u32;
+        let in_range = |v: f64, what: &str, check: &dyn Fn(f64) -> Result<u64, String>| {
+            check(v).map_err(|e| ImportError::at(&file, *line, format!("{what}: {e}")))
+        };
+        let ranks = in_range(num(ranks_col, "the GPU count")?, &header[ranks_col], &|v| {
+            sim::limits::ranks(v)
+        })? as u32;
         let collective = r[coll].clone();
-        let size_bytes = num(size, "size_bytes")? as u64;
+        let size_bytes = in_range(num(size, "size_bytes")?, "size_bytes", &|v| {
+            if v.is_finite() && v >= 0.0 && v.fract() == 0.0 {
+                sim::limits::bytes(v as u64)
+            } else {
+                Err(format!("a whole number of bytes, got {v}"))
+            }
+        })?;
+        let opt = |name: &str| -> Result<Option<f64>, ImportError> {
+            let v = opt(name)?;
+            match v {
+                Some(x) if !(x.is_finite() && x >= 0.0) => Err(ImportError::at(
+                    &file,
+                    *line,
+                    format!("`{name}`: a measured value of 0 or more, got {x}"),
+                )),
+                _ => Ok(v),
+            }
+        };
         let group = |t: Option<f64>, a: Option<f64>, b: Option<f64>| match (t, a, b) {
             (Some(t), Some(a), Some(b)) => Some(Timing {
                 time_us: t,

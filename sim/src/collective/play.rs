@@ -5,6 +5,10 @@
 //! setup time, with its per-flow rate ceiling, when a library set one); reduce ops are delays of
 //! `bytes / reduce rate`; compute ops are delays of their duration. The loop owns the event queue; the network model schedules its own
 //! events through [`NetContext`] and never sees the loop's event type.
+//!
+//! The loop stops with an error, never a wrapped clock, when an event lands on the horizon of
+//! simulated time ([`SimTime::MAX`], where sums saturate), or when a [`Watch`]'s event budget is
+//! spent; a watch also reports progress to whoever shows it.
 
 use std::collections::VecDeque;
 
@@ -39,6 +43,38 @@ pub struct PlayOptions {
     /// Bytes per second one endpoint reduces; `None` means reductions are fused into the
     /// transfers (as NCCL's kernels do) and take no extra time.
     pub reduce_bytes_per_s: Option<f64>,
+}
+
+/// Why a schedule could not be played to its end.
+#[derive(Debug, thiserror::Error)]
+pub enum PlayError {
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+    #[error(
+        "simulated time exceeds {days} days at 1 ps resolution (after {events} events): \
+         the traffic is too large for its links",
+        days = SimTime::HORIZON_DAYS
+    )]
+    Horizon { events: u64 },
+    #[error(
+        "stopped after {budget} events (the event budget) at simulated time {at}; \
+         raise --max-events or make the run smaller"
+    )]
+    EventBudget { budget: u64, at: SimTime },
+}
+
+/// What the loop reports while it runs, and the budget it stops at.
+#[derive(Default, Clone, Copy)]
+pub struct Watch<'a> {
+    /// Stop with [`PlayError::EventBudget`] after this many events.
+    pub max_events: Option<u64>,
+    /// Called every [`Watch::EVERY`] events with the simulated time and the events so far.
+    pub progress: Option<&'a dyn Fn(SimTime, u64)>,
+}
+
+impl Watch<'_> {
+    /// Events between two progress reports (a report costs a clock read at most).
+    pub const EVERY: u64 = 1 << 14;
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -78,7 +114,18 @@ pub fn play(
     endpoints: &[DeviceId],
     net: &mut dyn NetworkModel,
     options: PlayOptions,
-) -> Result<PlayOutcome, TopologyError> {
+) -> Result<PlayOutcome, PlayError> {
+    play_watched(schedule, endpoints, net, options, Watch::default())
+}
+
+/// [`play`] under a [`Watch`]: an event budget and progress reports.
+pub fn play_watched(
+    schedule: &Schedule,
+    endpoints: &[DeviceId],
+    net: &mut dyn NetworkModel,
+    options: PlayOptions,
+    watch: Watch<'_>,
+) -> Result<PlayOutcome, PlayError> {
     assert_eq!(
         endpoints.len(),
         schedule.endpoints() as usize,
@@ -170,8 +217,24 @@ pub fn play(
             }
             break;
         }
-        let Some((_, event)) = queue.pop() else { break };
+        let Some((at, event)) = queue.pop() else {
+            break;
+        };
         events += 1;
+        if at == SimTime::MAX {
+            return Err(PlayError::Horizon { events });
+        }
+        if watch.max_events.is_some_and(|budget| events > budget) {
+            return Err(PlayError::EventBudget {
+                budget: events - 1,
+                at,
+            });
+        }
+        if events.is_multiple_of(Watch::EVERY) {
+            if let Some(report) = watch.progress {
+                report(at, events);
+            }
+        }
         match event {
             Event::Net(e) => {
                 let mut ctx = Ctx {

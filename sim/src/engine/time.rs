@@ -2,6 +2,10 @@
 //!
 //! A 1500-byte packet at 800 Gb/s lasts 15 ns; nanosecond rounding would be a 3% error per
 //! packet, so time is kept in picoseconds. `u64` picoseconds cover 213 days of simulated time.
+//!
+//! [`SimTime::MAX`] is the horizon: adding past it saturates there instead of wrapping, so an
+//! overflowing input (a 2^32 batch, a 1 bps link) lands every later event exactly at the horizon,
+//! and the driver that pops an event there stops with [`SimTime::HORIZON_DAYS`] in its error.
 
 use std::fmt;
 use std::ops::{Add, AddAssign, Sub};
@@ -26,6 +30,8 @@ pub struct SimTime(u64);
 impl SimTime {
     pub const ZERO: SimTime = SimTime(0);
     pub const MAX: SimTime = SimTime(u64::MAX);
+    /// How far simulated time reaches, in whole days (2^64 ps = 213.5 days), for messages.
+    pub const HORIZON_DAYS: u64 = u64::MAX / 1_000_000_000_000 / 86_400;
 
     pub const fn from_ps(ps: u64) -> Self {
         SimTime(ps)
@@ -64,15 +70,16 @@ impl SimTime {
     }
 }
 
+/// Saturates at the horizon ([`SimTime::MAX`]) instead of wrapping.
 impl Add for SimTime {
     type Output = SimTime;
     fn add(self, rhs: SimTime) -> SimTime {
-        SimTime(self.0 + rhs.0)
+        self.saturating_add(rhs)
     }
 }
 impl AddAssign for SimTime {
     fn add_assign(&mut self, rhs: SimTime) {
-        self.0 += rhs.0;
+        *self = self.saturating_add(rhs);
     }
 }
 impl Sub for SimTime {

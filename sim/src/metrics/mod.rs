@@ -8,6 +8,7 @@
 
 pub mod output;
 pub mod ports;
+pub mod run_dir;
 pub mod trace;
 pub mod workload;
 
@@ -313,16 +314,22 @@ impl fmt::Display for RunReport {
         }
         writeln!(f)?;
         writeln!(f, "  time    {:>15}", fmt_time_us(s.time_us))?;
-        writeln!(
-            f,
-            "  algbw   {:>15}   (size / time)",
-            fmt_gbytes_per_s(s.algbw_gbytes_per_s * 1e9)
-        )?;
-        writeln!(
-            f,
-            "  busbw   {:>15}   (algbw x bus factor, as nccl-tests)",
-            fmt_gbytes_per_s(s.busbw_gbytes_per_s * 1e9)
-        )?;
+        if s.time_us > 0.0 && s.bytes > 0 && s.ranks > 1 {
+            writeln!(
+                f,
+                "  algbw   {:>15}   (size / time)",
+                fmt_gbytes_per_s(s.algbw_gbytes_per_s * 1e9)
+            )?;
+            writeln!(
+                f,
+                "  busbw   {:>15}   (algbw x bus factor, as nccl-tests)",
+                fmt_gbytes_per_s(s.busbw_gbytes_per_s * 1e9)
+            )?;
+        } else {
+            // One rank or zero bytes: nothing was sent, and size / time is no bandwidth.
+            writeln!(f, "  algbw   {:>15}   (nothing was sent)", "n/a")?;
+            writeln!(f, "  busbw   {:>15}", "n/a")?;
+        }
         writeln!(f)?;
         writeln!(f, "  bytes on links by class")?;
         for (class, bytes) in &s.bytes_by_class {

@@ -72,7 +72,7 @@ impl RunReport {
         serde_json::to_string_pretty(&self.summary).expect("the summary serializes") + "\n"
     }
 
-    /// Writes every result file into `dir`; returns the paths written.
+    /// Writes every result file into `dir`, `summary.json` last; returns the paths written.
     pub fn write_dir(&self, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
         let mut written = Vec::new();
         let mut put = |name: &str, text: String| -> std::io::Result<()> {
@@ -81,8 +81,6 @@ impl RunReport {
             written.push(p);
             Ok(())
         };
-        put("summary.json", self.summary_json())?;
-
         let mut t = CsvText::new([
             "link",
             "from",
@@ -176,6 +174,8 @@ impl RunReport {
             };
             put("link_series.csv", link_series_csv(series, name))?;
         }
+        // The summary last: a folder with summary.json holds every other file too.
+        put("summary.json", self.summary_json())?;
         Ok(written)
     }
 }

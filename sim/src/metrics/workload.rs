@@ -103,12 +103,10 @@ impl WorkloadReport {
         m
     }
 
-    /// Writes summary.json, traffic_per_epoch.csv (src, dst, class, bytes) and trace.json.
+    /// Writes traffic_per_epoch.csv (src, dst, class, bytes), trace.json, link_series.csv and,
+    /// last, summary.json.
     pub fn write_dir(&self, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
         let mut written = Vec::new();
-        let p = dir.join("summary.json");
-        write_atomic(&p, self.summary_json().as_bytes())?;
-        written.push(p);
         let mut s = String::from("src,src_device,dst,dst_device,class,bytes_per_epoch\n");
         for (&(a, b, c), &bytes) in &self.traffic_per_step {
             let _ = writeln!(
@@ -138,6 +136,10 @@ impl WorkloadReport {
             write_atomic(&p, super::output::link_series_csv(series, name).as_bytes())?;
             written.push(p);
         }
+        // The summary last: a folder with summary.json holds every other file too.
+        let p = dir.join("summary.json");
+        write_atomic(&p, self.summary_json().as_bytes())?;
+        written.push(p);
         Ok(written)
     }
 }

@@ -45,15 +45,12 @@ impl EfficiencyFactors {
         })
     }
 
-    /// Checks factors are positive and rows sorted; `field` prefixes error messages.
+    /// Checks bandwidth factors are in (0, 1], latency factors non-negative and rows sorted.
     pub fn validate(&self) -> Result<(), String> {
         for (class, rows) in &self.tables {
             for (i, r) in rows.iter().enumerate() {
-                if !(r.bandwidth_factor > 0.0 && r.bandwidth_factor.is_finite()) {
-                    return Err(format!(
-                        "{class}[{i}].bandwidth_factor: a number > 0, got {}",
-                        r.bandwidth_factor
-                    ));
+                if let Err(e) = crate::limits::factor(r.bandwidth_factor) {
+                    return Err(format!("{class}[{i}].bandwidth_factor: {e}"));
                 }
                 if !(r.latency_factor >= 0.0 && r.latency_factor.is_finite()) {
                     return Err(format!(

@@ -621,7 +621,7 @@ impl PacketModel {
             .add_bytes(port, now, now + ser_ps, pkt.bytes as f64);
         self.packet_hops += 1;
         let _ = ctx.schedule(
-            SimTime::from_ps(now + ser_ps),
+            SimTime::from_ps(now.saturating_add(ser_ps)),
             NetEvent::Packet {
                 kind: PacketEventKind::TxEnd,
                 id: port,
@@ -687,7 +687,7 @@ impl PacketModel {
             flow.in_flight_bytes -= pkt.bytes as u64;
             if flow.delivered == flow.packets {
                 let _ = ctx.schedule(
-                    SimTime::from_ps(self.now_ps + latency),
+                    SimTime::from_ps(self.now_ps.saturating_add(latency)),
                     NetEvent::Packet {
                         kind: PacketEventKind::FlowDelivered,
                         id: pkt.flow,
@@ -697,7 +697,7 @@ impl PacketModel {
             self.free_packet(pkt_id);
         } else {
             let _ = ctx.schedule(
-                SimTime::from_ps(self.now_ps + latency),
+                SimTime::from_ps(self.now_ps.saturating_add(latency)),
                 NetEvent::Packet {
                     kind: PacketEventKind::Arrive,
                     id: pkt_id,
@@ -726,7 +726,10 @@ impl PacketModel {
                 self.record_fill(port, pkt.flow);
                 self.packets[pkt_id as usize].hop = 0;
                 let _ = ctx.schedule(
-                    SimTime::from_ps(self.now_ps + self.config.retransmit_timeout.as_ps()),
+                    SimTime::from_ps(
+                        self.now_ps
+                            .saturating_add(self.config.retransmit_timeout.as_ps()),
+                    ),
                     NetEvent::Packet {
                         kind: PacketEventKind::Retransmit,
                         id: pkt_id,

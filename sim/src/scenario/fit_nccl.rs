@@ -13,6 +13,7 @@
 //! (`s² (JᵀJ)⁻¹`, transformed back), which is honest for a few well-determined parameters
 //! and says so when one is not determined (an interval that spans the allowed range).
 
+use crate::collective::play::Watch;
 use std::collections::BTreeMap;
 
 use super::run::{run_prepared, Prepared};
@@ -156,7 +157,7 @@ pub fn simulate_rows(rows: &[FitRow], cal: &NcclCalibration) -> Result<Vec<f64>,
         .map(|r| {
             let mut prep = r.prep.clone();
             prep.profile.network.nccl = Some(cal.clone());
-            run_prepared(&r.scenario, prep)
+            run_prepared(&r.scenario, prep, Watch::default())
                 .map(|rep| rep.summary.time_ps as f64 * 1e-12)
                 .map_err(|e| format!("{} row {}: {e}", r.file, r.row))
         })
@@ -171,7 +172,7 @@ fn exercised(rows: &[FitRow]) -> Result<Vec<Key>, String> {
     for r in rows {
         let mut prep = r.prep.clone();
         prep.profile.network.nccl = None;
-        let rep = run_prepared(&r.scenario, prep)
+        let rep = run_prepared(&r.scenario, prep, Watch::default())
             .map_err(|e| format!("{} row {}: {e}", r.file, r.row))?;
         let used = &rep.summary.library_parameters;
         if used.is_empty() {

@@ -322,8 +322,7 @@ pub fn parse(text: &str, path: &Path, overrides: &[String]) -> Result<Scenario, 
         toml::from_str(text).map_err(|e| toml_error(&file, text, &e))?
     } else {
         let merged = toml::to_string(&table).expect("a TOML table serializes");
-        toml::from_str(&merged)
-            .map_err(|e| toml_error(&format!("{file} (after --set)"), &merged, &e))?
+        toml::from_str(&merged).map_err(|e| after_set_error(&file, &merged, &e))?
     };
     let base = path.parent().unwrap_or(Path::new("."));
     let mut topology_overrides = sf.topology.clone();
@@ -472,6 +471,23 @@ pub fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> ScenarioError 
         .filter(|l| !l.is_empty())
         .collect();
     ScenarioError::new(file, location, message.join("; "))
+}
+
+/// An error in the scenario as the `--set` overrides left it: the user never saw that text, so
+/// the error names the field (`collective.bytes`), not a line of it.
+fn after_set_error(file: &str, merged: &str, e: &toml::de::Error) -> ScenarioError {
+    let field = e
+        .span()
+        .filter(|s| !s.is_empty())
+        .and_then(|s| crate::topology::file::SpanTree::parse(merged)?.path_at(s.start))
+        .unwrap_or_else(|| "(document)".into());
+    let message: Vec<&str> = e
+        .message()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    ScenarioError::new(format!("{file} (after --set)"), field, message.join("; "))
 }
 
 /// 1-based line and column of a byte offset.
@@ -732,8 +748,9 @@ pub fn collective_spec_of(
                 }
             }
             other => {
-                reject(&ring_only, "this")?;
-                reject(&ps_only, "this")?;
+                let name = other.as_str();
+                reject(&ring_only, name)?;
+                reject(&ps_only, name)?;
                 match other {
                     AlgorithmName::Hierarchical => Algorithm::Hierarchical,
                     AlgorithmName::DoubleBinaryTree => Algorithm::DoubleBinaryTree,
@@ -743,8 +760,14 @@ pub fn collective_spec_of(
             }
         };
         let slices = c.slices.unwrap_or(1);
-        if slices == 0 {
-            return Err((field("slices"), "at least 1".into()));
+        if slices == 0 || slices > crate::limits::SLICES_MAX {
+            return Err((
+                field("slices"),
+                format!(
+                    "from 1 to {} pipeline slices per step; got {slices}",
+                    crate::limits::SLICES_MAX
+                ),
+            ));
         }
         c.check_root(ranks)?;
         Ok(CollectiveSpec {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::{NetworkModelName, PlacementStrategy, Scenario, ScenarioError};
-use crate::collective::play::{play, PlayOptions, PlayOutcome};
+use crate::collective::play::{play_watched, PlayError, PlayOptions, PlayOutcome, Watch};
 use crate::collective::{generate, CollectiveError, Fabric, OpKind, Phase, Schedule};
 use crate::engine::SimRng;
 use crate::library::{self, Library, PathFacts, Request, System};
@@ -27,6 +27,31 @@ pub enum RunError {
     Topology(#[from] TopologyError),
     #[error(transparent)]
     Profile(#[from] ProfileError),
+    /// The simulation itself stopped: past the horizon of simulated time, or out of budget.
+    #[error("{file}: {error}{hint}")]
+    Play {
+        file: String,
+        /// The inputs that set the amount of traffic, for the user to change.
+        hint: String,
+        error: PlayError,
+    },
+}
+
+impl RunError {
+    /// A [`PlayError`] of scenario `file`; `hint` names the inputs behind the traffic.
+    pub fn play(file: &str, hint: String, e: PlayError) -> RunError {
+        match e {
+            PlayError::Topology(t) => RunError::Topology(t),
+            error => RunError::Play {
+                file: file.to_string(),
+                hint: match error {
+                    PlayError::Horizon { .. } => hint,
+                    _ => String::new(),
+                },
+                error,
+            },
+        }
+    }
 }
 
 /// The network model as the collective generators see it: path bottlenecks from the model's
@@ -113,13 +138,56 @@ pub struct Prepared {
     pub group_size: Option<u32>,
 }
 
+/// A topology error in a field that the scenario's `[topology]` table overrides is the
+/// scenario's: name the scenario file and the overriding key (`topology.generator.n`), and the
+/// topology file it overrides.
+fn blame_overrides(s: &Scenario, e: TopologyError) -> TopologyError {
+    fn leaves(t: &toml::Table, prefix: &str, out: &mut Vec<String>) {
+        for (k, v) in t {
+            let path = if prefix.is_empty() {
+                k.clone()
+            } else {
+                format!("{prefix}.{k}")
+            };
+            match v {
+                toml::Value::Table(inner) => leaves(inner, &path, out),
+                _ => out.push(path),
+            }
+        }
+    }
+    let mut overridden = Vec::new();
+    leaves(&s.topology_overrides, "", &mut overridden);
+    let field = e.field.split(" (").next().unwrap_or(&e.field);
+    let hits: Vec<&String> = overridden
+        .iter()
+        .filter(|o| {
+            *o == field
+                || o.starts_with(&format!("{field}."))
+                || field.starts_with(&format!("{o}."))
+        })
+        .collect();
+    if hits.is_empty() {
+        return e;
+    }
+    let named = if hits.len() == 1 && hits[0].len() > field.len() {
+        hits[0].as_str()
+    } else {
+        field
+    };
+    TopologyError {
+        file: Some(s.path.display().to_string()),
+        field: format!("topology.{named}"),
+        expected: format!("{} (overriding {})", e.expected, s.topology_path.display()),
+    }
+}
+
 /// Loads the topology and profile and places the ranks.
 pub fn prepare(s: &Scenario) -> Result<Prepared, RunError> {
     let file = s.path.display().to_string();
-    let topology = Arc::new(topology_file::load_with_overrides(
-        &s.topology_path,
-        &s.topology_overrides,
-    )?);
+    let topology = Arc::new(
+        topology_file::load_with_overrides(&s.topology_path, &s.topology_overrides)
+            .map_err(|e| blame_overrides(s, e))?,
+    );
     let profile = match &s.profile_path {
         Some(p) => Profile::load(p)?,
         None => Profile::nominal(),
@@ -267,12 +335,17 @@ pub fn network_model(s: &Scenario, prep: &Prepared) -> Result<Box<dyn NetworkMod
 
 /// Runs the scenario to completion.
 pub fn run(s: &Scenario) -> Result<RunReport, RunError> {
-    run_prepared(s, prepare(s)?)
+    run_watched(s, Watch::default())
+}
+
+/// [`run`] under a [`Watch`]: an event budget and progress reports.
+pub fn run_watched(s: &Scenario, watch: Watch) -> Result<RunReport, RunError> {
+    run_prepared(s, prepare(s)?, watch)
 }
 
 /// Runs the scenario on an already prepared topology and profile (a fit changes the profile
 /// between runs without reloading files).
-pub fn run_prepared(s: &Scenario, prep: Prepared) -> Result<RunReport, RunError> {
+pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunReport, RunError> {
     let file = s.path.display().to_string();
     let n = prep.ranks.len() as u32;
     let library = s.library(&prep.topology);
@@ -356,14 +429,22 @@ pub fn run_prepared(s: &Scenario, prep: Prepared) -> Result<RunReport, RunError>
             .into());
         }
     }
-    let outcome: PlayOutcome = play(
+    let outcome: PlayOutcome = play_watched(
         &schedule,
         &endpoints,
         model.as_mut(),
         PlayOptions {
             reduce_bytes_per_s: prep.profile.reduce_bytes_per_s(),
         },
-    )?;
+        watch,
+    )
+    .map_err(|e| {
+        let hint = format!(
+            "; make collective.bytes ({}) smaller or the links faster",
+            spec.bytes
+        );
+        RunError::play(&file, hint, e)
+    })?;
     let traffic = model.link_traffic();
     let ports = model.port_stats();
     let series = model.link_series(outcome.end, SeriesOptions::default());

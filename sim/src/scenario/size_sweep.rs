@@ -4,6 +4,7 @@
 //! Every size is a full simulation of the scenario with `collective.bytes` set: the tuner
 //! chooses again per size, exactly as one `dtsim run` would.
 
+use crate::collective::play::Watch;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -69,7 +70,8 @@ pub fn run(s: &Scenario, range: &Range) -> Result<Vec<Point>, String> {
             if let Some(c) = one.file.collective.as_mut() {
                 c.bytes = Bytes(bytes);
             }
-            let r = run_prepared(&one, prep.clone()).map_err(|e| format!("{bytes} B: {e}"))?;
+            let r = run_prepared(&one, prep.clone(), Watch::default())
+                .map_err(|e| format!("{bytes} B: {e}"))?;
             Ok(Point {
                 bytes,
                 time_us: r.summary.time_ps as f64 * 1e-6,

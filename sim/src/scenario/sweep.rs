@@ -19,6 +19,7 @@
 //! exists and holds the point's key. Re-running a sweep skips done points, so an interrupted
 //! sweep resumes without redoing or losing any.
 
+use crate::collective::play::Watch;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -355,6 +356,8 @@ pub struct SweepOptions {
     /// Write every result file of each point (links.csv, traffic.csv, trace.json ...), not only
     /// summary.json.
     pub all_files: bool,
+    /// Reuse an output folder that holds another sweep, dropping its points.
+    pub force: bool,
 }
 
 /// What a call to [`run`] did.
@@ -410,7 +413,7 @@ pub fn run_point(sweep: &Sweep, p: &Point, out: &Path, all_files: bool) -> anyho
     let s: Scenario = load(&sweep.scenario_path, &p.overrides)?;
     let dir = p.dir(out);
     let (kind, mut summary) = if s.file.workload.is_some() {
-        let report = super::workload::run_workload(&s)?;
+        let report = super::workload::run_workload(&s, Watch::default())?;
         if all_files {
             report.write_dir(&dir)?;
         }
@@ -455,6 +458,8 @@ pub fn run(
     opts: &SweepOptions,
     progress: &(dyn Fn(&Point) + Sync),
 ) -> anyhow::Result<SweepOutcome> {
+    claim_folder(sweep, &opts.out, opts.force)?;
+    crate::metrics::run_dir::remove_stale_temps(&opts.out)?;
     let text = serde_json::to_string_pretty(&manifest(sweep))? + "\n";
     write_atomic(&opts.out.join("sweep.json"), text.as_bytes())?;
     let mine: Vec<&Point> = sweep
@@ -509,6 +514,64 @@ pub fn run(
     outcome.failed = failed;
     outcome.left = pending.len() - outcome.ran - outcome.failed.len();
     Ok(outcome)
+}
+
+/// Refuses an output folder that holds another sweep (another scenario or other `--set`
+/// overrides: other point keys), unless `force`, which removes the points that are not this
+/// sweep's. The same sweep's folder is resumed; an empty or new one is created.
+fn claim_folder(sweep: &Sweep, out: &Path, force: bool) -> anyhow::Result<()> {
+    let manifest_path = out.join("sweep.json");
+    let Ok(text) = std::fs::read_to_string(&manifest_path) else {
+        if out.join("points").is_dir() && !force {
+            anyhow::bail!(
+                "{}: holds points/ but no sweep.json (not a sweep folder dtsim finished setting \
+                 up); choose another --out, or pass --force to reuse it",
+                out.display()
+            );
+        }
+        return Ok(());
+    };
+    let old: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", manifest_path.display()))?;
+    let old_keys: std::collections::BTreeSet<&str> = old["points"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["key"].as_str())
+        .collect();
+    let new_dirs: std::collections::BTreeSet<String> =
+        sweep.points.iter().map(|p| p.dir_name()).collect();
+    let same = sweep
+        .points
+        .iter()
+        .all(|p| old_keys.contains(p.key.as_str()))
+        && old_keys.len() == sweep.points.len();
+    if same {
+        return Ok(());
+    }
+    if !force {
+        anyhow::bail!(
+            "{}: holds another sweep ({} with --set {:?}); choose another --out, or pass \
+             --force to drop its points",
+            out.display(),
+            old["sweep"].as_str().unwrap_or("?"),
+            old["set"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|v| v.as_str()).collect::<Vec<_>>())
+                .unwrap_or_default()
+        );
+    }
+    if let Ok(rd) = std::fs::read_dir(out.join("points")) {
+        for e in rd.flatten() {
+            if !new_dirs.contains(&*e.file_name().to_string_lossy()) {
+                std::fs::remove_dir_all(e.path())?;
+            }
+        }
+    }
+    for stale in ["results.csv", "results.parquet"] {
+        let _ = std::fs::remove_file(out.join(stale));
+    }
+    Ok(())
 }
 
 /// One merged row: the point's axis values and its summary's scalar metrics.
@@ -567,6 +630,9 @@ pub fn merge(dirs: &[PathBuf]) -> anyhow::Result<MergeOutcome> {
     let mut expected: BTreeMap<String, usize> = BTreeMap::new();
     let mut axes: Vec<String> = Vec::new();
     for dir in dirs {
+        // Keys of this directory's own sweep: points of an earlier sweep into the same folder
+        // (another --set) are not this sweep's results.
+        let mut listed: Option<std::collections::BTreeSet<String>> = None;
         if let Ok(text) = std::fs::read_to_string(dir.join("sweep.json")) {
             let m: serde_json::Value = serde_json::from_str(&text)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", dir.join("sweep.json").display()))?;
@@ -577,9 +643,11 @@ pub fn merge(dirs: &[PathBuf]) -> anyhow::Result<MergeOutcome> {
                     }
                 }
             }
+            let keys = listed.get_or_insert_with(Default::default);
             for p in m["points"].as_array().into_iter().flatten() {
                 if let (Some(k), Some(i)) = (p["key"].as_str(), p["index"].as_u64()) {
                     expected.insert(k.to_string(), i as usize);
+                    keys.insert(k.to_string());
                 }
             }
         }
@@ -602,6 +670,9 @@ pub fn merge(dirs: &[PathBuf]) -> anyhow::Result<MergeOutcome> {
             let (Some(key), Some(index)) = (sp["key"].as_str(), sp["index"].as_u64()) else {
                 continue;
             };
+            if listed.as_ref().is_some_and(|keys| !keys.contains(key)) {
+                continue;
+            }
             let values: Vec<(String, String)> = sp["axes"]
                 .as_array()
                 .into_iter()

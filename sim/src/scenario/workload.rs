@@ -38,7 +38,7 @@ use serde::Deserialize;
 
 use super::run::{network_model, prepare, NetFabric, RunError};
 use super::{collective_spec_of, library_options_of, CollectiveTable, Scenario, ScenarioError};
-use crate::collective::play::{play, PlayOptions};
+use crate::collective::play::{play_watched, PlayOptions, Watch};
 use crate::collective::{Collective, CollectiveSpec, Fabric};
 use crate::library::{self, Library, LibraryOptions, Request, System};
 use crate::metrics::workload::{StudyRow, WorkloadReport, WorkloadSummary};
@@ -341,7 +341,7 @@ impl Planner for LibraryPlanner<'_> {
 }
 
 /// Runs a `[workload]` scenario: one training step, played on the network model.
-pub fn run_workload(s: &Scenario) -> Result<WorkloadReport, RunError> {
+pub fn run_workload(s: &Scenario, watch: Watch) -> Result<WorkloadReport, RunError> {
     let file = s.path.display().to_string();
     let fail = |(f, e): (String, String)| RunError::from(ScenarioError::new(&file, f, e));
     let w = s.file.workload.as_ref().ok_or_else(|| {
@@ -396,14 +396,23 @@ pub fn run_workload(s: &Scenario) -> Result<WorkloadReport, RunError> {
         })?;
         endpoints.push(id);
     }
-    let outcome = play(
+    let outcome = play_watched(
         &dag.schedule,
         &endpoints,
         net.as_mut(),
         PlayOptions {
             reduce_bytes_per_s: prep.profile.reduce_bytes_per_s(),
         },
-    )?;
+        watch,
+    )
+    .map_err(|e| {
+        let hint = format!(
+            "; make workload.batch_per_gpu ({}) or workload.steps_per_epoch smaller, \
+             or the links faster",
+            cfg.batch_per_gpu
+        );
+        RunError::play(&file, hint, e)
+    })?;
     let link_series = net.link_series(outcome.end, SeriesOptions::default());
     let metrics = step_metrics(&dag, &outcome, model.tokens_per_sample);
     let micro = cfg.batch_per_gpu / cfg.microbatches.max(1) as u64;
@@ -486,7 +495,11 @@ pub fn run_workload(s: &Scenario) -> Result<WorkloadReport, RunError> {
 
 /// Runs the scenario at `path` and each of its `[[compare]]` variants; one row per variant
 /// (one row for a scenario without variants).
-pub fn run_study(path: &Path, overrides: &[String]) -> Result<Vec<StudyRow>, RunError> {
+pub fn run_study(
+    path: &Path,
+    overrides: &[String],
+    watch: Watch,
+) -> Result<Vec<StudyRow>, RunError> {
     let base = super::load(path, overrides)?;
     let variants: Vec<CompareEntry> = if base.file.compare.is_empty() {
         vec![CompareEntry {
@@ -501,7 +514,7 @@ pub fn run_study(path: &Path, overrides: &[String]) -> Result<Vec<StudyRow>, Run
         let mut all = overrides.to_vec();
         all.extend(v.set.iter().cloned());
         let s = super::load(path, &all)?;
-        let report = run_workload(&s)?;
+        let report = run_workload(&s, watch)?;
         rows.push(StudyRow {
             label: v.label.clone(),
             report,

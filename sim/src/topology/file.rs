@@ -436,12 +436,8 @@ fn build_lists(file: &TopologyFile) -> Result<Topology, TopologyError> {
             )
         })?;
         let bandwidth_bps = l.bandwidth.bits_per_s() * count as f64;
-        if !(bandwidth_bps.is_finite() && bandwidth_bps > 0.0) {
-            return Err(TopologyError::new(
-                format!("link[{j}].bandwidth"),
-                "a finite bandwidth greater than zero",
-            ));
-        }
+        crate::limits::bandwidth_bps(bandwidth_bps)
+            .map_err(|e| TopologyError::new(format!("link[{j}].bandwidth (times count)"), e))?;
         b.add_link(
             a,
             b_end,
@@ -459,7 +455,7 @@ fn build_lists(file: &TopologyFile) -> Result<Topology, TopologyError> {
 /// Where every key and value of a TOML document lies in its text, to name the field at an
 /// error's byte offset and to find the text of a field path.
 #[derive(Debug, Default)]
-struct SpanTree {
+pub(crate) struct SpanTree {
     entries: Vec<SpanEntry>,
 }
 
@@ -486,13 +482,13 @@ enum Segment {
 
 impl SpanTree {
     /// `None` when the text cannot be read with spans (errors then name no field path).
-    fn parse(text: &str) -> Option<SpanTree> {
+    pub(crate) fn parse(text: &str) -> Option<SpanTree> {
         let raw = RawTree::deserialize(toml::de::Deserializer::new(text)).ok()?;
         Some(raw.into_tree())
     }
 
     /// The path of the innermost key or value whose text contains `offset`.
-    fn path_at(&self, offset: usize) -> Option<String> {
+    pub(crate) fn path_at(&self, offset: usize) -> Option<String> {
         let mut best: Option<(usize, Vec<Segment>)> = None;
         let mut stack = Vec::new();
         self.search(offset, &mut stack, &mut best);

@@ -357,12 +357,10 @@ impl TopologyBuilder {
                 devices[l.from.index()].name,
                 devices[l.to.index()].name
             );
-            if !(l.bandwidth_bps.is_finite() && l.bandwidth_bps > 0.0) {
-                return Err(TopologyError::new(
-                    format!("{field}.bandwidth"),
-                    "a bandwidth greater than zero",
-                ));
-            }
+            crate::limits::bandwidth_bps(l.bandwidth_bps)
+                .map_err(|e| TopologyError::new(format!("{field}.bandwidth"), e))?;
+            crate::limits::latency_secs(l.latency.as_secs_f64())
+                .map_err(|e| TopologyError::new(format!("{field}.latency"), e))?;
             if l.from == l.to {
                 return Err(TopologyError::new(
                     field,

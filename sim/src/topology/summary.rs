@@ -682,7 +682,7 @@ mod tests {
 
     /// ```text
     ///   s ─┬─ a (10) ─┬─ t        Two disjoint paths of 10 and 5, plus a cross link that a
-    ///      │    │ 7   │           greedy first path could waste: max flow is 15.
+    ///      │    │ 7   │           greedy first path could waste: max flow is 15 (Gbit/s).
     ///      └─ b (5) ──┘
     /// ```
     #[test]
@@ -692,21 +692,21 @@ mod tests {
         let t = b.add_device("t", DeviceKind::Gpu, None);
         let x = b.add_device("a", DeviceKind::Switch, None);
         let y = b.add_device("b", DeviceKind::Switch, None);
-        b.add_link(s, x, link(10.0));
-        b.add_link(x, t, link(10.0));
-        b.add_link(s, y, link(5.0));
-        b.add_link(y, t, link(5.0));
-        b.add_link(x, y, link(7.0));
+        b.add_link(s, x, link(10e9));
+        b.add_link(x, t, link(10e9));
+        b.add_link(s, y, link(5e9));
+        b.add_link(y, t, link(5e9));
+        b.add_link(x, y, link(7e9));
         let topo = b.build().unwrap();
-        assert_eq!(max_flow_bps(&topo, &[s], &[t]), 15.0);
+        assert_eq!(max_flow_bps(&topo, &[s], &[t]), 15e9);
         // Asymmetric: more than the cut capacity is impossible.
         let mut b = Topology::builder("asym");
         let s = b.add_device("s", DeviceKind::Gpu, None);
         let t = b.add_device("t", DeviceKind::Gpu, None);
-        b.add_asymmetric_link(s, t, link(30.0), link(70.0));
+        b.add_asymmetric_link(s, t, link(30e9), link(70e9));
         let topo = b.build().unwrap();
-        assert_eq!(max_flow_bps(&topo, &[s], &[t]), 30.0);
-        assert_eq!(max_flow_bps(&topo, &[t], &[s]), 70.0);
+        assert_eq!(max_flow_bps(&topo, &[s], &[t]), 30e9);
+        assert_eq!(max_flow_bps(&topo, &[t], &[s]), 70e9);
     }
 
     #[test]

@@ -248,7 +248,8 @@ fn simulate(text: &str, set: &[String], workload: bool) -> Result<f64, String> {
     let s =
         scenario::parse(text, Path::new("validate-row.toml"), set).map_err(|e| e.to_string())?;
     if workload {
-        let r = scenario::workload::run_workload(&s).map_err(|e| e.to_string())?;
+        let r =
+            scenario::workload::run_workload(&s, Default::default()).map_err(|e| e.to_string())?;
         Ok(r.summary.metrics.step_secs)
     } else {
         let r = scenario::run::run(&s).map_err(|e| e.to_string())?;
