@@ -310,3 +310,42 @@ fn runs_get_utilization_and_buffer_occupancy_over_time_charts() {
     assert!(util.svg.contains("utilization (%)"));
     assert!(occ.svg.contains("buffer occupancy (bytes)"));
 }
+
+/// What `dtsim run --out DIR` writes for a scenario with `[[compare]]` variants: one folder per
+/// variant, then `complete.json` of kind `compare`.
+fn compare_run(dir: &Path) -> PathBuf {
+    let out = dir.join("compare");
+    let rows = sim::scenario::workload::run_study(
+        &repo().join("scenarios/alexnet_ring10_ring_vs_hierarchical.toml"),
+        &[],
+        Default::default(),
+    )
+    .unwrap();
+    let mut files = Vec::new();
+    for r in &rows {
+        files.extend(r.report.write_dir(&out.join(&r.label)).unwrap());
+    }
+    sim::metrics::run_dir::mark_complete(&out, "compare", &files).unwrap();
+    out
+}
+
+#[test]
+fn a_compare_run_folder_renders_the_variants_side_by_side_then_each_one() {
+    let dir = scratch("compare");
+    let run = compare_run(&dir);
+    let sections = reports::study::build(&[run]).unwrap();
+    // One comparison section, then one per variant (the scenario has four).
+    assert_eq!(
+        sections.len(),
+        5,
+        "{:?}",
+        sections.iter().map(|s| &s.heading).collect::<Vec<_>>()
+    );
+    assert!(sections[0].heading.starts_with("Variants of"));
+    for suffix in ["-throughput", "-step-time", "-compute-vs-comm"] {
+        let f = figure(&sections, suffix);
+        assert!(f.svg.contains("<svg"), "{suffix}");
+    }
+    assert!(sections[1..].iter().all(|s| s.heading.contains("variant")));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

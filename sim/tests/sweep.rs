@@ -348,3 +348,43 @@ fn a_run_writes_a_chrome_trace_with_one_track_per_rank() {
         .iter()
         .any(|e| e["ph"] == "X" && e["cat"] == "all-gather"));
 }
+
+#[test]
+fn a_second_sweep_into_the_same_folder_is_refused_and_force_never_mixes_the_two() {
+    let dir = scratch("two-sweeps");
+    let s = write_sweep(&dir);
+    let out = dir.join("out");
+    let o = out.to_str().unwrap();
+    let sweep = |extra: &[&str]| {
+        let mut args = vec!["sweep", s.to_str().unwrap(), "--json", "--out", o];
+        args.extend_from_slice(extra);
+        dtsim(&args)
+    };
+    let first = json(&sweep(&["--set", "collective.slices=1"]));
+    assert_eq!(first["ran"].as_u64(), Some(48));
+    // A leftover of an interrupted atomic write is removed on the next call.
+    let stray = out.join("points").join(".summary.json.tmp4242");
+    std::fs::write(&stray, "half").unwrap();
+    let again = json(&sweep(&["--set", "collective.slices=1"]));
+    assert_eq!(again["already_done"].as_u64(), Some(48));
+    assert!(!stray.exists());
+
+    let refused = sweep(&["--set", "collective.slices=2"]);
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("holds another sweep") && err.contains("--force"),
+        "{err}"
+    );
+
+    let second = json(&sweep(&["--set", "collective.slices=2", "--force"]));
+    assert_eq!(second["ran"].as_u64(), Some(48));
+    let table = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    let indexes: Vec<&str> = table
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').next().unwrap())
+        .collect();
+    let unique: std::collections::BTreeSet<&str> = indexes.iter().copied().collect();
+    assert_eq!((indexes.len(), unique.len()), (48, 48), "{table}");
+}
