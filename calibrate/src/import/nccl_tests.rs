@@ -423,7 +423,19 @@ pub fn parse_json(text: &str, file: &str) -> Result<NcclTestsRun, ImportError> {
         let t = cfg.get("nthreads").and_then(Value::as_u64);
         let g = cfg.get("ngpus").and_then(Value::as_u64);
         if let (Some(t), Some(g)) = (t, g) {
-            run.gpus_per_process = Some((t * g) as u32);
+            let ranks = t
+                .checked_mul(g)
+                .filter(|n| (1..=sim::limits::RANKS_MAX).contains(n))
+                .ok_or_else(|| {
+                    field(
+                        "config.nthreads x config.ngpus",
+                        &format!(
+                            "from 1 to {} GPUs per process, got {t} x {g}",
+                            sim::limits::RANKS_MAX
+                        ),
+                    )
+                })?;
+            run.gpus_per_process = Some(ranks as u32);
         }
         for (i, d) in cfg
             .get("devices")

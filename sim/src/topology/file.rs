@@ -382,6 +382,16 @@ fn build_lists(file: &TopologyFile) -> Result<Topology, TopologyError> {
             }
             _ => {}
         }
+        let total = by_name.len() as u64 + count as u64;
+        if total > super::generators::MAX_GENERATED_DEVICES {
+            return Err(TopologyError::new(
+                format!("device[{i}].count"),
+                format!(
+                    "at most {} devices in all, got {total}",
+                    super::generators::MAX_GENERATED_DEVICES
+                ),
+            ));
+        }
         for k in 0..count {
             let name = if templated {
                 d.name.replace(INDEX_TOKEN, &k.to_string())
