@@ -131,12 +131,23 @@ fn collective_from_args(a: &Value) -> Option<String> {
     })
 }
 
-fn comm_bytes(a: &Value) -> Option<u64> {
-    let n = a
+/// The message size of a collective's arguments: `None` where they do not say, an error where
+/// they say more than [`sim::limits::BYTES_MAX`].
+fn comm_bytes(a: &Value) -> Result<Option<u64>, String> {
+    let Some(n) = a
         .get("In msg nelems")
-        .or_else(|| a.get("In msg size"))?
-        .as_u64()?;
-    Some(n * dtype_bytes(a.get("dtype")?.as_str()?)?)
+        .or_else(|| a.get("In msg size"))
+        .and_then(Value::as_u64)
+    else {
+        return Ok(None);
+    };
+    let Some(size) = a.get("dtype").and_then(Value::as_str).and_then(dtype_bytes) else {
+        return Ok(None);
+    };
+    let bytes = n.checked_mul(size).unwrap_or(u64::MAX);
+    sim::limits::bytes(bytes)
+        .map(Some)
+        .map_err(|e| format!("`In msg nelems` x dtype size: {e}"))
 }
 
 pub fn parse(text: &str, file: &str) -> Result<KinetoSummary, ImportError> {
@@ -291,9 +302,15 @@ pub fn parse(text: &str, file: &str) -> Result<KinetoSummary, ImportError> {
             } else {
                 comm_args_of[k]
             };
+            let bytes = match src.map(comm_bytes).transpose() {
+                Ok(b) => b.flatten(),
+                Err(e) => {
+                    return Err(ImportError::whole(file, format!("kernel {name:?}: {e}")));
+                }
+            };
             summary.collectives.push(CommKernel {
                 collective: src.and_then(collective_from_args).unwrap_or(coll),
-                bytes: src.and_then(comm_bytes),
+                bytes,
                 group: src
                     .and_then(|a| a.get("Process Group Name"))
                     .and_then(Value::as_str)

@@ -232,14 +232,16 @@ pub fn parse_text(text: &str, file: &str) -> Result<NcclTestsRun, ImportError> {
                             .and_then(|v| v.parse::<u32>().ok())
                     };
                     match (num("nThread"), num("nGpus")) {
-                        (Some(t), Some(g)) => run.gpus_per_process = Some(t * g),
-                        _ => {
-                            return Err(ImportError::at(
-                                file,
-                                lineno,
-                                "`# nThread T nGpus G ...` with integer T and G",
-                            ))
+                        (Some(t), Some(g))
+                            if (1..=sim::limits::RANKS_MAX).contains(&(t as u64 * g as u64)) =>
+                        {
+                            run.gpus_per_process = Some(t * g)
                         }
+                        _ => return Err(ImportError::at(
+                            file,
+                            lineno,
+                            "`# nThread T nGpus G ...` with integers T and G, T x G from 1 to 2^20",
+                        )),
                     }
                 }
                 Some("Rank") => run.devices.push(parse_rank_line(&tokens).ok_or_else(|| {
