@@ -32,7 +32,7 @@ fn simulate(path: &Path) -> Result<(), String> {
     let s = sim::scenario::load(path, &[]).map_err(|e| e.to_string())?;
     let watch = sim::collective::play::Watch {
         max_events: Some(2_000_000),
-        progress: None,
+        ..Default::default()
     };
     if s.file.workload.is_some() {
         sim::scenario::workload::run_workload(&s, watch).map_err(|e| e.to_string())?;

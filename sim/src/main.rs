@@ -50,9 +50,12 @@ enum Command {
         /// Clear the output directory first when it holds an earlier run.
         #[arg(long)]
         force: bool,
-        /// Stop with an error after this many simulation events.
+        /// Refuse a run estimated above N simulation events, and stop one that reaches N.
         #[arg(long, value_name = "N")]
         max_events: Option<u64>,
+        /// Print the estimate (events, ops, flows, peak memory) and stop before simulating.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Run a collective scenario at every size of an nccl-tests sweep (-b, -e, -f) and print
     /// the library's choice, time, algbw and busbw per size, beside a measured table if given.
@@ -196,8 +199,12 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             out,
             force,
             max_events,
+            dry_run,
         } => {
             let s = scenario::load(&path, &set)?;
+            if dry_run {
+                return estimate(&s, &path, &set, json);
+            }
             let out = out.or_else(|| s.file.output.dir.as_ref().map(PathBuf::from));
             if let Some(dir) = &out {
                 run_dir::claim(dir, force).map_err(|e| anyhow::anyhow!(e))?;
@@ -207,6 +214,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 |at: sim::engine::SimTime, events: u64| progress.report(at, events);
             let watch = Watch {
                 max_events,
+                // A run the estimate says will not fit is refused before it starts.
+                max_bytes: sim::collective::play::available_bytes(),
+                estimate_only: false,
                 progress: Some(&report_progress),
             };
             if s.file.workload.is_some() {
@@ -414,6 +424,66 @@ fn run_workload(
         }
     }
     eprintln!("simulated in {:.3} s wall time", wall.as_secs_f64());
+    Ok(())
+}
+
+/// `dtsim run --dry-run`: the scenario (each `[[compare]]` variant) estimated, not simulated.
+fn estimate(
+    s: &scenario::Scenario,
+    path: &std::path::Path,
+    set: &[String],
+    json: bool,
+) -> anyhow::Result<()> {
+    use sim::collective::play::PlayError;
+    use sim::scenario::run::RunError;
+    let watch = Watch {
+        estimate_only: true,
+        ..Watch::default()
+    };
+    let mut variants: Vec<(String, Vec<String>)> = vec![(s.file.name.clone(), set.to_vec())];
+    if s.file.workload.is_some() && !s.file.compare.is_empty() {
+        variants = s
+            .file
+            .compare
+            .iter()
+            .map(|c| {
+                let mut all = set.to_vec();
+                all.extend(c.set.iter().cloned());
+                (c.label.clone(), all)
+            })
+            .collect();
+    }
+    let mut rows = Vec::new();
+    for (label, all) in variants {
+        let v = scenario::load(path, &all)?;
+        let outcome = if v.file.workload.is_some() {
+            scenario::workload::run_workload(&v, watch).map(|_| ())
+        } else {
+            scenario::run::run_watched(&v, watch).map(|_| ())
+        };
+        match outcome {
+            Err(RunError::Play {
+                error: PlayError::EstimateOnly(e),
+                ..
+            }) => rows.push((label, e)),
+            Err(e) => return Err(e.into()),
+            Ok(()) => anyhow::bail!("{label}: the run did not stop at its estimate"),
+        }
+    }
+    if json {
+        let v: Vec<_> = rows
+            .iter()
+            .map(|(label, e)| serde_json::json!({"label": label, "estimate": e}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        for (label, e) in &rows {
+            println!("{label}: {e}");
+        }
+        if let Some(avail) = sim::collective::play::available_bytes() {
+            println!("memory available: {:.0} MB", avail as f64 / 1e6);
+        }
+    }
     Ok(())
 }
 

@@ -159,10 +159,56 @@ fn a_run_refuses_a_used_folder_and_force_replaces_it_whole() {
 }
 
 #[test]
-fn an_event_budget_stops_a_run_with_an_error_saying_what_to_raise() {
+fn an_event_budget_refuses_a_run_estimated_above_it_saying_what_to_change() {
     let e = error_of(&["run", "scenarios/quickstart.toml", "--max-events", "5"]);
-    assert!(e.contains("stopped after 5 events"), "{e}");
-    assert!(e.contains("--max-events"), "{e}");
+    assert!(e.contains("refused before simulating"), "{e}");
+    assert!(e.contains("event budget (5, --max-events)"), "{e}");
+    assert!(e.contains("flow model") && e.contains("fewer ranks"), "{e}");
+}
+
+#[test]
+fn a_dry_run_estimates_within_twice_the_events_the_run_then_has() {
+    for scenario in [
+        "scenarios/quickstart.toml",
+        "scenarios/rail_cluster_hierarchical.toml",
+        "scenarios/ps_incast_lossless.toml",
+        "scenarios/gpt_1_3b_v100_parallelism.toml",
+    ] {
+        let dry = dtsim(&["run", scenario, "--dry-run", "--json"]);
+        assert!(
+            dry.status.success(),
+            "{}",
+            String::from_utf8_lossy(&dry.stderr)
+        );
+        let est: serde_json::Value = serde_json::from_slice(&dry.stdout).unwrap();
+        let run = dtsim(&["run", scenario, "--json"]);
+        let real: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+        // A study lists its variants; the dry run estimates each, in the same order.
+        let pairs: Vec<(u64, u64)> = match real.as_array() {
+            Some(rows) => rows
+                .iter()
+                .zip(est.as_array().unwrap())
+                .map(|(r, e)| {
+                    (
+                        e["estimate"]["events"].as_u64().unwrap(),
+                        r["summary"]["events"].as_u64().unwrap(),
+                    )
+                })
+                .collect(),
+            None => vec![(
+                est[0]["estimate"]["events"].as_u64().unwrap(),
+                real["events"].as_u64().unwrap(),
+            )],
+        };
+        assert!(!pairs.is_empty());
+        for (estimated, measured) in pairs {
+            let ratio = estimated as f64 / measured as f64;
+            assert!(
+                (0.5..=2.0).contains(&ratio),
+                "{scenario}: estimated {estimated} events, ran {measured}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -144,7 +144,7 @@ fn comm_bytes(a: &Value) -> Result<Option<u64>, String> {
     let Some(size) = a.get("dtype").and_then(Value::as_str).and_then(dtype_bytes) else {
         return Ok(None);
     };
-    let bytes = n.checked_mul(size).unwrap_or(u64::MAX);
+    let bytes = n.saturating_mul(size);
     sim::limits::bytes(bytes)
         .map(Some)
         .map_err(|e| format!("`In msg nelems` x dtype size: {e}"))

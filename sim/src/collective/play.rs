@@ -61,13 +61,120 @@ pub enum PlayError {
          raise --max-events or make the run smaller"
     )]
     EventBudget { budget: u64, at: SimTime },
+    /// The watch asked for the estimate only (`--dry-run`): nothing was played.
+    #[error("not played (estimate only): {0}")]
+    EstimateOnly(Box<Estimate>),
+    /// The estimate is over a limit of the watch; nothing was played.
+    #[error(
+        "refused before simulating: {estimate}; that is more than {limit}. Use the flow \
+         model instead of the packet model, fewer ranks or smaller sizes, or a larger MTU"
+    )]
+    TooBig {
+        estimate: Box<Estimate>,
+        limit: String,
+    },
 }
 
-/// What the loop reports while it runs, and the budget it stops at.
+/// What playing a schedule will cost, estimated before it starts from the schedule and the
+/// network model, with the process's memory at that point measured.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Estimate {
+    pub ops: u64,
+    pub transfers: u64,
+    /// Flows: the pairs of every transfer op.
+    pub flows: u64,
+    pub events: u64,
+    /// Resident memory when the schedule was ready (topology, schedule, routes so far).
+    pub resident_bytes: u64,
+    /// Resident memory at the end of the run, estimated.
+    pub peak_bytes: u64,
+}
+
+impl Estimate {
+    /// Memory per op and per flow while playing and reporting (per-op timings, ready lists and
+    /// trace entries; routed paths and flow state), and for the report's tables: read off the
+    /// peak resident memory of GPT-1.3B steps at 1,024 and 4,096 GPUs (310 and 1,418 MB) and
+    /// of the bundled scenarios (6 to 20 MB), release build, 2026-11-24. The estimate is
+    /// within 0.6x to 1.6x of each of them (see the closing note of issue 16).
+    pub const BYTES_PER_OP: f64 = 800.0;
+    pub const BYTES_PER_FLOW: f64 = 300.0;
+    pub const REPORT_BYTES: f64 = 4e6;
+
+    pub fn of(schedule: &Schedule, net: &dyn NetworkModel) -> Estimate {
+        let mut transfers = 0u64;
+        let mut flows = 0u64;
+        let mut pair_bytes = 0u128;
+        let mut others = 0u64;
+        for op in &schedule.ops {
+            match op.kind {
+                OpKind::Transfer { pattern, bytes } => {
+                    let pairs = schedule.patterns[pattern.0 as usize].pairs.len() as u64;
+                    transfers += 1;
+                    flows += pairs;
+                    pair_bytes += bytes as u128 * pairs as u128;
+                }
+                _ => others += 1,
+            }
+        }
+        let ops = schedule.ops.len() as u64;
+        let resident_bytes = resident_bytes();
+        let peak = resident_bytes as f64
+            + Self::REPORT_BYTES
+            + ops as f64 * Self::BYTES_PER_OP
+            + flows as f64 * Self::BYTES_PER_FLOW;
+        Estimate {
+            ops,
+            transfers,
+            flows,
+            events: net
+                .estimate_events(transfers, pair_bytes)
+                .saturating_add(others),
+            resident_bytes,
+            peak_bytes: peak as u64,
+        }
+    }
+}
+
+impl std::fmt::Display for Estimate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "about {} events, {} ops ({} transfers, {} flows), {:.0} MB peak memory ({:.0} MB now)",
+            self.events,
+            self.ops,
+            self.transfers,
+            self.flows,
+            self.peak_bytes as f64 / 1e6,
+            self.resident_bytes as f64 / 1e6
+        )
+    }
+}
+
+/// This process's resident memory (Linux `/proc/self/statm`; 0 where there is none).
+pub fn resident_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|t| t.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * 4096)
+}
+
+/// Memory the machine can still give (Linux `MemAvailable`), if known.
+pub fn available_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// What the loop reports while it runs, and the budgets it checks before and while it runs.
 #[derive(Default, Clone, Copy)]
 pub struct Watch<'a> {
-    /// Stop with [`PlayError::EventBudget`] after this many events.
+    /// Refuse a run estimated above this many events, and stop one that gets there.
     pub max_events: Option<u64>,
+    /// Refuse a run whose estimated peak memory is above this.
+    pub max_bytes: Option<u64>,
+    /// Estimate only: return [`PlayError::EstimateOnly`] instead of playing.
+    pub estimate_only: bool,
     /// Called every [`Watch::EVERY`] events with the simulated time and the events so far.
     pub progress: Option<&'a dyn Fn(SimTime, u64)>,
 }
@@ -131,6 +238,24 @@ pub fn play_watched(
         schedule.endpoints() as usize,
         "one device per endpoint"
     );
+    if watch.estimate_only || watch.max_events.is_some() || watch.max_bytes.is_some() {
+        let estimate = Box::new(Estimate::of(schedule, net));
+        if watch.estimate_only {
+            return Err(PlayError::EstimateOnly(estimate));
+        }
+        if let Some(max) = watch.max_events.filter(|&m| estimate.events > m) {
+            return Err(PlayError::TooBig {
+                estimate,
+                limit: format!("the event budget ({max}, --max-events)"),
+            });
+        }
+        if let Some(max) = watch.max_bytes.filter(|&m| estimate.peak_bytes > m) {
+            return Err(PlayError::TooBig {
+                estimate,
+                limit: format!("the memory available ({:.0} MB)", max as f64 / 1e6),
+            });
+        }
+    }
     let n_ops = schedule.ops.len();
 
     // Successors in CSR form, and how many deps each op still waits for.

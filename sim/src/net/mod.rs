@@ -118,6 +118,10 @@ pub trait NetworkModel {
         src: DeviceId,
         dst: DeviceId,
     ) -> Result<(f64, LinkClass), TopologyError>;
+    /// About how many events the model will schedule for `batches` batches that move
+    /// `pair_bytes` bytes in all (summed over every pair of every batch): for the estimate a
+    /// run prints and checks before it starts ([`crate::collective::play::Estimate`]).
+    fn estimate_events(&self, batches: u64, pair_bytes: u128) -> u64;
     /// Per-port buffer statistics, for models that have buffers.
     fn port_stats(&mut self) -> Option<packet::PortReport> {
         None
