@@ -58,7 +58,7 @@ struct Build {
     #[arg(long, value_enum, default_value = "htb")]
     shaper: Shaper,
     /// Where the hosts file goes.
-    #[arg(long, default_value = "/run/dtsim-testbed")]
+    #[arg(long, default_value = system::DEFAULT_STATE_DIR)]
     state_dir: PathBuf,
 }
 
@@ -70,7 +70,7 @@ enum Cmd {
     Down {
         #[arg(long, default_value = "tb")]
         prefix: String,
-        #[arg(long, default_value = "/run/dtsim-testbed")]
+        #[arg(long, default_value = system::DEFAULT_STATE_DIR)]
         state_dir: PathBuf,
     },
     /// Build the testbed, run COMMAND, tear it down (also on Ctrl-C and errors).

@@ -64,6 +64,19 @@ impl Testbed {
         stop: &AtomicBool,
     ) -> anyhow::Result<Self> {
         let hosts_file = state_dir.join(format!("{}.hosts", plan.prefix));
+        // Another testbed with this prefix, whatever state folder it used: refuse before
+        // touching anything (else `ip link add` fails half-way with "File exists").
+        let taken = names_with_prefix(&plan.prefix)?;
+        if !taken.is_empty() {
+            bail!(
+                "a testbed named {:?} is up ({} exist{}{}): pick another --prefix, or `dtsim-testbed down --prefix {}`",
+                plan.prefix,
+                taken.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
+                if taken.len() == 1 { "s" } else { "" },
+                if taken.len() > 3 { format!(" and {} more", taken.len() - 3) } else { String::new() },
+                plan.prefix
+            );
+        }
         if hosts_file.exists() {
             bail!(
                 "a testbed named {:?} is up ({} exists): pick another --prefix, or `dtsim-testbed down --prefix {}`",
@@ -154,6 +167,13 @@ impl Testbed {
         std::fs::create_dir_all(state_dir)
             .with_context(|| format!("creating {}", state_dir.display()))?;
         tb.wrote_hosts = true;
+        // `down` finds the hosts file through this locator in the default folder, whichever
+        // --state-dir `up` was given.
+        let locator = locator_file(&plan.prefix);
+        if let Some(dir) = locator.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let _ = std::fs::write(&locator, tb.hosts_file.display().to_string());
         let mut f = std::fs::File::create(&tb.hosts_file)
             .with_context(|| format!("writing {}", tb.hosts_file.display()))?;
         writeln!(f, "rank\tnamespace\taddress\tiface\tdevice")?;
@@ -195,8 +215,45 @@ impl Drop for Testbed {
         }
         if self.wrote_hosts {
             let _ = std::fs::remove_file(&self.hosts_file);
+            if let Some(prefix) = self
+                .hosts_file
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+            {
+                let _ = std::fs::remove_file(locator_file(&prefix));
+            }
         }
     }
+}
+
+/// Where `up` notes the hosts file of testbed `prefix` (in the default state folder).
+fn locator_file(prefix: &str) -> PathBuf {
+    Path::new(DEFAULT_STATE_DIR).join(format!("{prefix}.where"))
+}
+
+/// The default `--state-dir`.
+pub const DEFAULT_STATE_DIR: &str = "/run/dtsim-testbed";
+
+/// Namespaces and links whose name starts with `prefix-`.
+fn names_with_prefix(prefix: &str) -> anyhow::Result<Vec<String>> {
+    let tag = format!("{prefix}-");
+    let mut names = Vec::new();
+    for line in sh(&["ip", "netns", "list"])?.lines() {
+        let ns = line.split_whitespace().next().unwrap_or("");
+        if ns.starts_with(&tag) {
+            names.push(ns.to_string());
+        }
+    }
+    for line in sh(&["ip", "-o", "link", "show"])?.lines() {
+        let Some(name) = line.split(": ").nth(1) else {
+            continue;
+        };
+        let name = name.split('@').next().unwrap_or("");
+        if name.starts_with(&tag) {
+            names.push(name.to_string());
+        }
+    }
+    Ok(names)
 }
 
 /// Caps egress of `dev` (in namespace `ns`, or the root namespace) at `bits_per_s`.
@@ -316,5 +373,11 @@ pub fn teardown_prefix(prefix: &str, state_dir: &Path) -> anyhow::Result<usize> 
         }
     }
     let _ = std::fs::remove_file(state_dir.join(format!("{prefix}.hosts")));
+    // The hosts file of an `up` with another --state-dir, found through its locator.
+    let locator = locator_file(prefix);
+    if let Ok(hosts) = std::fs::read_to_string(&locator) {
+        let _ = std::fs::remove_file(hosts.trim());
+    }
+    let _ = std::fs::remove_file(locator);
     Ok(removed)
 }
