@@ -710,12 +710,11 @@ fn sweep_command(a: SweepArgs) -> anyhow::Result<()> {
     } else {
         indicatif::ProgressBar::hidden()
     };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{bar:40} {pos}/{len} points  {elapsed_precise} elapsed, {eta} left  {msg}",
-        )
-        .expect("a valid progress template"),
-    );
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{bar:40} {pos}/{len} points  {elapsed_precise} elapsed, {eta} left  {msg}",
+    ) {
+        bar.set_style(style);
+    }
     let done_before = sw
         .points
         .iter()

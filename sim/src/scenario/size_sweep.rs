@@ -32,11 +32,13 @@ impl Range {
             return Err(format!("-f: a factor of 2 or more, got {}", self.factor));
         }
         let mut v = vec![self.min_bytes];
-        while let Some(next) = v.last().unwrap().checked_mul(self.factor) {
+        let mut last = self.min_bytes;
+        while let Some(next) = last.checked_mul(self.factor) {
             if next > self.max_bytes {
                 break;
             }
             v.push(next);
+            last = next;
         }
         Ok(v)
     }
@@ -129,7 +131,7 @@ pub fn table(points: &[Point], measured: Option<&BTreeMap<u64, f64>>) -> String 
             "{} sizes measured: median |error| {:.1}%, max {:.1}%",
             errors.len(),
             errors[errors.len() / 2] * 100.0,
-            errors.last().unwrap() * 100.0
+            errors[errors.len() - 1] * 100.0
         );
     }
     s
