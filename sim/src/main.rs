@@ -209,7 +209,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             if let Some(dir) = &out {
                 run_dir::claim(dir, force).map_err(|e| anyhow::anyhow!(e))?;
             }
-            let progress = Progress::new(json);
+            let progress = Progress::new(json, "preparing");
             let report_progress =
                 |at: sim::engine::SimTime, events: u64| progress.report(at, events);
             let watch = Watch {
@@ -353,12 +353,26 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 scenario::apply_override(&mut overrides, o)
                     .map_err(|e| anyhow::anyhow!("{}: --set {o}: {e}", topology.display()))?;
             }
-            let topo = topology_file::load_with_overrides(&topology, &overrides)?;
-            if dot {
-                print!("{}", summary::to_dot(&topo));
+            let progress = Progress::new(false, "building the topology");
+            let topo = match topology_file::load_with_overrides(&topology, &overrides) {
+                Ok(t) => t,
+                Err(e) => {
+                    progress.finish();
+                    return Err(e.into());
+                }
+            };
+            progress.bar.set_message(format!(
+                "summarizing {} devices and {} links (routes, bisection)",
+                topo.devices().len(),
+                topo.links().len()
+            ));
+            let text = if dot {
+                summary::to_dot(&topo)
             } else {
-                println!("{}", summary::summarize(&topo));
-            }
+                summary::summarize(&topo).to_string() + "\n"
+            };
+            progress.finish();
+            print!("{text}");
             Ok(())
         }
     }
@@ -487,46 +501,44 @@ fn estimate(
     Ok(())
 }
 
-/// A spinner on stderr with the simulated time and events so far: drawn only on a terminal,
-/// without --json, and once a run has taken a second.
+/// A spinner on stderr for anything that takes more than a second (building a topology,
+/// generating a schedule, simulating): drawn only on a terminal and without --json, from one
+/// second on, with the simulated time and events once the simulation reports them.
 struct Progress {
     bar: indicatif::ProgressBar,
-    shown: std::sync::atomic::AtomicBool,
-    enabled: bool,
-    started: std::time::Instant,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Progress {
-    fn new(json: bool) -> Self {
+    fn new(json: bool, what: &str) -> Self {
         use std::io::IsTerminal as _;
+        use std::sync::atomic::Ordering;
         let bar = indicatif::ProgressBar::hidden();
         if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {elapsed} {msg}") {
             bar.set_style(style);
         }
-        Progress {
-            bar,
-            shown: false.into(),
-            enabled: !json && std::io::stderr().is_terminal(),
-            started: std::time::Instant::now(),
+        bar.set_message(what.to_string());
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        if !json && std::io::stderr().is_terminal() {
+            let (bar, done) = (bar.clone(), done.clone());
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_secs(1));
+                if !done.load(Ordering::SeqCst) {
+                    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+                    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+                }
+            });
         }
+        Progress { bar, done }
     }
 
     fn report(&self, at: sim::engine::SimTime, events: u64) {
-        use std::sync::atomic::Ordering;
-        if !self.enabled || self.started.elapsed() < std::time::Duration::from_secs(1) {
-            return;
-        }
-        if !self.shown.swap(true, Ordering::Relaxed) {
-            self.bar
-                .set_draw_target(indicatif::ProgressDrawTarget::stderr());
-            self.bar
-                .enable_steady_tick(std::time::Duration::from_millis(200));
-        }
         self.bar
             .set_message(format!("simulated {at}, {events} events"));
     }
 
     fn finish(&self) {
+        self.done.store(true, std::sync::atomic::Ordering::SeqCst);
         self.bar.finish_and_clear();
     }
 }
