@@ -222,3 +222,20 @@ fn many_groups_at_once_give_the_same_step_whichever_way_components_are_found() {
     assert_eq!(switches, 40);
     assert!(r.summary.metrics.communication_secs > 0.0);
 }
+
+#[test]
+fn a_batch_that_fits_is_never_above_the_largest_batch_that_fits() {
+    // GPT-1.3B, TP 2 x PP 2, 8 micro-batches of 1 on 16 GB V100s: 4.5 GiB used, so the batch
+    // of 8 fits, and the largest batch (in batch_per_gpu's unit) is at least 8.
+    let r = step("scenarios/gpt_1_3b_v100_parallelism.toml", &[]);
+    let s = &r.summary;
+    assert!(s.memory.total_bytes() < s.memory_capacity_bytes);
+    assert!(
+        s.largest_batch_per_gpu >= s.batch_per_gpu,
+        "batch {} fits in {} of {} bytes, yet the largest batch that fits is {}",
+        s.batch_per_gpu,
+        s.memory.total_bytes(),
+        s.memory_capacity_bytes,
+        s.largest_batch_per_gpu
+    );
+}

@@ -417,7 +417,10 @@ pub fn run_workload(s: &Scenario, watch: Watch) -> Result<WorkloadReport, RunErr
     let metrics = step_metrics(&dag, &outcome, model.tokens_per_sample);
     let micro = cfg.batch_per_gpu / cfg.microbatches.max(1) as u64;
     let mem = memory::per_gpu(&model, &cfg, &dag, micro);
-    let largest = memory::largest_batch(&model, &cfg, &dag, cm.memory_capacity_bytes);
+    // The largest micro-batch that fits, as a batch per GPU (micro-batch x micro-batches): the
+    // unit batch_per_gpu is given in.
+    let largest = memory::largest_batch(&model, &cfg, &dag, cm.memory_capacity_bytes)
+        .saturating_mul(cfg.microbatches.max(1) as u64);
     let traffic = traffic_per_step(&dag);
     let mut by_class: BTreeMap<String, f64> = BTreeMap::new();
     for (&(_, _, class), &bytes) in &traffic {
