@@ -66,7 +66,8 @@ impl Testbed {
         let hosts_file = state_dir.join(format!("{}.hosts", plan.prefix));
         // Another testbed with this prefix, whatever state folder it used: refuse before
         // touching anything (else `ip link add` fails half-way with "File exists").
-        let taken = names_with_prefix(&plan.prefix)?;
+        let (mut taken, links) = names_with_prefix(&plan.prefix)?;
+        taken.extend(links);
         if !taken.is_empty() {
             bail!(
                 "a testbed named {:?} is up ({} exist{}{}): pick another --prefix, or `dtsim-testbed down --prefix {}`",
@@ -234,26 +235,28 @@ fn locator_file(prefix: &str) -> PathBuf {
 /// The default `--state-dir`.
 pub const DEFAULT_STATE_DIR: &str = "/run/dtsim-testbed";
 
-/// Namespaces and links whose name starts with `prefix-`.
-fn names_with_prefix(prefix: &str) -> anyhow::Result<Vec<String>> {
+/// Namespaces, and links, whose name starts with `prefix-`.
+fn names_with_prefix(prefix: &str) -> anyhow::Result<(Vec<String>, Vec<String>)> {
     let tag = format!("{prefix}-");
-    let mut names = Vec::new();
+    let mut namespaces = Vec::new();
     for line in sh(&["ip", "netns", "list"])?.lines() {
         let ns = line.split_whitespace().next().unwrap_or("");
         if ns.starts_with(&tag) {
-            names.push(ns.to_string());
+            namespaces.push(ns.to_string());
         }
     }
+    let mut links = Vec::new();
     for line in sh(&["ip", "-o", "link", "show"])?.lines() {
+        // "12: tb-0b@if11: <...>" or "3: tb-b4: <...>"
         let Some(name) = line.split(": ").nth(1) else {
             continue;
         };
         let name = name.split('@').next().unwrap_or("");
         if name.starts_with(&tag) {
-            names.push(name.to_string());
+            links.push(name.to_string());
         }
     }
-    Ok(names)
+    Ok((namespaces, links))
 }
 
 /// Caps egress of `dev` (in namespace `ns`, or the root namespace) at `bits_per_s`.
@@ -348,28 +351,20 @@ pub fn kill_process_group(leader: &mut std::process::Child, grace: Duration) {
 /// Removes every namespace and link whose name starts with `prefix-` (`dtsim-testbed down`).
 /// Returns how many were removed.
 pub fn teardown_prefix(prefix: &str, state_dir: &Path) -> anyhow::Result<usize> {
-    let tag = format!("{prefix}-");
+    let (namespaces, _) = names_with_prefix(prefix)?;
     let mut removed = 0;
-    for line in sh(&["ip", "netns", "list"])?.lines() {
-        let ns = line.split_whitespace().next().unwrap_or("");
-        if ns.starts_with(&tag) {
-            kill_namespace_processes(ns);
-            sh(&["ip", "netns", "del", ns])?;
-            removed += 1;
-        }
+    for ns in &namespaces {
+        kill_namespace_processes(ns);
+        sh(&["ip", "netns", "del", ns])?;
+        removed += 1;
     }
-    for line in sh(&["ip", "-o", "link", "show"])?.lines() {
-        // "12: tb-0b@if11: <...>" or "3: tb-b4: <...>"
-        let Some(name) = line.split(": ").nth(1) else {
-            continue;
-        };
-        let name = name.split('@').next().unwrap_or("");
-        if name.starts_with(&tag) {
-            match sh(&["ip", "link", "del", name]) {
-                Ok(_) => removed += 1,
-                Err(e) if e.to_string().contains("Cannot find device") => {}
-                Err(e) => return Err(e),
-            }
+    // Links listed after the namespaces are gone: a veth goes with its namespace peer.
+    let (_, links) = names_with_prefix(prefix)?;
+    for name in &links {
+        match sh(&["ip", "link", "del", name]) {
+            Ok(_) => removed += 1,
+            Err(e) if e.to_string().contains("Cannot find device") => {}
+            Err(e) => return Err(e),
         }
     }
     let _ = std::fs::remove_file(state_dir.join(format!("{prefix}.hosts")));

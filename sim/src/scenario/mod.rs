@@ -463,14 +463,18 @@ pub fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> ScenarioError 
             format!("line {line}, column {col}")
         })
         .unwrap_or_else(|| "(document)".to_string());
-    // toml's messages can span lines ("invalid table header\nexpected ..."): keep one line.
-    let message: Vec<&str> = e
+    ScenarioError::new(file, location, one_line(e))
+}
+
+/// toml's messages can span lines ("invalid table header\nexpected ..."): one line of them.
+fn one_line(e: &toml::de::Error) -> String {
+    let lines: Vec<&str> = e
         .message()
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .collect();
-    ScenarioError::new(file, location, message.join("; "))
+    lines.join("; ")
 }
 
 /// An error in the scenario as the `--set` overrides left it: the user never saw that text, so
@@ -481,13 +485,7 @@ fn after_set_error(file: &str, merged: &str, e: &toml::de::Error) -> ScenarioErr
         .filter(|s| !s.is_empty())
         .and_then(|s| crate::topology::file::SpanTree::parse(merged)?.path_at(s.start))
         .unwrap_or_else(|| "(document)".into());
-    let message: Vec<&str> = e
-        .message()
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    ScenarioError::new(format!("{file} (after --set)"), field, message.join("; "))
+    ScenarioError::new(format!("{file} (after --set)"), field, one_line(e))
 }
 
 /// 1-based line and column of a byte offset.
