@@ -543,6 +543,84 @@ impl Progress {
     }
 }
 
+/// Bench (c): one training step at growing GPU counts, with the growth exponent of wall time
+/// and of peak memory between consecutive sizes (issue 12 tracks these towards near-linear).
+fn step_bench(gpus_max: u32) {
+    const SCENARIO: &str = r#"
+name = "bench-gpt-1.3b-step"
+profile = "../data/profiles/h100_sxm_node.json"
+[topology]
+file = "../topologies/h100_rail_cluster.toml"
+[workload]
+model = "gpt_1_3b"
+dtype = "bf16"
+optimizer = "adam"
+batch_per_gpu = 8
+parallelism = "ddp"
+tensor_parallel = 8
+pipeline_parallel = 4
+microbatches = 8
+pipeline_schedule = "1f1b"
+"#;
+    let anchor = std::path::Path::new("scenarios/bench_step.toml");
+    if !std::path::Path::new("topologies/h100_rail_cluster.toml").is_file() {
+        println!("    skipped: run from the repository root (it reads topologies/ and data/)");
+        return;
+    }
+    println!(
+        "    {:>7} {:>9} {:>10} {:>10} {:>11} {:>10} {:>13}",
+        "GPUs", "wall s", "ops", "events", "step ms", "peak mem", "growth (t, m)"
+    );
+    let mut last: Option<(f64, f64, f64)> = None;
+    for n in [1024u32, 4096, 16384] {
+        if n > gpus_max {
+            continue;
+        }
+        let set = [format!("topology.generator.nodes={}", n / 8)];
+        let s = match scenario::parse(SCENARIO, anchor, &set) {
+            Ok(s) => s,
+            Err(e) => {
+                println!("    {n}: {e}");
+                return;
+            }
+        };
+        let t = std::time::Instant::now();
+        let r = match scenario::workload::run_workload(&s, Watch::default()) {
+            Ok(r) => r,
+            Err(e) => {
+                println!("    {n}: {e}");
+                return;
+            }
+        };
+        let wall = t.elapsed().as_secs_f64();
+        let mem = sim::bench::peak_memory_bytes().unwrap_or(0) as f64;
+        let growth = last
+            .map(|(n0, w0, m0)| {
+                let k = (n as f64 / n0).ln();
+                format!(
+                    "N^{:.2}, N^{:.2}",
+                    (wall / w0).ln() / k,
+                    (mem / m0).ln() / k
+                )
+            })
+            .unwrap_or_default();
+        println!(
+            "    {:>7} {:>9.2} {:>10} {:>10} {:>11.3} {:>6.0} MiB {:>13}",
+            n,
+            wall,
+            r.summary.ops,
+            r.summary.events,
+            r.summary.metrics.step_secs * 1e3,
+            mem / (1u64 << 20) as f64,
+            growth
+        );
+        last = Some((n as f64, wall, mem));
+    }
+    println!(
+        "    (peak memory is the process's so far; growth exponents between consecutive sizes)"
+    );
+}
+
 /// Runs the benchmark cases of `sim::bench` once each and prints what they did and how fast.
 fn bench(quick: bool) {
     use sim::bench::{
@@ -628,7 +706,15 @@ fn bench(quick: bool) {
     }
     println!("    (peak memory is the process's so far: cases run in increasing size)");
 
-    println!("\n(c) event-queue hold with 10^6 pending events");
+    println!(
+        "\n(c) a training step: GPT-1.3B bf16, TP 8 x PP 4 (1F1B, 8 micro-batches) x DP, NCCL, on"
+    );
+    println!(
+        "    topologies/h100_rail_cluster.toml grown to N/8 nodes, profile h100_sxm_node.json"
+    );
+    step_bench(if quick { 4096 } else { 16384 });
+
+    println!("\n(d) event-queue hold with 10^6 pending events");
     let mut hold = Hold::new(1_000_000);
     hold.run(1_000_000);
     let n = 5_000_000;
