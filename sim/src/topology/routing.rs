@@ -8,10 +8,12 @@
 //! different pairs spread over the equal-cost links, and changing the salt (a scenario's seed)
 //! draws another ECMP assignment.
 //!
-//! Distances and widths come from a breadth-first search backwards from the destination. A
-//! destination with a single neighbour that forwards (a GPU under a leaf switch, a host on a
-//! ring) shares the search of that neighbour, so a 16,384-GPU fat-tree needs one search per
-//! leaf switch, not one per GPU. Searches are kept in a bounded cache.
+//! Distances and widths come from breadth-first searches backwards from the destination's
+//! *anchors*: the forwarding devices every path into it passes (a GPU's NVSwitch, and the leaf
+//! behind its own NIC; the leaf switch above a fat-tree host), which many destinations share,
+//! so a 16,384-GPU fat-tree or rail cluster needs one search per switch, not one per GPU.
+//! Searches are kept in a bounded cache. [`Router::reference`] searches from each destination
+//! itself; the tests check that both give the same paths on every bundled topology.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -26,35 +28,55 @@ struct Reach {
     width_bps: Vec<f32>,
 }
 
-/// A root's search seen from a target: the root itself, or a device hanging off it by one
-/// link (then every device is one hop further and no wider than that last link).
+/// The searches that together give every device's distance and width to one target: each
+/// anchor's search shifted by the hops (`extra`) from the anchor to the target and capped by
+/// the narrowest link on the way (`last_bps`), and the target's neighbours (one hop away,
+/// whatever an anchor's search says).
+///
+/// Every path into the target enters through an anchor or a hanging neighbour, so the distance
+/// from `v` is the least over anchors of (hops to the anchor + extra), and the width the widest
+/// over the anchors that reach that least: the same numbers a search from the target itself
+/// gives (tested against it), from searches that many targets share.
 struct View<'a> {
-    reach: &'a Reach,
     target: DeviceId,
-    extra: u16,
-    last_bps: f32,
+    anchors: &'a [(&'a Reach, u16, f32)],
+    /// The target's neighbours: (device, bits/s of its widest link into the target).
+    hanging: &'a [(DeviceId, f32)],
 }
 
 impl View<'_> {
     /// Hops from `v` to the target, `u32::MAX` when unreachable.
     fn hops(&self, v: DeviceId) -> u32 {
-        let h = self.reach.hops[v.index()];
         if v == self.target {
-            0
-        } else if h == UNREACHABLE {
-            u32::MAX
-        } else {
-            h as u32 + self.extra as u32
+            return 0;
         }
+        if self.hanging.iter().any(|&(h, _)| h == v) {
+            return 1;
+        }
+        self.anchors
+            .iter()
+            .filter(|(r, _, _)| r.hops[v.index()] != UNREACHABLE)
+            .map(|&(r, extra, _)| r.hops[v.index()] as u32 + extra as u32)
+            .min()
+            .unwrap_or(u32::MAX)
     }
 
     /// Widest bottleneck (bits/s) over shortest paths from `v` to the target.
     fn width(&self, v: DeviceId) -> f32 {
         if v == self.target {
-            f32::INFINITY
-        } else {
-            self.reach.width_bps[v.index()].min(self.last_bps)
+            return f32::INFINITY;
         }
+        if let Some(&(_, bps)) = self.hanging.iter().find(|&&(h, _)| h == v) {
+            return bps;
+        }
+        let d = self.hops(v);
+        self.anchors
+            .iter()
+            .filter(|(r, extra, _)| {
+                r.hops[v.index()] != UNREACHABLE && r.hops[v.index()] as u32 + *extra as u32 == d
+            })
+            .map(|&(r, _, last)| r.width_bps[v.index()].min(last))
+            .fold(0.0, f32::max)
     }
 
     /// Links from `u` one hop closer to the target through a usable device (the target itself
@@ -75,6 +97,13 @@ impl View<'_> {
     }
 }
 
+/// The anchors of one target (see [`Router::anchors_of`]).
+struct Anchors {
+    /// (anchor, hops from it to the target, narrowest link on the way in bits/s).
+    anchors: Vec<(DeviceId, u16, f32)>,
+    hanging: Vec<(DeviceId, f32)>,
+}
+
 /// Routes between devices of one topology. Holds caches; create one per simulation.
 #[derive(Debug)]
 pub struct Router {
@@ -86,6 +115,9 @@ pub struct Router {
     /// (src, dst) → range in `arena`.
     routes: HashMap<(u32, u32), (u32, u32)>,
     arena: Vec<LinkId>,
+    /// Search from every destination itself (the slow reference the anchors are tested
+    /// against).
+    own_search: bool,
 }
 
 fn mix(mut x: u64) -> u64 {
@@ -97,6 +129,9 @@ fn mix(mut x: u64) -> u64 {
 }
 
 impl Router {
+    /// Targets with more anchors than this get a search of their own.
+    const MAX_ANCHORS: usize = 8;
+
     /// A router whose ECMP choices are drawn with `salt`.
     pub fn new(topo: &Topology, salt: u64) -> Self {
         // Keep at most ~64 Mi distance entries (128 MiB) of searches.
@@ -108,6 +143,15 @@ impl Router {
             max_roots: max_roots.max(16),
             routes: HashMap::new(),
             arena: Vec::new(),
+            own_search: false,
+        }
+    }
+
+    /// The slow reference: a search from each destination itself, no anchors shared.
+    pub fn reference(topo: &Topology, salt: u64) -> Self {
+        Router {
+            own_search: true,
+            ..Router::new(topo, salt)
         }
     }
 
@@ -135,24 +179,76 @@ impl Router {
         self.path(topo, src, dst).ok().map(|p| p.len() as u32)
     }
 
-    /// The device whose search stands for `dst`'s: its only neighbour if it has exactly one
-    /// and that neighbour forwards.
-    fn root_of(topo: &Topology, dst: DeviceId) -> (DeviceId, u16) {
-        let out = topo.out_links(dst);
-        if out.len() == 1 {
-            let w = topo.link(out[0]).to;
-            if topo.device(w).forwards {
-                return (w, 1);
+    /// The anchors whose searches stand for `dst`'s (with the hops and narrowest link from
+    /// each to `dst`), and `dst`'s neighbours: a forwarding neighbour whose only other
+    /// neighbour forwards (a GPU's own NIC, whose other side is its rail's leaf) stands aside
+    /// for that other neighbour two hops out; any other forwarding neighbour (an NVSwitch, a
+    /// leaf switch) is an anchor one hop out. A 16,384-GPU rail cluster then needs one search
+    /// per NVSwitch and per leaf, not one per GPU. With more anchors than
+    /// [`Self::MAX_ANCHORS`], `dst` is its own single anchor.
+    fn anchors_of(topo: &Topology, dst: DeviceId) -> Anchors {
+        let max_into = |from: DeviceId, to: DeviceId| -> f32 {
+            topo.out_links(from)
+                .iter()
+                .filter(|&&l| topo.link(l).to == to)
+                .map(|&l| topo.link(l).bandwidth_bps as f32)
+                .fold(0.0, f32::max)
+        };
+        let neighbours = |v: DeviceId| -> Vec<DeviceId> {
+            let mut n: Vec<DeviceId> = topo.out_links(v).iter().map(|&l| topo.link(l).to).collect();
+            n.sort();
+            n.dedup();
+            n
+        };
+        let mut anchors: Vec<(DeviceId, u16, f32)> = Vec::new();
+        let mut hanging: Vec<(DeviceId, f32)> = Vec::new();
+        let mut add = |a: DeviceId, extra: u16, bps: f32| match anchors
+            .iter_mut()
+            .find(|(d, _, _)| *d == a)
+        {
+            Some(x) if extra < x.1 => *x = (a, extra, bps),
+            Some(x) if extra == x.1 => x.2 = x.2.max(bps),
+            Some(_) => {}
+            None => anchors.push((a, extra, bps)),
+        };
+        for v in neighbours(dst) {
+            // Every neighbour is one hop away, over its widest link (a source needs no
+            // forwarding: a GPU next to the target reaches it directly).
+            let into_dst = max_into(v, dst);
+            hanging.push((v, into_dst));
+            if !topo.device(v).forwards {
+                continue;
+            }
+            let others: Vec<DeviceId> = neighbours(v).into_iter().filter(|&w| w != dst).collect();
+            match others[..] {
+                [w] if topo.device(w).forwards => add(w, 2, max_into(w, v).min(into_dst)),
+                _ => add(v, 1, into_dst),
             }
         }
-        (dst, 0)
+        if anchors.len() > Self::MAX_ANCHORS {
+            return Anchors {
+                anchors: vec![(dst, 0, f32::INFINITY)],
+                hanging: Vec::new(),
+            };
+        }
+        Anchors { anchors, hanging }
     }
 
-    fn distances(&mut self, topo: &Topology, root: DeviceId) -> &Reach {
+    /// Makes sure the search from `root` is cached, evicting the oldest search not in
+    /// `pinned` (the other anchors of the target being routed) when the cache is full.
+    fn distances(&mut self, topo: &Topology, root: DeviceId, pinned: &[(DeviceId, u16, f32)]) {
         if !self.dist.contains_key(&root.0) {
             if self.dist_order.len() >= self.max_roots {
-                if let Some(old) = self.dist_order.pop_front() {
-                    self.dist.remove(&old);
+                for _ in 0..self.dist_order.len() {
+                    let Some(old) = self.dist_order.pop_front() else {
+                        break;
+                    };
+                    if pinned.iter().any(|&(a, _, _)| a.0 == old) {
+                        self.dist_order.push_back(old);
+                    } else {
+                        self.dist.remove(&old);
+                        break;
+                    }
                 }
             }
             let n = topo.devices().len();
@@ -182,11 +278,11 @@ impl Router {
             // hops (one hop closer, and the root or forwarding), of min(link, next's width).
             let mut reach = Reach { hops, width_bps };
             for &u in &order[1..] {
+                let own = [(&reach, 0, f32::INFINITY)];
                 let view = View {
-                    reach: &reach,
                     target: root,
-                    extra: 0,
-                    last_bps: f32::INFINITY,
+                    anchors: &own,
+                    hanging: &[],
                 };
                 let w = view.next_hops(topo, u).map(|(_, w)| w).fold(0.0, f32::max);
                 reach.width_bps[u.index()] = w;
@@ -194,7 +290,6 @@ impl Router {
             self.dist.insert(root.0, reach);
             self.dist_order.push_back(root.0);
         }
-        &self.dist[&root.0]
     }
 
     fn compute(
@@ -203,24 +298,27 @@ impl Router {
         src: DeviceId,
         dst: DeviceId,
     ) -> Result<(), TopologyError> {
-        let (root, extra) = Self::root_of(topo, dst);
-        let salt = self.salt;
-        let reach = self.distances(topo, root);
-        // When dst hangs off the root, the last hop is the root → dst link.
-        let last_bps = if extra == 0 {
-            f32::INFINITY
+        let plan = if self.own_search {
+            Anchors {
+                anchors: vec![(dst, 0, f32::INFINITY)],
+                hanging: Vec::new(),
+            }
         } else {
-            topo.out_links(root)
-                .iter()
-                .filter(|&&l| topo.link(l).to == dst)
-                .map(|&l| topo.link(l).bandwidth_bps as f32)
-                .fold(0.0, f32::max)
+            Self::anchors_of(topo, dst)
         };
+        for &(a, _, _) in &plan.anchors {
+            self.distances(topo, a, &plan.anchors);
+        }
+        let salt = self.salt;
+        let anchors: Vec<(&Reach, u16, f32)> = plan
+            .anchors
+            .iter()
+            .map(|&(a, extra, bps)| (&self.dist[&a.0], extra, bps))
+            .collect();
         let view = View {
-            reach,
             target: dst,
-            extra,
-            last_bps,
+            anchors: &anchors,
+            hanging: &plan.hanging,
         };
         if view.hops(src) == u32::MAX {
             return Err(TopologyError::new(
@@ -370,5 +468,46 @@ mod tests {
             let p = Router::new(&t, salt).path(&t, g0, g1).unwrap().to_vec();
             assert_eq!(t.link(p[0]).to, sw, "salt {salt}");
         }
+    }
+
+    #[test]
+    fn anchored_searches_give_the_paths_of_a_search_from_each_destination() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut files: Vec<_> = std::fs::read_dir(root.join("topologies"))
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .collect();
+        files.sort();
+        let mut checked = 0;
+        for f in files {
+            let mut over = toml::Table::new();
+            let text = std::fs::read_to_string(&f).unwrap();
+            // Grow nothing, shrink the big generated ones to a few hundred devices.
+            if text.contains("kind = \"rail_optimized\"") {
+                over = toml::from_str("[generator]\nnodes = 4\nnodes_per_rail_leaf = 2").unwrap();
+            } else if text.contains("kind = \"fat_tree\"") {
+                over = toml::from_str("[generator]\nk = 4").unwrap();
+            }
+            let Ok(t) = crate::topology::file::load_with_overrides(&f, &over) else {
+                continue;
+            };
+            if t.gpus().len() > 64 {
+                continue;
+            }
+            let ends: Vec<DeviceId> = (0..t.devices().len() as u32).map(DeviceId).collect();
+            for salt in [0, 7] {
+                let (mut fast, mut slow) = (Router::new(&t, salt), Router::reference(&t, salt));
+                for &a in &ends {
+                    for &b in &ends {
+                        let x = fast.path(&t, a, b).map(|p| p.to_vec()).ok();
+                        let y = slow.path(&t, a, b).map(|p| p.to_vec()).ok();
+                        assert_eq!(x, y, "{}: {a:?} -> {b:?}, salt {salt}", f.display());
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 10_000, "{checked} pairs");
     }
 }
