@@ -91,13 +91,14 @@ pub struct Estimate {
 }
 
 impl Estimate {
-    /// Memory per op and per flow while playing and reporting (per-op timings, ready lists and
-    /// trace entries; routed paths and flow state), and for the report's tables: read off the
-    /// peak resident memory of GPT-1.3B steps at 1,024 and 4,096 GPUs (310 and 1,418 MB) and
-    /// of the bundled scenarios (6 to 20 MB), release build, 2026-11-24. The estimate is
-    /// within 0.6x to 1.6x of each of them (see the closing note of issue 16).
-    pub const BYTES_PER_OP: f64 = 800.0;
-    pub const BYTES_PER_FLOW: f64 = 300.0;
+    /// Memory per op and per flow while playing and reporting (per-op timings, ready lists,
+    /// routed paths and flow state), and for the report's tables, on top of the network
+    /// model's own estimate ([`NetworkModel::estimate_state_bytes`]): read off the peak
+    /// resident memory of GPT-1.3B steps at 1,024, 4,096 and 16,384 GPUs (111, 211 and
+    /// 1,842 MB) and of the bundled scenarios (6 to 19 MB), release build, 2026-11-24. The
+    /// estimate is within 0.6x to 1.7x of each of them (see the closing note of issue 16).
+    pub const BYTES_PER_OP: f64 = 200.0;
+    pub const BYTES_PER_FLOW: f64 = 30.0;
     pub const REPORT_BYTES: f64 = 4e6;
 
     pub fn of(schedule: &Schedule, net: &dyn NetworkModel) -> Estimate {
@@ -119,6 +120,7 @@ impl Estimate {
         let ops = schedule.ops.len() as u64;
         let resident_bytes = resident_bytes();
         let peak = resident_bytes as f64
+            + net.estimate_state_bytes() as f64
             + Self::REPORT_BYTES
             + ops as f64 * Self::BYTES_PER_OP
             + flows as f64 * Self::BYTES_PER_FLOW;

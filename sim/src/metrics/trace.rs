@@ -34,6 +34,78 @@ pub struct Trace {
     pub tracks_left_out: usize,
 }
 
+/// Calls `f` with every per-track event of a played schedule on tracks `0..n_tracks`, in op
+/// order (see [`Trace::from_schedule`] for what runs where).
+fn each_event(
+    schedule: &Schedule,
+    times: &[OpTiming],
+    lanes: Option<(&[Option<u16>], u16)>,
+    n_tracks: usize,
+    f: &mut dyn FnMut(TraceEvent),
+) {
+    let ranks = schedule.ranks as usize;
+    for (i, (op, t)) in schedule.ops.iter().zip(times).enumerate() {
+        let (start_ps, end_ps) = (t.start.as_ps(), t.end.as_ps());
+        let base = TraceEvent {
+            track: 0,
+            role: "compute",
+            phase: op.phase.as_str(),
+            op: i as u32,
+            step: op.step,
+            peer: None,
+            bytes: 0,
+            start_ps,
+            end_ps,
+        };
+        match op.kind {
+            OpKind::Transfer { pattern, bytes } => {
+                for &(a, b) in schedule.patterns[pattern.0 as usize].pairs.iter() {
+                    for (track, peer, role) in [(a, b, "send"), (b, a, "recv")] {
+                        if (track as usize) < n_tracks {
+                            f(TraceEvent {
+                                track,
+                                role,
+                                peer: Some(peer),
+                                bytes,
+                                ..base.clone()
+                            });
+                        }
+                    }
+                }
+            }
+            OpKind::Compute { .. } if end_ps > start_ps => {
+                let on: std::ops::Range<usize> = match lanes {
+                    Some((l, count)) => match l.get(i).copied().flatten() {
+                        Some(lane) => {
+                            let per = ranks / count.max(1) as usize;
+                            lane as usize * per..(lane as usize + 1) * per
+                        }
+                        None => 0..0,
+                    },
+                    None => 0..ranks,
+                };
+                for r in on.take_while(|&r| r < n_tracks) {
+                    f(TraceEvent {
+                        track: r as u32,
+                        ..base.clone()
+                    });
+                }
+            }
+            OpKind::Reduce { bytes, .. } if end_ps > start_ps => {
+                for r in 0..ranks.min(n_tracks) {
+                    f(TraceEvent {
+                        track: r as u32,
+                        role: "reduce",
+                        bytes,
+                        ..base.clone()
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Traces stop adding tracks beyond this many events (a 128-rank ring all-reduce has ~65,000).
 pub const MAX_TRACE_EVENTS: usize = 500_000;
 
@@ -49,78 +121,32 @@ impl Trace {
         tracks: Vec<String>,
         lanes: Option<(&[Option<u16>], u16)>,
     ) -> Trace {
-        let ranks = schedule.ranks as usize;
-        let mut per_track: Vec<Vec<TraceEvent>> = vec![Vec::new(); tracks.len()];
-        for (i, (op, t)) in schedule.ops.iter().zip(times).enumerate() {
-            let (start_ps, end_ps) = (t.start.as_ps(), t.end.as_ps());
-            let base = TraceEvent {
-                track: 0,
-                role: "compute",
-                phase: op.phase.as_str(),
-                op: i as u32,
-                step: op.step,
-                peer: None,
-                bytes: 0,
-                start_ps,
-                end_ps,
-            };
-            match op.kind {
-                OpKind::Transfer { pattern, bytes } => {
-                    for &(a, b) in schedule.patterns[pattern.0 as usize].pairs.iter() {
-                        for (track, peer, role) in [(a, b, "send"), (b, a, "recv")] {
-                            if let Some(v) = per_track.get_mut(track as usize) {
-                                v.push(TraceEvent {
-                                    track,
-                                    role,
-                                    peer: Some(peer),
-                                    bytes,
-                                    ..base.clone()
-                                });
-                            }
-                        }
-                    }
-                }
-                OpKind::Compute { .. } if end_ps > start_ps => {
-                    let on: std::ops::Range<usize> = match lanes {
-                        Some((l, count)) => match l.get(i).copied().flatten() {
-                            Some(lane) => {
-                                let per = ranks / count.max(1) as usize;
-                                lane as usize * per..(lane as usize + 1) * per
-                            }
-                            None => 0..0,
-                        },
-                        None => 0..ranks,
-                    };
-                    let n_tracks = per_track.len();
-                    for r in on.take_while(|&r| r < n_tracks) {
-                        per_track[r].push(TraceEvent {
-                            track: r as u32,
-                            ..base.clone()
-                        });
-                    }
-                }
-                OpKind::Reduce { bytes, .. } if end_ps > start_ps => {
-                    for (r, v) in per_track.iter_mut().enumerate().take(ranks) {
-                        v.push(TraceEvent {
-                            track: r as u32,
-                            role: "reduce",
-                            bytes,
-                            ..base.clone()
-                        });
-                    }
-                }
-                _ => {}
-            }
-        }
-        let mut events = Vec::new();
-        let mut kept = 0;
-        for v in per_track.iter_mut() {
-            if events.len() + v.len() > MAX_TRACE_EVENTS && kept > 0 {
+        // Count first, then build only the tracks that fit under MAX_TRACE_EVENTS: a
+        // 16,384-GPU step has tens of millions of per-rank events, of which a trace keeps
+        // half a million.
+        let mut counts = vec![0usize; tracks.len()];
+        each_event(schedule, times, lanes, tracks.len(), &mut |e| {
+            counts[e.track as usize] += 1
+        });
+        let (mut kept, mut total) = (0usize, 0usize);
+        for &c in &counts {
+            if total + c > MAX_TRACE_EVENTS && kept > 0 {
                 break;
             }
+            total += c;
+            kept += 1;
+        }
+        let mut per_track: Vec<Vec<TraceEvent>> = counts[..kept]
+            .iter()
+            .map(|&c| Vec::with_capacity(c))
+            .collect();
+        each_event(schedule, times, lanes, kept, &mut |e| {
+            per_track[e.track as usize].push(e)
+        });
+        let mut events = Vec::with_capacity(total);
+        for v in per_track.iter_mut() {
             v.sort_by_key(|e| (e.start_ps, e.op, e.role));
             events.append(v);
-            kept += 1;
         }
         let left = tracks.len() - kept;
         let mut tracks = tracks;

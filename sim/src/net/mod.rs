@@ -122,6 +122,10 @@ pub trait NetworkModel {
     /// `pair_bytes` bytes in all (summed over every pair of every batch): for the estimate a
     /// run prints and checks before it starts ([`crate::collective::play::Estimate`]).
     fn estimate_events(&self, batches: u64, pair_bytes: u128) -> u64;
+    /// Bytes the model's own state (routes, searches) will grow to, for the same estimate.
+    fn estimate_state_bytes(&self) -> u64 {
+        0
+    }
     /// Per-port buffer statistics, for models that have buffers.
     fn port_stats(&mut self) -> Option<packet::PortReport> {
         None

@@ -800,6 +800,9 @@ impl NetworkModel for PacketModel {
     /// About four events per packet lossless (serialization and arrival on each of two hops,
     /// as on a star), eight lossy (drops and retransmissions: the bundled 64-to-1 incast
     /// measured 4.0 and 9.5), at the smallest MTU of the classes the topology's links use.
+    fn estimate_state_bytes(&self) -> u64 {
+        self.router.estimate_cache_bytes(&self.topo)
+    }
     fn estimate_events(&self, batches: u64, pair_bytes: u128) -> u64 {
         let mtu = self
             .topo

@@ -147,6 +147,24 @@ impl Router {
         }
     }
 
+    /// Bytes the search cache will hold once every destination is routed: a search (6 bytes
+    /// per device) per likely anchor (a forwarding device with more than two neighbours),
+    /// bounded as the cache is. For the estimate a run checks before it starts.
+    pub fn estimate_cache_bytes(&self, topo: &Topology) -> u64 {
+        let n = topo.devices().len();
+        let roots = (0..n as u32)
+            .map(DeviceId)
+            .filter(|&d| {
+                let mut nb: Vec<DeviceId> =
+                    topo.out_links(d).iter().map(|&l| topo.link(l).to).collect();
+                nb.sort();
+                nb.dedup();
+                topo.device(d).forwards && nb.len() > 2
+            })
+            .count();
+        (roots.min(self.max_roots) * n * 6) as u64
+    }
+
     /// The slow reference: a search from each destination itself, no anchors shared.
     pub fn reference(topo: &Topology, salt: u64) -> Self {
         Router {
