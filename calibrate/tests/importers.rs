@@ -429,3 +429,58 @@ fn iperf3_reports_and_iperf3_errors() {
     let e = iperf3::parse("{\"start\": {", "x.json").unwrap_err();
     assert_eq!(e.line, Some(1));
 }
+
+/// `dtsim nccl-tests --format nccl-tests`: a predicted sweep printed in nccl-tests' layout
+/// parses back with the nccl-tests importer, row for row, and its columns line up under the
+/// header as nccl-tests prints them.
+#[test]
+fn a_predicted_sweep_in_nccl_tests_layout_reads_back_and_lines_up() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let s = sim::scenario::load(&root.join("scenarios/hgx_h100_allreduce.toml"), &[]).unwrap();
+    let range = sim::scenario::size_sweep::Range {
+        min_bytes: 8,
+        max_bytes: 1 << 30,
+        factor: 8,
+    };
+    let points = sim::scenario::size_sweep::run(&s, &range).unwrap();
+    let run = sim::scenario::size_sweep::nccl_tests_run(&s, &points).unwrap();
+    let text = nccl_tests::to_text(&run);
+    let back = nccl_tests::parse_text(&text, "predicted.txt").unwrap();
+    assert_eq!(back.collective.as_deref(), Some("all_reduce"));
+    assert_eq!(back.ranks(), Some(8));
+    assert_eq!(back.rows.len(), points.len());
+    assert!(text.contains("step: 8(factor)"), "{text}");
+    for (r, p) in back.rows.iter().zip(&points) {
+        assert_eq!(r.size_bytes, p.bytes);
+        let t = r.in_place.unwrap();
+        // nccl-tests prints two decimals at most: the time comes back to within 0.005 us
+        // (or its 4-significant-digit rounding for large times).
+        assert!(
+            (t.time_us - p.time_us).abs() <= 0.005 + 5e-4 * p.time_us,
+            "{} B: {} vs {}",
+            p.bytes,
+            t.time_us,
+            p.time_us
+        );
+        assert_eq!(r.out_of_place.unwrap().time_us, t.time_us);
+    }
+    // Every value ends in the column where its header label ends.
+    let lines: Vec<&str> = text.lines().collect();
+    let header = lines
+        .iter()
+        .find(|l| l.contains("size") && l.contains("count") && l.contains("#wrong"))
+        .unwrap();
+    let ends = |l: &str| -> Vec<usize> {
+        l.char_indices()
+            .filter(|&(i, c)| {
+                c != ' ' && c != '#' && !l[i + c.len_utf8()..].starts_with(|n: char| n != ' ')
+            })
+            .map(|(i, _)| i)
+            .collect()
+    };
+    let label_ends = ends(header);
+    for row in lines.iter().filter(|l| !l.starts_with('#')) {
+        assert_eq!(ends(row), label_ends, "\n{header}\n{row}");
+    }
+    assert_eq!(label_ends.len(), 13, "{header}");
+}

@@ -78,6 +78,10 @@ enum Command {
         /// The system of --measured to compare with (its `system` column).
         #[arg(long, requires = "measured")]
         system: Option<String>,
+        /// `table` (the choice per size, beside --measured), or `nccl-tests`: the predicted
+        /// sweep in nccl-tests' own text layout, to diff with a real log.
+        #[arg(long, default_value = "table", value_parser = ["table", "nccl-tests"])]
+        format: String,
     },
     /// Time the engine's benchmark cases and print a table (see also `cargo bench -p sim`).
     Bench {
@@ -257,6 +261,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             factor,
             measured,
             system,
+            format,
         } => {
             let s = scenario::load(&path, &set)?;
             let bytes = |flag: &str, v: &str| {
@@ -274,6 +279,12 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 _ => None,
             };
             let points = scenario::size_sweep::run(&s, &range).map_err(|e| anyhow::anyhow!(e))?;
+            if format == "nccl-tests" {
+                let run = scenario::size_sweep::nccl_tests_run(&s, &points)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+                print!("{}", sim::metrics::nccl_tests::to_text(&run));
+                return Ok(());
+            }
             print!(
                 "{}",
                 scenario::size_sweep::table(&points, measured.as_ref())

@@ -6,6 +6,7 @@
 //! (scenario, seed): no wall-clock times, ordered maps only, so two runs write byte-identical
 //! files. Files are written atomically (temporary file + rename).
 
+pub mod nccl_tests;
 pub mod output;
 pub mod ports;
 pub mod run_dir;

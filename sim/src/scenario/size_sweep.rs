@@ -85,6 +85,82 @@ pub fn run(s: &Scenario, range: &Range) -> Result<Vec<Point>, String> {
         .collect()
 }
 
+/// The sweep as nccl-tests would have printed it (`dtsim nccl-tests --format nccl-tests`): one
+/// row per size in float elements and sum (root -1, or 0 for rooted collectives), the same
+/// simulated time in the out-of-place and in-place groups (dtsim does not tell them apart),
+/// `#wrong` N/A (nothing was checked), the ranks as `Using devices` lines.
+pub fn nccl_tests_run(
+    s: &Scenario,
+    points: &[Point],
+) -> Result<crate::metrics::nccl_tests::NcclTestsRun, String> {
+    use crate::metrics::nccl_tests::{NcclTestsRun, RankDevice, Row, Timing};
+    let c = s
+        .file
+        .collective
+        .as_ref()
+        .ok_or("a [collective] scenario")?;
+    let prep = prepare(s).map_err(|e| e.to_string())?;
+    let topo = &prep.topology;
+    let mut per_node: BTreeMap<Option<u32>, u32> = BTreeMap::new();
+    let devices: Vec<RankDevice> = prep
+        .ranks
+        .iter()
+        .enumerate()
+        .map(|(rank, &d)| {
+            let dev = topo.device(d);
+            let k = per_node.entry(dev.node).or_insert(0);
+            *k += 1;
+            RankDevice {
+                rank: rank as u32,
+                host: dev
+                    .node
+                    .map_or_else(|| dev.name.clone(), |n| format!("node{n}")),
+                device: *k - 1,
+                name: topo.gpu.clone().unwrap_or_else(|| dev.name.clone()),
+            }
+        })
+        .collect();
+    let rooted = matches!(
+        c.op,
+        crate::collective::Collective::Broadcast | crate::collective::Collective::Reduce
+    );
+    let rows: Vec<Row> = points
+        .iter()
+        .map(|p| {
+            let t = Timing {
+                time_us: p.time_us,
+                algbw_gbps: p.algbw_gbytes_per_s,
+                busbw_gbps: p.busbw_gbytes_per_s,
+                wrong: None,
+            };
+            Row {
+                size_bytes: p.bytes,
+                count: p.bytes / 4,
+                dtype: "float".into(),
+                redop: "sum".into(),
+                root: if rooted { 0 } else { -1 },
+                out_of_place: Some(t),
+                in_place: Some(t),
+            }
+        })
+        .collect();
+    let version = points.iter().find_map(|p| {
+        let v = p.library.split("NCCL ").nth(1)?.split_whitespace().next()?;
+        v.starts_with(|ch: char| ch.is_ascii_digit())
+            .then(|| v.to_string())
+    });
+    let avg = (!points.is_empty())
+        .then(|| points.iter().map(|p| p.busbw_gbytes_per_s).sum::<f64>() / points.len() as f64);
+    Ok(NcclTestsRun {
+        collective: Some(c.op.as_str().to_string()),
+        nccl_version: version,
+        gpus_per_process: Some(devices.len() as u32),
+        devices,
+        rows,
+        avg_busbw_gbps: avg,
+    })
+}
+
 /// The table: size, choice, simulated time and bandwidths; with `measured` (µs by size) the
 /// measured time, busbw and error beside them, and the median |error| at the foot.
 pub fn table(points: &[Point], measured: Option<&BTreeMap<u64, f64>>) -> String {
