@@ -11,38 +11,30 @@ use std::path::Path;
 use super::nccl_tests::{busbw_factor, NcclTestsRun, RankDevice, Row, Timing};
 use crate::error::{read_text, ImportError};
 
-/// Splits CSV text into records of fields (RFC 4180 quoting), with each record's 1-based line.
+/// Splits CSV text into records of fields (RFC 4180 quoting, by the `csv` crate), each with the
+/// 1-based line it starts on; blank lines are skipped. Reading stops at the first malformed
+/// record (text is UTF-8 already, so the `csv` crate has little to refuse).
 pub fn records(text: &str) -> Vec<(usize, Vec<String>)> {
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(text.as_bytes());
     let mut out = Vec::new();
-    let (mut field, mut rec) = (String::new(), Vec::new());
-    let (mut quoted, mut line, mut start) = (false, 1usize, 1usize);
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match (c, quoted) {
-            ('"', true) if chars.peek() == Some(&'"') => {
-                field.push('"');
-                chars.next();
-            }
-            ('"', _) => quoted = !quoted,
-            (',', false) => rec.push(std::mem::take(&mut field)),
-            ('\n', false) => {
-                rec.push(std::mem::take(&mut field));
-                out.push((start, std::mem::take(&mut rec)));
-                line += 1;
-                start = line;
-            }
-            ('\r', false) => {}
-            (c, _) => {
-                if c == '\n' {
-                    line += 1;
-                }
-                field.push(c)
-            }
+    // The line from the record's byte offset, past the blank lines the reader skipped (the
+    // `csv` crate's own line number counts the record from the first of them).
+    let (mut at, mut line) = (0usize, 1usize);
+    for rec in reader.records() {
+        let Ok(rec) = rec else { break };
+        let mut start = rec
+            .position()
+            .map_or(at, |p| p.byte() as usize)
+            .min(text.len());
+        while text[start..].starts_with(['\n', '\r']) {
+            start += 1;
         }
-    }
-    if !field.is_empty() || !rec.is_empty() {
-        rec.push(field);
-        out.push((start, rec));
+        line += text[at..start.max(at)].matches('\n').count();
+        at = start.max(at);
+        out.push((line, rec.iter().map(str::to_string).collect()));
     }
     out
 }
@@ -203,4 +195,30 @@ pub fn load(path: &Path) -> Result<Vec<CsvRun>, ImportError> {
         e.lines.push(*line);
     }
     Ok(runs.into_values().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::records;
+
+    #[test]
+    fn quoted_commas_and_newlines_stay_in_their_field_and_lines_count_from_one() {
+        let text = "system,note\nA,\"x, y\"\n\nB,\"two\nlines\"\nC,z\n";
+        let r = records(text);
+        let fields: Vec<Vec<&str>> = r
+            .iter()
+            .map(|(_, f)| f.iter().map(String::as_str).collect())
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                vec!["system", "note"],
+                vec!["A", "x, y"],
+                vec!["B", "two\nlines"],
+                vec!["C", "z"],
+            ]
+        );
+        let lines: Vec<usize> = r.iter().map(|(l, _)| *l).collect();
+        assert_eq!(lines, [1, 2, 4, 6]);
+    }
 }
