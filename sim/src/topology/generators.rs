@@ -162,6 +162,20 @@ fn at_least(field: &str, value: u32, min: u32) -> Result<(), TopologyError> {
     Ok(())
 }
 
+/// Generators refuse more links (cables, each one both directions) than this: a typo in a
+/// per-pair count (`uplinks_per_spine = 4294967295`) would otherwise exhaust memory.
+pub const MAX_GENERATED_LINKS: u64 = 8 * crate::limits::RANKS_MAX;
+
+fn not_too_many_links(field: &str, links: u128) -> Result<(), TopologyError> {
+    if links > MAX_GENERATED_LINKS as u128 {
+        return Err(TopologyError::new(
+            format!("generator.{field}"),
+            format!("parameters giving at most {MAX_GENERATED_LINKS} links, got {links}"),
+        ));
+    }
+    Ok(())
+}
+
 fn not_too_many(field: &str, devices: u64) -> Result<(), TopologyError> {
     if devices > MAX_GENERATED_DEVICES {
         return Err(TopologyError::new(
@@ -278,6 +292,11 @@ impl LeafSpine {
         at_least("uplinks_per_spine", self.uplinks_per_spine, 1)?;
         let hosts = self.leaves as u64 * self.hosts_per_leaf as u64;
         not_too_many("leaves", hosts + self.leaves as u64 + self.spines as u64)?;
+        not_too_many_links(
+            "uplinks_per_spine",
+            hosts as u128
+                + self.leaves as u128 * self.spines as u128 * self.uplinks_per_spine as u128,
+        )?;
         let up = &self.uplink;
         let up_spec = link_spec(self.uplink_bits_per_s()?, up.latency, up.buffer, up.class);
 
@@ -479,6 +498,11 @@ impl RailOptimized {
             "nodes",
             self.nodes as u64 * per_node + leaf_count + self.spines as u64,
         )?;
+        not_too_many_links(
+            "uplinks_per_spine",
+            self.nodes as u128 * self.gpus_per_node as u128 * (self.nvswitches as u128 + 2)
+                + leaf_count as u128 * self.spines as u128 * self.uplinks_per_spine as u128,
+        )?;
 
         let mut b = Topology::builder(name);
         let mut nics = Vec::with_capacity((self.nodes * self.gpus_per_node) as usize);
@@ -548,6 +572,10 @@ impl NvswitchNode {
         at_least("gpus", self.gpus, 1)?;
         at_least("nvswitches", self.nvswitches, 1)?;
         not_too_many("gpus", 2 * self.gpus as u64 + self.nvswitches as u64 + 1)?;
+        not_too_many_links(
+            "nvswitches",
+            self.gpus as u128 * (self.nvswitches as u128 + 2),
+        )?;
         if self.nics != 0 && self.nics != self.gpus {
             return Err(TopologyError::new(
                 "generator.nics",
