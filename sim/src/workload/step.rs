@@ -657,26 +657,76 @@ impl StepConfig {
     }
 }
 
-/// Cuts layers into `pp` contiguous stages of near-equal forward+backward time.
+/// Cuts layers into `pp` contiguous, non-empty stages (forward + backward time per layer in
+/// `costs`): the slowest stage as fast as any cut allows (bisection on the bound under which
+/// packing the layers in order needs at most `pp` stages), and under that bound the stages
+/// as even as they can be (least sum of squared stage times, by dynamic programming). A greedy
+/// cut at the running `total x k / pp` overshoots by up to a layer per stage; packing under
+/// the bound alone leaves a stage nearly empty when one layer (an LM head) sets the bound.
 fn partition(costs: &[f64], pp: usize) -> Vec<std::ops::Range<usize>> {
+    let n = costs.len();
+    let pp = pp.clamp(1, n.max(1));
+    if n == 0 {
+        // No layers: every stage empty.
+        return (0..pp).map(|_| 0..0).collect();
+    }
+    let stages_under = |bound: f64| -> usize {
+        let (mut stages, mut acc) = (1, 0.0);
+        for &c in costs {
+            if acc + c > bound && acc > 0.0 {
+                stages += 1;
+                acc = 0.0;
+            }
+            acc += c;
+        }
+        stages
+    };
     let total: f64 = costs.iter().sum();
-    let mut out = Vec::with_capacity(pp);
-    let mut start = 0;
-    let mut acc = 0.0;
-    for (i, c) in costs.iter().enumerate() {
-        acc += c;
-        let stages_left = pp - out.len();
-        let layers_left = costs.len() - i - 1;
-        let target = total * (out.len() + 1) as f64 / pp as f64;
-        if stages_left > 1
-            && (acc >= target || layers_left < stages_left)
-            && layers_left >= stages_left - 1
-        {
-            out.push(start..i + 1);
-            start = i + 1;
+    let (mut lo, mut hi) = (costs.iter().copied().fold(0.0, f64::max), total);
+    for _ in 0..100 {
+        let mid = 0.5 * (lo + hi);
+        if mid <= lo || mid >= hi {
+            break;
+        }
+        if stages_under(mid) <= pp {
+            hi = mid;
+        } else {
+            lo = mid;
         }
     }
-    out.push(start..costs.len());
+    let bound = hi * (1.0 + 1e-12);
+    let mut prefix = vec![0.0; n + 1];
+    for i in 0..n {
+        prefix[i + 1] = prefix[i] + costs[i];
+    }
+    // best[k][i]: least sum of squares of the first i layers in k stages, each under the
+    // bound; from[k][i]: where the k-th stage starts.
+    let mut best = vec![vec![f64::INFINITY; n + 1]; pp + 1];
+    let mut from = vec![vec![0usize; n + 1]; pp + 1];
+    best[0][0] = 0.0;
+    for k in 1..=pp {
+        for i in k..=n - (pp - k) {
+            for j in (k - 1)..i {
+                let load = prefix[i] - prefix[j];
+                if load > bound || best[k - 1][j].is_infinite() {
+                    continue;
+                }
+                let v = best[k - 1][j] + load * load;
+                if v < best[k][i] {
+                    best[k][i] = v;
+                    from[k][i] = j;
+                }
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(pp);
+    let mut end = n;
+    for k in (1..=pp).rev() {
+        let start = from[k][end];
+        out.push(start..end);
+        end = start;
+    }
+    out.reverse();
     out
 }
 
@@ -910,6 +960,60 @@ mod tests {
         assert!(plan[..plan.len() - 1].iter().all(|b| b.0 >= 25 << 20));
         let small_first = buckets(&m, Dtype::Fp32, 1 << 20, 25 << 20);
         assert!(small_first[0].0 < plan[0].0);
+    }
+
+    /// The slowest stage of `p`.
+    fn slowest(costs: &[f64], p: &[std::ops::Range<usize>]) -> f64 {
+        p.iter()
+            .map(|r| costs[r.clone()].iter().sum::<f64>())
+            .fold(0.0, f64::max)
+    }
+
+    /// Slow reference: every way to cut `costs` into `pp` non-empty contiguous stages.
+    fn best_slowest(costs: &[f64], pp: usize) -> f64 {
+        fn go(costs: &[f64], pp: usize) -> f64 {
+            if pp == 1 {
+                return costs.iter().sum();
+            }
+            (1..=costs.len() - (pp - 1))
+                .map(|i| costs[..i].iter().sum::<f64>().max(go(&costs[i..], pp - 1)))
+                .fold(f64::INFINITY, f64::min)
+        }
+        go(costs, pp)
+    }
+
+    #[test]
+    fn the_slowest_stage_is_as_fast_as_any_contiguous_cut_allows() {
+        let mut rng = crate::engine::SimRng::new(11, 0);
+        for case in 0..300 {
+            let n = 1 + (case % 9);
+            let costs: Vec<f64> = (0..n).map(|_| (rng.below(100) as f64) / 10.0).collect();
+            for pp in 1..=n {
+                let p = partition(&costs, pp);
+                assert_eq!(p.len(), pp, "{costs:?} into {pp}");
+                assert_eq!((p[0].start, p[pp - 1].end), (0, n));
+                assert!(p.windows(2).all(|w| w[0].end == w[1].start));
+                assert!(
+                    p.iter().all(|r| !r.is_empty()),
+                    "{costs:?} into {pp}: {p:?}"
+                );
+                let (got, best) = (slowest(&costs, &p), best_slowest(&costs, pp));
+                assert!(
+                    got <= best * (1.0 + 1e-9) + 1e-12,
+                    "{costs:?} into {pp}: {got} > {best}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn one_heavy_last_layer_leaves_the_others_evenly_split() {
+        // 24 equal blocks and a head worth 11 of them, on 4 stages: the head alone sets the
+        // bound; the blocks split 8 / 8 / 8, not 11 / 11 / 2.
+        let mut costs = vec![1.0; 24];
+        costs.push(11.0);
+        let p = partition(&costs, 4);
+        assert_eq!(p, vec![0..8, 8..16, 16..24, 24..25]);
     }
 
     #[test]
