@@ -63,13 +63,17 @@ impl View<'_> {
 
     /// Widest bottleneck (bits/s) over shortest paths from `v` to the target.
     fn width(&self, v: DeviceId) -> f32 {
+        self.width_at(v, self.hops(v))
+    }
+
+    /// [`Self::width`] of `v`, whose distance `d` the caller already has.
+    fn width_at(&self, v: DeviceId, d: u32) -> f32 {
         if v == self.target {
             return f32::INFINITY;
         }
         if let Some(&(_, bps)) = self.hanging.iter().find(|&&(h, _)| h == v) {
             return bps;
         }
-        let d = self.hops(v);
         self.anchors
             .iter()
             .filter(|(r, extra, _)| {
@@ -91,10 +95,22 @@ impl View<'_> {
             let v = topo.link(l).to;
             let usable = v == self.target || topo.device(v).forwards;
             let dv = self.hops(v);
-            (usable && dv != u32::MAX && dv + 1 == du)
-                .then(|| (l, (topo.link(l).bandwidth_bps as f32).min(self.width(v))))
+            (usable && dv != u32::MAX && dv + 1 == du).then(|| {
+                (
+                    l,
+                    (topo.link(l).bandwidth_bps as f32).min(self.width_at(v, dv)),
+                )
+            })
         })
     }
+}
+
+/// The devices `v` has a link to, each once (parallel links are one neighbour).
+fn distinct_neighbours(topo: &Topology, v: DeviceId) -> Vec<DeviceId> {
+    let mut n: Vec<DeviceId> = topo.out_links(v).iter().map(|&l| topo.link(l).to).collect();
+    n.sort();
+    n.dedup();
+    n
 }
 
 /// The anchors of one target (see [`Router::anchors_of`]).
@@ -154,13 +170,7 @@ impl Router {
         let n = topo.devices().len();
         let roots = (0..n as u32)
             .map(DeviceId)
-            .filter(|&d| {
-                let mut nb: Vec<DeviceId> =
-                    topo.out_links(d).iter().map(|&l| topo.link(l).to).collect();
-                nb.sort();
-                nb.dedup();
-                topo.device(d).forwards && nb.len() > 2
-            })
+            .filter(|&d| topo.device(d).forwards && distinct_neighbours(topo, d).len() > 2)
             .count();
         (roots.min(self.max_roots) * n * 6) as u64
     }
@@ -212,12 +222,6 @@ impl Router {
                 .map(|&l| topo.link(l).bandwidth_bps as f32)
                 .fold(0.0, f32::max)
         };
-        let neighbours = |v: DeviceId| -> Vec<DeviceId> {
-            let mut n: Vec<DeviceId> = topo.out_links(v).iter().map(|&l| topo.link(l).to).collect();
-            n.sort();
-            n.dedup();
-            n
-        };
         let mut anchors: Vec<(DeviceId, u16, f32)> = Vec::new();
         let mut hanging: Vec<(DeviceId, f32)> = Vec::new();
         let mut add = |a: DeviceId, extra: u16, bps: f32| match anchors
@@ -229,7 +233,7 @@ impl Router {
             Some(_) => {}
             None => anchors.push((a, extra, bps)),
         };
-        for v in neighbours(dst) {
+        for v in distinct_neighbours(topo, dst) {
             // Every neighbour is one hop away, over its widest link (a source needs no
             // forwarding: a GPU next to the target reaches it directly).
             let into_dst = max_into(v, dst);
@@ -237,7 +241,10 @@ impl Router {
             if !topo.device(v).forwards {
                 continue;
             }
-            let others: Vec<DeviceId> = neighbours(v).into_iter().filter(|&w| w != dst).collect();
+            let others: Vec<DeviceId> = distinct_neighbours(topo, v)
+                .into_iter()
+                .filter(|&w| w != dst)
+                .collect();
             match others[..] {
                 [w] if topo.device(w).forwards => add(w, 2, max_into(w, v).min(into_dst)),
                 _ => add(v, 1, into_dst),
