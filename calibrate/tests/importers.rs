@@ -442,8 +442,9 @@ fn a_predicted_sweep_in_nccl_tests_layout_reads_back_and_lines_up() {
         max_bytes: 1 << 30,
         factor: 8,
     };
-    let points = sim::scenario::size_sweep::run(&s, &range).unwrap();
-    let run = sim::scenario::size_sweep::nccl_tests_run(&s, &points).unwrap();
+    let prep = sim::scenario::run::prepare(&s).unwrap();
+    let points = sim::scenario::size_sweep::run_on(&s, &prep, &range).unwrap();
+    let run = sim::scenario::size_sweep::nccl_tests_run(&s, &prep, &points).unwrap();
     let text = nccl_tests::to_text(&run);
     let back = nccl_tests::parse_text(&text, "predicted.txt").unwrap();
     assert_eq!(back.collective.as_deref(), Some("all_reduce"));

@@ -278,9 +278,11 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 }
                 _ => None,
             };
-            let points = scenario::size_sweep::run(&s, &range).map_err(|e| anyhow::anyhow!(e))?;
+            let prep = scenario::run::prepare(&s)?;
+            let points =
+                scenario::size_sweep::run_on(&s, &prep, &range).map_err(|e| anyhow::anyhow!(e))?;
             if format == "nccl-tests" {
-                let run = scenario::size_sweep::nccl_tests_run(&s, &points)
+                let run = scenario::size_sweep::nccl_tests_run(&s, &prep, &points)
                     .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
                 print!("{}", sim::metrics::nccl_tests::to_text(&run));
                 return Ok(());

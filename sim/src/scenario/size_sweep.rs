@@ -8,7 +8,7 @@ use crate::collective::play::Watch;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::run::{prepare, run_prepared};
+use super::run::{prepare, run_prepared, Prepared};
 use super::Scenario;
 use crate::units::Bytes;
 
@@ -57,13 +57,18 @@ pub struct Point {
 
 /// Simulates `s` at every size of `range`.
 pub fn run(s: &Scenario, range: &Range) -> Result<Vec<Point>, String> {
+    run_on(s, &prepare(s).map_err(|e| e.to_string())?, range)
+}
+
+/// [`run`] on a topology and profile already prepared for `s` (also what
+/// [`nccl_tests_run`] lists the ranks of).
+pub fn run_on(s: &Scenario, prep: &Prepared, range: &Range) -> Result<Vec<Point>, String> {
     if s.file.collective.is_none() {
         return Err(format!(
             "{}: a [collective] scenario (a size sweep runs one collective at many sizes)",
             s.path.display()
         ));
     }
-    let prep = prepare(s).map_err(|e| e.to_string())?;
     range
         .sizes()?
         .into_iter()
@@ -91,6 +96,7 @@ pub fn run(s: &Scenario, range: &Range) -> Result<Vec<Point>, String> {
 /// `#wrong` N/A (nothing was checked), the ranks as `Using devices` lines.
 pub fn nccl_tests_run(
     s: &Scenario,
+    prep: &Prepared,
     points: &[Point],
 ) -> Result<crate::metrics::nccl_tests::NcclTestsRun, String> {
     use crate::metrics::nccl_tests::{NcclTestsRun, RankDevice, Row, Timing};
@@ -99,7 +105,6 @@ pub fn nccl_tests_run(
         .collective
         .as_ref()
         .ok_or("a [collective] scenario")?;
-    let prep = prepare(s).map_err(|e| e.to_string())?;
     let topo = &prep.topology;
     let mut per_node: BTreeMap<Option<u32>, u32> = BTreeMap::new();
     let devices: Vec<RankDevice> = prep
