@@ -1,20 +1,11 @@
 //! Inputs that once panicked, hung or misled (issue 16's reproducers), each now a clear error
 //! naming the file and field, or a correct result; and run folders that cannot mislead.
 
+mod common;
+
 use std::path::PathBuf;
-use std::process::{Command, Output};
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn dtsim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dtsim"))
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .expect("dtsim runs")
-}
+use common::{dtsim, repo};
 
 /// Runs `dtsim args`, expects exit code 2 (a clear error, not a panic's 101) and returns stderr.
 fn error_of(args: &[&str]) -> String {

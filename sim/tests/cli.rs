@@ -1,19 +1,11 @@
 //! The `dtsim` binary on real files: outputs, determinism, and one clear error per bad input.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn dtsim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dtsim"))
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .expect("dtsim runs")
-}
+use common::dtsim;
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
