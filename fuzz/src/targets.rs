@@ -26,10 +26,12 @@ pub enum Target {
     LayerTimes,
     ValidationCsv,
     TestbedDataset,
+    NcclTopoXml,
+    NvidiaSmiTopo,
 }
 
 impl Target {
-    pub const ALL: [Target; 14] = [
+    pub const ALL: [Target; 16] = [
         Target::Scenario,
         Target::Topology,
         Target::Profile,
@@ -44,6 +46,8 @@ impl Target {
         Target::LayerTimes,
         Target::ValidationCsv,
         Target::TestbedDataset,
+        Target::NcclTopoXml,
+        Target::NvidiaSmiTopo,
     ];
 
     pub fn name(self) -> &'static str {
@@ -62,6 +66,8 @@ impl Target {
             Target::LayerTimes => "layer_times",
             Target::ValidationCsv => "validation_csv",
             Target::TestbedDataset => "testbed_dataset",
+            Target::NcclTopoXml => "nccl_topo_xml",
+            Target::NvidiaSmiTopo => "nvidia_smi_topo",
         }
     }
 
@@ -115,6 +121,8 @@ impl Target {
                 .into_iter()
                 .chain(list("../shared/validation", "csv"))
                 .collect(),
+            Target::NcclTopoXml => files(&["data/machines/ibm_gx3d_8xh100_nccl_topo.xml"]),
+            Target::NvidiaSmiTopo => files(&["data/machines/a100x8_epyc7742_nvidia_smi_topo.txt"]),
             Target::TestbedDataset => files(&[
                 "data/runs/testbed_gloo_collectives.csv",
                 "data/runs/testbed_mpi_allreduce.csv",
@@ -140,6 +148,22 @@ impl Target {
             }
             Target::Topology => {
                 sim::topology::file::parse_str(text, "fuzz.toml").map_err(|e| s(&e))?;
+                Ok(())
+            }
+            // Imported, then built from the written file, as `dtsim topo import` does.
+            Target::NcclTopoXml | Target::NvidiaSmiTopo => {
+                use sim::topology::import;
+                let opts = import::ImportOptions {
+                    format: Some(if self == Target::NcclTopoXml {
+                        import::Format::NcclXml
+                    } else {
+                        import::Format::NvidiaSmi
+                    }),
+                    gpu: (self == Target::NvidiaSmiTopo).then(|| "A100-SXM4".to_string()),
+                    ..Default::default()
+                };
+                let node = import::import(text, "fuzz.txt", &opts).map_err(|e| s(&e))?;
+                node.topology().map_err(|e| s(&e))?;
                 Ok(())
             }
             Target::Profile => {

@@ -4,6 +4,7 @@
 //! dtsim run SCENARIO [--set key=value]... [--json] [--out DIR]
 //! dtsim nccl-tests SCENARIO [-b 8 -e 8G -f 2] [--measured TABLE --system NAME]
 //! dtsim topo show TOPOLOGY [--set key=value]... [--dot]
+//! dtsim topo import DUMP [--gpu MODEL] [--out FILE]
 //! dtsim bench [--quick]
 //! dtsim sweep SCENARIO [--jobs N] [--out DIR] [--shard i/n] [--emit-slurm DIR] [--limit N]
 //! dtsim merge DIR... [--out FILE]
@@ -180,6 +181,30 @@ enum TopoCommand {
         /// Print Graphviz DOT instead of the summary.
         #[arg(long)]
         dot: bool,
+    },
+    /// Write a topology file from what a machine reports: NCCL's topology XML
+    /// (NCCL_TOPO_DUMP_FILE, NCCL_TOPO_FILE) or `nvidia-smi topo -m` output.
+    Import {
+        input: PathBuf,
+        /// nccl-xml or nvidia-smi (default: detected from the text).
+        #[arg(long)]
+        format: Option<String>,
+        /// The GPU model, e.g. A100-SXM4 (required for nvidia-smi; XML dumps name it by PCI id).
+        #[arg(long)]
+        gpu: Option<String>,
+        /// PCIe bandwidth per link and direction for nvidia-smi input, e.g. 31.5GB/s (default:
+        /// the GPU model's PCIe generation, x16).
+        #[arg(long)]
+        pcie: Option<String>,
+        /// Bandwidth between NUMA nodes for nvidia-smi input, e.g. 32GB/s.
+        #[arg(long)]
+        smp: Option<String>,
+        /// The topology's name (default: the input file's stem).
+        #[arg(long)]
+        name: Option<String>,
+        /// Write the topology file here (atomically) instead of printing it.
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
 }
 
@@ -388,7 +413,74 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             print!("{text}");
             Ok(())
         }
+        Command::Topo {
+            command:
+                TopoCommand::Import {
+                    input,
+                    format,
+                    gpu,
+                    pcie,
+                    smp,
+                    name,
+                    out,
+                },
+        } => topo_import(&input, format, gpu, pcie, smp, name, out.as_deref()),
     }
+}
+
+/// `dtsim topo import`: reads the machine's report, checks that the topology it writes builds,
+/// and prints or writes it.
+fn topo_import(
+    input: &std::path::Path,
+    format: Option<String>,
+    gpu: Option<String>,
+    pcie: Option<String>,
+    smp: Option<String>,
+    name: Option<String>,
+    out: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    use sim::topology::import;
+    let bandwidth = |flag: &str, v: Option<String>| -> anyhow::Result<Option<f64>> {
+        v.map(|t| {
+            let bps = sim::units::parse_bandwidth(&t)
+                .map_err(|e| anyhow::anyhow!("--{flag} {t:?}: {e}"))?;
+            Ok(bps / 8.0)
+        })
+        .transpose()
+    };
+    let opts = import::ImportOptions {
+        format: format
+            .map(|f| {
+                import::Format::parse(&f)
+                    .ok_or_else(|| anyhow::anyhow!("--format: nccl-xml or nvidia-smi, got {f:?}"))
+            })
+            .transpose()?,
+        gpu,
+        pcie_bytes_per_s: bandwidth("pcie", pcie)?,
+        smp_bytes_per_s: bandwidth("smp", smp)?,
+        name,
+    };
+    let origin = input.display().to_string();
+    let text = std::fs::read_to_string(input)
+        .map_err(|e| anyhow::anyhow!("{origin}: a readable UTF-8 file ({e})"))?;
+    let node = import::import(&text, &origin, &opts)?;
+    let topo = node.topology()?;
+    let toml = node.to_toml();
+    match out {
+        Some(path) => {
+            sim::metrics::output::write_atomic(path, toml.as_bytes())
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            eprintln!(
+                "wrote {} ({} devices, {} links): dtsim topo show {} summarizes it",
+                path.display(),
+                topo.devices().len(),
+                topo.duplex_link_count(),
+                path.display()
+            );
+        }
+        None => print!("{toml}"),
+    }
+    Ok(())
 }
 
 /// Runs a `[workload]` scenario (and its `[[compare]]` variants) and prints the step report, or

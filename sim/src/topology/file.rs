@@ -209,7 +209,7 @@ fn parse_with_overrides(
         tree: SpanTree::parse(&merged),
     };
     let file: TopologyFile = toml::from_str(&merged).map_err(|e| source.serde_error(&e))?;
-    let mut topo = build(&file).map_err(|e| source.attach(e))?;
+    let mut topo = build(&file, origin).map_err(|e| source.attach(e))?;
     topo.gpu = file.gpu.clone().filter(|g| !g.trim().is_empty());
     Ok(topo)
 }
@@ -318,8 +318,24 @@ pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
 
 const INDEX_TOKEN: &str = "{i}";
 
-/// Turns a deserialized file into a validated topology. Errors carry field paths, no file.
-fn build(file: &TopologyFile) -> Result<Topology, TopologyError> {
+/// A generator's `node_file`, relative to the directory of the file naming it (`origin`).
+fn load_node_file(origin: &str, node_file: &str) -> Result<Topology, TopologyError> {
+    let dir = Path::new(origin).parent().unwrap_or(Path::new("."));
+    let path = dir.join(node_file);
+    load(&path).map_err(|e| {
+        TopologyError::new(
+            "generator.node_file",
+            format!(
+                "a server topology file that builds; {} gave: {e}",
+                path.display()
+            ),
+        )
+    })
+}
+
+/// Turns a deserialized file into a validated topology. Errors carry field paths, no file;
+/// `origin` locates a generator's `node_file`.
+fn build(file: &TopologyFile, origin: &str) -> Result<Topology, TopologyError> {
     if file.name.trim().is_empty() {
         return Err(TopologyError::new("name", "a non-empty topology name"));
     }
@@ -329,7 +345,13 @@ fn build(file: &TopologyFile) -> Result<Topology, TopologyError> {
             "generator",
             "either a [generator] table or [[device]]/[[link]]/[defaults] lists, not both",
         )),
-        (Some(spec), false) => spec.build(&file.name),
+        (Some(spec), false) => match spec.node_file() {
+            Some(node_file) => {
+                let node = load_node_file(origin, node_file)?;
+                spec.build_with_node(&file.name, Some(&node))
+            }
+            None => spec.build(&file.name),
+        },
         (None, false) => Err(TopologyError::new(
             "device",
             "a [generator] table or [[device]] and [[link]] lists; the file has neither",

@@ -120,6 +120,26 @@ pub enum GeneratorSpec {
 }
 
 impl GeneratorSpec {
+    /// The server topology file this generator copies per node, if it names one.
+    pub fn node_file(&self) -> Option<&str> {
+        match self {
+            GeneratorSpec::RailOptimized(g) => g.node_file.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Builds the topology; `node` is the topology of [`Self::node_file`].
+    pub fn build_with_node(
+        &self,
+        name: &str,
+        node: Option<&Topology>,
+    ) -> Result<Topology, TopologyError> {
+        match self {
+            GeneratorSpec::RailOptimized(g) => g.build_with_node(name, node),
+            _ => self.build(name),
+        }
+    }
+
     pub fn build(&self, name: &str) -> Result<Topology, TopologyError> {
         match self {
             GeneratorSpec::Ring { n, link } => ring(name, *n, link),
@@ -454,6 +474,12 @@ fn add_nvswitch_domain(
 /// (default: all nodes on one leaf per rail). Every leaf has `uplinks_per_spine` links
 /// (`spine_link`) to each of the `spines` switches `spine<s>`, which join the rails.
 ///
+/// `node_file = "node.toml"` (a topology file with explicit lists, e.g. one written by
+/// `dtsim topo import`, path relative to this file) builds every server as a copy of that
+/// one instead: its devices become `n<node>.<name>`, and its NICs, in file order, are rails
+/// 0, 1, ... Then `gpus_per_node`, `nvswitches`, `nvlink` and `pcie` come from the node file
+/// and may not be given.
+///
 /// GPUs do not forward, so traffic between GPUs on different rails of different nodes crosses
 /// a spine (NCCL's PXN, which first moves data over NVLink to the GPU on the right rail, is a
 /// collective-level choice, not a route).
@@ -461,13 +487,19 @@ fn add_nvswitch_domain(
 #[serde(deny_unknown_fields)]
 pub struct RailOptimized {
     pub nodes: u32,
-    pub gpus_per_node: u32,
-    #[serde(default = "one")]
-    pub nvswitches: u32,
+    #[serde(default)]
+    pub gpus_per_node: Option<u32>,
+    #[serde(default)]
+    pub nvswitches: Option<u32>,
     /// Total NVLink bandwidth per GPU and direction.
-    pub nvlink: LinkParams,
+    #[serde(default)]
+    pub nvlink: Option<LinkParams>,
     /// GPU–NIC link (PCIe through the node's PCIe switch).
-    pub pcie: LinkParams,
+    #[serde(default)]
+    pub pcie: Option<LinkParams>,
+    /// One server as a topology file, instead of the four fields above.
+    #[serde(default)]
+    pub node_file: Option<String>,
     /// NIC–rail leaf link.
     pub nic_link: LinkParams,
     /// Rail leaf–spine link (one of `uplinks_per_spine`).
@@ -479,40 +511,80 @@ pub struct RailOptimized {
     pub uplinks_per_spine: u32,
 }
 
+/// How a rail-optimized cluster builds each server.
+enum Server<'a> {
+    Generated {
+        gpus: u32,
+        nvswitches: u32,
+        nvlink: &'a LinkParams,
+        pcie: &'a LinkParams,
+    },
+    Copied(&'a Topology),
+}
+
 impl RailOptimized {
     pub fn build(&self, name: &str) -> Result<Topology, TopologyError> {
+        self.build_with_node(name, None)
+    }
+
+    /// Builds the cluster; `node` is the topology of `node_file`, read by the caller.
+    pub fn build_with_node(
+        &self,
+        name: &str,
+        node: Option<&Topology>,
+    ) -> Result<Topology, TopologyError> {
         at_least("nodes", self.nodes, 1)?;
-        at_least("gpus_per_node", self.gpus_per_node, 1)?;
-        at_least("nvswitches", self.nvswitches, 1)?;
         at_least("uplinks_per_spine", self.uplinks_per_spine, 1)?;
+        let server = self.server(node)?;
         let per_leaf = self.nodes_per_rail_leaf.unwrap_or(self.nodes);
         at_least("nodes_per_rail_leaf", per_leaf, 1)?;
         let leaves_per_rail = self.nodes.div_ceil(per_leaf);
-        let rails = self.gpus_per_node;
+        let (rails, per_node, links_per_node) = match &server {
+            Server::Generated {
+                gpus, nvswitches, ..
+            } => (
+                *gpus,
+                2 * *gpus as u64 + *nvswitches as u64,
+                *gpus as u128 * (*nvswitches as u128 + 1),
+            ),
+            Server::Copied(t) => (
+                nics_of(t).len() as u32,
+                t.devices().len() as u64,
+                t.duplex_link_count() as u128,
+            ),
+        };
         let leaf_count = rails as u64 * leaves_per_rail as u64;
         if leaf_count > 1 {
             at_least("spines", self.spines, 1)?;
         }
-        let per_node = 2 * self.gpus_per_node as u64 + self.nvswitches as u64;
         not_too_many(
             "nodes",
             self.nodes as u64 * per_node + leaf_count + self.spines as u64,
         )?;
         not_too_many_links(
             "uplinks_per_spine",
-            self.nodes as u128 * self.gpus_per_node as u128 * (self.nvswitches as u128 + 2)
+            self.nodes as u128 * (links_per_node + rails as u128)
                 + leaf_count as u128 * self.spines as u128 * self.uplinks_per_spine as u128,
         )?;
 
         let mut b = Topology::builder(name);
-        let mut nics = Vec::with_capacity((self.nodes * self.gpus_per_node) as usize);
+        let mut nics = Vec::with_capacity((self.nodes * rails) as usize);
         for n in 0..self.nodes {
-            let gpus =
-                add_nvswitch_domain(&mut b, n, self.gpus_per_node, self.nvswitches, &self.nvlink);
-            for (g, &gpu) in gpus.iter().enumerate() {
-                let nic = b.add_device(format!("n{n}.nic{g}"), DeviceKind::Nic, Some(n));
-                b.add_link(gpu, nic, self.pcie.spec());
-                nics.push(nic);
+            match &server {
+                Server::Generated {
+                    gpus,
+                    nvswitches,
+                    nvlink,
+                    pcie,
+                } => {
+                    let gpus = add_nvswitch_domain(&mut b, n, *gpus, *nvswitches, nvlink);
+                    for (g, &gpu) in gpus.iter().enumerate() {
+                        let nic = b.add_device(format!("n{n}.nic{g}"), DeviceKind::Nic, Some(n));
+                        b.add_link(gpu, nic, pcie.spec());
+                        nics.push(nic);
+                    }
+                }
+                Server::Copied(t) => nics.extend(add_server_copy(&mut b, t, n)),
             }
         }
         let mut leaves = Vec::with_capacity(leaf_count as usize);
@@ -540,6 +612,91 @@ impl RailOptimized {
         }
         b.build()
     }
+
+    /// The server description: generated from the fields, or the node file's topology.
+    fn server<'a>(&'a self, node: Option<&'a Topology>) -> Result<Server<'a>, TopologyError> {
+        match (node, &self.node_file) {
+            (Some(t), Some(_)) => {
+                for (field, given) in [
+                    ("gpus_per_node", self.gpus_per_node.is_some()),
+                    ("nvswitches", self.nvswitches.is_some()),
+                    ("nvlink", self.nvlink.is_some()),
+                    ("pcie", self.pcie.is_some()),
+                ] {
+                    if given {
+                        return Err(TopologyError::new(
+                            format!("generator.{field}"),
+                            "nothing: the node_file describes the server",
+                        ));
+                    }
+                }
+                if nics_of(t).is_empty() || t.gpus().is_empty() {
+                    return Err(TopologyError::new(
+                        "generator.node_file",
+                        "a server with GPUs and at least one NIC (NIC r goes to rail r)",
+                    ));
+                }
+                Ok(Server::Copied(t))
+            }
+            (None, Some(f)) => Err(TopologyError::new(
+                "generator.node_file",
+                format!("{f:?} read by the topology file loader (build it with topology::file)"),
+            )),
+            (_, None) => {
+                let required = |field: &str| {
+                    TopologyError::new(
+                        format!("generator.{field}"),
+                        "a value (or node_file = \"...\" naming a server's topology file)",
+                    )
+                };
+                let gpus = self
+                    .gpus_per_node
+                    .ok_or_else(|| required("gpus_per_node"))?;
+                at_least("gpus_per_node", gpus, 1)?;
+                let nvswitches = self.nvswitches.unwrap_or(1);
+                at_least("nvswitches", nvswitches, 1)?;
+                Ok(Server::Generated {
+                    gpus,
+                    nvswitches,
+                    nvlink: self.nvlink.as_ref().ok_or_else(|| required("nvlink"))?,
+                    pcie: self.pcie.as_ref().ok_or_else(|| required("pcie"))?,
+                })
+            }
+        }
+    }
+}
+
+/// The NICs of a server topology, in device order.
+fn nics_of(t: &Topology) -> Vec<DeviceId> {
+    (0..t.devices().len() as u32)
+        .map(DeviceId)
+        .filter(|&d| t.device(d).kind == DeviceKind::Nic)
+        .collect()
+}
+
+/// Copies server `t` into `b` as node `n` (devices renamed `n<n>.<name>`, every link with both
+/// directions as in `t`); returns the copies of its NICs, in device order.
+fn add_server_copy(b: &mut TopologyBuilder, t: &Topology, n: u32) -> Vec<DeviceId> {
+    let ids: Vec<DeviceId> = t
+        .devices()
+        .iter()
+        .map(|d| {
+            let id = b.add_device(format!("n{n}.{}", d.name), d.kind, Some(n));
+            b.set_forwards(id, d.forwards);
+            id
+        })
+        .collect();
+    let spec = |l: &super::Link| LinkSpec {
+        bandwidth_bps: l.bandwidth_bps,
+        latency: l.latency,
+        buffer_bytes: l.buffer_bytes,
+        class: l.class,
+    };
+    for pair in t.links().chunks(2) {
+        let (ab, ba) = (&pair[0], &pair[1]);
+        b.add_asymmetric_link(ids[ab.from.index()], ids[ab.to.index()], spec(ab), spec(ba));
+    }
+    nics_of(t).into_iter().map(|d| ids[d.index()]).collect()
 }
 
 /// One NVSwitch server (DGX/HGX A100 or H100 like), node 0: `gpus` GPUs `n0.gpu<i>` on
@@ -1065,10 +1222,11 @@ mod tests {
     fn rail(nodes: u32, nodes_per_rail_leaf: Option<u32>) -> RailOptimized {
         RailOptimized {
             nodes,
-            gpus_per_node: 8,
-            nvswitches: 1,
-            nvlink: params("450GB/s", LinkClass::Nvlink),
-            pcie: params("63GB/s", LinkClass::Pcie),
+            gpus_per_node: Some(8),
+            nvswitches: Some(1),
+            nvlink: Some(params("450GB/s", LinkClass::Nvlink)),
+            pcie: Some(params("63GB/s", LinkClass::Pcie)),
+            node_file: None,
             nic_link: params("400Gbps", LinkClass::Ib),
             spine_link: params("400Gbps", LinkClass::Ib),
             nodes_per_rail_leaf,

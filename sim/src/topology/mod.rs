@@ -12,6 +12,8 @@
 
 pub mod file;
 pub mod generators;
+pub mod gpu_models;
+pub mod import;
 pub mod routing;
 pub mod summary;
 

@@ -25,7 +25,7 @@ pub mod tuner;
 use super::{LibraryError, LibraryOptions, Plan, Request, System};
 use crate::collective::{Collective, Fabric};
 use crate::profile::NcclCalibration;
-use crate::topology::LinkClass;
+use crate::topology::{gpu_models, LinkClass};
 
 /// The algorithms NCCL names (`NCCL_ALGO` spelling, lower case).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -156,32 +156,9 @@ pub enum Arch {
 }
 
 /// (compute capability × 10, NVLink payload rate per link per direction in bytes/s) of a GPU
-/// model named in a topology file. Vendor datasheets: NVLink1 20 GB/s, NVLink2–4 25 GB/s,
-/// NVLink5 50 GB/s per link per direction.
+/// model named in a topology file, from [`crate::topology::gpu_models`].
 pub fn gpu_facts(name: &str) -> Option<(u32, f64)> {
-    let n = name.to_ascii_uppercase().replace([' ', '_'], "-");
-    let table: [(&str, u32, f64); 16] = [
-        ("GB200", 100, 50e9),
-        ("B200", 100, 50e9),
-        ("B100", 100, 50e9),
-        ("GH200", 90, 25e9),
-        ("H200", 90, 25e9),
-        ("H100", 90, 25e9),
-        ("H800", 90, 25e9),
-        ("A100", 80, 25e9),
-        ("A800", 80, 25e9),
-        ("A30", 80, 25e9),
-        ("RTX-3090", 86, 14e9),
-        ("V100", 70, 25e9),
-        ("2080", 75, 25e9),
-        ("T4", 75, 0.0),
-        ("P100", 60, 20e9),
-        ("K80", 37, 0.0),
-    ];
-    table
-        .iter()
-        .find(|(k, _, _)| n.contains(k))
-        .map(|&(_, cc, bw)| (cc, bw))
+    gpu_models::by_name(name).map(|m| (m.compute_capability, m.nvlink_bytes_per_s))
 }
 
 fn arch_of(cc: u32) -> Arch {
