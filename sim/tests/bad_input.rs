@@ -17,9 +17,7 @@ fn error_of(args: &[&str]) -> String {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("dtsim-bad-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+    common::scratch("bad", name)
 }
 
 #[test]
@@ -52,7 +50,6 @@ fn sizes_beyond_a_petabyte_are_refused_with_the_maximum() {
 fn a_collective_that_takes_longer_than_the_horizon_is_an_error_not_a_hang() {
     // 1 TiB over 1 kbit/s links: 2.5 x 10^8 years, far past the 213 days u64 picoseconds hold.
     let dir = scratch("slow-link");
-    std::fs::create_dir_all(&dir).unwrap();
     let topo = std::fs::read_to_string(repo().join("topologies/ring10_10GBps.toml"))
         .unwrap()
         .replace("bandwidth = \"10GB/s\"", "bandwidth = \"1Kbps\"");
@@ -80,7 +77,6 @@ fn a_collective_that_takes_longer_than_the_horizon_is_an_error_not_a_hang() {
 #[test]
 fn a_one_bit_per_second_link_is_out_of_range() {
     let dir = scratch("1bps");
-    std::fs::create_dir_all(&dir).unwrap();
     for bw in ["1bps", "1e-300Gbps"] {
         let topo = std::fs::read_to_string(repo().join("topologies/ring10_10GBps.toml"))
             .unwrap()
@@ -122,7 +118,7 @@ fn a_ring_only_field_names_the_algorithm_that_does_not_use_it() {
 
 #[test]
 fn a_run_refuses_a_used_folder_and_force_replaces_it_whole() {
-    let dir = scratch("used-out");
+    let dir = scratch("used-out").join("out");
     let out = dir.to_str().unwrap();
     let first = dtsim(&["run", "scenarios/quickstart.toml", "--out", out]);
     assert!(first.status.success());

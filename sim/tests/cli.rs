@@ -12,10 +12,7 @@ fn stderr(o: &Output) -> String {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("dtsim-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::scratch("cli", name)
 }
 
 /// Writes a scenario and its topology into `dir`; returns the scenario path.

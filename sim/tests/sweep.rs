@@ -6,25 +6,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant, SystemTime};
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn dtsim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dtsim"))
-        .args(args)
-        .current_dir(repo())
-        .env_remove("SLURM_ARRAY_TASK_ID")
-        .env_remove("SLURM_ARRAY_TASK_COUNT")
-        .output()
-        .expect("dtsim runs")
-}
+mod common;
+use common::{dtsim, repo};
 
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("dtsim-sweep-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::scratch("sweep", name)
 }
 
 /// 3 algorithms × 4 sizes × 4 rank counts = 48 points on the 10-GPU ring.

@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{dtsim, repo};
+use common::{dtsim, repo, scratch};
 use sim::topology::file as topology_file;
 use sim::topology::import::{self, Format, ImportOptions};
 use sim::topology::routing::Router;
@@ -142,7 +142,7 @@ fn the_written_file_reads_back_as_the_same_topology() {
 /// imported node's bridges.
 #[test]
 fn a_two_node_cluster_of_the_imported_node_runs_an_all_reduce() {
-    let dir = tempdir("two_nodes");
+    let dir = scratch("topo-import", "two_nodes");
     let node_toml = dir.join("node.toml");
     let out = dtsim(&[
         "topo",
@@ -222,13 +222,6 @@ fn a_two_node_cluster_of_the_imported_node_runs_an_all_reduce() {
         (imported / generated - 1.0).abs() < 0.01,
         "imported {imported} us vs generated {generated} us"
     );
-}
-
-fn tempdir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("dtsim_topo_import_{name}_{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 // ---- bad input: a clear error naming the element, never a panic ----
@@ -326,7 +319,7 @@ fn the_cli_detects_the_format_and_refuses_what_it_cannot_read() {
 
 #[test]
 fn node_file_replaces_the_generated_server_fields() {
-    let dir = tempdir("conflict");
+    let dir = scratch("topo-import", "conflict");
     let node = import_file(IBM_H100_XML, None);
     std::fs::write(dir.join("node.toml"), node.to_toml()).unwrap();
     std::fs::write(

@@ -115,6 +115,14 @@ impl NodeFile {
     }
 }
 
+/// A topology name for an import of the file `origin`: its stem (`node.xml` → `node`).
+fn name_from_origin(origin: &str) -> String {
+    std::path::Path::new(origin)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "imported".into())
+}
+
 /// A TOML basic string.
 fn quoted(s: &str) -> String {
     toml::Value::String(s.to_string()).to_string()

@@ -152,22 +152,7 @@ impl Reader<'_, '_> {
         match n.tag_name().name() {
             "pci" => self.pci(n, parent),
             // A NIC without PCIe information hangs off its CPU at its own port speed.
-            "nic" => {
-                for net in elements(n) {
-                    let speed = self.net_speed(net)?;
-                    let name = self.add_nic(net)?;
-                    self.links.push(NodeLink {
-                        a: name.clone(),
-                        b: parent.to_string(),
-                        bytes_per_s: speed as f64 * 1e6 / 8.0,
-                        count: 1,
-                        class: LinkClass::Pcie,
-                        origin: "no <pci> around this <nic>: its port speed".into(),
-                    });
-                    self.nics.push((name, speed));
-                }
-                Ok(())
-            }
+            "nic" => self.nic_ports(n, parent, None),
             "gpu" => Err(self.error(
                 n,
                 "a <gpu> inside a <pci> element (which gives its PCIe link); found it directly \
@@ -178,6 +163,34 @@ impl Reader<'_, '_> {
                 format!("a <pci> or <nic> element here (NCCL's node types), got <{other}>"),
             )),
         }
+    }
+
+    /// The ports (`<net>`) of a `<nic>`, each a NIC device linked to `parent` over `pcie`
+    /// (bytes/s, where it came from), or at its own port speed when no `<pci>` gives one.
+    fn nic_ports(
+        &mut self,
+        nic: roxmltree::Node,
+        parent: &str,
+        pcie: Option<(f64, &str)>,
+    ) -> Result<(), ImportError> {
+        for net in elements(nic) {
+            let speed = self.net_speed(net)?;
+            let name = self.add_nic(net)?;
+            let (bytes_per_s, origin) = pcie.unwrap_or((
+                speed as f64 * 1e6 / 8.0,
+                "no <pci> around this <nic>: its port speed",
+            ));
+            self.links.push(NodeLink {
+                a: name.clone(),
+                b: parent.to_string(),
+                bytes_per_s,
+                count: 1,
+                class: LinkClass::Pcie,
+                origin: origin.to_string(),
+            });
+            self.nics.push((name, speed));
+        }
+        Ok(())
     }
 
     fn net_speed(&self, net: roxmltree::Node) -> Result<u64, ImportError> {
@@ -254,13 +267,7 @@ impl Reader<'_, '_> {
             return Ok(());
         }
         if let Some(&nic) = nic {
-            for net in elements(nic) {
-                let speed = self.net_speed(net)?;
-                let name = self.add_nic(net)?;
-                self.links.push(link(name.clone(), parent));
-                self.nics.push((name, speed));
-            }
-            return Ok(());
+            return self.nic_ports(nic, parent, Some((bw, &what)));
         }
         if kids.is_empty() {
             self.skipped.push(format!(
@@ -512,12 +519,8 @@ impl Reader<'_, '_> {
             "{gpus}x {} node imported from NCCL's topology XML",
             gpu.as_deref().unwrap_or("GPU")
         );
-        let name = std::path::Path::new(self.origin)
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "imported".into());
         NodeFile {
-            name,
+            name: super::name_from_origin(self.origin),
             description,
             gpu,
             notes,

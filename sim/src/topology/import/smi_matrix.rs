@@ -409,12 +409,8 @@ fn build(
         }
     ));
     let gpu_name = opts.gpu.clone();
-    let name = std::path::Path::new(origin)
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "imported".into());
     Ok(NodeFile {
-        name,
+        name: super::name_from_origin(origin),
         description: format!(
             "{}x {gpu_name} node imported from nvidia-smi topo -m",
             gpus.len()
