@@ -4,6 +4,7 @@
   suite.py mpi --out data/runs/X.csv [--algorithms 0,1,4,6] [--bytes ...]
   suite.py training --out data/runs/X.csv --profile data/profiles/testbed_X.json
   suite.py link --profile data/profiles/testbed_X.json   (iperf3 + TCP ping-pong -> calibrate)
+  suite.py trace [--ranks 2] [--out data/traces/testbed_ddp_cnn]  (a traced DDP step: ET + Kineto)
 
 Run under `dtsim-testbed run TOPOLOGY [--set ...] -- /usr/bin/python3 testbed/workloads/suite.py ...`.
 Each row carries the topology file and overrides, ranks, library, method, sizes, the dtsim
@@ -188,9 +189,26 @@ def link(a):
     print(p.stdout, end="")
 
 
+def trace(a):
+    """One DDP step of a small CNN traced on every rank (trace_step.py): PyTorch execution
+    traces and Kineto traces into --out, with a README line of what was run."""
+    n = a.ranks or int(os.environ["DTSIM_TESTBED_RANKS"])
+    out_dir = a.out or os.path.join(tb.ROOT, "data", "traces", "testbed_ddp_cnn")
+    args = ["--out", os.path.abspath(out_dir), "--batch", str(a.batch)]
+    load0 = tb.load1()
+    out = tb.launch("trace_step.py", args, n, timeout=900)
+    out.update(tb.provenance(), ranks=n, topology=os.environ.get("DTSIM_TESTBED_TOPOLOGY", ""),
+               load_avg_1m_start=load0, load_avg_1m_end=tb.load1(), date_utc=tb.now(),
+               command="trace_step.py " + " ".join(args[2:]))
+    with open(os.path.join(out_dir, "run.json"), "w") as f:
+        json.dump(out, f, indent=1)
+    print(json.dumps(out))
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("suite", choices=["collectives", "mpi", "training", "link"])
+    ap.add_argument("suite", choices=["collectives", "mpi", "training", "link", "trace"])
+    ap.add_argument("--ranks", type=int, default=0, help="trace: ranks (default: every host)")
     ap.add_argument("--out", default="")
     ap.add_argument("--profile", default="")
     ap.add_argument("--methods", default="allreduce,ps")
@@ -211,7 +229,8 @@ def main():
     ap.add_argument("--nominal-latency", default="50us",
                     help="the topology's one-way latency host0->host1 (sum over the path's links)")
     a = ap.parse_args()
-    {"collectives": collectives, "mpi": mpi, "training": training, "link": link}[a.suite](a)
+    {"collectives": collectives, "mpi": mpi, "training": training, "link": link,
+     "trace": trace}[a.suite](a)
 
 
 if __name__ == "__main__":

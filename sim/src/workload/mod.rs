@@ -7,6 +7,7 @@
 //!   and embedded collectives (DDP, all-reduce after backward, parameter server, DataParallel,
 //!   gradient accumulation, tensor, pipeline and hybrid parallelism)
 //! - [`memory`]: bytes per GPU and the largest batch that fits
+//! - [`trace`]: recorded steps (PyTorch ET + Kineto, Chakra ET) replayed as step DAGs
 //! - [`metrics`]: step time, throughput, compute vs communication, exposed communication
 
 pub mod catalog;
@@ -14,3 +15,4 @@ pub mod compute;
 pub mod memory;
 pub mod metrics;
 pub mod step;
+pub mod trace;

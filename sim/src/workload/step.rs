@@ -222,7 +222,10 @@ impl Fabric for SubFabric<'_> {
     }
 }
 
-struct Builder<'a> {
+/// Builds a step's schedule op by op: compute on lanes, collectives planned per group and
+/// embedded, point-to-point transfers, joins. [`build`] drives it from a model; the trace
+/// replay (`workload::trace`) from a recorded step.
+pub struct StepBuilder<'a> {
     s: Schedule,
     lanes: Vec<Option<u16>>,
     fabric: &'a dyn Fabric,
@@ -232,8 +235,44 @@ struct Builder<'a> {
     decisions: Vec<(String, u32)>,
 }
 
-impl Builder<'_> {
-    fn compute(
+impl<'a> StepBuilder<'a> {
+    pub fn new(
+        ranks: u32,
+        fabric: &'a dyn Fabric,
+        planner: &'a dyn Planner,
+        cfg: &'a StepConfig,
+    ) -> Self {
+        StepBuilder {
+            s: Schedule::new(Collective::AllReduce, "training-step", ranks, 0),
+            lanes: Vec::new(),
+            fabric,
+            planner,
+            cfg,
+            placed: Vec::new(),
+            decisions: Vec::new(),
+        }
+    }
+
+    /// The built schedule in a [`StepDag`] of one lane per op's lane, with the ranks set and
+    /// no model facts (stages, buckets, batch): the caller fills what it knows.
+    pub fn finish(self) -> StepDag {
+        let lane_count = self.lanes.iter().flatten().max().map_or(1, |&l| l + 1);
+        let ranks = self.s.ranks;
+        StepDag {
+            schedule: self.s,
+            lanes: self.lanes,
+            lane_count,
+            ranks,
+            data_parallel: ranks,
+            global_batch: 0,
+            stages: Vec::new(),
+            buckets: Vec::new(),
+            placed: self.placed,
+            decisions: self.decisions,
+        }
+    }
+
+    pub fn compute(
         &mut self,
         endpoints: u32,
         d: SimTime,
@@ -260,7 +299,7 @@ impl Builder<'_> {
         )
     }
 
-    fn join(&mut self, deps: Vec<OpId>) -> OpId {
+    pub fn join(&mut self, deps: Vec<OpId>) -> OpId {
         self.lanes.push(None);
         self.s.push(
             OpKind::Compute {
@@ -278,7 +317,7 @@ impl Builder<'_> {
     /// `after`; returns a join op that finishes with it. The planner plans the first group and
     /// the others reuse its schedule, unless the library placed endpoints of its own (NVLS:
     /// each group has its own NVSwitch): then every group is planned.
-    fn collective(
+    pub fn collective(
         &mut self,
         spec: CollectiveSpec,
         groups: &[Vec<u32>],
@@ -383,7 +422,7 @@ impl Builder<'_> {
         }
     }
 
-    fn transfer(
+    pub fn transfer(
         &mut self,
         pairs: Vec<(u32, u32)>,
         bytes: u64,
@@ -433,15 +472,7 @@ pub fn build(
         return Err(err("workload.accumulation_steps", "at least 1"));
     }
     let dp = ranks / (tp * pp);
-    let mut b = Builder {
-        s: Schedule::new(Collective::AllReduce, "training-step", ranks, 0),
-        lanes: Vec::new(),
-        fabric,
-        planner,
-        cfg,
-        placed: Vec::new(),
-        decisions: Vec::new(),
-    };
+    let mut b = StepBuilder::new(ranks, fabric, planner, cfg);
     let mut dag = if tp == 1 && pp == 1 {
         data_parallel_step(&mut b, model, cm, cfg, ranks)?
     } else {
@@ -506,7 +537,7 @@ fn buckets(model: &Model, dtype: Dtype, first: u64, cap: u64) -> Vec<(u64, usize
 }
 
 fn data_parallel_step(
-    b: &mut Builder,
+    b: &mut StepBuilder,
     model: &Model,
     cm: &ComputeModel,
     cfg: &StepConfig,
@@ -731,7 +762,7 @@ fn partition(costs: &[f64], pp: usize) -> Vec<std::ops::Range<usize>> {
 }
 
 fn hybrid_step(
-    b: &mut Builder,
+    b: &mut StepBuilder,
     model: &Model,
     cm: &ComputeModel,
     cfg: &StepConfig,
