@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Records the testbed datasets in data/runs/ and the testbed profiles in data/profiles/ (root).
-# Usage: testbed/collect.sh [link|collectives|mpi|training|all]  (default all)
+# Usage: testbed/collect.sh [link|collectives|mpi|training|trace|all]  (default all)
 # The link profiles come from `calibrate import iperf3` on the testbed's own iperf3 --json and
 # ping-pong logs (suite.py link; logs in data/runs/calibration/). The host0-host1 path is two
 # 200 Mbit/s links of 25 us nominal each in both topologies (host0 and host1 share a leaf in
@@ -33,4 +33,10 @@ fi
 if [[ $what == all || $what == training ]]; then
   $TB run --prefix tr $STAR -- $PY $S training --out data/runs/testbed_training.csv \
     --methods ddp,allreduce_after_backward,parameter_server --repeats $((R + 2))
+fi
+if [[ $what == all || $what == trace ]]; then
+  # A traced 2-rank DDP step (PyTorch ET + Kineto per rank), then the same step as Chakra ET.
+  $TB run --prefix tc $STAR -- $PY $S trace --ranks 2 --out data/traces/testbed_ddp_cnn
+  ${DTSIM_BIN:-target/debug/dtsim} trace convert data/traces/testbed_ddp_cnn \
+    --out data/traces/testbed_ddp_cnn_chakra
 fi

@@ -168,6 +168,36 @@ enum Command {
         #[command(subcommand)]
         command: TopoCommand,
     },
+    /// Read recorded workload traces (PyTorch ET + Kineto, Chakra ET); replay them with
+    /// `[workload] trace = "DIR"` in a scenario.
+    Trace {
+        #[command(subcommand)]
+        command: TraceCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum TraceCommand {
+    /// What a trace directory holds: ranks, nodes, collectives, process groups, recorded step.
+    Show {
+        dir: PathBuf,
+        /// pytorch or chakra (default: from the files).
+        #[arg(long)]
+        format: Option<String>,
+    },
+    /// Write a trace as Chakra execution traces (<name>.<rank>.et), the files ASTRA-sim reads.
+    Convert {
+        dir: PathBuf,
+        /// pytorch or chakra (default: from the files).
+        #[arg(long)]
+        format: Option<String>,
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+        /// File stem (default: the trace's name).
+        #[arg(long)]
+        name: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -425,7 +455,41 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                     out,
                 },
         } => topo_import(&input, format, gpu, pcie, smp, name, out.as_deref()),
+        Command::Trace {
+            command: TraceCommand::Show { dir, format },
+        } => {
+            let set = sim::workload::trace::load(&dir, trace_format(format)?)?;
+            print!("{}", sim::workload::trace::describe(&set));
+            Ok(())
+        }
+        Command::Trace {
+            command:
+                TraceCommand::Convert {
+                    dir,
+                    format,
+                    out,
+                    name,
+                },
+        } => {
+            let set = sim::workload::trace::load(&dir, trace_format(format)?)?;
+            let stem = name.unwrap_or_else(|| set.name.clone());
+            let files = sim::workload::trace::chakra::write_dir(&set, &out, &stem)?;
+            for f in files {
+                println!("wrote {}", f.display());
+            }
+            Ok(())
+        }
     }
+}
+
+fn trace_format(f: Option<String>) -> anyhow::Result<Option<sim::workload::trace::Format>> {
+    use sim::workload::trace::Format;
+    f.map(|f| match f.as_str() {
+        "pytorch" => Ok(Format::Pytorch),
+        "chakra" => Ok(Format::Chakra),
+        _ => anyhow::bail!("--format: pytorch or chakra, got {f:?}"),
+    })
+    .transpose()
 }
 
 /// `dtsim topo import`: reads the machine's report, checks that the topology it writes builds,

@@ -48,6 +48,24 @@ pub struct WorkloadSummary {
     pub traffic_per_epoch_bytes: BTreeMap<String, f64>,
     pub ops: usize,
     pub events: u64,
+    /// A replayed trace: what it was and what it recorded (absent for catalog models).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceFacts>,
+}
+
+/// What a replayed trace recorded, beside what the replay predicts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TraceFacts {
+    /// The trace directory as the scenario names it.
+    pub path: String,
+    /// `pytorch` or `chakra`.
+    pub format: String,
+    pub collectives: usize,
+    pub point_to_point: usize,
+    /// The longest rank's recorded step, when the trace has it.
+    pub recorded_step_secs: Option<f64>,
+    /// Recorded compute (the busiest rank's compute nodes).
+    pub recorded_compute_secs: f64,
 }
 
 impl WorkloadSummary {
@@ -150,6 +168,9 @@ impl fmt::Display for WorkloadReport {
         let m = &s.metrics;
         writeln!(f, "scenario   {}", s.scenario)?;
         writeln!(f, "topology   {}  (profile {})", s.topology, s.profile)?;
+        if let Some(t) = &s.trace {
+            return self.fmt_trace(f, t);
+        }
         writeln!(
             f,
             "model      {}  ({} parameters, {:.2} GFLOPs forward per sample, {})",
@@ -250,6 +271,60 @@ impl fmt::Display for WorkloadReport {
                 }
             }
         }
+        write!(f, "\n  {} ops, {} events", s.ops, s.events)
+    }
+}
+
+impl WorkloadReport {
+    /// A replayed trace: what it recorded beside what the replay predicts.
+    fn fmt_trace(&self, f: &mut fmt::Formatter<'_>, t: &TraceFacts) -> fmt::Result {
+        let s = &self.summary;
+        let m = &s.metrics;
+        writeln!(
+            f,
+            "trace      {} ({} {}: {} ranks, {} collectives, {} point-to-point), collectives {}",
+            s.model, t.format, t.path, s.ranks, t.collectives, t.point_to_point, s.algorithm
+        )?;
+        writeln!(f)?;
+        write!(f, "  step time            {:>10.3} ms", ms(m.step_secs))?;
+        if let Some(r) = t.recorded_step_secs.filter(|&r| r > 0.0) {
+            write!(
+                f,
+                "  (recorded {:.3} ms, {:+.1}%)",
+                ms(r),
+                100.0 * (m.step_secs - r) / r
+            )?;
+        }
+        writeln!(f)?;
+        if s.global_batch > 0 {
+            writeln!(
+                f,
+                "  throughput           {:>10.1} samples/s",
+                m.samples_per_s
+            )?;
+        }
+        writeln!(
+            f,
+            "  compute (busiest rank){:>9.3} ms  (as recorded)",
+            ms(m.compute_secs)
+        )?;
+        writeln!(
+            f,
+            "  communication        {:>10.3} ms",
+            ms(m.communication_secs)
+        )?;
+        writeln!(
+            f,
+            "  exposed communication{:>10.3} ms  ({:.1}% of the step)",
+            ms(m.exposed_communication_secs),
+            m.communication_overhead_pct
+        )?;
+        let classes: Vec<String> = s
+            .traffic_per_epoch_bytes
+            .iter()
+            .map(|(c, b)| format!("{c} {}", fmt_bytes(*b / s.steps_per_epoch.max(1) as f64)))
+            .collect();
+        writeln!(f, "  traffic per step     {}", classes.join(", "))?;
         write!(f, "\n  {} ops, {} events", s.ops, s.events)
     }
 }

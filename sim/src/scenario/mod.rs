@@ -34,6 +34,7 @@ pub mod fit_nccl;
 pub mod run;
 pub mod size_sweep;
 pub mod sweep;
+pub mod trace;
 pub mod workload;
 
 use std::collections::BTreeMap;

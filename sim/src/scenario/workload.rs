@@ -38,7 +38,7 @@ use serde::Deserialize;
 
 use super::run::{network_model, prepare, NetFabric, RunError};
 use super::{collective_spec_of, library_options_of, CollectiveTable, Scenario, ScenarioError};
-use crate::collective::play::{play_watched, PlayOptions, Watch};
+use crate::collective::play::{play_watched, PlayOptions, PlayOutcome, Watch};
 use crate::collective::{Collective, CollectiveSpec, Fabric};
 use crate::library::{self, Library, LibraryOptions, Request, System};
 use crate::metrics::workload::{StudyRow, WorkloadReport, WorkloadSummary};
@@ -50,7 +50,7 @@ use crate::workload::compute::{ComputeModel, Dtype, Optimizer};
 use crate::workload::memory;
 use crate::workload::metrics::{step_metrics, traffic_per_step};
 use crate::workload::step::{self, Ablation, DpMethod, PipelineSchedule, StepConfig};
-use crate::workload::step::{Planned, Planner, Templates};
+use crate::workload::step::{Planned, Planner, StepDag, Templates};
 
 /// The step's collectives (gradient and TP all-reduces, DataParallel's broadcast and reduce):
 /// the library that runs them and its options, as `[collective]` takes them.
@@ -78,6 +78,12 @@ pub struct WorkloadTable {
     pub model: Option<String>,
     pub model_file: Option<String>,
     pub transformer: Option<TransformerConfig>,
+    /// A recorded step to replay instead of a model: a directory of per-rank traces
+    /// (relative to the scenario), read as `trace_format` or as its files show.
+    pub trace: Option<String>,
+    pub trace_format: Option<crate::workload::trace::Format>,
+    /// Samples per GPU per step (required for a model; for a trace, only for samples/s).
+    #[serde(default)]
     pub batch_per_gpu: u64,
     #[serde(default)]
     pub parallelism: DpMethod,
@@ -137,21 +143,34 @@ impl WorkloadTable {
             self.model.is_some(),
             self.model_file.is_some(),
             self.transformer.is_some(),
+            self.trace.is_some(),
         ];
         if sources.iter().filter(|&&x| x).count() != 1 {
             return Err((
                 "workload.model".into(),
                 format!(
-                    "exactly one of model (one of {}), model_file and [workload.transformer]",
+                    "exactly one of model (one of {}), model_file, [workload.transformer] and \
+                     trace (a directory of recorded per-rank traces)",
                     catalog::CATALOG.join(", ")
                 ),
+            ));
+        }
+        if self.trace_format.is_some() && self.trace.is_none() {
+            return Err((
+                "workload.trace_format".into(),
+                "a trace = \"dir\" to read in that format".into(),
             ));
         }
         if let Some(name) = &self.model {
             catalog::by_name(name).map_err(|e| ("workload.model".to_string(), e.expected))?;
         }
+        let batch = if self.trace.is_some() {
+            self.batch_per_gpu.max(1)
+        } else {
+            self.batch_per_gpu
+        };
         for (field, v) in [
-            ("batch_per_gpu", self.batch_per_gpu),
+            ("batch_per_gpu", batch),
             ("accumulation_steps", self.accumulation_steps as u64),
             ("tensor_parallel", self.tensor_parallel as u64),
             ("pipeline_parallel", self.pipeline_parallel as u64),
@@ -292,12 +311,27 @@ impl WorkloadTable {
 /// group's [`System`] (nodes, paths, NVSwitch) is what NCCL's topology detection would see
 /// in that communicator. Parameter-server exchanges are not library collectives and stay
 /// templates.
-struct LibraryPlanner<'a> {
+pub(super) struct LibraryPlanner<'a> {
     view: &'a NetFabric<'a>,
     options: LibraryOptions,
     calibration: Option<&'a crate::profile::NcclCalibration>,
     /// Groups repeat (every bucket over the same replicas): their systems are computed once.
     systems: std::cell::RefCell<std::collections::HashMap<Vec<u32>, System>>,
+}
+
+impl<'a> LibraryPlanner<'a> {
+    pub(super) fn new(
+        view: &'a NetFabric<'a>,
+        options: LibraryOptions,
+        calibration: Option<&'a crate::profile::NcclCalibration>,
+    ) -> Self {
+        LibraryPlanner {
+            view,
+            options,
+            calibration,
+            systems: Default::default(),
+        }
+    }
 }
 
 impl Planner for LibraryPlanner<'_> {
@@ -351,6 +385,9 @@ pub fn run_workload(s: &Scenario, watch: Watch) -> Result<WorkloadReport, RunErr
         ))
     })?;
     let prep = prepare(s)?;
+    if let Some(dir) = &w.trace {
+        return super::trace::run_trace(s, w, dir, prep, watch);
+    }
     let n = prep.ranks.len() as u32;
     let model = w.model(&s.path).map_err(fail)?;
     let library = w.library(&prep.topology);
@@ -363,56 +400,20 @@ pub fn run_workload(s: &Scenario, watch: Watch) -> Result<WorkloadReport, RunErr
         if library == Library::Ideal {
             step::build(&model, &cm, &cfg, n, &fabric, &Templates).map_err(fail)?
         } else {
-            let planner = LibraryPlanner {
-                view: &fabric,
-                options: w.library_options(library).map_err(fail)?,
-                calibration: prep.profile.network.nccl.as_ref(),
-                systems: Default::default(),
-            };
+            let planner = LibraryPlanner::new(
+                &fabric,
+                w.library_options(library).map_err(fail)?,
+                prep.profile.network.nccl.as_ref(),
+            );
             step::build(&model, &cm, &cfg, n, &fabric, &planner).map_err(fail)?
         }
     };
-    let mut endpoints = prep.ranks.clone();
-    for name in &dag.schedule.extra_endpoints {
-        if let Some((_, dev)) = dag.placed.iter().find(|(p, _)| p == name) {
-            endpoints.push(*dev);
-            continue;
-        }
-        let field = format!("placement.endpoints.{name}");
-        let dev = s.file.placement.endpoints.get(name).ok_or_else(|| {
-            fail((
-                field.clone(),
-                format!("the device of parameter server {name:?}, e.g. a host (or set workload.colocated = true)"),
-            ))
-        })?;
-        let id = prep.topology.find(dev).ok_or_else(|| {
-            fail((
-                field.clone(),
-                format!(
-                    "a device of topology {:?}; there is no {dev:?}",
-                    prep.topology.name
-                ),
-            ))
-        })?;
-        endpoints.push(id);
-    }
-    let outcome = play_watched(
-        &dag.schedule,
-        &endpoints,
-        net.as_mut(),
-        PlayOptions {
-            reduce_bytes_per_s: prep.profile.reduce_bytes_per_s(),
-        },
-        watch,
-    )
-    .map_err(|e| {
-        let hint = format!(
-            "; make workload.batch_per_gpu ({}) or workload.steps_per_epoch smaller, \
-             or the links faster",
-            cfg.batch_per_gpu
-        );
-        RunError::play(&file, hint, e)
-    })?;
+    let hint = format!(
+        "; make workload.batch_per_gpu ({}) or workload.steps_per_epoch smaller, \
+         or the links faster",
+        cfg.batch_per_gpu
+    );
+    let (endpoints, outcome) = play_step(s, &prep, &dag, net.as_mut(), watch, hint)?;
     let link_series = net.link_series(outcome.end, SeriesOptions::default());
     let metrics = step_metrics(&dag, &outcome, model.tokens_per_sample);
     let micro = cfg.batch_per_gpu / cfg.microbatches.max(1) as u64;
@@ -464,27 +465,17 @@ pub fn run_workload(s: &Scenario, watch: Watch) -> Result<WorkloadReport, RunErr
         traffic_per_epoch_bytes: by_class,
         ops: dag.schedule.ops.len(),
         events: outcome.events,
+        trace: None,
     };
     let device_names: Vec<String> = endpoints
         .iter()
         .map(|d| prep.topology.device(*d).name.clone())
         .collect();
-    let trace = crate::metrics::trace::Trace::from_schedule(
+    let trace = step_trace(
         &format!("{}: one training step of {}", s.file.name, model.name),
-        &dag.schedule,
-        &outcome.ops,
-        device_names
-            .iter()
-            .enumerate()
-            .map(|(i, d)| {
-                if (i as u32) < n {
-                    format!("rank{i} ({d})")
-                } else {
-                    format!("{} ({d})", dag.schedule.extra_endpoints[i - n as usize])
-                }
-            })
-            .collect(),
-        Some((&dag.lanes, dag.lane_count)),
+        &dag,
+        &outcome,
+        &device_names,
     );
     Ok(WorkloadReport {
         summary,
@@ -494,6 +485,83 @@ pub fn run_workload(s: &Scenario, watch: Watch) -> Result<WorkloadReport, RunErr
         trace,
         link_series,
     })
+}
+
+/// Places a step's endpoints (its ranks, then the extra endpoints the library placed or the
+/// scenario names) and plays it; `hint` ends the error of a run too big to play.
+pub(super) fn play_step(
+    s: &Scenario,
+    prep: &super::run::Prepared,
+    dag: &StepDag,
+    net: &mut dyn NetworkModel,
+    watch: Watch,
+    hint: String,
+) -> Result<(Vec<crate::topology::DeviceId>, PlayOutcome), RunError> {
+    let file = s.path.display().to_string();
+    let fail = |(f, e): (String, String)| RunError::from(ScenarioError::new(&file, f, e));
+    let mut endpoints = prep.ranks.clone();
+    for name in &dag.schedule.extra_endpoints {
+        if let Some((_, dev)) = dag.placed.iter().find(|(p, _)| p == name) {
+            endpoints.push(*dev);
+            continue;
+        }
+        let field = format!("placement.endpoints.{name}");
+        let dev = s.file.placement.endpoints.get(name).ok_or_else(|| {
+            fail((
+                field.clone(),
+                format!("the device of parameter server {name:?}, e.g. a host (or set workload.colocated = true)"),
+            ))
+        })?;
+        let id = prep.topology.find(dev).ok_or_else(|| {
+            fail((
+                field.clone(),
+                format!(
+                    "a device of topology {:?}; there is no {dev:?}",
+                    prep.topology.name
+                ),
+            ))
+        })?;
+        endpoints.push(id);
+    }
+    let outcome = play_watched(
+        &dag.schedule,
+        &endpoints,
+        net,
+        PlayOptions {
+            reduce_bytes_per_s: prep.profile.reduce_bytes_per_s(),
+        },
+        watch,
+    )
+    .map_err(|e| RunError::play(&file, hint, e))?;
+    Ok((endpoints, outcome))
+}
+
+/// One step per rank as a Chrome / Perfetto trace: rank i is `rank<i> (<device>)`, extra
+/// endpoints by their names.
+pub(super) fn step_trace(
+    title: &str,
+    dag: &StepDag,
+    outcome: &PlayOutcome,
+    device_names: &[String],
+) -> crate::metrics::trace::Trace {
+    let n = dag.ranks as usize;
+    crate::metrics::trace::Trace::from_schedule(
+        title,
+        &dag.schedule,
+        &outcome.ops,
+        device_names
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                if i < n {
+                    format!("rank{i} ({d})")
+                } else {
+                    format!("{} ({d})", dag.schedule.extra_endpoints[i - n])
+                }
+            })
+            .collect(),
+        Some((&dag.lanes, dag.lane_count)),
+    )
 }
 
 /// Runs the scenario at `path` and each of its `[[compare]]` variants; one row per variant

@@ -143,6 +143,50 @@ impl TraceSet {
     }
 }
 
+/// A few lines on what a trace holds, for `dtsim trace show`.
+pub fn describe(set: &TraceSet) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "trace      {} ({}, {} ranks)",
+        set.name,
+        set.format,
+        set.ranks.len()
+    );
+    if let Some(s) = set.recorded_step_secs() {
+        let _ = writeln!(out, "recorded   step {:.3} ms (longest rank)", s * 1e3);
+    }
+    for (name, ranks) in &set.groups {
+        let _ = writeln!(out, "group      {name:?}: ranks {ranks:?} (empty: all)");
+    }
+    for (r, rank) in set.ranks.iter().enumerate() {
+        let (mut compute, mut secs, mut colls, mut bytes, mut p2p) = (0, 0.0, 0, 0u64, 0);
+        for n in &rank.nodes {
+            match n.kind {
+                NodeKind::Compute { secs: s } => {
+                    compute += 1;
+                    secs += s;
+                }
+                NodeKind::Collective { bytes: b, .. } => {
+                    colls += 1;
+                    bytes += b;
+                }
+                NodeKind::Send { .. } | NodeKind::Recv { .. } => p2p += 1,
+            }
+        }
+        let _ = writeln!(
+            out,
+            "rank {r:<5} {} nodes: {compute} compute ({:.3} ms), {colls} collectives \
+             ({bytes} B), {p2p} point-to-point  [{}]",
+            rank.nodes.len(),
+            secs * 1e3,
+            rank.file
+        );
+    }
+    out
+}
+
 /// Which format a trace path holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -248,6 +292,13 @@ pub fn build(
     fabric: &dyn Fabric,
     planner: &dyn Planner,
 ) -> Result<StepDag, TraceError> {
+    if matches!(cfg.algorithm, Algorithm::ParameterServer { .. }) {
+        return Err(TraceError::new(
+            &set.name,
+            "algorithm",
+            "a collective algorithm (the trace's collectives are not parameter-server pushes)",
+        ));
+    }
     let n = set.ranks.len() as u32;
     let lanes_per_rank = set
         .ranks
@@ -391,10 +442,10 @@ pub fn build(
                                 algorithm: cfg.algorithm.clone(),
                                 slices: cfg.slices,
                             };
-                            b.collective(spec, &[group.clone()], after, &|o| o.kind.clone())
-                                .map_err(|(f, e)| {
-                                    node_error(set, r, node, format!("{e} (at {f})"))
-                                })?
+                            b.collective(spec, std::slice::from_ref(&group), after, &|o| {
+                                o.kind.clone()
+                            })
+                            .map_err(|(f, e)| node_error(set, r, node, format!("{e} (at {f})")))?
                         }
                     }
                     NodeKind::Send { bytes, .. } | NodeKind::Recv { bytes, .. } => {
@@ -417,13 +468,6 @@ pub fn build(
     let mut dag = b.finish();
     dag.lane_count = (n * lanes_per_rank) as u16;
     dag.data_parallel = n;
-    if matches!(cfg.algorithm, Algorithm::ParameterServer { .. }) {
-        return Err(TraceError::new(
-            &set.name,
-            "algorithm",
-            "a collective algorithm (the trace's collectives are not parameter-server pushes)",
-        ));
-    }
     Ok(dag)
 }
 
