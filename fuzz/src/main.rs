@@ -32,7 +32,7 @@ struct Args {
     seed: u64,
     /// Only these targets (repeatable): scenario, topology, profile, model_file, sweep_state,
     /// nccl_tests_text, nccl_tests_json, kineto, iperf3, p2p_matrix, torch_device, layer_times,
-    /// validation_csv, testbed_dataset, nccl_topo_xml, nvidia_smi_topo.
+    /// validation_csv, testbed_dataset, nccl_topo_xml, nvidia_smi_topo, pytorch_trace.
     #[arg(long = "target")]
     targets: Vec<String>,
     /// Print case I's input (with --target and --seed) and run it alone.

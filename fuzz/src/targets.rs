@@ -28,10 +28,11 @@ pub enum Target {
     TestbedDataset,
     NcclTopoXml,
     NvidiaSmiTopo,
+    PytorchTrace,
 }
 
 impl Target {
-    pub const ALL: [Target; 16] = [
+    pub const ALL: [Target; 17] = [
         Target::Scenario,
         Target::Topology,
         Target::Profile,
@@ -48,6 +49,7 @@ impl Target {
         Target::TestbedDataset,
         Target::NcclTopoXml,
         Target::NvidiaSmiTopo,
+        Target::PytorchTrace,
     ];
 
     pub fn name(self) -> &'static str {
@@ -68,6 +70,7 @@ impl Target {
             Target::TestbedDataset => "testbed_dataset",
             Target::NcclTopoXml => "nccl_topo_xml",
             Target::NvidiaSmiTopo => "nvidia_smi_topo",
+            Target::PytorchTrace => "pytorch_trace",
         }
     }
 
@@ -123,6 +126,7 @@ impl Target {
                 .collect(),
             Target::NcclTopoXml => files(&["data/machines/ibm_gx3d_8xh100_nccl_topo.xml"]),
             Target::NvidiaSmiTopo => files(&["data/machines/a100x8_epyc7742_nvidia_smi_topo.txt"]),
+            Target::PytorchTrace => files(&["data/traces/testbed_ddp_cnn/rank0.et.json"]),
             Target::TestbedDataset => files(&[
                 "data/runs/testbed_gloo_collectives.csv",
                 "data/runs/testbed_mpi_allreduce.csv",
@@ -164,6 +168,20 @@ impl Target {
                 };
                 let node = import::import(text, "fuzz.txt", &opts).map_err(|e| s(&e))?;
                 node.topology().map_err(|e| s(&e))?;
+                Ok(())
+            }
+            Target::PytorchTrace => {
+                // The mutant is rank 0's execution trace beside the seed's own Kineto trace,
+                // replayed on a uniform fabric.
+                use sim::workload::{step, trace};
+                let dir = scratch.join("trace");
+                std::fs::create_dir_all(&dir).map_err(|e| s(&e))?;
+                std::fs::write(dir.join("rank0.et.json"), text).map_err(|e| s(&e))?;
+                let kineto = seed.with_file_name("rank0.kineto.json");
+                std::fs::copy(kineto, dir.join("rank0.kineto.json")).map_err(|e| s(&e))?;
+                let set = trace::load(&dir, Some(trace::Format::Pytorch)).map_err(|e| s(&e))?;
+                let cfg = step::StepConfig::data_parallel(1, step::DpMethod::Ddp);
+                trace::build(&set, &cfg, &Uniform, &step::Templates).map_err(|e| s(&e))?;
                 Ok(())
             }
             Target::Profile => {
@@ -242,5 +260,17 @@ impl Target {
                 Ok(())
             }
         }
+    }
+}
+
+/// Every pair of ranks joined at 100 Gbit/s, each rank its own node (trace replays).
+struct Uniform;
+
+impl sim::collective::Fabric for Uniform {
+    fn bottleneck_bps(&self, _: u32, _: u32) -> f64 {
+        100e9
+    }
+    fn node_of(&self, rank: u32) -> u32 {
+        rank
     }
 }

@@ -121,11 +121,19 @@ fn et_nodes(et: &Value, file: &str) -> Result<Vec<EtNode>, TraceError> {
         )
     })?;
     let mut out = Vec::with_capacity(nodes.len());
+    let mut seen = BTreeSet::new();
     for (i, n) in nodes.iter().enumerate() {
         let at = || format!("nodes[{i}]");
         let id = n["id"]
             .as_u64()
             .ok_or_else(|| TraceError::new(file, at(), "an \"id\" (unsigned integer)"))?;
+        if !seen.insert(id) {
+            return Err(TraceError::new(
+                file,
+                at(),
+                format!("node ids unique in the trace; {id} is used twice"),
+            ));
+        }
         let name = n["name"]
             .as_str()
             .ok_or_else(|| TraceError::new(file, at(), "a \"name\" (string)"))?
@@ -468,7 +476,11 @@ fn load_rank(
     let subtree = |root: usize| {
         let mut stack = vec![root];
         let mut out = Vec::new();
+        let mut visited = BTreeSet::new();
         while let Some(i) = stack.pop() {
+            if !visited.insert(i) {
+                continue; // parent links that loop: each node once
+            }
             out.push(i);
             if let Some(c) = children.get(&nodes[i].id) {
                 stack.extend(c.iter().copied());

@@ -1,5 +1,6 @@
 //! The replay's rules on small hand-made traces: collectives meet by order within a group,
 //! sends meet receives, compute chains keep their durations, bad traces name the node.
+#![cfg(test)]
 
 use super::*;
 use crate::collective::OpKind;
