@@ -319,37 +319,7 @@ fn process_groups(n: &Node, file: &str) -> Result<BTreeMap<String, Vec<u32>>, Tr
         .strip_prefix("['")
         .and_then(|t| t.strip_suffix("']"))
         .unwrap_or(text);
-    let list: Vec<serde_json::Value> = serde_json::from_str(inner).map_err(|e| {
-        TraceError::new(
-            file,
-            &at,
-            format!("its input: a JSON list of process groups ({e})"),
-        )
-    })?;
-    let mut groups = BTreeMap::new();
-    for g in list {
-        let name = match &g["pg_name"] {
-            serde_json::Value::String(s) => s.clone(),
-            serde_json::Value::Number(x) => x.to_string(),
-            _ => {
-                return Err(TraceError::new(
-                    file,
-                    &at,
-                    "a pg_name in every process group",
-                ))
-            }
-        };
-        let ranks = g["ranks"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x.as_u64().map(|x| x as u32))
-                    .collect()
-            })
-            .unwrap_or_default();
-        groups.insert(name, ranks);
-    }
-    Ok(groups)
+    super::pytorch::groups_from_json(inner, file, &at)
 }
 
 fn attr(name: &str, value: Attr) -> AttributeProto {

@@ -189,31 +189,41 @@ fn process_groups(nodes: &[EtNode], file: &str) -> Result<BTreeMap<String, Vec<u
         let text = n.values.first().and_then(Value::as_str).ok_or_else(|| {
             TraceError::new(file, &at, "the process groups as a JSON string input")
         })?;
-        let list: Vec<Value> = serde_json::from_str(text).map_err(|e| {
-            TraceError::new(file, &at, format!("a JSON list of process groups ({e})"))
-        })?;
-        for g in list {
-            let name = match &g["pg_name"] {
-                Value::String(s) => s.clone(),
-                Value::Number(x) => x.to_string(),
-                _ => {
-                    return Err(TraceError::new(
-                        file,
-                        &at,
-                        "a pg_name in every process group",
-                    ))
-                }
-            };
-            let ranks = g["ranks"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|x| x.as_u64().map(|x| x as u32))
-                        .collect()
-                })
-                .unwrap_or_default();
-            groups.insert(name, ranks);
-        }
+        groups.extend(groups_from_json(text, file, &at)?);
+    }
+    Ok(groups)
+}
+
+/// PyTorch's process-group list, `[{"pg_name": .., "ranks": [..], ..}, ..]`, by name.
+pub(super) fn groups_from_json(
+    text: &str,
+    file: &str,
+    at: &str,
+) -> Result<BTreeMap<String, Vec<u32>>, TraceError> {
+    let list: Vec<Value> = serde_json::from_str(text)
+        .map_err(|e| TraceError::new(file, at, format!("a JSON list of process groups ({e})")))?;
+    let mut groups = BTreeMap::new();
+    for g in list {
+        let name = match &g["pg_name"] {
+            Value::String(s) => s.clone(),
+            Value::Number(x) => x.to_string(),
+            _ => {
+                return Err(TraceError::new(
+                    file,
+                    at,
+                    "a pg_name in every process group",
+                ))
+            }
+        };
+        let ranks = g["ranks"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_u64().map(|x| x as u32))
+                    .collect()
+            })
+            .unwrap_or_default();
+        groups.insert(name, ranks);
     }
     Ok(groups)
 }
