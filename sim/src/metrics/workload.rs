@@ -201,17 +201,7 @@ impl fmt::Display for WorkloadReport {
         }
         writeln!(f)?;
         writeln!(f, "  compute (busiest GPU){:>10.3} ms", ms(m.compute_secs))?;
-        writeln!(
-            f,
-            "  communication        {:>10.3} ms",
-            ms(m.communication_secs)
-        )?;
-        writeln!(
-            f,
-            "  exposed communication{:>10.3} ms  ({:.1}% of the step)",
-            ms(m.exposed_communication_secs),
-            m.communication_overhead_pct
-        )?;
+        fmt_communication(f, m)?;
         if m.bubble_fraction_per_stage.len() > 1 {
             let b: Vec<String> = m
                 .bubble_fraction_per_stage
@@ -275,6 +265,21 @@ impl fmt::Display for WorkloadReport {
     }
 }
 
+/// The step's communication lines: all of it, and what compute does not hide.
+fn fmt_communication(f: &mut fmt::Formatter<'_>, m: &StepMetrics) -> fmt::Result {
+    writeln!(
+        f,
+        "  communication        {:>10.3} ms",
+        ms(m.communication_secs)
+    )?;
+    writeln!(
+        f,
+        "  exposed communication{:>10.3} ms  ({:.1}% of the step)",
+        ms(m.exposed_communication_secs),
+        m.communication_overhead_pct
+    )
+}
+
 impl WorkloadReport {
     /// A replayed trace: what it recorded beside what the replay predicts.
     fn fmt_trace(&self, f: &mut fmt::Formatter<'_>, t: &TraceFacts) -> fmt::Result {
@@ -308,17 +313,7 @@ impl WorkloadReport {
             "  compute (busiest rank){:>9.3} ms  (as recorded)",
             ms(m.compute_secs)
         )?;
-        writeln!(
-            f,
-            "  communication        {:>10.3} ms",
-            ms(m.communication_secs)
-        )?;
-        writeln!(
-            f,
-            "  exposed communication{:>10.3} ms  ({:.1}% of the step)",
-            ms(m.exposed_communication_secs),
-            m.communication_overhead_pct
-        )?;
+        fmt_communication(f, m)?;
         let classes: Vec<String> = s
             .traffic_per_epoch_bytes
             .iter()

@@ -14,18 +14,14 @@
 //! its recorded durations, communication is simulated. The summary shows the recorded step
 //! time beside the replayed one.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-
 use super::run::{network_model, NetFabric, Prepared, RunError};
-use super::workload::{play_step, step_trace, LibraryPlanner, WorkloadTable};
+use super::workload::{algorithm_label, play_step, LibraryPlanner, WorkloadTable};
 use super::{Scenario, ScenarioError};
 use crate::collective::play::Watch;
 use crate::library::Library;
 use crate::metrics::workload::{TraceFacts, WorkloadReport, WorkloadSummary};
-use crate::net::series::SeriesOptions;
 use crate::net::NetworkModel;
-use crate::workload::metrics::{step_metrics, traffic_per_step};
+use crate::workload::metrics::step_metrics;
 use crate::workload::step::Templates;
 use crate::workload::trace::{self, NodeKind};
 
@@ -72,15 +68,8 @@ pub fn run_trace(
     };
     dag.global_batch = w.batch_per_gpu * n as u64;
     let hint = "; the trace's collectives are too many or too large for this run".to_string();
-    let (endpoints, outcome) = play_step(s, &prep, &dag, net.as_mut(), watch, hint)?;
-    let link_series = net.link_series(outcome.end, SeriesOptions::default());
-    let metrics = step_metrics(&dag, &outcome, None);
-    let traffic = traffic_per_step(&dag);
-    let mut by_class: BTreeMap<String, f64> = BTreeMap::new();
-    for (&(_, _, class), &bytes) in &traffic {
-        *by_class.entry(class.to_string()).or_insert(0.0) +=
-            bytes as f64 * w.steps_per_epoch as f64;
-    }
+    let played = play_step(s, &prep, &dag, net.as_mut(), watch, hint)?;
+    let metrics = step_metrics(&dag, &played.outcome, None);
     let count = |f: &dyn Fn(&NodeKind) -> bool| -> usize {
         set.ranks
             .iter()
@@ -96,10 +85,6 @@ pub fn run_trace(
         recorded_step_secs: set.recorded_step_secs(),
         recorded_compute_secs: set.compute_secs().into_iter().fold(0.0, f64::max),
     };
-    let device_names: Vec<String> = endpoints
-        .iter()
-        .map(|d| prep.topology.device(*d).name.clone())
-        .collect();
     let summary = WorkloadSummary {
         scenario: s.file.name.clone(),
         topology: prep.topology.name.clone(),
@@ -108,15 +93,7 @@ pub fn run_trace(
         params: 0,
         forward_gflops_per_sample: 0.0,
         parallelism: format!("trace ({})", set.format),
-        algorithm: if dag.decisions.is_empty() {
-            cfg.algorithm.report_name()
-        } else {
-            dag.decisions
-                .iter()
-                .map(|(d, k)| format!("{d} (x{k})"))
-                .collect::<Vec<_>>()
-                .join("; ")
-        },
+        algorithm: algorithm_label(&dag, &cfg),
         ranks: n,
         data_parallel: n,
         tensor_parallel: 1,
@@ -134,23 +111,11 @@ pub fn run_trace(
         largest_batch_per_gpu: 0,
         steps_per_epoch: w.steps_per_epoch,
         epochs: w.epochs,
-        traffic_per_epoch_bytes: by_class,
+        traffic_per_epoch_bytes: played.traffic_per_epoch(w.steps_per_epoch),
         ops: dag.schedule.ops.len(),
-        events: outcome.events,
+        events: played.outcome.events,
         trace: Some(facts),
     };
-    let trace = step_trace(
-        &format!("{}: replay of trace {}", s.file.name, set.name),
-        &dag,
-        &outcome,
-        &device_names,
-    );
-    Ok(WorkloadReport {
-        summary,
-        traffic_per_step: traffic,
-        endpoints: device_names,
-        topology: Arc::clone(&prep.topology),
-        trace,
-        link_series,
-    })
+    let title = format!("{}: replay of trace {}", s.file.name, set.name);
+    Ok(played.into_report(summary, &title, &dag, &prep))
 }

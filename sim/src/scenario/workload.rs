@@ -413,21 +413,14 @@ pub fn run_workload(s: &Scenario, watch: Watch) -> Result<WorkloadReport, RunErr
          or the links faster",
         cfg.batch_per_gpu
     );
-    let (endpoints, outcome) = play_step(s, &prep, &dag, net.as_mut(), watch, hint)?;
-    let link_series = net.link_series(outcome.end, SeriesOptions::default());
-    let metrics = step_metrics(&dag, &outcome, model.tokens_per_sample);
+    let played = play_step(s, &prep, &dag, net.as_mut(), watch, hint)?;
+    let metrics = step_metrics(&dag, &played.outcome, model.tokens_per_sample);
     let micro = cfg.batch_per_gpu / cfg.microbatches.max(1) as u64;
     let mem = memory::per_gpu(&model, &cfg, &dag, micro);
     // The largest micro-batch that fits, as a batch per GPU (micro-batch x micro-batches): the
     // unit batch_per_gpu is given in.
     let largest = memory::largest_batch(&model, &cfg, &dag, cm.memory_capacity_bytes)
         .saturating_mul(cfg.microbatches.max(1) as u64);
-    let traffic = traffic_per_step(&dag);
-    let mut by_class: BTreeMap<String, f64> = BTreeMap::new();
-    for (&(_, _, class), &bytes) in &traffic {
-        *by_class.entry(class.to_string()).or_insert(0.0) +=
-            bytes as f64 * w.steps_per_epoch as f64;
-    }
     let summary = WorkloadSummary {
         scenario: s.file.name.clone(),
         topology: prep.topology.name.clone(),
@@ -436,15 +429,7 @@ pub fn run_workload(s: &Scenario, watch: Watch) -> Result<WorkloadReport, RunErr
         params: model.params(),
         forward_gflops_per_sample: model.forward_flops() as f64 / 1e9,
         parallelism: cfg.method.as_str().to_string(),
-        algorithm: if dag.decisions.is_empty() {
-            cfg.algorithm.report_name()
-        } else {
-            dag.decisions
-                .iter()
-                .map(|(d, n)| format!("{d} (x{n})"))
-                .collect::<Vec<_>>()
-                .join("; ")
-        },
+        algorithm: algorithm_label(&dag, &cfg),
         ranks: n,
         data_parallel: dag.data_parallel,
         tensor_parallel: cfg.tensor_parallel,
@@ -462,33 +447,76 @@ pub fn run_workload(s: &Scenario, watch: Watch) -> Result<WorkloadReport, RunErr
         largest_batch_per_gpu: largest,
         steps_per_epoch: w.steps_per_epoch,
         epochs: w.epochs,
-        traffic_per_epoch_bytes: by_class,
+        traffic_per_epoch_bytes: played.traffic_per_epoch(w.steps_per_epoch),
         ops: dag.schedule.ops.len(),
-        events: outcome.events,
+        events: played.outcome.events,
         trace: None,
     };
-    let device_names: Vec<String> = endpoints
+    let title = format!("{}: one training step of {}", s.file.name, model.name);
+    Ok(played.into_report(summary, &title, &dag, &prep))
+}
+
+/// What ran the step's collectives: the templates' algorithm, or each distinct library
+/// decision with how many collectives made it.
+pub(super) fn algorithm_label(dag: &StepDag, cfg: &StepConfig) -> String {
+    if dag.decisions.is_empty() {
+        return cfg.algorithm.report_name();
+    }
+    dag.decisions
         .iter()
-        .map(|d| prep.topology.device(*d).name.clone())
-        .collect();
-    let trace = step_trace(
-        &format!("{}: one training step of {}", s.file.name, model.name),
-        &dag,
-        &outcome,
-        &device_names,
-    );
-    Ok(WorkloadReport {
-        summary,
-        traffic_per_step: traffic,
-        endpoints: device_names,
-        topology: Arc::clone(&prep.topology),
-        trace,
-        link_series,
-    })
+        .map(|(d, n)| format!("{d} (x{n})"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// A step played on its network model: what every report of a step is built from.
+pub(super) struct PlayedStep {
+    pub outcome: PlayOutcome,
+    endpoints: Vec<crate::topology::DeviceId>,
+    /// Bytes per step (src endpoint, dst endpoint, class).
+    traffic: BTreeMap<(u32, u32, &'static str), u128>,
+    link_series: Option<crate::net::series::LinkSeries>,
+}
+
+impl PlayedStep {
+    /// Bytes per epoch of `steps` steps, by traffic class.
+    pub(super) fn traffic_per_epoch(&self, steps: u64) -> BTreeMap<String, f64> {
+        let mut by_class: BTreeMap<String, f64> = BTreeMap::new();
+        for (&(_, _, class), &bytes) in &self.traffic {
+            *by_class.entry(class.to_string()).or_insert(0.0) += bytes as f64 * steps as f64;
+        }
+        by_class
+    }
+
+    /// The report: `summary` with the step's traffic, devices, timeline (titled `title`) and
+    /// link series.
+    pub(super) fn into_report(
+        self,
+        summary: WorkloadSummary,
+        title: &str,
+        dag: &StepDag,
+        prep: &super::run::Prepared,
+    ) -> WorkloadReport {
+        let device_names: Vec<String> = self
+            .endpoints
+            .iter()
+            .map(|d| prep.topology.device(*d).name.clone())
+            .collect();
+        let trace = step_trace(title, dag, &self.outcome, &device_names);
+        WorkloadReport {
+            summary,
+            traffic_per_step: self.traffic,
+            endpoints: device_names,
+            topology: Arc::clone(&prep.topology),
+            trace,
+            link_series: self.link_series,
+        }
+    }
 }
 
 /// Places a step's endpoints (its ranks, then the extra endpoints the library placed or the
-/// scenario names) and plays it; `hint` ends the error of a run too big to play.
+/// scenario names), plays it and reads its traffic and link series; `hint` ends the error of
+/// a run too big to play.
 pub(super) fn play_step(
     s: &Scenario,
     prep: &super::run::Prepared,
@@ -496,7 +524,7 @@ pub(super) fn play_step(
     net: &mut dyn NetworkModel,
     watch: Watch,
     hint: String,
-) -> Result<(Vec<crate::topology::DeviceId>, PlayOutcome), RunError> {
+) -> Result<PlayedStep, RunError> {
     let file = s.path.display().to_string();
     let fail = |(f, e): (String, String)| RunError::from(ScenarioError::new(&file, f, e));
     let mut endpoints = prep.ranks.clone();
@@ -533,12 +561,17 @@ pub(super) fn play_step(
         watch,
     )
     .map_err(|e| RunError::play(&file, hint, e))?;
-    Ok((endpoints, outcome))
+    Ok(PlayedStep {
+        link_series: net.link_series(outcome.end, SeriesOptions::default()),
+        traffic: traffic_per_step(dag),
+        outcome,
+        endpoints,
+    })
 }
 
 /// One step per rank as a Chrome / Perfetto trace: rank i is `rank<i> (<device>)`, extra
 /// endpoints by their names.
-pub(super) fn step_trace(
+fn step_trace(
     title: &str,
     dag: &StepDag,
     outcome: &PlayOutcome,

@@ -467,7 +467,6 @@ pub fn build(
     }
     let mut dag = b.finish();
     dag.lane_count = (n * lanes_per_rank) as u16;
-    dag.data_parallel = n;
     Ok(dag)
 }
 

@@ -99,16 +99,13 @@ struct EtNode {
     pg_name: Option<String>,
 }
 
-/// A schema-1.0.1 field (`inputs`, `input_types`, `input_shapes`) or its 1.0.2+ form
-/// (`inputs.values`, `inputs.types`, `inputs.shapes`).
-fn io_field<'a>(n: &'a Value, io: &str, part: &str) -> Option<&'a Vec<Value>> {
-    match &n[io] {
+/// An input field in its 1.0.2+ form (`inputs.values`, `inputs.types`, `inputs.shapes`) or
+/// its schema-1.0.1 one (`inputs`, `input_types`, `input_shapes`).
+fn input_field<'a>(n: &'a Value, part: &str) -> Option<&'a Vec<Value>> {
+    match &n["inputs"] {
         Value::Object(o) => o.get(part).and_then(Value::as_array),
         v @ Value::Array(_) if part == "values" => v.as_array(),
-        _ => {
-            let flat = format!("{}_{part}", io.trim_end_matches('s'));
-            n[flat.as_str()].as_array()
-        }
+        _ => n[format!("input_{part}").as_str()].as_array(),
     }
 }
 
@@ -148,15 +145,15 @@ fn et_nodes(et: &Value, file: &str) -> Result<Vec<EtNode>, TraceError> {
                     "a parent (\"parent\" or \"ctrl_deps\", unsigned integer)",
                 )
             })?;
-        let values = io_field(n, "inputs", "values").cloned().unwrap_or_default();
-        let types = io_field(n, "inputs", "types")
+        let values = input_field(n, "values").cloned().unwrap_or_default();
+        let types = input_field(n, "types")
             .map(|t| {
                 t.iter()
                     .map(|x| x.as_str().unwrap_or("").to_string())
                     .collect()
             })
             .unwrap_or_default();
-        let shapes = io_field(n, "inputs", "shapes").cloned().unwrap_or_default();
+        let shapes = input_field(n, "shapes").cloned().unwrap_or_default();
         let pg_name = n["pg_name"].as_str().map(str::to_string).or_else(|| {
             n["attrs"].as_array().and_then(|a| {
                 a.iter()
