@@ -74,6 +74,8 @@ fn flow_key(f: u32) -> u64 {
 struct BatchSolution {
     /// Indexed by flow position in the pattern; zero for flows not live in that state.
     rates_bps: Vec<f64>,
+    /// Live flows when it was solved (the others' rates are zero).
+    live_count: usize,
     /// Index into `FlowModel::records` where the time this solution was in force accumulates.
     record: usize,
 }
@@ -165,6 +167,8 @@ pub struct FlowModel {
     p_links: Vec<u32>,
     p_caps: Vec<f64>,
     p_rates: Vec<f64>,
+    load_scratch: Vec<f64>,
+    load_touched: Vec<u32>,
 }
 
 /// Cached rate values kept before the cache is emptied (about 256 MiB of `f64`).
@@ -201,6 +205,8 @@ impl FlowModel {
             p_links: Vec::new(),
             p_caps: Vec::new(),
             p_rates: Vec::new(),
+            load_scratch: Vec::new(),
+            load_touched: Vec::new(),
         }
     }
 
@@ -447,28 +453,58 @@ impl FlowModel {
 
         let mut out = Vec::with_capacity(comp.len());
         let mut k = 0;
-        let mut loads: BTreeMap<u32, f64> = BTreeMap::new();
+        // Per-link load of one batch: a dense scratch (zero between batches) and the links
+        // touched, sorted afterwards.
+        self.load_scratch.resize(self.link_capacity_bps.len(), 0.0);
         for &b in comp {
             let batch = &self.batches[b as usize];
             let pat = &self.patterns[batch.pattern as usize];
+            // A batch whose rates this solve leaves as they were (a component re-solved for
+            // a change far from it) keeps its solution and record: records are what a run's
+            // memory grows with.
+            if let Some(current) = &batch.solution {
+                let unchanged = current.live_count == batch.live.len()
+                    && batch
+                        .live
+                        .iter()
+                        .enumerate()
+                        .all(|(i, &f)| current.rates_bps[f as usize] == self.p_rates[k + i]);
+                if unchanged {
+                    k += batch.live.len();
+                    out.push(current.clone());
+                    continue;
+                }
+            }
             let mut rates = vec![0.0; pat.flows()];
-            loads.clear();
+            self.load_touched.clear();
             for &f in &batch.live {
                 let r = self.p_rates[k];
                 k += 1;
                 rates[f as usize] = r;
                 if r.is_finite() {
                     for &l in pat.path(f as usize) {
-                        *loads.entry(l).or_insert(0.0) += r;
+                        let load = &mut self.load_scratch[l as usize];
+                        if *load == 0.0 {
+                            self.load_touched.push(l);
+                        }
+                        *load += r;
                     }
                 }
             }
+            self.load_touched.sort_unstable();
+            self.load_touched.dedup();
+            let link_loads_bps = self
+                .load_touched
+                .iter()
+                .map(|&l| (l, std::mem::take(&mut self.load_scratch[l as usize])))
+                .collect();
             self.records.push(SolutionRecord {
-                link_loads_bps: loads.iter().map(|(&l, &r)| (l, r)).collect(),
+                link_loads_bps,
                 in_force_ps: 0,
             });
             out.push(Arc::new(BatchSolution {
                 rates_bps: rates,
+                live_count: batch.live.len(),
                 record: self.records.len() - 1,
             }));
         }

@@ -61,6 +61,9 @@ pub(crate) struct NetFabric<'a> {
     topo: &'a Topology,
     endpoints: &'a [DeviceId],
     group_size: Option<u32>,
+    /// NICs per node, counted once on first use (a per-group count over every device made
+    /// planning a 16,384-GPU step quadratic).
+    nics_per_node: std::cell::OnceCell<std::collections::HashMap<u32, u32>>,
 }
 
 impl<'a> NetFabric<'a> {
@@ -70,6 +73,7 @@ impl<'a> NetFabric<'a> {
             topo: &prep.topology,
             endpoints: &prep.ranks,
             group_size: prep.group_size,
+            nics_per_node: std::cell::OnceCell::new(),
         }
     }
 }
@@ -95,12 +99,19 @@ impl library::SystemView for NetFabric<'_> {
             .find(|&t| self.topo.device(t).kind == DeviceKind::Nvswitch)
     }
     fn nics_on_node_of(&self, rank: u32) -> u32 {
-        let node = self.topo.device(self.endpoints[rank as usize]).node;
-        self.topo
-            .devices()
-            .iter()
-            .filter(|d| d.kind == DeviceKind::Nic && d.node.is_some() && d.node == node)
-            .count() as u32
+        let Some(node) = self.topo.device(self.endpoints[rank as usize]).node else {
+            return 0;
+        };
+        let counts = self.nics_per_node.get_or_init(|| {
+            let mut counts = std::collections::HashMap::new();
+            for d in self.topo.devices() {
+                if let (DeviceKind::Nic, Some(n)) = (d.kind, d.node) {
+                    *counts.entry(n).or_insert(0) += 1;
+                }
+            }
+            counts
+        });
+        counts.get(&node).copied().unwrap_or(0)
     }
     fn gpu(&self) -> Option<String> {
         self.topo.gpu.clone()

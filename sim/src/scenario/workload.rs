@@ -528,9 +528,11 @@ pub(super) fn play_step(
     let file = s.path.display().to_string();
     let fail = |(f, e): (String, String)| RunError::from(ScenarioError::new(&file, f, e));
     let mut endpoints = prep.ranks.clone();
+    let placed: std::collections::HashMap<&str, crate::topology::DeviceId> =
+        dag.placed.iter().map(|(p, d)| (p.as_str(), *d)).collect();
     for name in &dag.schedule.extra_endpoints {
-        if let Some((_, dev)) = dag.placed.iter().find(|(p, _)| p == name) {
-            endpoints.push(*dev);
+        if let Some(&dev) = placed.get(name.as_str()) {
+            endpoints.push(dev);
             continue;
         }
         let field = format!("placement.endpoints.{name}");

@@ -22,10 +22,64 @@ use super::{DeviceId, LinkId, Topology, TopologyError};
 const UNREACHABLE: u16 = u16::MAX;
 
 /// How every device reaches one root: hop count and the widest bottleneck among shortest paths.
+/// Dense (one entry per device) when the search reached much of the topology; sparse (the
+/// reached devices, sorted) when it stopped early, as an NVSwitch's does at the GPUs around it,
+/// which do not forward: a 16,384-GPU cluster has 2,048 such searches of 9 devices each, and
+/// dense ones would cost 2,048 × every device.
 #[derive(Debug)]
-struct Reach {
-    hops: Vec<u16>,
-    width_bps: Vec<f32>,
+enum Reach {
+    Dense {
+        hops: Vec<u16>,
+        width_bps: Vec<f32>,
+    },
+    Sparse {
+        devices: Vec<u32>,
+        hops: Vec<u16>,
+        width_bps: Vec<f32>,
+    },
+}
+
+impl Reach {
+    /// Hops from `v` to the root, [`UNREACHABLE`] when the search did not reach it.
+    fn hops(&self, v: DeviceId) -> u16 {
+        match self {
+            Reach::Dense { hops, .. } => hops[v.index()],
+            Reach::Sparse { devices, hops, .. } => match Self::find(devices, v) {
+                Some(i) => hops[i],
+                None => UNREACHABLE,
+            },
+        }
+    }
+
+    /// Widest bottleneck from `v` to the root (0 when unreached).
+    fn width(&self, v: DeviceId) -> f32 {
+        match self {
+            Reach::Dense { width_bps, .. } => width_bps[v.index()],
+            Reach::Sparse {
+                devices, width_bps, ..
+            } => match Self::find(devices, v) {
+                Some(i) => width_bps[i],
+                None => 0.0,
+            },
+        }
+    }
+
+    /// Where `v` is in a sparse search's sorted devices: most lookups are of devices outside
+    /// the few ids it reached (one node's), answered by the range check alone.
+    fn find(devices: &[u32], v: DeviceId) -> Option<usize> {
+        match (devices.first(), devices.last()) {
+            (Some(&lo), Some(&hi)) if (lo..=hi).contains(&v.0) => devices.binary_search(&v.0).ok(),
+            _ => None,
+        }
+    }
+
+    /// Entries held (for the cache's bound).
+    fn entries(&self) -> usize {
+        match self {
+            Reach::Dense { hops, .. } => hops.len(),
+            Reach::Sparse { devices, .. } => devices.len(),
+        }
+    }
 }
 
 /// The searches that together give every device's distance and width to one target: each
@@ -55,8 +109,10 @@ impl View<'_> {
         }
         self.anchors
             .iter()
-            .filter(|(r, _, _)| r.hops[v.index()] != UNREACHABLE)
-            .map(|&(r, extra, _)| r.hops[v.index()] as u32 + extra as u32)
+            .filter_map(|&(r, extra, _)| {
+                let h = r.hops(v);
+                (h != UNREACHABLE).then_some(h as u32 + extra as u32)
+            })
             .min()
             .unwrap_or(u32::MAX)
     }
@@ -77,9 +133,10 @@ impl View<'_> {
         self.anchors
             .iter()
             .filter(|(r, extra, _)| {
-                r.hops[v.index()] != UNREACHABLE && r.hops[v.index()] as u32 + *extra as u32 == d
+                let h = r.hops(v);
+                h != UNREACHABLE && h as u32 + *extra as u32 == d
             })
-            .map(|&(r, _, last)| r.width_bps[v.index()].min(last))
+            .map(|&(r, _, last)| r.width(v).min(last))
             .fold(0.0, f32::max)
     }
 
@@ -125,15 +182,50 @@ struct Anchors {
 pub struct Router {
     salt: u64,
     /// Per root device: distance (hops) and widest bottleneck (bits/s) from every device to it.
-    dist: HashMap<u32, Reach>,
+    dist: HashMap<u32, Reach, PairHash>,
     dist_order: VecDeque<u32>,
-    max_roots: usize,
+    /// Entries the searches hold together, and the most they may.
+    held_entries: usize,
+    max_entries: usize,
+    /// A search's working arrays, one entry per device (unreached between searches).
+    scratch_hops: Vec<u16>,
+    scratch_width_bps: Vec<f32>,
     /// (src, dst) → range in `arena`.
-    routes: HashMap<(u32, u32), (u32, u32)>,
+    routes: HashMap<(u32, u32), (u32, u32), PairHash>,
     arena: Vec<LinkId>,
     /// Search from every destination itself (the slow reference the anchors are tested
     /// against).
     own_search: bool,
+}
+
+/// Hashes device ids and id pairs with [`mix`]: the std hasher's DoS resistance is not
+/// needed for a simulator's own keys, and a route lookup per flow made it a tenth of a large
+/// step's time.
+#[derive(Debug, Clone, Copy, Default)]
+struct PairHash;
+
+#[derive(Debug, Default)]
+struct PairHasher(u64);
+
+impl std::hash::BuildHasher for PairHash {
+    type Hasher = PairHasher;
+    fn build_hasher(&self) -> PairHasher {
+        PairHasher(0)
+    }
+}
+
+impl std::hash::Hasher for PairHasher {
+    fn finish(&self) -> u64 {
+        mix(self.0)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ b as u64;
+        }
+    }
+    fn write_u32(&mut self, x: u32) {
+        self.0 = self.0 << 32 | x as u64;
+    }
 }
 
 fn mix(mut x: u64) -> u64 {
@@ -150,29 +242,43 @@ impl Router {
 
     /// A router whose ECMP choices are drawn with `salt`.
     pub fn new(topo: &Topology, salt: u64) -> Self {
-        // Keep at most ~64 Mi distance entries (128 MiB) of searches.
-        let max_roots = (64usize << 20) / topo.devices().len().max(1);
+        // Keep at most ~64 Mi distance entries (384 MiB) of searches, and at least 16 dense
+        // ones.
+        let n = topo.devices().len();
         Router {
             salt,
-            dist: HashMap::new(),
+            dist: HashMap::default(),
             dist_order: VecDeque::new(),
-            max_roots: max_roots.max(16),
-            routes: HashMap::new(),
+            held_entries: 0,
+            max_entries: (64usize << 20).max(16 * n),
+            scratch_hops: Vec::new(),
+            scratch_width_bps: Vec::new(),
+            routes: HashMap::default(),
             arena: Vec::new(),
             own_search: false,
         }
     }
 
-    /// Bytes the search cache will hold once every destination is routed: a search (6 bytes
-    /// per device) per likely anchor (a forwarding device with more than two neighbours),
+    /// Bytes the search cache will hold once every destination is routed: a search per
+    /// likely anchor (a forwarding device with more than two neighbours), dense (6 bytes per
+    /// device) when a neighbour forwards and sparse (10 bytes per neighbour) when none does,
     /// bounded as the cache is. For the estimate a run checks before it starts.
     pub fn estimate_cache_bytes(&self, topo: &Topology) -> u64 {
         let n = topo.devices().len();
-        let roots = (0..n as u32)
+        let entries: usize = (0..n as u32)
             .map(DeviceId)
-            .filter(|&d| topo.device(d).forwards && distinct_neighbours(topo, d).len() > 2)
-            .count();
-        (roots.min(self.max_roots) * n * 6) as u64
+            .filter(|&d| topo.device(d).forwards)
+            .map(|d| distinct_neighbours(topo, d))
+            .filter(|nb| nb.len() > 2)
+            .map(|nb| {
+                if nb.iter().any(|&v| topo.device(v).forwards) {
+                    n * 6
+                } else {
+                    (nb.len() + 1) * 10
+                }
+            })
+            .sum();
+        entries.min(self.max_entries * 6) as u64
     }
 
     /// The slow reference: a search from each destination itself, no anchors shared.
@@ -259,62 +365,94 @@ impl Router {
         Anchors { anchors, hanging }
     }
 
-    /// Makes sure the search from `root` is cached, evicting the oldest search not in
-    /// `pinned` (the other anchors of the target being routed) when the cache is full.
+    /// Makes sure the search from `root` is cached, evicting the oldest searches not in
+    /// `pinned` (the other anchors of the target being routed) while the cache is over its
+    /// bound.
     fn distances(&mut self, topo: &Topology, root: DeviceId, pinned: &[(DeviceId, u16, f32)]) {
-        if !self.dist.contains_key(&root.0) {
-            if self.dist_order.len() >= self.max_roots {
-                for _ in 0..self.dist_order.len() {
-                    let Some(old) = self.dist_order.pop_front() else {
-                        break;
-                    };
-                    if pinned.iter().any(|&(a, _, _)| a.0 == old) {
-                        self.dist_order.push_back(old);
-                    } else {
-                        self.dist.remove(&old);
-                        break;
-                    }
-                }
-            }
-            let n = topo.devices().len();
-            let mut hops = vec![UNREACHABLE; n];
-            let mut width_bps = vec![0.0f32; n];
-            hops[root.index()] = 0;
-            width_bps[root.index()] = f32::INFINITY;
-            let mut order = Vec::with_capacity(n);
-            let mut queue = VecDeque::from([root]);
-            while let Some(v) = queue.pop_front() {
-                order.push(v);
-                // Only the root itself or forwarding devices can be passed through.
-                if v != root && !topo.device(v).forwards {
-                    continue;
-                }
-                let d = hops[v.index()];
-                // Links are full duplex: u → v exists iff v → u does.
-                for &l in topo.out_links(v) {
-                    let u = topo.link(l).to;
-                    if hops[u.index()] == UNREACHABLE {
-                        hops[u.index()] = d + 1;
-                        queue.push_back(u);
-                    }
-                }
-            }
-            // In order of increasing distance: a device's width is the best, over its next
-            // hops (one hop closer, and the root or forwarding), of min(link, next's width).
-            let mut reach = Reach { hops, width_bps };
-            for &u in &order[1..] {
-                let own = [(&reach, 0, f32::INFINITY)];
-                let view = View {
-                    target: root,
-                    anchors: &own,
-                    hanging: &[],
-                };
-                let w = view.next_hops(topo, u).map(|(_, w)| w).fold(0.0, f32::max);
-                reach.width_bps[u.index()] = w;
-            }
-            self.dist.insert(root.0, reach);
-            self.dist_order.push_back(root.0);
+        if self.dist.contains_key(&root.0) {
+            return;
         }
+        let n = topo.devices().len();
+        self.scratch_hops.resize(n, UNREACHABLE);
+        self.scratch_width_bps.resize(n, 0.0);
+        let mut hops = std::mem::take(&mut self.scratch_hops);
+        hops[root.index()] = 0;
+        let mut order = Vec::new();
+        let mut queue = VecDeque::from([root]);
+        while let Some(v) = queue.pop_front() {
+            order.push(v);
+            // Only the root itself or forwarding devices can be passed through.
+            if v != root && !topo.device(v).forwards {
+                continue;
+            }
+            let d = hops[v.index()];
+            // Links are full duplex: u → v exists iff v → u does.
+            for &l in topo.out_links(v) {
+                let u = topo.link(l).to;
+                if hops[u.index()] == UNREACHABLE {
+                    hops[u.index()] = d + 1;
+                    queue.push_back(u);
+                }
+            }
+        }
+        // In order of increasing distance: a device's width is the best, over its next hops
+        // (one hop closer, and the root or forwarding), of min(link, next's width).
+        let mut width_bps = std::mem::take(&mut self.scratch_width_bps);
+        width_bps[root.index()] = f32::INFINITY;
+        let mut reach = Reach::Dense { hops, width_bps };
+        for &u in &order[1..] {
+            let own = [(&reach, 0, f32::INFINITY)];
+            let view = View {
+                target: root,
+                anchors: &own,
+                hanging: &[],
+            };
+            let w = view.next_hops(topo, u).map(|(_, w)| w).fold(0.0, f32::max);
+            if let Reach::Dense { width_bps, .. } = &mut reach {
+                width_bps[u.index()] = w;
+            }
+        }
+        let reach = match reach {
+            Reach::Dense {
+                mut hops,
+                mut width_bps,
+            } if order.len() * 8 < n => {
+                // Few devices reached: keep them alone and clear the scratch for the next
+                // search.
+                order.sort_unstable();
+                let sparse = Reach::Sparse {
+                    devices: order.iter().map(|v| v.0).collect(),
+                    hops: order.iter().map(|v| hops[v.index()]).collect(),
+                    width_bps: order.iter().map(|v| width_bps[v.index()]).collect(),
+                };
+                for v in &order {
+                    hops[v.index()] = UNREACHABLE;
+                    width_bps[v.index()] = 0.0;
+                }
+                self.scratch_hops = hops;
+                self.scratch_width_bps = width_bps;
+                sparse
+            }
+            dense => dense,
+        };
+        self.held_entries += reach.entries();
+        while self.held_entries > self.max_entries {
+            let Some(old) = self
+                .dist_order
+                .iter()
+                .position(|&o| !pinned.iter().any(|&(a, _, _)| a.0 == o))
+            else {
+                break;
+            };
+            let Some(old) = self.dist_order.remove(old) else {
+                break;
+            };
+            if let Some(r) = self.dist.remove(&old) {
+                self.held_entries -= r.entries();
+            }
+        }
+        self.dist.insert(root.0, reach);
+        self.dist_order.push_back(root.0);
     }
 
     fn compute(

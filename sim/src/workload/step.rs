@@ -164,6 +164,14 @@ pub struct Planned {
     pub decision: Option<String>,
 }
 
+/// Groups of one collective that run the same plan, each with the step's names of the plan's
+/// extra endpoints.
+struct PlanClass<'g> {
+    schedule: Schedule,
+    endpoint_names: Vec<String>,
+    members: Vec<(&'g Vec<u32>, Vec<String>)>,
+}
+
 /// Turns one collective over a group of ranks into a schedule: dtsim's templates
 /// ([`Templates`]) or a library (the scenario layer's NCCL planner).
 pub trait Planner {
@@ -233,6 +241,9 @@ pub struct StepBuilder<'a> {
     cfg: &'a StepConfig,
     placed: Vec<(String, DeviceId)>,
     decisions: Vec<(String, u32)>,
+    /// Position of each extra endpoint of the step's schedule, by name (thousands of NVLS
+    /// groups each name their own switch).
+    endpoint_index: std::collections::HashMap<String, u32>,
 }
 
 impl<'a> StepBuilder<'a> {
@@ -250,6 +261,7 @@ impl<'a> StepBuilder<'a> {
             cfg,
             placed: Vec::new(),
             decisions: Vec::new(),
+            endpoint_index: std::collections::HashMap::new(),
         }
     }
 
@@ -334,39 +346,75 @@ impl<'a> StepBuilder<'a> {
             };
             self.planner.plan(&spec, g, &fabric)
         };
+        // Groups whose plans are the same schedule (up to which placed endpoints they use:
+        // NVLS groups on different nodes each have their own NVSwitch) are embedded as one:
+        // one op per step over all their pairs. The groups of one collective start together
+        // after one batched compute op and are the same shape, so they also finish together.
         let first = plan_group(&groups[0])?;
-        let plans: Vec<(Planned, Vec<&Vec<u32>>)> = if first.placed.is_empty() {
-            vec![(first, groups.iter().collect())]
-        } else {
-            let mut v = vec![(first, vec![&groups[0]])];
-            for g in &groups[1..] {
-                v.push((plan_group(g)?, vec![g]));
-            }
-            v
-        };
-        let mut sinks = Vec::new();
-        for (mut planned, members) in plans {
+        let planned_apart = !first.placed.is_empty();
+        let mut classes: Vec<PlanClass> = Vec::new();
+        let mut next = Some(first);
+        let mut first_decision: Option<String> = None;
+        for (i, g) in groups.iter().enumerate() {
+            let mut planned = match next.take() {
+                Some(p) => p,
+                None if planned_apart => plan_group(g)?,
+                None => {
+                    // Planned once: every group runs the first group's plan.
+                    let names = classes[0].endpoint_names.clone();
+                    classes[0].members.push((g, names));
+                    if let Some(d) = &first_decision {
+                        self.count_decision(d);
+                    }
+                    continue;
+                }
+            };
             if let Some(d) = planned.decision.take() {
-                let short = crate::library::choice(&d).to_string();
-                match self.decisions.iter_mut().find(|(k, _)| *k == short) {
-                    Some((_, count)) => *count += members.len() as u32,
-                    None => self.decisions.push((short, members.len() as u32)),
+                self.count_decision(&d);
+                if i == 0 {
+                    first_decision = Some(d);
                 }
             }
             // A library-placed endpoint is named after its device, so groups sharing a
             // device share the endpoint and groups on different ones do not.
-            for (name, dev) in planned.placed {
+            let names: Vec<String> = planned
+                .schedule
+                .extra_endpoints
+                .iter()
+                .map(
+                    |name| match planned.placed.iter().find(|(n, _)| n == name) {
+                        Some((_, dev)) => format!("{name}@{}", dev.0),
+                        None => name.clone(),
+                    },
+                )
+                .collect();
+            for (name, dev) in &planned.placed {
                 let global = format!("{name}@{}", dev.0);
-                for e in planned.schedule.extra_endpoints.iter_mut() {
-                    if *e == name {
-                        *e = global.clone();
-                    }
-                }
-                if !self.placed.iter().any(|(n, _)| *n == global) {
-                    self.placed.push((global, dev));
+                if !self.endpoint_index.contains_key(&global) {
+                    self.endpoint_position(&global);
+                    self.placed.push((global, *dev));
                 }
             }
-            sinks.extend(self.embed_groups(&planned.schedule, &members, &after, map_kind));
+            let same = classes.iter_mut().find(|c| {
+                c.schedule.ops == planned.schedule.ops
+                    && c.schedule.patterns == planned.schedule.patterns
+                    && c.schedule.extra_endpoints.len() == planned.schedule.extra_endpoints.len()
+            });
+            match same {
+                Some(c) => c.members.push((g, names)),
+                None => {
+                    debug_assert!(i == 0 || planned_apart);
+                    classes.push(PlanClass {
+                        schedule: planned.schedule,
+                        endpoint_names: names.clone(),
+                        members: vec![(g, names)],
+                    })
+                }
+            }
+        }
+        let mut sinks = Vec::new();
+        for class in &classes {
+            sinks.extend(self.embed_groups(&class.schedule, &class.members, &after, map_kind));
         }
         if sinks.is_empty() {
             return Ok(self.join(after));
@@ -374,33 +422,43 @@ impl<'a> StepBuilder<'a> {
         Ok(self.join(sinks))
     }
 
-    /// Embeds `sub` once per group (rank i of `sub` = `group[i]`, its extra endpoints the
-    /// step's endpoints of the same name); returns the sinks.
+    /// The position of the step's extra endpoint `name`, added when new.
+    fn endpoint_position(&mut self, name: &str) -> u32 {
+        if let Some(&pos) = self.endpoint_index.get(name) {
+            return pos;
+        }
+        let pos = self.s.extra_endpoints.len() as u32;
+        self.s.extra_endpoints.push(name.to_string());
+        self.endpoint_index.insert(name.to_string(), pos);
+        pos
+    }
+
+    /// Counts one group's collective under the library's decision line.
+    fn count_decision(&mut self, decision: &str) {
+        let short = crate::library::choice(decision);
+        match self.decisions.iter_mut().find(|(k, _)| k == short) {
+            Some((_, count)) => *count += 1,
+            None => self.decisions.push((short.to_string(), 1)),
+        }
+    }
+
+    /// Embeds `sub` once over all `groups` (rank i of `sub` = `group[i]`, its j-th extra
+    /// endpoint the step's endpoint named by the group's j-th name); returns the sinks.
     fn embed_groups(
         &mut self,
         sub: &Schedule,
-        groups: &[&Vec<u32>],
+        groups: &[(&Vec<u32>, Vec<String>)],
         after: &[OpId],
         map_kind: &dyn Fn(&Op) -> OpKind,
     ) -> Vec<OpId> {
-        for name in &sub.extra_endpoints {
-            if !self.s.extra_endpoints.contains(name) {
-                self.s.extra_endpoints.push(name.clone());
-            }
-        }
         let maps: Vec<Vec<u32>> = groups
             .iter()
-            .map(|g| {
+            .map(|(g, names)| {
                 let mut m = (*g).clone();
-                m.extend(sub.extra_endpoints.iter().map(|name| {
-                    let pos = self
-                        .s
-                        .extra_endpoints
-                        .iter()
-                        .position(|x| x == name)
-                        .unwrap_or(0);
-                    self.s.ranks + pos as u32
-                }));
+                for name in names {
+                    let pos = self.endpoint_position(name);
+                    m.push(self.s.ranks + pos);
+                }
                 m
             })
             .collect();
