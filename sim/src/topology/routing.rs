@@ -82,6 +82,28 @@ impl Reach {
     }
 }
 
+/// A cached search from one root: a full one, or the root's search below its level together
+/// with the searches of the higher devices where it stopped (a rail leaf's: its nodes' NICs
+/// and GPUs, and its spines; every path from farther away enters through one of those).
+#[derive(Debug)]
+enum Search {
+    Full(Reach),
+    Composite {
+        local: Reach,
+        /// (higher device, hops from it to the root, widest bottleneck on the way).
+        anchors: Vec<(DeviceId, u16, f32)>,
+    },
+}
+
+impl Search {
+    fn entries(&self) -> usize {
+        match self {
+            Search::Full(r) => r.entries(),
+            Search::Composite { local, anchors } => local.entries() + anchors.len(),
+        }
+    }
+}
+
 /// The searches that together give every device's distance and width to one target: each
 /// anchor's search shifted by the hops (`extra`) from the anchor to the target and capped by
 /// the narrowest link on the way (`last_bps`), and the target's neighbours (one hop away,
@@ -141,24 +163,65 @@ impl View<'_> {
     }
 
     /// Links from `u` one hop closer to the target through a usable device (the target itself
-    /// or one that forwards), each with the width of the best path through it.
+    /// or one that forwards), each with the width of the best path through it, in the
+    /// topology's link order. Parallel links to one neighbour (a spine's uplink bundles) ask
+    /// the neighbour's distance and width once.
     fn next_hops<'t>(
         &'t self,
-        topo: &'t Topology,
+        adj: &'t Adjacency,
         u: DeviceId,
     ) -> impl Iterator<Item = (LinkId, f32)> + 't {
         let du = self.hops(u);
-        topo.out_links(u).iter().filter_map(move |&l| {
-            let v = topo.link(l).to;
-            let usable = v == self.target || topo.device(v).forwards;
-            let dv = self.hops(v);
-            (usable && dv != u32::MAX && dv + 1 == du).then(|| {
-                (
-                    l,
-                    (topo.link(l).bandwidth_bps as f32).min(self.width_at(v, dv)),
-                )
-            })
+        let mut last: Option<(DeviceId, bool, f32)> = None;
+        adj.of(u).iter().filter_map(move |&(l, v, link_bps)| {
+            let (closer, width) = match last {
+                Some((prev, closer, width)) if prev == v => (closer, width),
+                _ => {
+                    let usable = v == self.target || adj.forwards[v.index()];
+                    let dv = self.hops(v);
+                    let closer = usable && dv != u32::MAX && dv + 1 == du;
+                    let width = if closer { self.width_at(v, dv) } else { 0.0 };
+                    last = Some((v, closer, width));
+                    (closer, width)
+                }
+            };
+            closer.then(|| (l, link_bps.min(width)))
         })
+    }
+}
+
+/// Every device's outgoing links as (link, far end, bits/s) in one flat table, in the
+/// topology's order, and which devices forward: a route search scans a spine's thousands of
+/// links, and reading each from the topology's link records cost a cache miss.
+#[derive(Debug)]
+struct Adjacency {
+    offsets: Vec<u32>,
+    out: Vec<(LinkId, DeviceId, f32)>,
+    forwards: Vec<bool>,
+}
+
+impl Adjacency {
+    fn new(topo: &Topology) -> Adjacency {
+        let n = topo.devices().len();
+        let mut offsets = Vec::with_capacity(n + 1);
+        let mut out = Vec::with_capacity(topo.links().len());
+        offsets.push(0);
+        for d in 0..n as u32 {
+            for &l in topo.out_links(DeviceId(d)) {
+                let link = topo.link(l);
+                out.push((l, link.to, link.bandwidth_bps as f32));
+            }
+            offsets.push(out.len() as u32);
+        }
+        Adjacency {
+            offsets,
+            out,
+            forwards: topo.devices().iter().map(|d| d.forwards).collect(),
+        }
+    }
+
+    fn of(&self, u: DeviceId) -> &[(LinkId, DeviceId, f32)] {
+        &self.out[self.offsets[u.index()] as usize..self.offsets[u.index() + 1] as usize]
     }
 }
 
@@ -182,7 +245,10 @@ struct Anchors {
 pub struct Router {
     salt: u64,
     /// Per root device: distance (hops) and widest bottleneck (bits/s) from every device to it.
-    dist: HashMap<u32, Reach, PairHash>,
+    dist: HashMap<u32, Search, PairHash>,
+    /// Per device, hops from the nearest device that does not forward (a GPU, a host): 0 for
+    /// those, 1 for a NIC or an NVSwitch, 2 for a rail leaf, 3 for a spine.
+    level: Vec<u16>,
     dist_order: VecDeque<u32>,
     /// Entries the searches hold together, and the most they may.
     held_entries: usize,
@@ -190,6 +256,7 @@ pub struct Router {
     /// A search's working arrays, one entry per device (unreached between searches).
     scratch_hops: Vec<u16>,
     scratch_width_bps: Vec<f32>,
+    adj: Adjacency,
     /// (src, dst) → range in `arena`.
     routes: HashMap<(u32, u32), (u32, u32), PairHash>,
     arena: Vec<LinkId>,
@@ -253,6 +320,8 @@ impl Router {
             max_entries: (64usize << 20).max(16 * n),
             scratch_hops: Vec::new(),
             scratch_width_bps: Vec::new(),
+            level: Self::levels(topo),
+            adj: Adjacency::new(topo),
             routes: HashMap::default(),
             arena: Vec::new(),
             own_search: false,
@@ -279,6 +348,30 @@ impl Router {
             })
             .sum();
         entries.min(self.max_entries * 6) as u64
+    }
+
+    /// Hops from every device to the nearest one that does not forward (a multi-source
+    /// search); `u16::MAX` where none is reachable.
+    fn levels(topo: &Topology) -> Vec<u16> {
+        let n = topo.devices().len();
+        let mut level = vec![u16::MAX; n];
+        let mut queue = VecDeque::new();
+        for (i, d) in topo.devices().iter().enumerate() {
+            if !d.forwards {
+                level[i] = 0;
+                queue.push_back(DeviceId(i as u32));
+            }
+        }
+        while let Some(v) = queue.pop_front() {
+            for &l in topo.out_links(v) {
+                let u = topo.link(l).to;
+                if level[u.index()] == u16::MAX {
+                    level[u.index()] = level[v.index()] + 1;
+                    queue.push_back(u);
+                }
+            }
+        }
+        level
     }
 
     /// The slow reference: a search from each destination itself, no anchors shared.
@@ -365,30 +458,105 @@ impl Router {
         Anchors { anchors, hanging }
     }
 
-    /// Makes sure the search from `root` is cached, evicting the oldest searches not in
-    /// `pinned` (the other anchors of the target being routed) while the cache is over its
-    /// bound.
-    fn distances(&mut self, topo: &Topology, root: DeviceId, pinned: &[(DeviceId, u16, f32)]) {
+    /// Makes sure the search from `root` is cached, and those its composite search stands on.
+    fn ensure(&mut self, topo: &Topology, root: DeviceId) {
         if self.dist.contains_key(&root.0) {
             return;
         }
+        let search = self.search(topo, root);
+        self.held_entries += search.entries();
+        let ups: Vec<DeviceId> = match &search {
+            Search::Full(_) => Vec::new(),
+            Search::Composite { anchors, .. } => anchors.iter().map(|a| a.0).collect(),
+        };
+        self.dist.insert(root.0, search);
+        self.dist_order.push_back(root.0);
+        for a in ups {
+            self.ensure(topo, a);
+        }
+    }
+
+    /// Evicts the oldest searches while the cache is over its bound (between routes: a
+    /// route's searches are all in use while it is computed).
+    fn evict(&mut self) {
+        while self.held_entries > self.max_entries {
+            let Some(old) = self.dist_order.pop_front() else {
+                break;
+            };
+            if let Some(r) = self.dist.remove(&old) {
+                self.held_entries -= r.entries();
+            }
+        }
+    }
+
+    /// The search from `root`. Outside the reference mode, a search first stays below the
+    /// root's level (it does not pass devices of a higher level, [`Router::levels`]); when it
+    /// meets such devices and stayed small, it is a [`Search::Composite`] of that local search
+    /// and the searches of the higher devices it met, else a full breadth-first search.
+    fn search(&mut self, topo: &Topology, root: DeviceId) -> Search {
+        let n = topo.devices().len();
+        if !self.own_search {
+            let level = self.level[root.index()];
+            let (local, ups) = self.bfs(topo, root, Some(level));
+            if ups.is_empty() {
+                return Search::Full(local);
+            }
+            if local.entries() * 8 < n {
+                let anchors = ups
+                    .into_iter()
+                    .map(|u| (u, local.hops(u), local.width(u)))
+                    .collect();
+                return Search::Composite { local, anchors };
+            }
+            self.release(local);
+        }
+        Search::Full(self.bfs(topo, root, None).0)
+    }
+
+    /// Gives a dense search's arrays back to the scratch (a search that is not kept).
+    fn release(&mut self, reach: Reach) {
+        if let Reach::Dense {
+            mut hops,
+            mut width_bps,
+        } = reach
+        {
+            hops.fill(UNREACHABLE);
+            width_bps.fill(0.0);
+            self.scratch_hops = hops;
+            self.scratch_width_bps = width_bps;
+        }
+    }
+
+    /// Breadth-first search backwards from `root` through forwarding devices, with each
+    /// reached device's hops and widest bottleneck; with `below = Some(level)`, devices of a
+    /// higher level that forward are reached but not passed through, and returned.
+    fn bfs(
+        &mut self,
+        topo: &Topology,
+        root: DeviceId,
+        below: Option<u16>,
+    ) -> (Reach, Vec<DeviceId>) {
         let n = topo.devices().len();
         self.scratch_hops.resize(n, UNREACHABLE);
         self.scratch_width_bps.resize(n, 0.0);
         let mut hops = std::mem::take(&mut self.scratch_hops);
         hops[root.index()] = 0;
         let mut order = Vec::new();
+        let mut ups = Vec::new();
         let mut queue = VecDeque::from([root]);
         while let Some(v) = queue.pop_front() {
             order.push(v);
             // Only the root itself or forwarding devices can be passed through.
-            if v != root && !topo.device(v).forwards {
+            if v != root && !self.adj.forwards[v.index()] {
+                continue;
+            }
+            if v != root && below.is_some_and(|l| self.level[v.index()] > l) {
+                ups.push(v);
                 continue;
             }
             let d = hops[v.index()];
             // Links are full duplex: u → v exists iff v → u does.
-            for &l in topo.out_links(v) {
-                let u = topo.link(l).to;
+            for &(_, u, _) in self.adj.of(v) {
                 if hops[u.index()] == UNREACHABLE {
                     hops[u.index()] = d + 1;
                     queue.push_back(u);
@@ -407,7 +575,10 @@ impl Router {
                 anchors: &own,
                 hanging: &[],
             };
-            let w = view.next_hops(topo, u).map(|(_, w)| w).fold(0.0, f32::max);
+            let w = view
+                .next_hops(&self.adj, u)
+                .map(|(_, w)| w)
+                .fold(0.0, f32::max);
             if let Reach::Dense { width_bps, .. } = &mut reach {
                 width_bps[u.index()] = w;
             }
@@ -435,24 +606,41 @@ impl Router {
             }
             dense => dense,
         };
-        self.held_entries += reach.entries();
-        while self.held_entries > self.max_entries {
-            let Some(old) = self
-                .dist_order
-                .iter()
-                .position(|&o| !pinned.iter().any(|&(a, _, _)| a.0 == o))
-            else {
-                break;
-            };
-            let Some(old) = self.dist_order.remove(old) else {
-                break;
-            };
-            if let Some(r) = self.dist.remove(&old) {
-                self.held_entries -= r.entries();
+        ups.sort_unstable();
+        (reach, ups)
+    }
+
+    /// The searches that together stand for `root`'s, each with the hops and narrowest link
+    /// from its root to `root` added to `extra` and `last_bps`: a composite search's local
+    /// part and, recursively, its higher devices' searches (an entry per root, the nearest).
+    fn flatten<'r>(
+        &'r self,
+        root: DeviceId,
+        extra: u16,
+        last_bps: f32,
+        out: &mut Vec<(DeviceId, &'r Reach, u16, f32)>,
+    ) {
+        let Some(search) = self.dist.get(&root.0) else {
+            return;
+        };
+        let mut add = |id: DeviceId, reach: &'r Reach, extra: u16, bps: f32| match out
+            .iter_mut()
+            .find(|(d, _, _, _)| *d == id)
+        {
+            Some(x) if extra < x.2 => *x = (id, reach, extra, bps),
+            Some(x) if extra == x.2 => x.3 = x.3.max(bps),
+            Some(_) => {}
+            None => out.push((id, reach, extra, bps)),
+        };
+        match search {
+            Search::Full(reach) => add(root, reach, extra, last_bps),
+            Search::Composite { local, anchors } => {
+                add(root, local, extra, last_bps);
+                for &(a, a_extra, a_bps) in anchors {
+                    self.flatten(a, extra + a_extra, last_bps.min(a_bps), out);
+                }
             }
         }
-        self.dist.insert(root.0, reach);
-        self.dist_order.push_back(root.0);
     }
 
     fn compute(
@@ -469,15 +657,16 @@ impl Router {
         } else {
             Self::anchors_of(topo, dst)
         };
+        self.evict();
         for &(a, _, _) in &plan.anchors {
-            self.distances(topo, a, &plan.anchors);
+            self.ensure(topo, a);
         }
         let salt = self.salt;
-        let anchors: Vec<(&Reach, u16, f32)> = plan
-            .anchors
-            .iter()
-            .map(|&(a, extra, bps)| (&self.dist[&a.0], extra, bps))
-            .collect();
+        let mut flat = Vec::new();
+        for &(a, extra, bps) in &plan.anchors {
+            self.flatten(a, extra, bps, &mut flat);
+        }
+        let anchors: Vec<(&Reach, u16, f32)> = flat.iter().map(|&(_, r, e, b)| (r, e, b)).collect();
         let view = View {
             target: dst,
             anchors: &anchors,
@@ -501,7 +690,7 @@ impl Router {
             let want = view.width(here);
             candidates.clear();
             candidates.extend(
-                view.next_hops(topo, here)
+                view.next_hops(&self.adj, here)
                     .filter(|&(_, w)| w == want)
                     .map(|(l, _)| l),
             );
@@ -672,5 +861,40 @@ mod tests {
             }
         }
         assert!(checked > 10_000, "{checked} pairs");
+    }
+
+    #[test]
+    fn composite_searches_of_leaves_give_the_paths_of_full_searches_on_large_fabrics() {
+        // Large enough that a rail leaf's or a fat-tree edge's own region is under an eighth
+        // of the devices, so their searches are composites of the region and the spines'.
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let cases = [
+            (
+                "h100_rail_cluster.toml",
+                "[generator]\nnodes = 64\nnodes_per_rail_leaf = 4",
+            ),
+            ("fat_tree_k8.toml", ""),
+        ];
+        for (file, over) in cases {
+            let over: toml::Table = toml::from_str(over).unwrap();
+            let f = root.join("topologies").join(file);
+            let t = crate::topology::file::load_with_overrides(&f, &over).unwrap();
+            let n = t.devices().len() as u64;
+            let mut rng = crate::engine::SimRng::new(5, 0);
+            let (mut fast, mut slow) = (Router::new(&t, 3), Router::reference(&t, 3));
+            for _ in 0..20_000 {
+                let a = DeviceId(rng.below(n) as u32);
+                let b = DeviceId(rng.below(n) as u32);
+                let x = fast.path(&t, a, b).map(|p| p.to_vec()).ok();
+                let y = slow.path(&t, a, b).map(|p| p.to_vec()).ok();
+                assert_eq!(x, y, "{file}: {a:?} -> {b:?}");
+            }
+            let composites = fast
+                .dist
+                .values()
+                .filter(|s| matches!(s, Search::Composite { .. }))
+                .count();
+            assert!(composites > 0, "{file}: no composite search was made");
+        }
     }
 }
