@@ -156,6 +156,7 @@ pub struct StepDag {
 }
 
 /// One collective over one group, as a [`Planner`] turns it into a schedule.
+#[derive(Clone)]
 pub struct Planned {
     pub schedule: Schedule,
     /// Extra endpoints the library placed itself (NVLS: the group's NVSwitch).
