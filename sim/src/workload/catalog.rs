@@ -199,6 +199,10 @@ pub const CATALOG: &[&str] = &[
     "bert_large",
     "gpt2",
     "gpt_1_3b",
+    "gpt3_175b",
+    "llama3_8b",
+    "llama3_70b",
+    "llama3_405b",
 ];
 
 /// A model of the catalog by name, or a [`ModelError`] listing the names.
@@ -219,6 +223,10 @@ pub fn by_name(name: &str) -> Result<Model, ModelError> {
         "bert_large" => transformer(&TransformerConfig::bert_large()),
         "gpt2" => transformer(&TransformerConfig::gpt2()),
         "gpt_1_3b" => transformer(&TransformerConfig::gpt_1_3b()),
+        "gpt3_175b" => transformer(&TransformerConfig::gpt3_175b()),
+        "llama3_8b" => transformer(&TransformerConfig::llama3_8b()),
+        "llama3_70b" => transformer(&TransformerConfig::llama3_70b()),
+        "llama3_405b" => transformer(&TransformerConfig::llama3_405b()),
         other => {
             return Err(ModelError {
                 origin: "model catalog".into(),
@@ -814,6 +822,29 @@ pub struct TransformerConfig {
     /// extra parameters).
     #[serde(default)]
     pub tied_lm_head: bool,
+    /// Output projection onto the vocabulary with weights of its own (Llama).
+    #[serde(default)]
+    pub untied_lm_head: bool,
+    /// Key/value heads (grouped-query attention); default = heads.
+    #[serde(default)]
+    pub kv_heads: Option<u64>,
+    /// A gated MLP (SwiGLU: gate, up and down projections) instead of two linear layers.
+    #[serde(default)]
+    pub gated_mlp: bool,
+    /// RMSNorm (one weight vector) instead of LayerNorm (weight and bias).
+    #[serde(default)]
+    pub rms_norm: bool,
+    /// Biases on the linear layers (GPT, BERT); Llama has none.
+    #[serde(default = "yes")]
+    pub bias: bool,
+    /// Attention computed without storing the s × s scores (FlashAttention): saved activations
+    /// drop the 5·a·s² term.
+    #[serde(default)]
+    pub flash_attention: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn default_transformer_name() -> String {
@@ -837,6 +868,12 @@ impl TransformerConfig {
             final_norm: true,
             embedding_norm: false,
             tied_lm_head: true,
+            untied_lm_head: false,
+            kv_heads: None,
+            gated_mlp: false,
+            rms_norm: false,
+            bias: true,
+            flash_attention: false,
         }
     }
     /// A 1.3B-parameter GPT (the GPT-3 "XL" shape: 24 layers, d_model 2048, 2048 tokens),
@@ -868,7 +905,60 @@ impl TransformerConfig {
             final_norm: false,
             embedding_norm: true,
             tied_lm_head: false,
+            ..Self::gpt2()
         }
+    }
+    /// GPT-3 175B (Brown et al. 2020, Table 2.1: 96 layers, d_model 12,288, 96 heads of 128,
+    /// 2,048 tokens; GPT-2's vocabulary and learned positions; tied output embedding).
+    pub fn gpt3_175b() -> Self {
+        TransformerConfig {
+            name: "gpt3_175b".into(),
+            layers: 96,
+            hidden: 12288,
+            heads: 96,
+            sequence: 2048,
+            max_positions: Some(2048),
+            ..Self::gpt2()
+        }
+    }
+    /// Llama 3 (Meta's `params.json` / Hugging Face `config.json` of Llama-3.1): RMSNorm,
+    /// SwiGLU, grouped-query attention with 8 key/value heads, rotary positions (no position
+    /// table), no biases, untied output projection, vocabulary 128,256; pre-training sequence
+    /// 8,192 tokens, FlashAttention.
+    fn llama3(name: &str, layers: u32, hidden: u64, heads: u64, ffn: u64) -> Self {
+        TransformerConfig {
+            name: name.into(),
+            layers,
+            hidden,
+            heads,
+            ffn: Some(ffn),
+            sequence: 8192,
+            vocabulary: 128_256,
+            max_positions: Some(0),
+            token_types: 0,
+            pooler: false,
+            final_norm: true,
+            embedding_norm: false,
+            tied_lm_head: false,
+            untied_lm_head: true,
+            kv_heads: Some(8),
+            gated_mlp: true,
+            rms_norm: true,
+            bias: false,
+            flash_attention: true,
+        }
+    }
+    /// Llama-3 8B: 32 layers, hidden 4,096, 32 heads, FFN 14,336.
+    pub fn llama3_8b() -> Self {
+        Self::llama3("llama3_8b", 32, 4096, 32, 14336)
+    }
+    /// Llama-3 70B: 80 layers, hidden 8,192, 64 heads, FFN 28,672.
+    pub fn llama3_70b() -> Self {
+        Self::llama3("llama3_70b", 80, 8192, 64, 28672)
+    }
+    /// Llama-3.1 405B: 126 layers, hidden 16,384, 128 heads, FFN 53,248.
+    pub fn llama3_405b() -> Self {
+        Self::llama3("llama3_405b", 126, 16384, 128, 53248)
     }
     pub fn bert_large() -> Self {
         TransformerConfig {
@@ -891,6 +981,11 @@ pub fn transformer(c: &TransformerConfig) -> Model {
     let f = c.ffn.unwrap_or(4 * h);
     let v = c.vocabulary;
     let positions = c.max_positions.unwrap_or(s);
+    // Key/value width: heads of h / a each, fewer of them with grouped-query attention.
+    let kv = c.kv_heads.unwrap_or(a).min(a) * (h / a.max(1));
+    let b = c.bias as u64;
+    // A norm's parameters and tensors.
+    let (norm_params, norm_tensors) = if c.rms_norm { (h, 1) } else { (2 * h, 2) };
     let mut layers = Vec::new();
     let emb_params = v * h + positions * h + c.token_types * h;
     let emb_norm = if c.embedding_norm { 2 * h } else { 0 };
@@ -898,46 +993,67 @@ pub fn transformer(c: &TransformerConfig) -> Model {
         name: "embeddings".into(),
         kind: LayerKind::Embedding,
         params: emb_params + emb_norm,
-        param_tensors: 2 + (c.token_types > 0) as u32 + 2 * c.embedding_norm as u32,
+        param_tensors: 1
+            + (positions > 0) as u32
+            + (c.token_types > 0) as u32
+            + 2 * c.embedding_norm as u32,
         forward_flops: 4 * s * h,
         input_elems: s,
         output_elems: s * h,
         saved_elems: s * h,
         gemms: Vec::new(),
     });
+    // Saved activations per layer (Korthikanti et al.): attention 13·s·h bytes plus 5·a·s²
+    // for the scores unless FlashAttention recomputes them; a plain MLP 21·s·h bytes; a gated
+    // one its input and norm input (4·s·h) and its gate, up, activation and product (8·s·f).
+    let attn_saved_bytes = 13 * s * h + if c.flash_attention { 0 } else { 5 * a * s * s };
+    let mlp_saved_bytes = if c.gated_mlp {
+        4 * s * h + 8 * s * f
+    } else {
+        21 * s * h
+    };
+    let (mlp_mats, mlp_bias) = if c.gated_mlp {
+        (3, 2 * f + h)
+    } else {
+        (2, f + h)
+    };
     for l in 0..c.layers {
-        // Attention: norm (2h) + QKV (3h² + 3h) + output projection (h² + h).
-        let attn_macs = s * 3 * h * h + 2 * s * s * h + s * h * h;
+        // Attention: norm + QKV (h × (h + 2·kv)) + output projection (h × h), biases if any.
+        let qkv = h + 2 * kv;
+        let attn_macs = s * qkv * h + 2 * s * s * h + s * h * h;
         layers.push(Layer {
             name: format!("h.{l}.attn"),
             kind: LayerKind::AttentionBlock,
-            params: 4 * h * h + 4 * h + 2 * h,
-            param_tensors: 6,
+            params: qkv * h + h * h + b * (qkv + h) + norm_params,
+            param_tensors: 2 + 2 * b as u32 + norm_tensors,
             forward_flops: 2 * attn_macs + 5 * a * s * s,
             input_elems: s * h,
             output_elems: s * h,
-            saved_elems: (13 * s * h + 5 * a * s * s) / 2,
-            gemms: attention_gemms(s, h, a),
+            saved_elems: attn_saved_bytes / 2,
+            gemms: attention_gemms(s, h, a, qkv),
         });
-        let mlp_macs = 2 * s * h * f;
+        let mlp_macs = mlp_mats * s * h * f;
         layers.push(Layer {
             name: format!("h.{l}.mlp"),
             kind: LayerKind::MlpBlock,
-            params: 2 * h * f + f + h + 2 * h,
-            param_tensors: 6,
+            params: mlp_mats * h * f + b * mlp_bias + norm_params,
+            param_tensors: mlp_mats as u32 * (1 + b as u32) + norm_tensors,
             forward_flops: 2 * mlp_macs + 8 * s * f,
             input_elems: s * h,
             output_elems: s * h,
-            saved_elems: 21 * s * h / 2,
-            gemms: vec![GemmShape::rows(s, f, h, 1), GemmShape::rows(s, h, f, 1)],
+            saved_elems: mlp_saved_bytes / 2,
+            gemms: vec![
+                GemmShape::rows(s, (mlp_mats - 1) * f, h, 1),
+                GemmShape::rows(s, h, f, 1),
+            ],
         });
     }
     if c.final_norm {
         layers.push(Layer {
             name: "ln_f".into(),
             kind: LayerKind::Norm,
-            params: 2 * h,
-            param_tensors: 2,
+            params: norm_params,
+            param_tensors: norm_tensors,
             forward_flops: 4 * s * h,
             input_elems: s * h,
             output_elems: s * h,
@@ -958,12 +1074,13 @@ pub fn transformer(c: &TransformerConfig) -> Model {
             gemms: vec![GemmShape::rows(1, h, h, 1)],
         });
     }
-    if c.tied_lm_head {
+    if c.tied_lm_head || c.untied_lm_head {
+        let own = c.untied_lm_head && !c.tied_lm_head;
         layers.push(Layer {
             name: "lm_head".into(),
             kind: LayerKind::Linear,
-            params: 0,
-            param_tensors: 0,
+            params: if own { v * h } else { 0 },
+            param_tensors: own as u32,
             forward_flops: 2 * s * h * v,
             input_elems: s * h,
             output_elems: s * v,
@@ -979,9 +1096,10 @@ pub fn transformer(c: &TransformerConfig) -> Model {
     }
 }
 
-/// An attention block's products per sample: the QKV projection, `Q·Kᵀ` and `softmax·V` per
-/// head (`a` heads of `h / a`), and the output projection: `2·(4·s·h² + 2·s²·h)` FLOPs.
-fn attention_gemms(s: u64, h: u64, a: u64) -> Vec<GemmShape> {
+/// An attention block's products per sample: the QKV projection (`qkv` outputs: `3·h`, fewer
+/// with grouped-query attention), `Q·Kᵀ` and `softmax·V` per query head (`a` heads of `h / a`),
+/// and the output projection: `2·(s·h·qkv + s·h² + 2·s²·h)` FLOPs.
+fn attention_gemms(s: u64, h: u64, a: u64, qkv: u64) -> Vec<GemmShape> {
     let d = h / a;
     let per_head = |m, n, k| GemmShape {
         m_per_sample: m,
@@ -991,7 +1109,7 @@ fn attention_gemms(s: u64, h: u64, a: u64) -> Vec<GemmShape> {
         batch_axis: BatchAxis::Count,
     };
     vec![
-        GemmShape::rows(s, 3 * h, h, 1),
+        GemmShape::rows(s, qkv, h, 1),
         per_head(s, s, d),
         per_head(s, d, s),
         GemmShape::rows(s, h, h, 1),
@@ -1136,6 +1254,61 @@ mod tests {
         );
         let p = transformer(&TransformerConfig::gpt_1_3b()).params();
         assert_eq!(p, 1_315_723_264);
+    }
+
+    #[test]
+    fn llama3_parameter_counts_match_the_published_models() {
+        // Hugging Face model cards / safetensors totals of meta-llama/Meta-Llama-3-8B,
+        // Meta-Llama-3-70B and Llama-3.1-405B.
+        let count = |c: TransformerConfig| transformer(&c).params();
+        assert_eq!(count(TransformerConfig::llama3_8b()), 8_030_261_248);
+        assert_eq!(count(TransformerConfig::llama3_70b()), 70_553_706_496);
+        assert_eq!(count(TransformerConfig::llama3_405b()), 405_853_388_800);
+    }
+
+    #[test]
+    fn gpt3_175b_is_the_papers_shape() {
+        // 12·L·h² + 13·L·h (blocks with biases and layer norms) + (V + S)·h (token and
+        // position tables) + 2·h (final norm); the paper rounds it to 175.0B.
+        let (l, h, v, s) = (96u64, 12288u64, 50257u64, 2048u64);
+        let formula = 12 * l * h * h + 13 * l * h + (v + s) * h + 2 * h;
+        let p = transformer(&TransformerConfig::gpt3_175b()).params();
+        assert_eq!(p, formula);
+        assert_eq!(p, 174_604_259_328);
+        assert!((p as f64 / 175.0e9 - 1.0).abs() < 0.003);
+    }
+
+    #[test]
+    fn grouped_query_attention_shrinks_only_the_key_value_projections() {
+        let full = TransformerConfig {
+            kv_heads: None,
+            ..TransformerConfig::llama3_8b()
+        };
+        let m_full = transformer(&full);
+        let m_gqa = transformer(&TransformerConfig::llama3_8b());
+        let attn = |m: &Model| {
+            m.layers
+                .iter()
+                .find(|l| l.name == "h.0.attn")
+                .unwrap()
+                .clone()
+        };
+        let (h, kv) = (4096u64, 8 * 128u64);
+        // K and V go from h × h each to h × (8 heads × 128).
+        assert_eq!(attn(&m_full).params - attn(&m_gqa).params, 2 * h * (h - kv));
+        // The attention products themselves (per query head) are unchanged.
+        assert_eq!(
+            attn(&m_full).forward_flops - attn(&m_gqa).forward_flops,
+            2 * 8192 * h * 2 * (h - kv)
+        );
+        let mlp = |m: &Model| {
+            m.layers
+                .iter()
+                .find(|l| l.name == "h.0.mlp")
+                .unwrap()
+                .params
+        };
+        assert_eq!(mlp(&m_full), mlp(&m_gqa));
     }
 
     #[test]
