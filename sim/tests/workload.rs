@@ -239,3 +239,113 @@ fn a_batch_that_fits_is_never_above_the_largest_batch_that_fits() {
         s.largest_batch_per_gpu
     );
 }
+
+/// Llama-3 8B on `nodes` HGX H100 nodes (bundled H100 profile), `parallelism` and overrides.
+fn llama_on_h100(set: &[&str]) -> Result<sim::metrics::workload::WorkloadReport, String> {
+    let text = format!(
+        "name = \"llama-h100\"\nprofile = {:?}\n[topology]\nfile = {:?}\n\
+         [topology.generator]\nnodes = 2\n[workload]\nmodel = \"llama3_8b\"\ndtype = \"bf16\"\n\
+         optimizer = \"adam\"\nbatch_per_gpu = 1\nparallelism = \"fsdp\"\n",
+        repo().join("data/profiles/h100_sxm_node.json"),
+        repo().join("topologies/h100_rail_cluster.toml"),
+    );
+    let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+    let s = sim::scenario::parse(&text, Path::new("llama-h100.toml"), &set)
+        .map_err(|e| e.to_string())?;
+    run_workload(&s, Default::default()).map_err(|e| e.to_string())
+}
+
+/// Bytes a step's collectives were asked to move, by traffic class, in nccl-tests sizes
+/// summed over the step's collectives: read from the step's traffic per epoch.
+fn class_bytes(r: &sim::metrics::workload::WorkloadReport, class: &str) -> f64 {
+    r.summary
+        .traffic_per_epoch_bytes
+        .get(class)
+        .copied()
+        .unwrap_or(0.0)
+}
+
+#[test]
+fn fsdp_gathers_the_parameters_twice_and_scatters_the_gradients_once() {
+    // On the ideal templates (ring all-gather and reduce-scatter, no protocol overhead),
+    // ZeRO-3 moves each parameter byte three times where DDP's ring all-reduce moves it twice:
+    // an all-gather before the forward, one before the backward, a reduce-scatter after it.
+    let ideal = [
+        "workload.allreduce.library=\"ideal\"",
+        "workload.memory_check=false",
+    ];
+    let with = |m: &str| {
+        let mut set = ideal.to_vec();
+        let p = format!("workload.parallelism=\"{m}\"");
+        set.push(&p);
+        llama_on_h100(&set).unwrap()
+    };
+    let (ddp, fsdp, zero1) = (with("ddp"), with("fsdp"), with("zero1"));
+    let total = |r: &sim::metrics::workload::WorkloadReport| {
+        class_bytes(r, "all-gather") + class_bytes(r, "reduce-scatter")
+    };
+    let ratio = total(&fsdp) / total(&ddp);
+    assert!((ratio - 1.5).abs() < 1e-6, "FSDP / DDP wire bytes {ratio}");
+    // Two gathers per reduce-scatter.
+    let g = class_bytes(&fsdp, "all-gather") / class_bytes(&fsdp, "reduce-scatter");
+    assert!((g - 2.0).abs() < 1e-6, "{g}");
+    // ZeRO-1 replaces the all-reduce by a reduce-scatter and an all-gather: the same bytes.
+    assert!((total(&zero1) / total(&ddp) - 1.0).abs() < 1e-6);
+    // Sharding shrinks memory stage by stage; only the working weights differ at stage 3.
+    let mem = |m: &str| with(m).summary.memory;
+    let (m0, m1, m2, m3) = (mem("ddp"), mem("zero1"), mem("zero2"), mem("fsdp"));
+    assert!(
+        m1.optimizer_bytes * 16 == m0.optimizer_bytes,
+        "{m0:?} {m1:?}"
+    );
+    assert_eq!(m1.grads_bytes, m0.grads_bytes);
+    assert_eq!(m2.grads_bytes, m0.grads_bytes.div_ceil(16));
+    assert!(m3.params_bytes < m2.params_bytes);
+    assert_eq!(m3.activation_bytes, m0.activation_bytes);
+}
+
+#[test]
+fn a_model_that_does_not_fit_at_one_sample_is_refused_with_the_estimate() {
+    // Llama-3 8B with plain DDP keeps 16 bytes of state per parameter on every GPU: 120 GiB
+    // before activations, on 80 GB H100s.
+    let e = llama_on_h100(&["workload.parallelism=\"ddp\""]).unwrap_err();
+    assert!(e.contains("workload:") && e.contains("needs"), "{e}");
+    assert!(e.contains("optimizer") && e.contains("GiB"), "{e}");
+    assert!(e.contains("fsdp"), "the error says what would fit: {e}");
+    // Sharded with FSDP over 16 GPUs it fits and runs.
+    let r = llama_on_h100(&[]).unwrap();
+    assert!(r.summary.memory.total_bytes() < r.summary.memory_capacity_bytes);
+    assert!(r.summary.metrics.step_secs > 0.0);
+}
+
+#[test]
+fn zero1_is_the_distributed_optimizer_under_tensor_and_pipeline_parallelism() {
+    let ddp = llama_on_h100(&[
+        "workload.parallelism=\"ddp\"",
+        "workload.tensor_parallel=4",
+        "workload.pipeline_parallel=2",
+        "workload.microbatches=1",
+        "workload.memory_check=false",
+    ])
+    .unwrap();
+    let zero1 = llama_on_h100(&[
+        "workload.parallelism=\"zero1\"",
+        "workload.tensor_parallel=4",
+        "workload.pipeline_parallel=2",
+        "workload.microbatches=1",
+        "workload.memory_check=false",
+    ])
+    .unwrap();
+    // DP 2: optimizer state halves.
+    assert_eq!(
+        zero1.summary.memory.optimizer_bytes * 2,
+        ddp.summary.memory.optimizer_bytes
+    );
+    // The gradient exchange is a reduce-scatter and an all-gather.
+    assert!(class_bytes(&zero1, "reduce-scatter") > 0.0);
+    let e = llama_on_h100(&["workload.tensor_parallel=2"]).unwrap_err();
+    assert!(
+        e.contains("workload.parallelism") && e.contains("zero1"),
+        "{e}"
+    );
+}

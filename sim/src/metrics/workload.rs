@@ -178,7 +178,7 @@ impl fmt::Display for WorkloadReport {
         )?;
         writeln!(
             f,
-            "training   {} ranks = DP {} x TP {} x PP {}, {}, all-reduce {}, batch {}/GPU ({} global){}",
+            "training   {} ranks = DP {} x TP {} x PP {}, {}, collectives {}, batch {}/GPU ({} global){}",
             s.ranks,
             s.data_parallel,
             s.tensor_parallel,

@@ -6,7 +6,8 @@
 //! model = "resnet50"               # a catalog name, or model_file = "my_model.toml", or
 //!                                  # [workload.transformer] layers = 24, hidden = 2048, ...
 //! batch_per_gpu = 32
-//! parallelism = "ddp"              # ddp | allreduce_after_backward | parameter_server | data_parallel
+//! parallelism = "ddp"              # ddp | allreduce_after_backward | parameter_server |
+//!                                  # data_parallel | zero1 | zero2 | fsdp (ZeRO-3)
 //! bucket = "25MiB"                 # DDP bucket cap; first_bucket = "1MiB" (default: = bucket)
 //! dtype = "fp32"                   # fp32 | tf32 | fp16 | bf16
 //! optimizer = "momentum"           # sgd | momentum | adam
@@ -17,6 +18,7 @@
 //! steps_per_epoch = 100            # epoch time and traffic per epoch = steps × one step
 //! epochs = 1
 //! ablation = "none"                # none | free_communication | free_compute
+//! memory_check = true              # refuse a step whose GPUs cannot hold one sample
 //! [workload.allreduce]             # the gradient / TP all-reduce, as in [collective]:
 //! library = "ideal"                # ideal | nccl (default nccl on a topology naming its GPU)
 //! algorithm = "ring"               # ideal: the template; nccl: forced as NCCL_ALGO would
@@ -44,6 +46,7 @@ use crate::library::{self, Library, LibraryOptions, Request, System};
 use crate::metrics::workload::{StudyRow, WorkloadReport, WorkloadSummary};
 use crate::net::series::SeriesOptions;
 use crate::net::NetworkModel;
+use crate::units::fmt_bytes;
 use crate::units::Bytes;
 use crate::workload::catalog::{self, Model, TransformerConfig};
 use crate::workload::compute::{ComputeModel, Dtype, Optimizer};
@@ -113,6 +116,10 @@ pub struct WorkloadTable {
     pub epochs: u64,
     #[serde(default)]
     pub ablation: Ablation,
+    /// Refuse, before simulating, a step whose GPUs cannot hold one sample (default); false
+    /// times it anyway (a what-if of the schedule alone), still reporting the shortfall.
+    #[serde(default = "yes")]
+    pub memory_check: bool,
     #[serde(default)]
     pub allreduce: AllReduceTable,
 }
@@ -432,6 +439,33 @@ pub fn run_workload(s: &Scenario, watch: Watch) -> Result<WorkloadReport, RunErr
             step::build(&model, &cm, &cfg, n, &fabric, &planner).map_err(fail)?
         }
     };
+    // A step whose GPUs cannot hold even one sample is refused before it is simulated.
+    if w.memory_check
+        && cm.memory_capacity_bytes > 0
+        && memory::largest_batch(&model, &cfg, &dag, cm.memory_capacity_bytes) == 0
+    {
+        let need = memory::per_gpu(&model, &cfg, &dag, 1);
+        return Err(fail((
+            "workload".into(),
+            format!(
+                "a step that fits in the profile's {} per GPU; {} at {} DP x {} TP x {} PP with \
+                 one sample per micro-batch needs {} (params {}, grads {}, optimizer {}, \
+                 activations {}): shard it (parallelism = \"zero1\", \"zero2\" or \"fsdp\", \
+                 more tensor_parallel or pipeline_parallel), use larger GPUs, or set \
+                 workload.memory_check = false to time it anyway",
+                fmt_bytes(cm.memory_capacity_bytes as f64),
+                model.name,
+                dag.data_parallel,
+                cfg.tensor_parallel.max(1),
+                cfg.pipeline_parallel.max(1),
+                fmt_bytes(need.total_bytes() as f64),
+                fmt_bytes(need.params_bytes as f64),
+                fmt_bytes(need.grads_bytes as f64),
+                fmt_bytes(need.optimizer_bytes as f64),
+                fmt_bytes(need.activation_bytes as f64),
+            ),
+        )));
+    }
     let hint = format!(
         "; make workload.batch_per_gpu ({}) or workload.steps_per_epoch smaller, \
          or the links faster",

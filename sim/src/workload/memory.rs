@@ -5,7 +5,8 @@
 //! the workload's dtype, optimizer state in fp32. Activations are the layers' saved elements
 //! (see [`catalog`](super::catalog)) for every micro-batch a stage holds at once: one without
 //! pipelining, all `m` under GPipe, `min(pp − stage, m)` under 1F1B. Tensor parallelism splits
-//! the parameters and activations of attention and MLP blocks. Framework workspace and
+//! the parameters and activations of attention and MLP blocks; ZeRO stages 1–3 shard master
+//! weights and optimizer state, gradients, and working weights over the data-parallel ranks. Framework workspace and
 //! fragmentation are not modelled, so real limits are somewhat lower.
 
 use super::catalog::Model;
@@ -52,10 +53,30 @@ pub fn per_gpu(model: &Model, cfg: &StepConfig, dag: &StepDag, micro_batch: u64)
                 PipelineSchedule::OneFOneB => ((pp - s) as u64).min(m),
             }
         };
+        // ZeRO shards over the data-parallel ranks: stage 1 the fp32 master weights and the
+        // optimizer state, stage 2 also the gradients, stage 3 also the working weights (of
+        // which two layers are gathered at a time).
+        let dp = dag.data_parallel.max(1) as u64;
+        let zero = cfg.method.zero_stage();
+        let shard = |bytes: u64, from: u8| {
+            if zero >= from {
+                bytes.div_ceil(dp)
+            } else {
+                bytes
+            }
+        };
+        let gathered: u64 = if zero >= 3 {
+            let mut largest: Vec<u64> = layers.iter().map(|l| l.params / split(l.kind)).collect();
+            largest.sort_unstable_by(|a, b| b.cmp(a));
+            largest.iter().take(2).sum::<u64>() * e
+        } else {
+            0
+        };
+        let working = if master > 4 { params * e } else { 0 };
         let u = MemoryUse {
-            params_bytes: params * master,
-            grads_bytes: params * e,
-            optimizer_bytes: params * cfg.optimizer.state_bytes_per_param(),
+            params_bytes: shard(params * 4, 1) + shard(working, 3) + gathered,
+            grads_bytes: shard(params * e, 2),
+            optimizer_bytes: shard(params * cfg.optimizer.state_bytes_per_param(), 1),
             activation_bytes: saved * e * micro_batch * in_flight,
         };
         if u.total_bytes() > worst.total_bytes() {

@@ -52,6 +52,17 @@ pub enum DpMethod {
     AllreduceAfterBackward,
     ParameterServer,
     DataParallel,
+    /// ZeRO stage 1 (Megatron's distributed optimizer): optimizer state sharded; gradients
+    /// reduce-scattered in buckets during the backward pass, each rank updates its shard,
+    /// parameters all-gathered after the update.
+    Zero1,
+    /// ZeRO stage 2: as stage 1, and gradients kept only for the rank's shard.
+    Zero2,
+    /// ZeRO stage 3 / PyTorch FSDP (full shard): parameters sharded too; each layer's
+    /// parameters all-gathered before its forward and again before its backward (the next
+    /// layer's gather prefetched while one computes), its gradients reduce-scattered after
+    /// its backward.
+    Fsdp,
 }
 
 impl DpMethod {
@@ -61,6 +72,20 @@ impl DpMethod {
             DpMethod::AllreduceAfterBackward => "allreduce_after_backward",
             DpMethod::ParameterServer => "parameter_server",
             DpMethod::DataParallel => "data_parallel",
+            DpMethod::Zero1 => "zero1",
+            DpMethod::Zero2 => "zero2",
+            DpMethod::Fsdp => "fsdp",
+        }
+    }
+
+    /// The ZeRO stage: what each data-parallel rank keeps only its 1/dp shard of (1:
+    /// optimizer state and fp32 master weights; 2: and gradients; 3: and parameters).
+    pub fn zero_stage(self) -> u8 {
+        match self {
+            DpMethod::Zero1 => 1,
+            DpMethod::Zero2 => 2,
+            DpMethod::Fsdp => 3,
+            _ => 0,
         }
     }
 }
@@ -535,10 +560,14 @@ pub fn build(
     let mut dag = if tp == 1 && pp == 1 {
         data_parallel_step(&mut b, model, cm, cfg, ranks)?
     } else {
-        if cfg.method != DpMethod::Ddp && cfg.method != DpMethod::AllreduceAfterBackward {
+        if !matches!(
+            cfg.method,
+            DpMethod::Ddp | DpMethod::AllreduceAfterBackward | DpMethod::Zero1
+        ) {
             return Err(err(
                 "workload.parallelism",
-                "ddp or allreduce_after_backward with tensor or pipeline parallelism",
+                "ddp, allreduce_after_backward or zero1 (the distributed optimizer) with tensor \
+                 or pipeline parallelism",
             ));
         }
         hybrid_step(&mut b, model, cm, cfg, dp, tp, pp)?
@@ -608,6 +637,9 @@ fn data_parallel_step(
         .iter()
         .map(|l| cm.layer_times(&model.name, l, cfg.batch_per_gpu, 1))
         .collect();
+    if cfg.method == DpMethod::Fsdp {
+        return fsdp_step(b, model, cm, cfg, &all, &times);
+    }
     let grad_bytes = model.params() * cfg.dtype.bytes();
     let e = cfg.dtype.bytes();
     let mut prev: Vec<OpId> = Vec::new();
@@ -635,7 +667,8 @@ fn data_parallel_step(
         prev = vec![inputs, rep];
     }
     let ddp = cfg.method == DpMethod::Ddp;
-    let bucketed = ddp || cfg.method == DpMethod::ParameterServer;
+    let sharded = cfg.method.zero_stage() > 0;
+    let bucketed = ddp || sharded || cfg.method == DpMethod::ParameterServer;
     let plan = buckets(model, cfg.dtype, cfg.first_bucket_bytes, cfg.bucket_bytes);
     let mut bwd_op = vec![OpId(0); model.layers.len()];
     let mut comm_done: Vec<OpId> = Vec::new();
@@ -690,18 +723,25 @@ fn data_parallel_step(
                 servers: cfg.servers,
                 colocated: cfg.colocated,
             }
+        } else if sharded {
+            cfg.algorithm_for(Collective::ReduceScatter)
         } else {
             cfg.algorithm.clone()
+        };
+        let collective = if sharded {
+            Collective::ReduceScatter
+        } else {
+            Collective::AllReduce
         };
         for &(bytes, lo, _) in &plan {
             let mut after = vec![bwd_op[lo]];
             after.extend(last_comm);
-            let spec = b.spec(Collective::AllReduce, bytes, algorithm.clone());
+            let spec = b.spec(collective, bytes, algorithm.clone());
             let done = b.collective(spec, std::slice::from_ref(&all), after, &update)?;
             last_comm = Some(done);
             comm_done.push(done);
         }
-        dag.buckets = plan;
+        dag.buckets = plan.clone();
     } else if cfg.method == DpMethod::AllreduceAfterBackward {
         let spec = b.spec(Collective::AllReduce, grad_bytes, cfg.algorithm.clone());
         comm_done.push(b.collective(
@@ -728,10 +768,112 @@ fn data_parallel_step(
     if cfg.method == DpMethod::ParameterServer {
         // The servers updated the parameters; the step ends with the last pull.
         b.join(deps);
+    } else if sharded {
+        // Each rank updates its shard, then the buckets' parameters are all-gathered (one
+        // stream, in bucket order).
+        let shard = model.params().div_ceil(n as u64);
+        let tensors = model.param_tensors().div_ceil(n).max(1);
+        let update = cm.optimizer_time(shard, tensors, cfg.optimizer);
+        let opt = b.compute(n, update, deps, Phase::Optimizer, 0, 0);
+        let mut last = opt;
+        let mut gathers = Vec::new();
+        for &(bytes, _, _) in &plan {
+            let spec = b.spec(
+                Collective::AllGather,
+                bytes,
+                cfg.algorithm_for(Collective::AllGather),
+            );
+            last = b.collective(spec, std::slice::from_ref(&all), vec![last], &|op| {
+                op.kind.clone()
+            })?;
+            gathers.push(last);
+        }
+        b.join(gathers);
     } else {
         let endpoints = if single_process { 1 } else { n };
         b.compute(endpoints, optimizer, deps, Phase::Optimizer, 0, 0);
     }
+    dag.lane_count = 1;
+    Ok(dag)
+}
+
+/// ZeRO-3 / FSDP over `all` ranks: per layer with parameters, an all-gather of its parameters
+/// before its forward and before its backward, a reduce-scatter of its gradients after its
+/// backward, all on one communication stream in issue order. Gathers run at most one layer
+/// ahead of the compute (FSDP's forward and backward prefetch with its limit on gathers in
+/// flight): layer i's gather waits for layer i − 2's compute (i + 2 in the backward pass).
+/// Each rank then updates its 1/n shard.
+fn fsdp_step(
+    b: &mut StepBuilder,
+    model: &Model,
+    cm: &ComputeModel,
+    cfg: &StepConfig,
+    all: &[u32],
+    times: &[super::compute::PassTimes],
+) -> Result<StepDag, StepError> {
+    let n = all.len() as u32;
+    let e = cfg.dtype.bytes();
+    let groups = [all.to_vec()];
+    let nl = model.layers.len();
+    let mut dag = empty_dag();
+    dag.global_batch = cfg.batch_per_gpu * n as u64 * cfg.accumulation_steps as u64;
+    dag.stages = std::iter::once(0..nl).collect();
+    let mut stream: Option<OpId> = None;
+    let mut prev: Option<OpId> = None;
+    let mut scatters = Vec::new();
+    let comm = |b: &mut StepBuilder,
+                c: Collective,
+                bytes: u64,
+                mut after: Vec<OpId>,
+                stream: &mut Option<OpId>|
+     -> Result<OpId, StepError> {
+        after.extend(*stream);
+        let spec = b.spec(c, bytes, cfg.algorithm_for(c));
+        let done = b.collective(spec, &groups, after, &|op| op.kind.clone())?;
+        *stream = Some(done);
+        Ok(done)
+    };
+    for _ in 0..cfg.accumulation_steps {
+        let mut fwd: Vec<Option<OpId>> = vec![None; nl];
+        for (i, t) in times.iter().enumerate() {
+            let mut deps: Vec<OpId> = prev.into_iter().collect();
+            if model.layers[i].params > 0 {
+                let ahead: Vec<OpId> = i.checked_sub(2).and_then(|j| fwd[j]).into_iter().collect();
+                let bytes = model.layers[i].params * e;
+                deps.push(comm(b, Collective::AllGather, bytes, ahead, &mut stream)?);
+            }
+            let f = b.compute(n, t.forward, deps, Phase::Forward, 0, i as u32);
+            fwd[i] = Some(f);
+            prev = Some(f);
+        }
+        let mut bwd: Vec<Option<OpId>> = vec![None; nl];
+        for (i, t) in times.iter().enumerate().rev() {
+            let mut deps: Vec<OpId> = prev.into_iter().collect();
+            let bytes = model.layers[i].params * e;
+            if bytes > 0 {
+                let ahead: Vec<OpId> = bwd.get(i + 2).copied().flatten().into_iter().collect();
+                deps.push(comm(b, Collective::AllGather, bytes, ahead, &mut stream)?);
+            }
+            let op = b.compute(n, t.backward, deps, Phase::Backward, 0, i as u32);
+            bwd[i] = Some(op);
+            prev = Some(op);
+            if bytes > 0 {
+                scatters.push(comm(
+                    b,
+                    Collective::ReduceScatter,
+                    bytes,
+                    vec![op],
+                    &mut stream,
+                )?);
+            }
+        }
+    }
+    let shard = model.params().div_ceil(n as u64);
+    let tensors = model.param_tensors().div_ceil(n).max(1);
+    let mut deps: Vec<OpId> = prev.into_iter().collect();
+    deps.extend(scatters);
+    let update = cm.optimizer_time(shard, tensors, cfg.optimizer);
+    b.compute(n, update, deps, Phase::Optimizer, 0, 0);
     dag.lane_count = 1;
     Ok(dag)
 }
@@ -1016,6 +1158,27 @@ fn hybrid_step(
         } else {
             Vec::new()
         };
+        if cfg.method == DpMethod::Zero1 && !groups.is_empty() {
+            // The distributed optimizer: reduce-scatter the gradients, update the 1/dp shard,
+            // all-gather the parameters.
+            let spec = |c: Collective| CollectiveSpec {
+                collective: c,
+                algorithm: cfg.algorithm_for(c),
+                ..tp_spec(params * e)
+            };
+            let rs = b.collective(spec(Collective::ReduceScatter), &groups, after, &|op| {
+                op.kind.clone()
+            })?;
+            let shard = params.div_ceil(dp as u64);
+            let opt = cm.optimizer_time(shard, tensors.div_ceil(dp).max(1), cfg.optimizer);
+            let opt = b.compute(per_stage, opt, vec![rs], Phase::Optimizer, s as u16, 0);
+            ends.push(
+                b.collective(spec(Collective::AllGather), &groups, vec![opt], &|op| {
+                    op.kind.clone()
+                })?,
+            );
+            continue;
+        }
         let done = if groups.is_empty() {
             b.join(after)
         } else {
