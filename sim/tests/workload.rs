@@ -349,3 +349,36 @@ fn zero1_is_the_distributed_optimizer_under_tensor_and_pipeline_parallelism() {
         "{e}"
     );
 }
+
+#[test]
+fn fused_groups_play_the_same_step_as_every_group_planned_and_embedded_alone() {
+    // GPT-1.3B, TP 8 x PP 2 x DP 2 on 4 HGX H100 nodes: each TP group's NVLS all-reduces run
+    // on its own node's NVSwitch. Embedding the groups that share a plan as one op per step
+    // (how a 16,384-GPU step stays small) must give the step of the reference that plans and
+    // embeds each group alone.
+    let base = [
+        "topology.generator.nodes=4",
+        "workload.pipeline_parallel=2",
+        "workload.microbatches=2",
+        "workload.batch_per_gpu=2",
+    ];
+    let fused = gpt_on_h100_nodes(&base).unwrap();
+    let mut alone = base.to_vec();
+    alone.push("workload.group_fusion=false");
+    let reference = gpt_on_h100_nodes(&alone).unwrap();
+    assert!(
+        fused.summary.algorithm.contains("nvls"),
+        "{}",
+        fused.summary.algorithm
+    );
+    assert_eq!(fused.summary.algorithm, reference.summary.algorithm);
+    let (a, b) = (fused.summary.metrics, reference.summary.metrics);
+    assert!(
+        (a.step_secs - b.step_secs).abs() <= 1e-12 * b.step_secs,
+        "fused {} s, reference {} s",
+        a.step_secs,
+        b.step_secs
+    );
+    assert!((a.communication_secs - b.communication_secs).abs() <= 1e-9 * b.communication_secs);
+    assert!(fused.summary.ops < reference.summary.ops);
+}

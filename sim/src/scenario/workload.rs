@@ -120,6 +120,11 @@ pub struct WorkloadTable {
     /// times it anyway (a what-if of the schedule alone), still reporting the shortfall.
     #[serde(default = "yes")]
     pub memory_check: bool,
+    /// Groups of one collective that run the same plan are embedded as one op per step
+    /// (default); false plans and embeds every group on its own, the slow reference the
+    /// fused path is tested against.
+    #[serde(default = "yes")]
+    pub group_fusion: bool,
     #[serde(default)]
     pub allreduce: AllReduceTable,
 }
@@ -286,6 +291,7 @@ impl WorkloadTable {
             optimizer: self.optimizer,
             dtype: self.dtype,
             ablation: self.ablation,
+            group_fusion: self.group_fusion,
         })
     }
 

@@ -132,6 +132,9 @@ pub struct StepConfig {
     pub optimizer: Optimizer,
     pub dtype: Dtype,
     pub ablation: Ablation,
+    /// Embed groups that run the same plan as one (see [`StepBuilder::collective`]); false
+    /// plans and embeds each group alone (the reference).
+    pub group_fusion: bool,
 }
 
 impl StepConfig {
@@ -153,6 +156,7 @@ impl StepConfig {
             optimizer: Optimizer::Momentum,
             dtype: Dtype::Fp32,
             ablation: Ablation::None,
+            group_fusion: true,
         }
     }
 }
@@ -376,6 +380,18 @@ impl<'a> StepBuilder<'a> {
         // NVLS groups on different nodes each have their own NVSwitch) are embedded as one:
         // one op per step over all their pairs. The groups of one collective start together
         // after one batched compute op and are the same shape, so they also finish together.
+        if !self.cfg.group_fusion {
+            let mut sinks = Vec::new();
+            for g in groups {
+                let mut planned = plan_group(g)?;
+                if let Some(d) = planned.decision.take() {
+                    self.count_decision(&d);
+                }
+                let names = self.placed_names(&planned);
+                sinks.extend(self.embed_groups(&planned.schedule, &[(g, names)], &after, map_kind));
+            }
+            return Ok(self.join(sinks));
+        }
         let first = plan_group(&groups[0])?;
         let planned_apart = !first.placed.is_empty();
         let mut classes: Vec<PlanClass> = Vec::new();
@@ -401,26 +417,7 @@ impl<'a> StepBuilder<'a> {
                     first_decision = Some(d);
                 }
             }
-            // A library-placed endpoint is named after its device, so groups sharing a
-            // device share the endpoint and groups on different ones do not.
-            let names: Vec<String> = planned
-                .schedule
-                .extra_endpoints
-                .iter()
-                .map(
-                    |name| match planned.placed.iter().find(|(n, _)| n == name) {
-                        Some((_, dev)) => format!("{name}@{}", dev.0),
-                        None => name.clone(),
-                    },
-                )
-                .collect();
-            for (name, dev) in &planned.placed {
-                let global = format!("{name}@{}", dev.0);
-                if !self.endpoint_index.contains_key(&global) {
-                    self.endpoint_position(&global);
-                    self.placed.push((global, *dev));
-                }
-            }
+            let names = self.placed_names(&planned);
             let same = classes.iter_mut().find(|c| {
                 c.schedule.ops == planned.schedule.ops
                     && c.schedule.patterns == planned.schedule.patterns
@@ -446,6 +443,30 @@ impl<'a> StepBuilder<'a> {
             return Ok(self.join(after));
         }
         Ok(self.join(sinks))
+    }
+
+    /// The step's names of a plan's extra endpoints, registering the endpoints it placed: a
+    /// library-placed endpoint is named after its device, so groups sharing a device share
+    /// the endpoint and groups on different ones do not.
+    fn placed_names(&mut self, planned: &Planned) -> Vec<String> {
+        for (name, dev) in &planned.placed {
+            let global = format!("{name}@{}", dev.0);
+            if !self.endpoint_index.contains_key(&global) {
+                self.endpoint_position(&global);
+                self.placed.push((global, *dev));
+            }
+        }
+        planned
+            .schedule
+            .extra_endpoints
+            .iter()
+            .map(
+                |name| match planned.placed.iter().find(|(n, _)| n == name) {
+                    Some((_, dev)) => format!("{name}@{}", dev.0),
+                    None => name.clone(),
+                },
+            )
+            .collect()
     }
 
     /// The position of the step's extra endpoint `name`, added when new.
