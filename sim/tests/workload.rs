@@ -382,3 +382,20 @@ fn fused_groups_play_the_same_step_as_every_group_planned_and_embedded_alone() {
     assert!((a.communication_secs - b.communication_secs).abs() <= 1e-9 * b.communication_secs);
     assert!(fused.summary.ops < reference.summary.ops);
 }
+
+#[test]
+fn full_recomputation_keeps_layer_inputs_only_and_adds_a_forward_pass() {
+    let plain = llama_on_h100(&["workload.memory_check=false"]).unwrap();
+    let recompute = llama_on_h100(&["workload.activation_recompute=true"]).unwrap();
+    let (a, b) = (&plain.summary, &recompute.summary);
+    // A block's input (s·h) instead of its ~(17·s·h + 8·s·f)/2 saved elements.
+    assert!(
+        b.memory.activation_bytes * 10 < a.memory.activation_bytes,
+        "{:?} vs {:?}",
+        b.memory,
+        a.memory
+    );
+    // Backward costs about twice the forward, so one more forward adds about a third.
+    let ratio = b.metrics.compute_secs / a.metrics.compute_secs;
+    assert!((1.25..1.40).contains(&ratio), "compute grows {ratio}x");
+}

@@ -19,6 +19,7 @@
 //! epochs = 1
 //! ablation = "none"                # none | free_communication | free_compute
 //! memory_check = true              # refuse a step whose GPUs cannot hold one sample
+//! activation_recompute = false     # keep layer inputs only; forward again before backward
 //! [workload.allreduce]             # the gradient / TP all-reduce, as in [collective]:
 //! library = "ideal"                # ideal | nccl (default nccl on a topology naming its GPU)
 //! algorithm = "ring"               # ideal: the template; nccl: forced as NCCL_ALGO would
@@ -125,6 +126,10 @@ pub struct WorkloadTable {
     /// fused path is tested against.
     #[serde(default = "yes")]
     pub group_fusion: bool,
+    /// Full activation recomputation (Megatron's `--recompute-granularity full`): memory for
+    /// the layers' inputs only, a second forward before each backward.
+    #[serde(default)]
+    pub activation_recompute: bool,
     #[serde(default)]
     pub allreduce: AllReduceTable,
 }
@@ -292,6 +297,7 @@ impl WorkloadTable {
             dtype: self.dtype,
             ablation: self.ablation,
             group_fusion: self.group_fusion,
+            recompute: self.activation_recompute,
         })
     }
 
@@ -393,7 +399,7 @@ impl Planner for LibraryPlanner<'_> {
             )
         })?;
         let planned = Planned {
-            schedule: plan.schedule,
+            schedule: Arc::new(plan.schedule),
             placed: plan.placed_endpoints,
             decision: Some(plan.decision),
         };

@@ -44,7 +44,19 @@ pub fn per_gpu(model: &Model, cfg: &StepConfig, dag: &StepDag, micro_batch: u64)
         let layers = &model.layers[range.clone()];
         let split = |kind: super::catalog::LayerKind| if kind.tensor_parallel() { tp } else { 1 };
         let params: u64 = layers.iter().map(|l| l.params / split(l.kind)).sum();
-        let saved: u64 = layers.iter().map(|l| l.saved_elems / split(l.kind)).sum();
+        // With full recomputation a layer keeps only its input (split like its activations:
+        // Megatron's sequence parallelism shards the checkpointed inputs too).
+        let saved: u64 = layers
+            .iter()
+            .map(|l| {
+                let kept = if cfg.recompute {
+                    l.input_elems.min(l.saved_elems)
+                } else {
+                    l.saved_elems
+                };
+                kept / split(l.kind)
+            })
+            .sum();
         let in_flight = if pp == 1 {
             1
         } else {

@@ -132,6 +132,9 @@ pub struct StepConfig {
     pub optimizer: Optimizer,
     pub dtype: Dtype,
     pub ablation: Ablation,
+    /// Full activation recomputation: each layer keeps only its input and runs its forward
+    /// again (tensor-parallel all-reduce included) before its backward.
+    pub recompute: bool,
     /// Embed groups that run the same plan as one (see [`StepBuilder::collective`]); false
     /// plans and embeds each group alone (the reference).
     pub group_fusion: bool,
@@ -157,6 +160,7 @@ impl StepConfig {
             dtype: Dtype::Fp32,
             ablation: Ablation::None,
             group_fusion: true,
+            recompute: false,
         }
     }
 }
@@ -187,7 +191,8 @@ pub struct StepDag {
 /// One collective over one group, as a [`Planner`] turns it into a schedule.
 #[derive(Clone)]
 pub struct Planned {
-    pub schedule: Schedule,
+    /// Shared: a library's cached plan is handed to every group that asks the same.
+    pub schedule: std::sync::Arc<Schedule>,
     /// Extra endpoints the library placed itself (NVLS: the group's NVSwitch).
     pub placed: Vec<(String, DeviceId)>,
     /// The library's decision line, `None` for the templates.
@@ -197,7 +202,7 @@ pub struct Planned {
 /// Groups of one collective that run the same plan, each with the step's names of the plan's
 /// extra endpoints.
 struct PlanClass<'g> {
-    schedule: Schedule,
+    schedule: std::sync::Arc<Schedule>,
     endpoint_names: Vec<String>,
     members: Vec<(&'g Vec<u32>, Vec<String>)>,
 }
@@ -230,7 +235,7 @@ impl Planner for Templates {
                 err(&format!("workload.allreduce ({})", e.field), e.expected)
             })?;
         Ok(Planned {
-            schedule,
+            schedule: std::sync::Arc::new(schedule),
             placed: Vec::new(),
             decision: None,
         })
@@ -419,9 +424,11 @@ impl<'a> StepBuilder<'a> {
             }
             let names = self.placed_names(&planned);
             let same = classes.iter_mut().find(|c| {
-                c.schedule.ops == planned.schedule.ops
-                    && c.schedule.patterns == planned.schedule.patterns
-                    && c.schedule.extra_endpoints.len() == planned.schedule.extra_endpoints.len()
+                std::sync::Arc::ptr_eq(&c.schedule, &planned.schedule)
+                    || (c.schedule.ops == planned.schedule.ops
+                        && c.schedule.patterns == planned.schedule.patterns
+                        && c.schedule.extra_endpoints.len()
+                            == planned.schedule.extra_endpoints.len())
             });
             match same {
                 Some(c) => c.members.push((g, names)),
@@ -719,6 +726,9 @@ fn data_parallel_step(
         }
         for (i, t) in times.iter().enumerate().rev() {
             let mut d = t.backward;
+            if cfg.recompute {
+                d = d.saturating_add(t.forward);
+            }
             if ddp && last {
                 d = d.saturating_add(cm.ddp_overhead(model.layers[i].param_tensors));
             }
@@ -875,7 +885,12 @@ fn fsdp_step(
                 let ahead: Vec<OpId> = bwd.get(i + 2).copied().flatten().into_iter().collect();
                 deps.push(comm(b, Collective::AllGather, bytes, ahead, &mut stream)?);
             }
-            let op = b.compute(n, t.backward, deps, Phase::Backward, 0, i as u32);
+            let d = if cfg.recompute {
+                t.backward.saturating_add(t.forward)
+            } else {
+                t.backward
+            };
+            let op = b.compute(n, d, deps, Phase::Backward, 0, i as u32);
             bwd[i] = Some(op);
             prev = Some(op);
             if bytes > 0 {
@@ -1102,9 +1117,31 @@ fn hybrid_step(
                 let mut first_layer = layers[0] as u32;
                 for (k, &l) in layers.iter().enumerate() {
                     let t = &times[l];
-                    pending = pending.saturating_add(if fwd { t.forward } else { t.backward });
                     let layer = &model.layers[l];
                     let comm = tp > 1 && layer.kind.tensor_parallel();
+                    if !fwd && cfg.recompute {
+                        // Full recomputation: the layer's forward again (with its tensor-
+                        // parallel all-reduce) right before its backward.
+                        pending = pending.saturating_add(t.forward);
+                        if comm {
+                            let op = b.compute(
+                                per_stage,
+                                pending,
+                                prev.clone(),
+                                Phase::Backward,
+                                s as u16,
+                                first_layer,
+                            );
+                            pending = SimTime::ZERO;
+                            let bytes = layer.output_elems * mb * e;
+                            let done =
+                                b.collective(tp_spec(bytes), &tp_groups(s), vec![op], &|op| {
+                                    op.kind.clone()
+                                })?;
+                            prev = vec![done];
+                        }
+                    }
+                    pending = pending.saturating_add(if fwd { t.forward } else { t.backward });
                     if comm || k + 1 == layers.len() {
                         let phase = if fwd { Phase::Forward } else { Phase::Backward };
                         let op = b.compute(
