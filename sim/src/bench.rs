@@ -4,7 +4,11 @@
 //!     rank-ordered and random placement;
 //! (b) ring all-reduce of 1 GiB over 1,024 / 4,096 / 16,384 GPUs on a non-blocking fat-tree,
 //!     rank-ordered, and over 4,096 / 16,384 with random placement (ECMP collisions);
-//! (c) event-queue hold time with 10^6 pending events.
+//! (c) training steps at 1,024 / 4,096 / 16,384 / 131,072 GPUs: GPT-1.3B (TP 8 x PP 4 x DP,
+//!     1F1B, 8 micro-batches) and Llama-3.1 405B (TP 8 x PP 16 x DP 128, distributed optimizer,
+//!     full recomputation, 16 micro-batches) under NCCL on the rail-optimized H100 cluster
+//!     (`topologies/h100_rail_cluster.toml` grown to N/8 nodes, `data/profiles/h100_sxm_node.json`);
+//! (d) event-queue hold time with 10^6 pending events.
 //!
 //! Each case builds its input, runs once, and reports what it did (events, flows, solves) so
 //! rates can be computed; wall times are measured by the caller (criterion, or `dtsim bench`).
@@ -235,6 +239,90 @@ impl Hold {
     }
 }
 
+/// A training-step benchmark case (c): a scenario with its paths relative to the repository.
+#[derive(Debug, Clone, Copy)]
+pub struct StepCase {
+    pub name: &'static str,
+    scenario: &'static str,
+}
+
+/// GPT-1.3B, bf16, Adam, TP 8 x PP 4 x DP, 1F1B with 8 micro-batches of 1 (issue 12's case).
+pub const GPT_1_3B_STEP: StepCase = StepCase {
+    name: "gpt-1.3b tp8 pp4",
+    scenario: r#"
+name = "bench-gpt-1.3b-step"
+profile = "../data/profiles/h100_sxm_node.json"
+[topology]
+file = "../topologies/h100_rail_cluster.toml"
+[workload]
+model = "gpt_1_3b"
+dtype = "bf16"
+optimizer = "adam"
+batch_per_gpu = 8
+parallelism = "ddp"
+tensor_parallel = 8
+pipeline_parallel = 4
+microbatches = 8
+pipeline_schedule = "1f1b"
+"#,
+};
+
+/// Llama-3.1 405B, bf16, Adam, TP 8 x PP 16 x DP, distributed optimizer, full recomputation,
+/// 16 micro-batches of one 8,192-token sequence (Meta's 16,384-GPU layout: DP 128).
+pub const LLAMA3_405B_STEP: StepCase = StepCase {
+    name: "llama3-405b tp8 pp16",
+    scenario: r#"
+name = "bench-llama3-405b-step"
+profile = "../data/profiles/h100_sxm_node.json"
+[topology]
+file = "../topologies/h100_rail_cluster.toml"
+[workload]
+model = "llama3_405b"
+dtype = "bf16"
+optimizer = "adam"
+parallelism = "zero1"
+tensor_parallel = 8
+pipeline_parallel = 16
+batch_per_gpu = 16
+microbatches = 16
+activation_recompute = true
+"#,
+};
+
+impl StepCase {
+    /// The case's scenario on `gpus` GPUs (`gpus / 8` HGX nodes), reading the topology and
+    /// profile under `repo_root`.
+    pub fn scenario(
+        &self,
+        repo_root: &std::path::Path,
+        gpus: u32,
+    ) -> Result<crate::scenario::Scenario, crate::scenario::ScenarioError> {
+        let anchor = repo_root.join("scenarios").join("bench_step.toml");
+        let set = [format!("topology.generator.nodes={}", gpus / 8)];
+        crate::scenario::parse(self.scenario, &anchor, &set)
+    }
+}
+
+/// The exponent `b` of the least-squares line `ln y = a + b ln x`.
+pub fn growth_exponent(points: &[(f64, f64)]) -> Option<f64> {
+    let pts: Vec<(f64, f64)> = points
+        .iter()
+        .filter(|(x, y)| *x > 0.0 && *y > 0.0)
+        .map(|&(x, y)| (x.ln(), y.ln()))
+        .collect();
+    if pts.len() < 2 {
+        return None;
+    }
+    let n = pts.len() as f64;
+    let (mx, my) = (
+        pts.iter().map(|p| p.0).sum::<f64>() / n,
+        pts.iter().map(|p| p.1).sum::<f64>() / n,
+    );
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    (sxx > 0.0).then(|| sxy / sxx)
+}
+
 /// Peak resident memory of this process so far (Linux `VmHWM`), in bytes.
 pub fn peak_memory_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -264,6 +352,17 @@ mod tests {
                 assert!(run.outcome.end >= run.closed_form);
             }
         }
+    }
+
+    #[test]
+    fn the_growth_exponent_of_a_power_law_is_its_power() {
+        let pts: Vec<(f64, f64)> = [1024.0, 4096.0, 16384.0]
+            .iter()
+            .map(|&x: &f64| (x, 3.0 * x.powf(1.25)))
+            .collect();
+        let b = growth_exponent(&pts).unwrap();
+        assert!((b - 1.25).abs() < 1e-9, "{b}");
+        assert_eq!(growth_exponent(&pts[..1]), None);
     }
 
     #[test]

@@ -712,41 +712,33 @@ impl Progress {
     }
 }
 
-/// Bench (c): one training step at growing GPU counts, with the growth exponent of wall time
-/// and of peak memory between consecutive sizes (issue 12 tracks these towards near-linear).
+/// Bench (c): training steps at growing GPU counts, each with its wall time, events and the
+/// process's peak memory, the growth exponent between consecutive sizes and the least-squares
+/// exponent over all of them (issue 12 tracks these towards near-linear).
 fn step_bench(gpus_max: u32) {
-    const SCENARIO: &str = r#"
-name = "bench-gpt-1.3b-step"
-profile = "../data/profiles/h100_sxm_node.json"
-[topology]
-file = "../topologies/h100_rail_cluster.toml"
-[workload]
-model = "gpt_1_3b"
-dtype = "bf16"
-optimizer = "adam"
-batch_per_gpu = 8
-parallelism = "ddp"
-tensor_parallel = 8
-pipeline_parallel = 4
-microbatches = 8
-pipeline_schedule = "1f1b"
-"#;
-    let anchor = std::path::Path::new("scenarios/bench_step.toml");
-    if !std::path::Path::new("topologies/h100_rail_cluster.toml").is_file() {
+    use sim::bench::{growth_exponent, peak_memory_bytes, GPT_1_3B_STEP, LLAMA3_405B_STEP};
+    let root = std::path::Path::new(".");
+    if !root.join("topologies/h100_rail_cluster.toml").is_file() {
         println!("    skipped: run from the repository root (it reads topologies/ and data/)");
         return;
     }
     println!(
-        "    {:>7} {:>9} {:>10} {:>10} {:>11} {:>10} {:>13}",
-        "GPUs", "wall s", "ops", "events", "step ms", "peak mem", "growth (t, m)"
+        "    {:<21} {:>7} {:>9} {:>8} {:>9} {:>11} {:>10} {:>17}",
+        "case", "GPUs", "wall s", "ops", "events", "step ms", "peak mem", "growth (t, m)"
     );
-    let mut last: Option<(f64, f64, f64)> = None;
-    for n in [1024u32, 4096, 16384] {
+    let cases = [
+        (GPT_1_3B_STEP, 1024u32),
+        (GPT_1_3B_STEP, 4096),
+        (GPT_1_3B_STEP, 16384),
+        (GPT_1_3B_STEP, 131072),
+        (LLAMA3_405B_STEP, 16384),
+    ];
+    let mut series: Vec<(f64, f64, f64)> = Vec::new();
+    for (case, n) in cases {
         if n > gpus_max {
             continue;
         }
-        let set = [format!("topology.generator.nodes={}", n / 8)];
-        let s = match scenario::parse(SCENARIO, anchor, &set) {
+        let s = match case.scenario(root, n) {
             Ok(s) => s,
             Err(e) => {
                 println!("    {n}: {e}");
@@ -762,19 +754,25 @@ pipeline_schedule = "1f1b"
             }
         };
         let wall = t.elapsed().as_secs_f64();
-        let mem = sim::bench::peak_memory_bytes().unwrap_or(0) as f64;
-        let growth = last
-            .map(|(n0, w0, m0)| {
+        let mem = peak_memory_bytes().unwrap_or(0) as f64;
+        let same_case = case.name == GPT_1_3B_STEP.name;
+        let growth = match (same_case, series.last()) {
+            (true, Some(&(n0, w0, m0))) => {
                 let k = (n as f64 / n0).ln();
                 format!(
                     "N^{:.2}, N^{:.2}",
                     (wall / w0).ln() / k,
                     (mem / m0).ln() / k
                 )
-            })
-            .unwrap_or_default();
+            }
+            _ => String::new(),
+        };
+        if same_case {
+            series.push((n as f64, wall, mem));
+        }
         println!(
-            "    {:>7} {:>9.2} {:>10} {:>10} {:>11.3} {:>6.0} MiB {:>13}",
+            "    {:<21} {:>7} {:>9.2} {:>8} {:>9} {:>11.3} {:>6.0} MiB {:>17}",
+            case.name,
             n,
             wall,
             r.summary.ops,
@@ -783,7 +781,12 @@ pipeline_schedule = "1f1b"
             mem / (1u64 << 20) as f64,
             growth
         );
-        last = Some((n as f64, wall, mem));
+    }
+    let fit = |f: fn(&(f64, f64, f64)) -> f64| {
+        growth_exponent(&series.iter().map(|p| (p.0, f(p))).collect::<Vec<_>>())
+    };
+    if let (Some(t), Some(m)) = (fit(|p| p.1), fit(|p| p.2)) {
+        println!("    gpt-1.3b fitted growth: wall N^{t:.2}, peak memory N^{m:.2}");
     }
     println!(
         "    (peak memory is the process's so far; growth exponents between consecutive sizes)"
@@ -876,12 +879,14 @@ fn bench(quick: bool) {
     println!("    (peak memory is the process's so far: cases run in increasing size)");
 
     println!(
-        "\n(c) a training step: GPT-1.3B bf16, TP 8 x PP 4 (1F1B, 8 micro-batches) x DP, NCCL, on"
+        "\n(c) training steps: GPT-1.3B bf16, TP 8 x PP 4 (1F1B, 8 micro-batches) x DP, and \
+         Llama-3.1 405B, TP 8 x PP 16 x DP 128 (zero1, recompute), NCCL, on"
     );
     println!(
-        "    topologies/h100_rail_cluster.toml grown to N/8 nodes, profile h100_sxm_node.json"
+        "    topologies/h100_rail_cluster.toml grown to N/8 nodes, profile h100_sxm_node.json \
+         (--quick: up to 4,096 GPUs)"
     );
-    step_bench(if quick { 4096 } else { 16384 });
+    step_bench(if quick { 4096 } else { 131072 });
 
     println!("\n(d) event-queue hold with 10^6 pending events");
     let mut hold = Hold::new(1_000_000);
