@@ -188,6 +188,66 @@ impl View<'_> {
             closer.then(|| (l, link_bps.min(width)))
         })
     }
+
+    /// [`Self::next_hops`] of a device with many links (a spine), without scanning them: the
+    /// devices one hop closer are enumerated from the sparse searches (a leaf's region, an
+    /// NVSwitch's GPUs) and the target's neighbours, and their links looked up in the
+    /// device's neighbour index; same links, same order. `None` when a dense search could
+    /// hold such a device (then only the scan finds them all).
+    fn next_hops_indexed(&self, adj: &Adjacency, u: DeviceId) -> Option<Vec<(LinkId, f32)>> {
+        let index = adj.by_neighbour.get(&u.0)?;
+        let du = self.hops(u);
+        if du == 0 || du == u32::MAX {
+            return Some(Vec::new());
+        }
+        let want = du - 1;
+        let mut near: Vec<u32> = Vec::new();
+        if want == 0 {
+            near.push(self.target.0);
+        }
+        if want == 1 {
+            near.extend(self.hanging.iter().map(|h| h.0 .0));
+        }
+        for &(r, extra, _) in self.anchors {
+            if extra as u32 > want {
+                continue;
+            }
+            match r {
+                Reach::Sparse { devices, hops, .. } => near.extend(
+                    devices
+                        .iter()
+                        .zip(hops)
+                        .filter(|(_, &h)| h as u32 + extra as u32 == want)
+                        .map(|(&d, _)| d),
+                ),
+                Reach::Dense { .. } => return None,
+            }
+        }
+        near.sort_unstable();
+        near.dedup();
+        let mut positions: Vec<u32> = Vec::new();
+        for v in near {
+            let start = index.partition_point(|&(n, _)| n < v);
+            positions.extend(
+                index[start..]
+                    .iter()
+                    .take_while(|&&(n, _)| n == v)
+                    .map(|p| p.1),
+            );
+        }
+        positions.sort_unstable();
+        let links = adj.of(u);
+        let mut out = Vec::with_capacity(positions.len());
+        for p in positions {
+            let (l, v, link_bps) = links[p as usize];
+            let usable = v == self.target || adj.forwards[v.index()];
+            let dv = self.hops(v);
+            if usable && dv == want {
+                out.push((l, link_bps.min(self.width_at(v, dv))));
+            }
+        }
+        Some(out)
+    }
 }
 
 /// Every device's outgoing links as (link, far end, bits/s) in one flat table, in the
@@ -198,6 +258,9 @@ struct Adjacency {
     offsets: Vec<u32>,
     out: Vec<(LinkId, DeviceId, f32)>,
     forwards: Vec<bool>,
+    /// For devices with more than [`Adjacency::INDEXED_DEGREE`] links: (neighbour, position
+    /// of a link to it in the device's list), sorted.
+    by_neighbour: HashMap<u32, Vec<(u32, u32)>, PairHash>,
 }
 
 impl Adjacency {
@@ -213,12 +276,29 @@ impl Adjacency {
             }
             offsets.push(out.len() as u32);
         }
+        let mut by_neighbour = HashMap::default();
+        for d in 0..n {
+            let links = &out[offsets[d] as usize..offsets[d + 1] as usize];
+            if links.len() > Self::INDEXED_DEGREE {
+                let mut index: Vec<(u32, u32)> = links
+                    .iter()
+                    .enumerate()
+                    .map(|(p, &(_, v, _))| (v.0, p as u32))
+                    .collect();
+                index.sort_unstable();
+                by_neighbour.insert(d as u32, index);
+            }
+        }
         Adjacency {
             offsets,
             out,
             forwards: topo.devices().iter().map(|d| d.forwards).collect(),
+            by_neighbour,
         }
     }
+
+    /// Devices with more links than this get a neighbour index.
+    const INDEXED_DEGREE: usize = 64;
 
     fn of(&self, u: DeviceId) -> &[(LinkId, DeviceId, f32)] {
         &self.out[self.offsets[u.index()] as usize..self.offsets[u.index() + 1] as usize]
@@ -689,11 +769,22 @@ impl Router {
         while here != dst {
             let want = view.width(here);
             candidates.clear();
-            candidates.extend(
-                view.next_hops(&self.adj, here)
-                    .filter(|&(_, w)| w == want)
-                    .map(|(l, _)| l),
-            );
+            let indexed = view.next_hops_indexed(&self.adj, here);
+            #[cfg(debug_assertions)]
+            if let Some(hops) = &indexed {
+                let scanned: Vec<(LinkId, f32)> = view.next_hops(&self.adj, here).collect();
+                debug_assert_eq!(hops, &scanned, "indexed and scanned next hops differ");
+            }
+            match indexed {
+                Some(hops) => {
+                    candidates.extend(hops.into_iter().filter(|&(_, w)| w == want).map(|(l, _)| l))
+                }
+                None => candidates.extend(
+                    view.next_hops(&self.adj, here)
+                        .filter(|&(_, w)| w == want)
+                        .map(|(l, _)| l),
+                ),
+            }
             let pick = if candidates.len() == 1 {
                 0
             } else {
