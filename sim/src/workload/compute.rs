@@ -31,13 +31,16 @@ pub enum Dtype {
     /// Mixed precision: fp16 activations, gradients and communication, fp32 master weights.
     Fp16,
     Bf16,
+    /// FP8 tensor-core matmuls (Transformer Engine's recipe): the profile's `fp8` peak, with
+    /// bf16 activations, gradients and communication and fp32 master weights.
+    Fp8,
 }
 
 impl Dtype {
     pub fn bytes(self) -> u64 {
         match self {
             Dtype::Fp32 | Dtype::Tf32 => 4,
-            Dtype::Fp16 | Dtype::Bf16 => 2,
+            Dtype::Fp16 | Dtype::Bf16 | Dtype::Fp8 => 2,
         }
     }
     pub fn as_str(self) -> &'static str {
@@ -46,6 +49,7 @@ impl Dtype {
             Dtype::Tf32 => "tf32",
             Dtype::Fp16 => "fp16",
             Dtype::Bf16 => "bf16",
+            Dtype::Fp8 => "fp8",
         }
     }
 }
