@@ -399,3 +399,59 @@ fn full_recomputation_keeps_layer_inputs_only_and_adds_a_forward_pass() {
     let ratio = b.metrics.compute_secs / a.metrics.compute_secs;
     assert!((1.25..1.40).contains(&ratio), "compute grows {ratio}x");
 }
+
+fn mixtral_on_h100(set: &[&str]) -> Result<sim::metrics::workload::WorkloadReport, String> {
+    let text = format!(
+        "name = \"mixtral-h100\"\nprofile = {:?}\n[topology]\nfile = {:?}\n\
+         [topology.generator]\nnodes = 2\n[workload]\nmodel = \"mixtral_8x7b\"\n\
+         dtype = \"bf16\"\noptimizer = \"adam\"\nbatch_per_gpu = 1\nparallelism = \"ddp\"\n\
+         expert_parallel = 8\nmemory_check = false\n",
+        repo().join("data/profiles/h100_sxm_node.json"),
+        repo().join("topologies/h100_rail_cluster.toml"),
+    );
+    let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+    let s = sim::scenario::parse(&text, Path::new("mixtral-h100.toml"), &set)
+        .map_err(|e| e.to_string())?;
+    run_workload(&s, Default::default()).map_err(|e| e.to_string())
+}
+
+#[test]
+fn moe_all_to_all_bytes_follow_the_capacity_factor() {
+    // Mixtral 8x7B, 16 GPUs in expert-parallel groups of 8: per MoE block and pass, one
+    // all-to-all out to the experts and one back, each of cf x top-2 x 4,096 tokens x 4,096
+    // hidden x 2 bytes per rank, of which 7/8 leave the rank.
+    let a2a = |cf: &str| {
+        let p = format!("workload.capacity_factor={cf}");
+        class_bytes(&mixtral_on_h100(&[&p]).unwrap(), "point-to-point")
+    };
+    let (one, padded) = (a2a("1.0"), a2a("1.25"));
+    assert!((padded / one - 1.25).abs() < 1e-9, "{padded} / {one}");
+    let per_rank = 4096.0 * 4096.0 * 2.0 * 2.0;
+    let expected = 32.0 * 4.0 * 16.0 * 7.0 / 8.0 * per_rank;
+    assert!((one / expected - 1.0).abs() < 1e-9, "{one} vs {expected}");
+}
+
+#[test]
+fn expert_parallelism_shards_the_experts_and_nothing_else() {
+    let ep8 = mixtral_on_h100(&[]).unwrap().summary.memory;
+    let ep1 = mixtral_on_h100(&["workload.expert_parallel=1"])
+        .unwrap()
+        .summary
+        .memory;
+    // 32 blocks of 8 experts of 3 x 4,096 x 14,336: 7/8 of them leave each GPU.
+    let experts = 32u64 * 8 * 3 * 4096 * 14336;
+    let master = 4 + 2; // fp32 master and bf16 working copy
+    assert_eq!(
+        ep1.params_bytes - ep8.params_bytes,
+        experts * 7 / 8 * master
+    );
+    assert_eq!(ep8.activation_bytes, ep1.activation_bytes);
+    // Bad input: a group size that does not divide the experts, experts on a dense model.
+    let e = mixtral_on_h100(&["workload.expert_parallel=3"]).unwrap_err();
+    assert!(
+        e.contains("workload.expert_parallel") && e.contains("8 experts"),
+        "{e}"
+    );
+    let e = llama_on_h100(&["workload.expert_parallel=2"]).unwrap_err();
+    assert!(e.contains("no experts"), "{e}");
+}

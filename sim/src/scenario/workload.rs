@@ -20,6 +20,8 @@
 //! ablation = "none"                # none | free_communication | free_compute
 //! memory_check = true              # refuse a step whose GPUs cannot hold one sample
 //! activation_recompute = false     # keep layer inputs only; forward again before backward
+//! expert_parallel = 1              # MoE: experts sharded over groups of this many ranks
+//! capacity_factor = 1.0            # MoE: expert capacity over the balanced share
 //! [workload.allreduce]             # the gradient / TP all-reduce, as in [collective]:
 //! library = "ideal"                # ideal | nccl (default nccl on a topology naming its GPU)
 //! algorithm = "ring"               # ideal: the template; nccl: forced as NCCL_ALGO would
@@ -130,6 +132,13 @@ pub struct WorkloadTable {
     /// the layers' inputs only, a second forward before each backward.
     #[serde(default)]
     pub activation_recompute: bool,
+    /// Expert-parallel group size for a mixture-of-experts model (1: every GPU holds every
+    /// expert).
+    #[serde(default = "one")]
+    pub expert_parallel: u32,
+    /// Expert capacity over the balanced share (all-to-all buffers and expert work padded).
+    #[serde(default = "one_f64")]
+    pub capacity_factor: f64,
     #[serde(default)]
     pub allreduce: AllReduceTable,
 }
@@ -139,6 +148,9 @@ fn one() -> u32 {
 }
 fn one_u64() -> u64 {
     1
+}
+fn one_f64() -> f64 {
+    1.0
 }
 fn yes() -> bool {
     true
@@ -298,6 +310,8 @@ impl WorkloadTable {
             ablation: self.ablation,
             group_fusion: self.group_fusion,
             recompute: self.activation_recompute,
+            expert_parallel: self.expert_parallel,
+            capacity_factor: self.capacity_factor,
         })
     }
 
@@ -365,10 +379,13 @@ impl Planner for LibraryPlanner<'_> {
         members: &[u32],
         fabric: &dyn Fabric,
     ) -> Result<Planned, (String, String)> {
+        // Parameter-server exchanges are not library collectives; NCCL runs all-to-all as
+        // grouped point-to-point sends (every pair at once), which is the template's pattern.
         if matches!(
             spec.algorithm,
             crate::collective::Algorithm::ParameterServer { .. }
-        ) {
+        ) || matches!(spec.collective, Collective::AllToAll | Collective::SendRecv)
+        {
             return Templates.plan(spec, members, fabric);
         }
         let request = Request::of(spec);

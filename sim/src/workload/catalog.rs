@@ -52,6 +52,10 @@ pub enum LayerKind {
     AttentionBlock,
     /// A transformer's MLP block (layer norm, two linear layers): split like attention.
     MlpBlock,
+    /// A mixture-of-experts MLP block (norm, router, experts of which each token uses the
+    /// top k): FLOPs are those of the k experts a token visits; expert parallelism shards the
+    /// experts and moves tokens to them and back with all-to-alls.
+    MoeBlock,
 }
 
 impl LayerKind {
@@ -59,7 +63,11 @@ impl LayerKind {
     pub fn is_matmul(self) -> bool {
         matches!(
             self,
-            LayerKind::Conv | LayerKind::Linear | LayerKind::AttentionBlock | LayerKind::MlpBlock
+            LayerKind::Conv
+                | LayerKind::Linear
+                | LayerKind::AttentionBlock
+                | LayerKind::MlpBlock
+                | LayerKind::MoeBlock
         )
     }
 
@@ -151,6 +159,21 @@ pub struct Model {
     pub input_elems: u64,
     /// Tokens per sample for sequence models (throughput is then also given in tokens/s).
     pub tokens_per_sample: Option<u64>,
+    /// Mixture-of-experts shape, for models whose MLP blocks are [`LayerKind::MoeBlock`]s.
+    pub moe: Option<MoeShape>,
+}
+
+/// What expert parallelism needs of a mixture-of-experts model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct MoeShape {
+    pub experts: u64,
+    /// Experts each token is routed to (top-k).
+    pub experts_per_token: u64,
+    /// Parameters of all experts of one MoE block (the part expert parallelism shards; the
+    /// router and the norm are replicated).
+    pub expert_params_per_block: u64,
+    /// Tokens per sample and hidden width: a token's activation is `hidden` elements.
+    pub hidden: u64,
 }
 
 impl Model {
@@ -203,6 +226,7 @@ pub const CATALOG: &[&str] = &[
     "llama3_8b",
     "llama3_70b",
     "llama3_405b",
+    "mixtral_8x7b",
 ];
 
 /// A model of the catalog by name, or a [`ModelError`] listing the names.
@@ -227,6 +251,7 @@ pub fn by_name(name: &str) -> Result<Model, ModelError> {
         "llama3_8b" => transformer(&TransformerConfig::llama3_8b()),
         "llama3_70b" => transformer(&TransformerConfig::llama3_70b()),
         "llama3_405b" => transformer(&TransformerConfig::llama3_405b()),
+        "mixtral_8x7b" => transformer(&TransformerConfig::mixtral_8x7b()),
         other => {
             return Err(ModelError {
                 origin: "model catalog".into(),
@@ -437,6 +462,7 @@ impl CnnBuilder {
             layers: self.layers,
             input_elems: self.input.elems(),
             tokens_per_sample: None,
+            moe: None,
         }
     }
 }
@@ -841,6 +867,16 @@ pub struct TransformerConfig {
     /// drop the 5·a·s² term.
     #[serde(default)]
     pub flash_attention: bool,
+    /// Experts per MLP block (mixture of experts); 0 for a dense model.
+    #[serde(default)]
+    pub experts: u64,
+    /// Experts each token is routed to (top-k), for a mixture of experts.
+    #[serde(default = "two")]
+    pub experts_per_token: u64,
+}
+
+fn two() -> u64 {
+    2
 }
 
 fn yes() -> bool {
@@ -874,6 +910,8 @@ impl TransformerConfig {
             rms_norm: false,
             bias: true,
             flash_attention: false,
+            experts: 0,
+            experts_per_token: 2,
         }
     }
     /// A 1.3B-parameter GPT (the GPT-3 "XL" shape: 24 layers, d_model 2048, 2048 tokens),
@@ -946,6 +984,8 @@ impl TransformerConfig {
             rms_norm: true,
             bias: false,
             flash_attention: true,
+            experts: 0,
+            experts_per_token: 2,
         }
     }
     /// Llama-3 8B: 32 layers, hidden 4,096, 32 heads, FFN 14,336.
@@ -959,6 +999,18 @@ impl TransformerConfig {
     /// Llama-3.1 405B: 126 layers, hidden 16,384, 128 heads, FFN 53,248.
     pub fn llama3_405b() -> Self {
         Self::llama3("llama3_405b", 126, 16384, 128, 53248)
+    }
+    /// Mixtral 8x7B (Mistral AI's `config.json`): Llama-like blocks (32 layers, hidden 4,096,
+    /// 32 heads, 8 key/value heads, SwiGLU experts of 14,336), 8 experts per block of which
+    /// each token uses 2, vocabulary 32,000, sequence 4,096.
+    pub fn mixtral_8x7b() -> Self {
+        TransformerConfig {
+            sequence: 4096,
+            vocabulary: 32_000,
+            experts: 8,
+            experts_per_token: 2,
+            ..Self::llama3("mixtral_8x7b", 32, 4096, 32, 14336)
+        }
     }
     pub fn bert_large() -> Self {
         TransformerConfig {
@@ -1033,6 +1085,28 @@ pub fn transformer(c: &TransformerConfig) -> Model {
             gemms: attention_gemms(s, h, a, qkv),
         });
         let mlp_macs = mlp_mats * s * h * f;
+        if c.experts > 0 {
+            // A token visits k experts: k MLPs' work, plus the router (h × experts).
+            let k = c.experts_per_token.min(c.experts);
+            layers.push(Layer {
+                name: format!("h.{l}.moe"),
+                kind: LayerKind::MoeBlock,
+                params: c.experts * (mlp_mats * h * f + b * mlp_bias) + h * c.experts + norm_params,
+                param_tensors: c.experts as u32 * mlp_mats as u32 * (1 + b as u32)
+                    + 1
+                    + norm_tensors,
+                forward_flops: k * (2 * mlp_macs + 8 * s * f) + 2 * s * h * c.experts,
+                input_elems: s * h,
+                output_elems: s * h,
+                saved_elems: k * mlp_saved_bytes / 2,
+                gemms: vec![
+                    GemmShape::rows(s, h, c.experts, 1),
+                    GemmShape::rows(k * s, (mlp_mats - 1) * f, h, 1),
+                    GemmShape::rows(k * s, h, f, 1),
+                ],
+            });
+            continue;
+        }
         layers.push(Layer {
             name: format!("h.{l}.mlp"),
             kind: LayerKind::MlpBlock,
@@ -1093,6 +1167,12 @@ pub fn transformer(c: &TransformerConfig) -> Model {
         layers,
         input_elems: s,
         tokens_per_sample: Some(s),
+        moe: (c.experts > 0).then_some(MoeShape {
+            experts: c.experts,
+            experts_per_token: c.experts_per_token.min(c.experts),
+            expert_params_per_block: c.experts * (mlp_mats * h * f + b * mlp_bias),
+            hidden: h,
+        }),
     }
 }
 
@@ -1210,6 +1290,7 @@ pub fn parse_model_file(text: &str, origin: &str) -> Result<Model, ModelError> {
         layers,
         input_elems: f.input_elements,
         tokens_per_sample: f.tokens_per_sample,
+        moe: None,
     })
 }
 
@@ -1264,6 +1345,18 @@ mod tests {
         assert_eq!(count(TransformerConfig::llama3_8b()), 8_030_261_248);
         assert_eq!(count(TransformerConfig::llama3_70b()), 70_553_706_496);
         assert_eq!(count(TransformerConfig::llama3_405b()), 405_853_388_800);
+    }
+
+    #[test]
+    fn mixtral_has_its_published_total_and_active_parameters() {
+        let m = transformer(&TransformerConfig::mixtral_8x7b());
+        // Hugging Face mistralai/Mixtral-8x7B-v0.1: 46,702,792,704 parameters.
+        assert_eq!(m.params(), 46_702_792_704);
+        let moe = m.moe.unwrap();
+        assert_eq!((moe.experts, moe.experts_per_token), (8, 2));
+        // Active per token: all but 6 of the 8 experts of every block (Mistral: ~12.9B).
+        let active = m.params() - 32 * moe.expert_params_per_block * 6 / 8;
+        assert!((active as f64 / 12.9e9 - 1.0).abs() < 0.01, "{active}");
     }
 
     #[test]
@@ -1350,8 +1443,9 @@ mod tests {
                     LayerKind::Conv | LayerKind::Linear => {
                         assert_eq!(gemm_flops, l.forward_flops, "{name} {}", l.name)
                     }
-                    // Attention adds softmax/scale work (5·a·s²), the MLP its activation (8·s·f).
-                    LayerKind::AttentionBlock | LayerKind::MlpBlock => {
+                    // Attention adds softmax/scale work (5·a·s²), the MLP its activation (8·s·f),
+                    // a MoE block that of the k experts a token visits.
+                    LayerKind::AttentionBlock | LayerKind::MlpBlock | LayerKind::MoeBlock => {
                         assert!(
                             gemm_flops > 0 && gemm_flops < l.forward_flops,
                             "{name} {}",

@@ -43,7 +43,18 @@ pub fn per_gpu(model: &Model, cfg: &StepConfig, dag: &StepDag, micro_batch: u64)
     for (s, range) in dag.stages.iter().enumerate() {
         let layers = &model.layers[range.clone()];
         let split = |kind: super::catalog::LayerKind| if kind.tensor_parallel() { tp } else { 1 };
-        let params: u64 = layers.iter().map(|l| l.params / split(l.kind)).sum();
+        // Expert parallelism keeps 1/ep of each MoE block's experts on a GPU.
+        let ep = cfg.expert_parallel.max(1) as u64;
+        let experts = |l: &super::catalog::Layer| match (l.kind, model.moe) {
+            (super::catalog::LayerKind::MoeBlock, Some(m)) => {
+                m.expert_params_per_block - m.expert_params_per_block / ep
+            }
+            _ => 0,
+        };
+        let params: u64 = layers
+            .iter()
+            .map(|l| (l.params - experts(l)) / split(l.kind))
+            .sum();
         // With full recomputation a layer keeps only its input (split like its activations:
         // Megatron's sequence parallelism shards the checkpointed inputs too).
         let saved: u64 = layers
