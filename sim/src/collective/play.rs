@@ -92,13 +92,15 @@ pub struct Estimate {
 
 impl Estimate {
     /// Memory per op and per flow while playing and reporting (per-op timings, ready lists,
-    /// routed paths and flow state), and for the report's tables, on top of the network
-    /// model's own estimate ([`NetworkModel::estimate_state_bytes`]): read off the peak
-    /// resident memory of GPT-1.3B steps at 1,024, 4,096 and 16,384 GPUs (111, 211 and
-    /// 1,842 MB) and of the bundled scenarios (6 to 19 MB), release build, 2026-11-24. The
-    /// estimate is within 0.6x to 1.7x of each of them (see the closing note of issue 16).
+    /// routed paths and flow state), per timeline event (a send, a receive, a rank's compute:
+    /// the report's trace keeps up to [`crate::metrics::trace::MAX_TRACE_EVENTS`], built per
+    /// track and then joined), and for the report's tables, on top of the network model's own
+    /// estimate ([`NetworkModel::estimate_state_bytes`]): read off the peak resident memory of
+    /// GPT-1.3B steps at 1,024, 4,096 and 16,384 GPUs (89, 106 and 296 MB) and of the bundled
+    /// scenarios, release build, 2026-11-25 (see the closing note of issue 12).
     pub const BYTES_PER_OP: f64 = 200.0;
-    pub const BYTES_PER_FLOW: f64 = 30.0;
+    pub const BYTES_PER_FLOW: f64 = 8.0;
+    pub const BYTES_PER_TRACE_EVENT: f64 = 160.0;
     pub const REPORT_BYTES: f64 = 4e6;
 
     pub fn of(schedule: &Schedule, net: &dyn NetworkModel) -> Estimate {
@@ -106,6 +108,7 @@ impl Estimate {
         let mut flows = 0u64;
         let mut pair_bytes = 0u128;
         let mut others = 0u64;
+        let mut trace_events = 0u64;
         for op in &schedule.ops {
             match op.kind {
                 OpKind::Transfer { pattern, bytes } => {
@@ -113,17 +116,23 @@ impl Estimate {
                     transfers += 1;
                     flows += pairs;
                     pair_bytes += bytes as u128 * pairs as u128;
+                    trace_events += 2 * pairs;
                 }
-                _ => others += 1,
+                OpKind::Compute { endpoints, .. } | OpKind::Reduce { endpoints, .. } => {
+                    others += 1;
+                    trace_events += endpoints as u64;
+                }
             }
         }
+        let trace_events = trace_events.min(crate::metrics::trace::MAX_TRACE_EVENTS as u64);
         let ops = schedule.ops.len() as u64;
         let resident_bytes = resident_bytes();
         let peak = resident_bytes as f64
             + net.estimate_state_bytes() as f64
             + Self::REPORT_BYTES
             + ops as f64 * Self::BYTES_PER_OP
-            + flows as f64 * Self::BYTES_PER_FLOW;
+            + flows as f64 * Self::BYTES_PER_FLOW
+            + trace_events as f64 * Self::BYTES_PER_TRACE_EVENT;
         Estimate {
             ops,
             transfers,

@@ -409,21 +409,30 @@ impl Router {
     }
 
     /// Bytes the search cache will hold once every destination is routed: a search per
-    /// likely anchor (a forwarding device with more than two neighbours), dense (6 bytes per
-    /// device) when a neighbour forwards and sparse (10 bytes per neighbour) when none does,
-    /// bounded as the cache is. For the estimate a run checks before it starts.
+    /// likely anchor (a forwarding device with more than two neighbours): dense (6 bytes per
+    /// device) for a device whose forwarding neighbours are none of a higher level (a spine,
+    /// the top of the hierarchy), small (10 bytes per device of its region, about its
+    /// neighbours and theirs) for the others: composites, and searches that stop at their
+    /// neighbours (an NVSwitch's), bounded as the cache is. For the estimate a
+    /// run checks before it starts.
     pub fn estimate_cache_bytes(&self, topo: &Topology) -> u64 {
         let n = topo.devices().len();
         let entries: usize = (0..n as u32)
             .map(DeviceId)
             .filter(|&d| topo.device(d).forwards)
-            .map(|d| distinct_neighbours(topo, d))
-            .filter(|nb| nb.len() > 2)
-            .map(|nb| {
-                if nb.iter().any(|&v| topo.device(v).forwards) {
-                    n * 6
+            .map(|d| (d, distinct_neighbours(topo, d)))
+            .filter(|(_, nb)| nb.len() > 2)
+            .map(|(d, nb)| {
+                let forwarding = nb.iter().filter(|&&v| self.adj.forwards[v.index()]);
+                let higher = forwarding
+                    .clone()
+                    .any(|&v| self.level[v.index()] > self.level[d.index()]);
+                if higher || forwarding.count() == 0 {
+                    // A composite's region, or a search that stops at its neighbours (an
+                    // NVSwitch's GPUs do not forward).
+                    (2 * nb.len() + 1) * 10
                 } else {
-                    (nb.len() + 1) * 10
+                    n * 6
                 }
             })
             .sum();
