@@ -340,6 +340,9 @@ impl WorkloadTable {
     }
 }
 
+/// One request's plans, by the group they were planned for.
+type PlansByGroup = std::collections::HashMap<Vec<u32>, Planned>;
+
 /// A library (NCCL) planning each of the step's collectives for the group it runs on: the
 /// group's [`System`] (nodes, paths, NVSwitch) is what NCCL's topology detection would see
 /// in that communicator. Parameter-server exchanges are not library collectives and stay
@@ -353,7 +356,7 @@ pub(super) struct LibraryPlanner<'a> {
     /// The plans of the last request, by group: a step asks the same tensor-parallel
     /// all-reduce of every group hundreds of times (each block, micro-batch and pass), and
     /// planning is a pure function of the request and the group.
-    last: std::cell::RefCell<Option<(Request, std::collections::HashMap<Vec<u32>, Planned>)>>,
+    last: std::cell::RefCell<Option<(Request, PlansByGroup)>>,
 }
 
 impl<'a> LibraryPlanner<'a> {
