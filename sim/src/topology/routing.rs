@@ -580,8 +580,9 @@ impl Router {
 
     /// The search from `root`. Outside the reference mode, a search first stays below the
     /// root's level (it does not pass devices of a higher level, [`Router::levels`]); when it
-    /// meets such devices and stayed small, it is a [`Search::Composite`] of that local search
-    /// and the searches of the higher devices it met, else a full breadth-first search.
+    /// meets at most [`Router::MAX_ANCHORS`] such devices and stayed small, it is a
+    /// [`Search::Composite`] of that local search and the searches of the higher devices it
+    /// met, else a full breadth-first search.
     fn search(&mut self, topo: &Topology, root: DeviceId) -> Search {
         let n = topo.devices().len();
         if !self.own_search {
@@ -590,7 +591,10 @@ impl Router {
             if ups.is_empty() {
                 return Search::Full(local);
             }
-            if local.entries() * 8 < n {
+            // Worth it only with few higher devices: each becomes an entry every lookup of a
+            // route into this root reads (a rail leaf has 4 spines; a fat-tree edge's k/2
+            // aggregation switches, each with k/2 cores, would make hundreds).
+            if ups.len() <= Self::MAX_ANCHORS && local.entries() * 8 < n {
                 let anchors = ups
                     .into_iter()
                     .map(|u| (u, local.hops(u), local.width(u)))
