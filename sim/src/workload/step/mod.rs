@@ -1,0 +1,689 @@
+//! One training step as a DAG: compute ops for every layer's forward and backward pass, the
+//! collectives of the parallelism (embedded collective schedules), and the optimizer.
+//!
+//! Ranks are laid out Megatron-style: tensor-parallel rank innermost, then data-parallel, then
+//! pipeline stage (`rank = (stage × dp + replica) × tp + tp_rank`), so a TP group is a run of
+//! consecutive GPUs (one NVLink domain when `tp` ≤ GPUs per node).
+//!
+//! Compute ops are batches: "layer l's backward on every rank of the group" is one op, so a
+//! 1,024-rank data-parallel step has as many compute ops as a 1-rank one. Each op is tagged with
+//! its *lane* (pipeline stage): the ops of one lane run one after the other, as on one GPU
+//! stream; collectives and sends run alongside.
+//!
+//! Data-parallel methods (`tp = pp = 1`):
+//! - `ddp`: gradients in buckets (reverse layer order, `first_bucket_bytes` then
+//!   `bucket_bytes`), each bucket's all-reduce starting when the backward pass has produced its
+//!   last gradient and after the previous bucket's all-reduce (one NCCL stream), overlapping
+//!   the rest of the backward pass; DDP's per-tensor cost is added to each layer's backward.
+//! - `allreduce_after_backward`: one all-reduce of all gradients after the backward pass.
+//! - `parameter_server`: per bucket, push to the (sharded) servers, the servers' update (the
+//!   optimizer, timed by the profile), pull; buckets overlap the backward pass as in DDP.
+//! - `data_parallel` (PyTorch's single-process `nn.DataParallel`): GPU 0 scatters the inputs,
+//!   broadcasts the parameters, gathers the outputs, scatters their gradients back, reduces the
+//!   gradients to itself and alone runs the optimizer.
+//! - `accumulation_steps` k: k forward/backward passes per step, communication on the last.
+//!
+//! Tensor/pipeline/hybrid (`tp > 1` or `pp > 1`): layers are cut into `pp` contiguous stages of
+//! near-equal compute; each replica's batch is cut into `microbatches`; stages run them in
+//! GPipe (all forwards, then all backwards) or 1F1B order (warm-up of `pp − stage − 1`
+//! forwards, then one forward one backward); activations and their gradients go to the next /
+//! previous stage as point-to-point transfers (1/tp of the activation per TP rank, Megatron's
+//! scatter/gather); attention and MLP blocks are split across the TP group with one all-reduce
+//! of the block's output after its forward and one after its backward; after its last backward
+//! each stage all-reduces its gradients across data-parallel replicas and steps its optimizer.
+//!
+//! This module holds the configuration, the built [`StepDag`], the [`Planner`]s and the
+//! [`StepBuilder`] every step is made with, and [`build`]; the steps themselves are in
+//! `data_parallel` (DDP, parameter servers, ZeRO-1/2), `sharded` (ZeRO-3 / FSDP), `moe`
+//! (expert parallelism) and `pipeline` (tensor, pipeline and hybrid parallelism).
+
+use serde::Deserialize;
+
+use super::catalog::Model;
+use super::compute::{ComputeModel, Dtype, Optimizer};
+use crate::collective::{
+    generate, Algorithm, Collective, CollectiveError, CollectiveSpec, Endpoint, Fabric, Op, OpId,
+    OpKind, Phase, Schedule,
+};
+use crate::engine::SimTime;
+use crate::topology::DeviceId;
+
+mod data_parallel;
+mod moe;
+mod pipeline;
+mod sharded;
+
+use data_parallel::data_parallel_step;
+use pipeline::hybrid_step;
+
+/// How data-parallel replicas exchange gradients.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DpMethod {
+    #[default]
+    Ddp,
+    AllreduceAfterBackward,
+    ParameterServer,
+    DataParallel,
+    /// ZeRO stage 1 (Megatron's distributed optimizer): optimizer state sharded; gradients
+    /// reduce-scattered in buckets during the backward pass, each rank updates its shard,
+    /// parameters all-gathered after the update.
+    Zero1,
+    /// ZeRO stage 2: as stage 1, and gradients kept only for the rank's shard.
+    Zero2,
+    /// ZeRO stage 3 / PyTorch FSDP (full shard): parameters sharded too; each layer's
+    /// parameters all-gathered before its forward and again before its backward (the next
+    /// layer's gather prefetched while one computes), its gradients reduce-scattered after
+    /// its backward.
+    Fsdp,
+}
+
+impl DpMethod {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DpMethod::Ddp => "ddp",
+            DpMethod::AllreduceAfterBackward => "allreduce_after_backward",
+            DpMethod::ParameterServer => "parameter_server",
+            DpMethod::DataParallel => "data_parallel",
+            DpMethod::Zero1 => "zero1",
+            DpMethod::Zero2 => "zero2",
+            DpMethod::Fsdp => "fsdp",
+        }
+    }
+
+    /// The ZeRO stage: what each data-parallel rank keeps only its 1/dp shard of (1:
+    /// optimizer state and fp32 master weights; 2: and gradients; 3: and parameters).
+    pub fn zero_stage(self) -> u8 {
+        match self {
+            DpMethod::Zero1 => 1,
+            DpMethod::Zero2 => 2,
+            DpMethod::Fsdp => 3,
+            _ => 0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PipelineSchedule {
+    Gpipe,
+    #[default]
+    #[serde(rename = "1f1b")]
+    OneFOneB,
+}
+
+/// What-if switches: make communication or compute free (the DAG keeps its shape).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ablation {
+    #[default]
+    None,
+    FreeCommunication,
+    FreeCompute,
+}
+
+/// Everything that shapes a step besides the model and the compute rates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepConfig {
+    /// Samples per data-parallel replica per forward pass (split into micro-batches when
+    /// pipelining).
+    pub batch_per_gpu: u64,
+    pub method: DpMethod,
+    pub bucket_bytes: u64,
+    pub first_bucket_bytes: u64,
+    pub accumulation_steps: u32,
+    pub tensor_parallel: u32,
+    pub pipeline_parallel: u32,
+    pub microbatches: u32,
+    pub pipeline_schedule: PipelineSchedule,
+    /// Gradient all-reduce algorithm (data-parallel and tensor-parallel groups).
+    pub algorithm: Algorithm,
+    pub slices: u32,
+    /// Parameter-server shards and whether they are ranks.
+    pub servers: u32,
+    pub colocated: bool,
+    pub optimizer: Optimizer,
+    pub dtype: Dtype,
+    pub ablation: Ablation,
+    /// Full activation recomputation: each layer keeps only its input and runs its forward
+    /// again (tensor-parallel all-reduce included) before its backward.
+    pub recompute: bool,
+    /// Expert-parallel group size (mixture-of-experts models): each group of this many
+    /// consecutive data-parallel ranks holds every expert once.
+    pub expert_parallel: u32,
+    /// Tokens an expert is given room for, over its balanced share: all-to-all buffers and
+    /// expert compute are padded to it.
+    pub capacity_factor: f64,
+    /// Embed groups that run the same plan as one (see [`StepBuilder::collective`]); false
+    /// plans and embeds each group alone (the reference).
+    pub group_fusion: bool,
+}
+
+impl StepConfig {
+    pub fn data_parallel(batch_per_gpu: u64, method: DpMethod) -> StepConfig {
+        StepConfig {
+            batch_per_gpu,
+            method,
+            bucket_bytes: 25 << 20,
+            first_bucket_bytes: 25 << 20,
+            accumulation_steps: 1,
+            tensor_parallel: 1,
+            pipeline_parallel: 1,
+            microbatches: 1,
+            pipeline_schedule: PipelineSchedule::OneFOneB,
+            algorithm: crate::collective::default_algorithm(Collective::AllReduce),
+            slices: 1,
+            servers: 1,
+            colocated: true,
+            optimizer: Optimizer::Momentum,
+            dtype: Dtype::Fp32,
+            ablation: Ablation::None,
+            group_fusion: true,
+            recompute: false,
+            expert_parallel: 1,
+            capacity_factor: 1.0,
+        }
+    }
+}
+
+/// A built step: the schedule plus what the metrics need to read it.
+#[derive(Debug, Clone)]
+pub struct StepDag {
+    pub schedule: Schedule,
+    /// Per op: the lane (pipeline stage) of a worker compute op, `None` for communication,
+    /// server updates and joins.
+    pub lanes: Vec<Option<u16>>,
+    pub lane_count: u16,
+    pub ranks: u32,
+    pub data_parallel: u32,
+    /// Samples per step over all replicas.
+    pub global_batch: u64,
+    /// Which layers each stage holds (index ranges into the model's layers).
+    pub stages: Vec<std::ops::Range<usize>>,
+    /// DDP / PS buckets: (bytes, first layer, last layer) in the order they are sent.
+    pub buckets: Vec<(u64, usize, usize)>,
+    /// Extra endpoints a library placed itself (NVLS: each group's NVSwitch), by name.
+    pub placed: Vec<(String, DeviceId)>,
+    /// What the library decided for the step's collectives, each distinct choice once with
+    /// how many collectives made it (empty for the templates).
+    pub decisions: Vec<(String, u32)>,
+}
+
+/// One collective over one group, as a [`Planner`] turns it into a schedule.
+#[derive(Clone)]
+pub struct Planned {
+    /// Shared: a library's cached plan is handed to every group that asks the same.
+    pub schedule: std::sync::Arc<Schedule>,
+    /// Extra endpoints the library placed itself (NVLS: the group's NVSwitch).
+    pub placed: Vec<(String, DeviceId)>,
+    /// The library's decision line, `None` for the templates.
+    pub decision: Option<String>,
+}
+
+/// Groups of one collective that run the same plan, each with the step's names of the plan's
+/// extra endpoints.
+struct PlanClass<'g> {
+    schedule: std::sync::Arc<Schedule>,
+    endpoint_names: Vec<String>,
+    members: Vec<(&'g Vec<u32>, Vec<String>)>,
+}
+
+/// Turns one collective over a group of ranks into a schedule: dtsim's templates
+/// ([`Templates`]) or a library (the scenario layer's NCCL planner).
+pub trait Planner {
+    /// `members`: the group's ranks in communicator order; `fabric` sees the group with rank
+    /// `i` = `members[i]`.
+    fn plan(
+        &self,
+        spec: &CollectiveSpec,
+        members: &[u32],
+        fabric: &dyn Fabric,
+    ) -> Result<Planned, StepError>;
+}
+
+/// `library = "ideal"`: the templates exactly as configured.
+pub struct Templates;
+
+impl Planner for Templates {
+    fn plan(
+        &self,
+        spec: &CollectiveSpec,
+        members: &[u32],
+        fabric: &dyn Fabric,
+    ) -> Result<Planned, StepError> {
+        let schedule =
+            generate(spec, members.len() as u32, fabric).map_err(|e: CollectiveError| {
+                err(&format!("workload.allreduce ({})", e.field), e.expected)
+            })?;
+        Ok(Planned {
+            schedule: std::sync::Arc::new(schedule),
+            placed: Vec::new(),
+            decision: None,
+        })
+    }
+}
+
+/// Why a step could not be built: (field, expected).
+pub type StepError = (String, String);
+
+fn err(field: &str, expected: impl Into<String>) -> StepError {
+    (field.to_string(), expected.into())
+}
+
+/// A group of the communicator as the generators see it.
+struct SubFabric<'a> {
+    parent: &'a dyn Fabric,
+    members: &'a [u32],
+}
+
+impl Fabric for SubFabric<'_> {
+    fn bottleneck_bps(&self, src: Endpoint, dst: Endpoint) -> f64 {
+        self.parent
+            .bottleneck_bps(self.members[src as usize], self.members[dst as usize])
+    }
+    fn node_of(&self, rank: u32) -> u32 {
+        self.parent.node_of(self.members[rank as usize])
+    }
+}
+
+/// Builds a step's schedule op by op: compute on lanes, collectives planned per group and
+/// embedded, point-to-point transfers, joins. [`build`] drives it from a model; the trace
+/// replay (`workload::trace`) from a recorded step.
+pub struct StepBuilder<'a> {
+    s: Schedule,
+    lanes: Vec<Option<u16>>,
+    fabric: &'a dyn Fabric,
+    planner: &'a dyn Planner,
+    cfg: &'a StepConfig,
+    placed: Vec<(String, DeviceId)>,
+    decisions: Vec<(String, u32)>,
+    /// Position of each extra endpoint of the step's schedule, by name (thousands of NVLS
+    /// groups each name their own switch).
+    endpoint_index: std::collections::HashMap<String, u32>,
+}
+
+impl<'a> StepBuilder<'a> {
+    pub fn new(
+        ranks: u32,
+        fabric: &'a dyn Fabric,
+        planner: &'a dyn Planner,
+        cfg: &'a StepConfig,
+    ) -> Self {
+        StepBuilder {
+            s: Schedule::new(Collective::AllReduce, "training-step", ranks, 0),
+            lanes: Vec::new(),
+            fabric,
+            planner,
+            cfg,
+            placed: Vec::new(),
+            decisions: Vec::new(),
+            endpoint_index: std::collections::HashMap::new(),
+        }
+    }
+
+    /// The built schedule in a [`StepDag`] of one lane per op's lane, with the ranks set and
+    /// no model facts (stages, buckets, batch): the caller fills what it knows.
+    pub fn finish(self) -> StepDag {
+        let lane_count = self.lanes.iter().flatten().max().map_or(1, |&l| l + 1);
+        let ranks = self.s.ranks;
+        StepDag {
+            schedule: self.s,
+            lanes: self.lanes,
+            lane_count,
+            ranks,
+            data_parallel: ranks,
+            global_batch: 0,
+            stages: Vec::new(),
+            buckets: Vec::new(),
+            placed: self.placed,
+            decisions: self.decisions,
+        }
+    }
+
+    pub fn compute(
+        &mut self,
+        endpoints: u32,
+        d: SimTime,
+        deps: Vec<OpId>,
+        phase: Phase,
+        lane: u16,
+        step: u32,
+    ) -> OpId {
+        let d = if self.cfg.ablation == Ablation::FreeCompute {
+            SimTime::ZERO
+        } else {
+            d
+        };
+        self.lanes.push(Some(lane));
+        self.s.push(
+            OpKind::Compute {
+                endpoints,
+                duration: d,
+            },
+            deps,
+            phase,
+            lane,
+            step,
+        )
+    }
+
+    pub fn join(&mut self, deps: Vec<OpId>) -> OpId {
+        self.lanes.push(None);
+        self.s.push(
+            OpKind::Compute {
+                endpoints: 0,
+                duration: SimTime::ZERO,
+            },
+            deps,
+            Phase::SendRecv,
+            0,
+            0,
+        )
+    }
+
+    /// Embeds `collective` of `bytes` over each group (all groups the same size) after
+    /// `after`; returns a join op that finishes with it. The planner plans the first group and
+    /// the others reuse its schedule, unless the library placed endpoints of its own (NVLS:
+    /// each group has its own NVSwitch): then every group is planned.
+    pub fn collective(
+        &mut self,
+        spec: CollectiveSpec,
+        groups: &[Vec<u32>],
+        after: Vec<OpId>,
+        map_kind: &dyn Fn(&Op) -> OpKind,
+    ) -> Result<OpId, StepError> {
+        if self.cfg.ablation == Ablation::FreeCommunication || groups.is_empty() {
+            return Ok(self.join(after));
+        }
+        let plan_group = |g: &Vec<u32>| {
+            let fabric = SubFabric {
+                parent: self.fabric,
+                members: g,
+            };
+            self.planner.plan(&spec, g, &fabric)
+        };
+        // Groups whose plans are the same schedule (up to which placed endpoints they use:
+        // NVLS groups on different nodes each have their own NVSwitch) are embedded as one:
+        // one op per step over all their pairs. The groups of one collective start together
+        // after one batched compute op and are the same shape, so they also finish together.
+        if !self.cfg.group_fusion {
+            let mut sinks = Vec::new();
+            for g in groups {
+                let mut planned = plan_group(g)?;
+                if let Some(d) = planned.decision.take() {
+                    self.count_decision(&d);
+                }
+                let names = self.placed_names(&planned);
+                sinks.extend(self.embed_groups(&planned.schedule, &[(g, names)], &after, map_kind));
+            }
+            return Ok(self.join(sinks));
+        }
+        let first = plan_group(&groups[0])?;
+        let planned_apart = !first.placed.is_empty();
+        let mut classes: Vec<PlanClass> = Vec::new();
+        let mut next = Some(first);
+        let mut first_decision: Option<String> = None;
+        for (i, g) in groups.iter().enumerate() {
+            let mut planned = match next.take() {
+                Some(p) => p,
+                None if planned_apart => plan_group(g)?,
+                None => {
+                    // Planned once: every group runs the first group's plan.
+                    let names = classes[0].endpoint_names.clone();
+                    classes[0].members.push((g, names));
+                    if let Some(d) = &first_decision {
+                        self.count_decision(d);
+                    }
+                    continue;
+                }
+            };
+            if let Some(d) = planned.decision.take() {
+                self.count_decision(&d);
+                if i == 0 {
+                    first_decision = Some(d);
+                }
+            }
+            let names = self.placed_names(&planned);
+            let same = classes.iter_mut().find(|c| {
+                std::sync::Arc::ptr_eq(&c.schedule, &planned.schedule)
+                    || (c.schedule.ops == planned.schedule.ops
+                        && c.schedule.patterns == planned.schedule.patterns
+                        && c.schedule.extra_endpoints.len()
+                            == planned.schedule.extra_endpoints.len())
+            });
+            match same {
+                Some(c) => c.members.push((g, names)),
+                None => {
+                    debug_assert!(i == 0 || planned_apart);
+                    classes.push(PlanClass {
+                        schedule: planned.schedule,
+                        endpoint_names: names.clone(),
+                        members: vec![(g, names)],
+                    })
+                }
+            }
+        }
+        let mut sinks = Vec::new();
+        for class in &classes {
+            sinks.extend(self.embed_groups(&class.schedule, &class.members, &after, map_kind));
+        }
+        if sinks.is_empty() {
+            return Ok(self.join(after));
+        }
+        Ok(self.join(sinks))
+    }
+
+    /// The step's names of a plan's extra endpoints, registering the endpoints it placed: a
+    /// library-placed endpoint is named after its device, so groups sharing a device share
+    /// the endpoint and groups on different ones do not.
+    fn placed_names(&mut self, planned: &Planned) -> Vec<String> {
+        for (name, dev) in &planned.placed {
+            let global = format!("{name}@{}", dev.0);
+            if !self.endpoint_index.contains_key(&global) {
+                self.endpoint_position(&global);
+                self.placed.push((global, *dev));
+            }
+        }
+        planned
+            .schedule
+            .extra_endpoints
+            .iter()
+            .map(
+                |name| match planned.placed.iter().find(|(n, _)| n == name) {
+                    Some((_, dev)) => format!("{name}@{}", dev.0),
+                    None => name.clone(),
+                },
+            )
+            .collect()
+    }
+
+    /// The position of the step's extra endpoint `name`, added when new.
+    fn endpoint_position(&mut self, name: &str) -> u32 {
+        if let Some(&pos) = self.endpoint_index.get(name) {
+            return pos;
+        }
+        let pos = self.s.extra_endpoints.len() as u32;
+        self.s.extra_endpoints.push(name.to_string());
+        self.endpoint_index.insert(name.to_string(), pos);
+        pos
+    }
+
+    /// Counts one group's collective under the library's decision line.
+    fn count_decision(&mut self, decision: &str) {
+        let short = crate::library::choice(decision);
+        match self.decisions.iter_mut().find(|(k, _)| k == short) {
+            Some((_, count)) => *count += 1,
+            None => self.decisions.push((short.to_string(), 1)),
+        }
+    }
+
+    /// Embeds `sub` once over all `groups` (rank i of `sub` = `group[i]`, its j-th extra
+    /// endpoint the step's endpoint named by the group's j-th name); returns the sinks.
+    fn embed_groups(
+        &mut self,
+        sub: &Schedule,
+        groups: &[(&Vec<u32>, Vec<String>)],
+        after: &[OpId],
+        map_kind: &dyn Fn(&Op) -> OpKind,
+    ) -> Vec<OpId> {
+        let maps: Vec<Vec<u32>> = groups
+            .iter()
+            .map(|(g, names)| {
+                let mut m = (*g).clone();
+                for name in names {
+                    let pos = self.endpoint_position(name);
+                    m.push(self.s.ranks + pos);
+                }
+                m
+            })
+            .collect();
+        let refs: Vec<&[u32]> = maps.iter().map(|m| m.as_slice()).collect();
+        let before = self.s.ops.len();
+        let sinks = self.s.embed(sub, &refs, after, map_kind);
+        self.lanes.extend((before..self.s.ops.len()).map(|_| None));
+        sinks
+    }
+
+    fn spec(&self, collective: Collective, bytes: u64, algorithm: Algorithm) -> CollectiveSpec {
+        CollectiveSpec {
+            collective,
+            bytes,
+            root: 0,
+            peer: 1,
+            algorithm,
+            slices: self.cfg.slices,
+        }
+    }
+
+    pub fn transfer(
+        &mut self,
+        pairs: Vec<(u32, u32)>,
+        bytes: u64,
+        deps: Vec<OpId>,
+        phase: Phase,
+    ) -> OpId {
+        if self.cfg.ablation == Ablation::FreeCommunication || pairs.is_empty() || bytes == 0 {
+            return self.join(deps);
+        }
+        let p = self.s.add_pattern(pairs);
+        self.lanes.push(None);
+        self.s
+            .push(OpKind::Transfer { pattern: p, bytes }, deps, phase, 0, 0)
+    }
+}
+
+/// Builds one training step of `model` on `ranks` ranks (`fabric` answers the collective
+/// generators' questions about the network; `planner` turns each collective into a schedule).
+pub fn build(
+    model: &Model,
+    cm: &ComputeModel,
+    cfg: &StepConfig,
+    ranks: u32,
+    fabric: &dyn Fabric,
+    planner: &dyn Planner,
+) -> Result<StepDag, StepError> {
+    let (tp, pp) = (cfg.tensor_parallel.max(1), cfg.pipeline_parallel.max(1));
+    if cfg.batch_per_gpu == 0 {
+        return Err(err("workload.batch_per_gpu", "at least 1"));
+    }
+    if !ranks.is_multiple_of(tp * pp) {
+        return Err(err(
+            "workload.tensor_parallel",
+            format!("tensor_parallel × pipeline_parallel ({tp} × {pp}) dividing the {ranks} ranks"),
+        ));
+    }
+    if pp as usize > model.layers.len() {
+        return Err(err(
+            "workload.pipeline_parallel",
+            format!(
+                "at most the model's {} layers, got {pp}",
+                model.layers.len()
+            ),
+        ));
+    }
+    if cfg.accumulation_steps == 0 {
+        return Err(err("workload.accumulation_steps", "at least 1"));
+    }
+    let dp = ranks / (tp * pp);
+    let ep = cfg.expert_parallel.max(1);
+    if ep > 1 {
+        let Some(moe) = model.moe else {
+            return Err(err(
+                "workload.expert_parallel",
+                format!("1 for {}, which has no experts", model.name),
+            ));
+        };
+        if tp * pp > 1 || cfg.method != DpMethod::Ddp {
+            return Err(err(
+                "workload.expert_parallel",
+                "expert parallelism under parallelism = \"ddp\" with tensor_parallel = \
+                 pipeline_parallel = 1 (the combinations dtsim models so far)",
+            ));
+        }
+        if !dp.is_multiple_of(ep) || !moe.experts.is_multiple_of(ep as u64) {
+            return Err(err(
+                "workload.expert_parallel",
+                format!(
+                    "a divisor of both the {dp} data-parallel ranks and the {} experts, got {ep}",
+                    moe.experts
+                ),
+            ));
+        }
+    }
+    if !(cfg.capacity_factor >= 1.0 && cfg.capacity_factor.is_finite()) {
+        return Err(err(
+            "workload.capacity_factor",
+            format!("a factor of at least 1.0, got {}", cfg.capacity_factor),
+        ));
+    }
+    let mut b = StepBuilder::new(ranks, fabric, planner, cfg);
+    let mut dag = if tp == 1 && pp == 1 {
+        data_parallel_step(&mut b, model, cm, cfg, ranks)?
+    } else {
+        if !matches!(
+            cfg.method,
+            DpMethod::Ddp | DpMethod::AllreduceAfterBackward | DpMethod::Zero1
+        ) {
+            return Err(err(
+                "workload.parallelism",
+                "ddp, allreduce_after_backward or zero1 (the distributed optimizer) with tensor \
+                 or pipeline parallelism",
+            ));
+        }
+        hybrid_step(&mut b, model, cm, cfg, dp, tp, pp)?
+    };
+    dag.schedule = b.s;
+    dag.lanes = b.lanes;
+    dag.placed = b.placed;
+    dag.decisions = b.decisions;
+    dag.ranks = ranks;
+    dag.data_parallel = dp;
+    debug_assert_eq!(dag.lanes.len(), dag.schedule.ops.len());
+    Ok(dag)
+}
+
+fn empty_dag() -> StepDag {
+    StepDag {
+        schedule: Schedule::new(Collective::AllReduce, "", 0, 0),
+        lanes: Vec::new(),
+        lane_count: 1,
+        ranks: 0,
+        data_parallel: 0,
+        global_batch: 0,
+        stages: Vec::new(),
+        buckets: Vec::new(),
+        placed: Vec::new(),
+        decisions: Vec::new(),
+    }
+}
+
+impl StepConfig {
+    /// The configured algorithm when it implements `c`, else the default for `c`.
+    fn algorithm_for(&self, c: Collective) -> Algorithm {
+        if self.algorithm.supports(c) {
+            self.algorithm.clone()
+        } else {
+            crate::collective::default_algorithm(c)
+        }
+    }
+}
