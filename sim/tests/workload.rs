@@ -433,7 +433,10 @@ fn moe_all_to_all_bytes_follow_the_capacity_factor() {
 
 #[test]
 fn expert_parallelism_shards_the_experts_and_nothing_else() {
-    let ep8 = mixtral_on_h100(&[]).unwrap().summary.memory;
+    let r = mixtral_on_h100(&[]).unwrap();
+    assert_eq!(r.summary.expert_parallel, 8);
+    assert!(r.to_string().contains("(EP 8 within DP)"), "{r}");
+    let ep8 = r.summary.memory;
     let ep1 = mixtral_on_h100(&["workload.expert_parallel=1"])
         .unwrap()
         .summary

@@ -29,6 +29,9 @@ pub struct WorkloadSummary {
     pub data_parallel: u32,
     pub tensor_parallel: u32,
     pub pipeline_parallel: u32,
+    /// Expert-parallel group size (mixture-of-experts models; 1 and omitted otherwise).
+    #[serde(skip_serializing_if = "is_one")]
+    pub expert_parallel: u32,
     pub microbatches: u32,
     pub batch_per_gpu: u64,
     pub global_batch: u64,
@@ -178,11 +181,12 @@ impl fmt::Display for WorkloadReport {
         )?;
         writeln!(
             f,
-            "training   {} ranks = DP {} x TP {} x PP {}, {}, collectives {}, batch {}/GPU ({} global){}",
+            "training   {} ranks = DP {} x TP {} x PP {}{}, {}, collectives {}, batch {}/GPU ({} global){}",
             s.ranks,
             s.data_parallel,
             s.tensor_parallel,
             s.pipeline_parallel,
+            if s.expert_parallel > 1 { format!(" (EP {} within DP)", s.expert_parallel) } else { String::new() },
             s.parallelism,
             s.algorithm,
             s.batch_per_gpu,
@@ -364,4 +368,8 @@ pub fn study_table(rows: &[StudyRow]) -> String {
         );
     }
     out
+}
+
+fn is_one(x: &u32) -> bool {
+    *x == 1
 }

@@ -524,6 +524,7 @@ pub fn run_workload(s: &Scenario, watch: Watch) -> Result<WorkloadReport, RunErr
         data_parallel: dag.data_parallel,
         tensor_parallel: cfg.tensor_parallel,
         pipeline_parallel: cfg.pipeline_parallel,
+        expert_parallel: cfg.expert_parallel.max(1),
         microbatches: cfg.microbatches,
         batch_per_gpu: cfg.batch_per_gpu,
         global_batch: dag.global_batch,
