@@ -41,6 +41,7 @@ enum Reach {
 
 impl Reach {
     /// Hops from `v` to the root, [`UNREACHABLE`] when the search did not reach it.
+    #[inline]
     fn hops(&self, v: DeviceId) -> u16 {
         match self {
             Reach::Dense { hops, .. } => hops[v.index()],
@@ -52,6 +53,7 @@ impl Reach {
     }
 
     /// Widest bottleneck from `v` to the root (0 when unreached).
+    #[inline]
     fn width(&self, v: DeviceId) -> f32 {
         match self {
             Reach::Dense { width_bps, .. } => width_bps[v.index()],
@@ -66,6 +68,7 @@ impl Reach {
 
     /// Where `v` is in a sparse search's sorted devices: most lookups are of devices outside
     /// the few ids it reached (one node's), answered by the range check alone.
+    #[inline]
     fn find(devices: &[u32], v: DeviceId) -> Option<usize> {
         match (devices.first(), devices.last()) {
             (Some(&lo), Some(&hi)) if (lo..=hi).contains(&v.0) => devices.binary_search(&v.0).ok(),
@@ -122,6 +125,7 @@ struct View<'a> {
 
 impl View<'_> {
     /// Hops from `v` to the target, `u32::MAX` when unreachable.
+    #[inline]
     fn hops(&self, v: DeviceId) -> u32 {
         if v == self.target {
             return 0;
@@ -145,6 +149,7 @@ impl View<'_> {
     }
 
     /// [`Self::width`] of `v`, whose distance `d` the caller already has.
+    #[inline]
     fn width_at(&self, v: DeviceId, d: u32) -> f32 {
         if v == self.target {
             return f32::INFINITY;
@@ -585,8 +590,19 @@ impl Router {
     /// met, else a full breadth-first search.
     fn search(&mut self, topo: &Topology, root: DeviceId) -> Search {
         let n = topo.devices().len();
-        if !self.own_search {
-            let level = self.level[root.index()];
+        let level = self.level[root.index()];
+        // Higher neighbours of the root itself: with more than MAX_ANCHORS of them the
+        // composite is not worth it, and the local search need not be made.
+        let mut higher: Vec<DeviceId> = self
+            .adj
+            .of(root)
+            .iter()
+            .map(|&(_, v, _)| v)
+            .filter(|v| self.adj.forwards[v.index()] && self.level[v.index()] > level)
+            .collect();
+        higher.sort_unstable();
+        higher.dedup();
+        if !self.own_search && higher.len() <= Self::MAX_ANCHORS {
             let (local, ups) = self.bfs(topo, root, Some(level));
             if ups.is_empty() {
                 return Search::Full(local);
