@@ -60,9 +60,7 @@ pub(super) fn data_parallel_step(
     let grad_bytes = model.params() * cfg.dtype.bytes();
     let e = cfg.dtype.bytes();
     let mut prev: Vec<OpId> = Vec::new();
-    let mut dag = empty_dag();
-    dag.global_batch = cfg.batch_per_gpu * n as u64 * cfg.accumulation_steps as u64;
-    dag.stages = std::iter::once(0..model.layers.len()).collect();
+    let mut dag = data_parallel_dag(model, cfg, n);
     let single_process = cfg.method == DpMethod::DataParallel;
     if single_process {
         // GPU 0 holds the batch and the parameters: scatter inputs, replicate parameters.
@@ -114,10 +112,7 @@ pub(super) fn data_parallel_step(
             prev = vec![s];
         }
         for (i, t) in times.iter().enumerate().rev() {
-            let mut d = t.backward;
-            if cfg.recompute {
-                d = d.saturating_add(t.forward);
-            }
+            let mut d = cfg.backward_time(t);
             if ddp && last {
                 d = d.saturating_add(cm.ddp_overhead(model.layers[i].param_tensors));
             }
@@ -213,8 +208,15 @@ pub(super) fn data_parallel_step(
         let endpoints = if single_process { 1 } else { n };
         b.compute(endpoints, optimizer, deps, Phase::Optimizer, 0, 0);
     }
-    dag.lane_count = 1;
     Ok(dag)
+}
+
+/// The facts of a one-stage step over `n` data-parallel ranks, for the builders to fill.
+pub(super) fn data_parallel_dag(model: &Model, cfg: &StepConfig, n: u32) -> StepDag {
+    let mut dag = empty_dag();
+    dag.global_batch = cfg.batch_per_gpu * n as u64 * cfg.accumulation_steps as u64;
+    dag.stages = std::iter::once(0..model.layers.len()).collect();
+    dag
 }
 
 #[cfg(test)]

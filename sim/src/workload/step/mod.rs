@@ -678,6 +678,15 @@ fn empty_dag() -> StepDag {
 }
 
 impl StepConfig {
+    /// A layer's backward pass, with its forward again first under full recomputation.
+    fn backward_time(&self, t: &super::compute::PassTimes) -> SimTime {
+        if self.recompute {
+            t.backward.saturating_add(t.forward)
+        } else {
+            t.backward
+        }
+    }
+
     /// The configured algorithm when it implements `c`, else the default for `c`.
     fn algorithm_for(&self, c: Collective) -> Algorithm {
         if self.algorithm.supports(c) {

@@ -1,7 +1,7 @@
 //! Mixture-of-experts steps with expert parallelism: all-to-alls around each MoE block,
 //! expert gradients among the ranks holding the same experts.
 
-use super::data_parallel::buckets;
+use super::data_parallel::{buckets, data_parallel_dag};
 use super::*;
 
 /// A mixture-of-experts step under DDP with expert parallelism `ep` over `n` ranks: groups of
@@ -73,9 +73,7 @@ pub(super) fn moe_step(
         l.params -= moe.expert_params_per_block;
     }
     let plan = buckets(&dense, cfg.dtype, cfg.first_bucket_bytes, cfg.bucket_bytes);
-    let mut dag = empty_dag();
-    dag.global_batch = cfg.batch_per_gpu * n as u64 * cfg.accumulation_steps as u64;
-    dag.stages = std::iter::once(0..model.layers.len()).collect();
+    let mut dag = data_parallel_dag(model, cfg, n);
     let mut prev: Option<OpId> = None;
     let mut bwd_op = vec![OpId(0); model.layers.len()];
     for micro in 0..cfg.accumulation_steps {
@@ -98,10 +96,7 @@ pub(super) fn moe_step(
                 let start = b.join(deps);
                 deps = vec![a2a(b, i, start)?];
             }
-            let mut d = t.backward;
-            if cfg.recompute {
-                d = d.saturating_add(t.forward);
-            }
+            let mut d = cfg.backward_time(t);
             if last {
                 d = d.saturating_add(cm.ddp_overhead(model.layers[i].param_tensors));
             }
@@ -153,6 +148,5 @@ pub(super) fn moe_step(
     deps.extend(done);
     let update = cm.optimizer_time(params, model.param_tensors(), cfg.optimizer);
     b.compute(n, update, deps, Phase::Optimizer, 0, 0);
-    dag.lane_count = 1;
     Ok(dag)
 }

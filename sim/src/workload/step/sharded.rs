@@ -1,5 +1,6 @@
 //! ZeRO-3 / FSDP steps: per-layer parameter gathers and gradient scatters with prefetch.
 
+use super::data_parallel::data_parallel_dag;
 use super::*;
 
 /// ZeRO-3 / FSDP over `all` ranks: per layer with parameters, an all-gather of its parameters
@@ -20,9 +21,7 @@ pub(super) fn fsdp_step(
     let e = cfg.dtype.bytes();
     let groups = [all.to_vec()];
     let nl = model.layers.len();
-    let mut dag = empty_dag();
-    dag.global_batch = cfg.batch_per_gpu * n as u64 * cfg.accumulation_steps as u64;
-    dag.stages = std::iter::once(0..nl).collect();
+    let dag = data_parallel_dag(model, cfg, n);
     let mut stream: Option<OpId> = None;
     let mut prev: Option<OpId> = None;
     let mut scatters = Vec::new();
@@ -59,12 +58,7 @@ pub(super) fn fsdp_step(
                 let ahead: Vec<OpId> = bwd.get(i + 2).copied().flatten().into_iter().collect();
                 deps.push(comm(b, Collective::AllGather, bytes, ahead, &mut stream)?);
             }
-            let d = if cfg.recompute {
-                t.backward.saturating_add(t.forward)
-            } else {
-                t.backward
-            };
-            let op = b.compute(n, d, deps, Phase::Backward, 0, i as u32);
+            let op = b.compute(n, cfg.backward_time(t), deps, Phase::Backward, 0, i as u32);
             bwd[i] = Some(op);
             prev = Some(op);
             if bytes > 0 {
@@ -84,6 +78,5 @@ pub(super) fn fsdp_step(
     deps.extend(scatters);
     let update = cm.optimizer_time(shard, tensors, cfg.optimizer);
     b.compute(n, update, deps, Phase::Optimizer, 0, 0);
-    dag.lane_count = 1;
     Ok(dag)
 }
