@@ -176,3 +176,80 @@ fn one_scenario_reproduces_the_shape_of_an_nccl_tests_sweep() {
         assert!(t.contains("24 sizes measured"), "{t}");
     }
 }
+
+#[test]
+fn nccl_2_18_nvls_leaves_channels_idle_below_one_loop_and_2_20_does_not() {
+    use sim::library::nccl::{emit::nvls_busy_channels, Version};
+    let v = |s| Version::parse(s).unwrap();
+    // 8 GPUs (8 heads), 16 channels, 16 KiB chunks: one loop is 16 x 8 x 16 KiB = 2 MiB.
+    let busy = |ver, bytes: u64| nvls_busy_channels(v(ver), bytes, 16, 8, 16 << 10);
+    // Up to 2.19 (all_reduce.h runNvls): channel b takes the 128 KiB at b x 128 KiB.
+    assert_eq!(busy("2.18", 64 << 10), 1.0);
+    assert_eq!(busy("2.18", 1 << 20), 8.0);
+    assert_eq!(busy("2.19", 3 << 20), 12.0); // 2 MiB loop + 1 MiB: busiest has 256 KiB
+    assert_eq!(busy("2.18", 4 << 20), 16.0);
+    // From 2.20 (enqueue.cc): the count split over all channels in 4 KiB-aligned shares.
+    assert_eq!(busy("2.20", 64 << 10), 16.0);
+    assert_eq!(busy("2.27", 1 << 10), 1.0);
+    assert_eq!(busy("2.20", 4 << 20), 16.0);
+}
+
+/// A profile with NVLS's call latency and one channel's rate set, as `calibrate` fits them.
+fn nvls_profile(dir: &Path) -> std::path::PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut prof =
+        sim::profile::Profile::load(&root.join("data/profiles/h100_sxm_node.json")).unwrap();
+    let p = |v: f64| sim::profile::FittedParameter {
+        value: v,
+        ci95: None,
+        provenance: sim::profile::Provenance {
+            source: "assumed".into(),
+            detail: "test".into(),
+            date: None,
+        },
+    };
+    let mut c = sim::profile::NcclCalibration::default();
+    c.base_latency_us.insert("nvls/simple".into(), p(25.0));
+    c.channel_gbps.insert("nvls/simple".into(), p(20.0));
+    prof.network.nccl = Some(c);
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join("nvls.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&prof).unwrap()).unwrap();
+    path
+}
+
+#[test]
+fn a_channel_rate_makes_nccl_2_18_nvls_slower_than_2_20_only_below_one_loop() {
+    let dir = std::env::temp_dir().join(format!("dtsim-nvls-{}", std::process::id()));
+    let prof = nvls_profile(&dir);
+    let at = |version: &str, bytes: &str| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let text = format!(
+            "name = \"t\"\nprofile = {:?}\n[topology]\nfile = {:?}\n[collective]\n\
+             op = \"all_reduce\"\nbytes = \"{bytes}\"\nalgorithm = \"nvls\"\n\
+             library_version = \"{version}\"\n",
+            prof.display().to_string(),
+            root.join("topologies/hgx_h100.toml").display().to_string()
+        );
+        let s = sim::scenario::parse(&text, Path::new("t.toml"), &[]).unwrap();
+        let r = sim::scenario::run::run(&s).unwrap().summary;
+        (r.time_ps as f64 * 1e-6, r.library)
+    };
+    // 256 KiB: 2 of 16 channels have work under 2.18, all 16 under 2.20. Each GPU pushes
+    // and then pulls 256 KiB x 9/8 at 20 GB/s per busy channel: 2.18 takes that much longer.
+    let (old, lib) = at("2.18", "256KiB");
+    let (new, _) = at("2.20", "256KiB");
+    assert!(lib.contains("2.00 with work"), "{lib}");
+    let bytes = 2.0 * (256u64 << 10) as f64 * 9.0 / 8.0;
+    let expect_us = bytes * (1.0 / (2.0 * 20e9) - 1.0 / (16.0 * 20e9)) * 1e6;
+    let diff = old - new;
+    assert!(
+        (diff / expect_us - 1.0).abs() < 0.05,
+        "{old} vs {new} us: {diff} longer, expected {expect_us}"
+    );
+    // 4 MiB fills every channel in both.
+    let (old, _) = at("2.18", "4MiB");
+    let (new, _) = at("2.20", "4MiB");
+    assert!((old / new - 1.0).abs() < 1e-4, "{old} vs {new}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

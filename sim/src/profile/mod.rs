@@ -78,7 +78,10 @@ pub struct NetworkCalibration {
 ///   latencies, for an algorithm/protocol over a link class (the step's slowest link);
 /// - `efficiency["ring/nvlink"]`: fraction of a link class's nominal rate that an
 ///   algorithm's payload reaches once protocol framing (LL 4 of 8 bytes, LL128 120 of 128) is
-///   accounted for.
+///   accounted for;
+/// - `channel_gbps["nvls/simple"]`: payload one channel (one thread block) moves per second
+///   per GPU, GB/s; a collective on `c` channels runs at most `c ×` this. Absent, NCCL's own
+///   per-channel maxima apply where it has them (LL, LL128, tree) and no limit elsewhere.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NcclCalibration {
@@ -88,6 +91,8 @@ pub struct NcclCalibration {
     pub step_latency_us: BTreeMap<String, FittedParameter>,
     #[serde(default)]
     pub efficiency: BTreeMap<String, FittedParameter>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub channel_gbps: BTreeMap<String, FittedParameter>,
     /// The measured rows these parameters were fitted on; `dtsim validate` does not score them.
     #[serde(default)]
     pub fitted_on: Vec<FittedRows>,

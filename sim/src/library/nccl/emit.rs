@@ -7,7 +7,9 @@
 //!   chunk))` slices (at most [`MAX_SLICES`]).
 //! - Tree: the double binary tree, sliced in tree chunks.
 //! - NVLS: each GPU pushes to the NVSwitch (which reduces in the switch) and pulls the
-//!   multicast result; per GPU and direction an all-reduce moves `bytes × (n+1)/n`.
+//!   multicast result; per GPU and direction an all-reduce moves `bytes × (n+1)/n`, at most
+//!   one channel's rate times the channels that have work (which NCCL's version decides:
+//!   [`nvls_busy_channels`]).
 //! - PAT: recursive halving / doubling (log-step), unsliced.
 //!
 //! Then every transfer op gets the protocol's framing as extra wire bytes, the link's
@@ -17,7 +19,7 @@
 
 use super::params::Params;
 use super::tuner::{self, Choice, TunerInput};
-use super::{Algo, Proto};
+use super::{Algo, Proto, Version};
 use crate::collective::{
     generate, Algorithm, CollectiveSpec, Fabric, OpKind, Phase, RingOrder, Schedule, Transport,
 };
@@ -47,6 +49,8 @@ pub(super) fn emit(
             | crate::collective::Collective::ReduceScatter
     );
     let mut placed = Vec::new();
+    // NVLS's chunk size: its per-chunk latency is paid inside the channel's rate (below).
+    let mut nvls_chunk = 0u64;
     let (mut schedule, slices, channels_per_flow) = match choice.algo {
         Algo::Ring => {
             let chunk = choice.proto.chunk_bytes(ring_like);
@@ -107,7 +111,9 @@ pub(super) fn emit(
                 .bytes
                 .div_ceil(ops_in_flight * chunk)
                 .clamp(1, MAX_SLICES);
-            (nvls(req, sys.ranks, slices), slices, nc as f64)
+            let busy = nvls_busy_channels(input.version, req.bytes, nc, n, chunk);
+            nvls_chunk = chunk;
+            (nvls(req, sys.ranks, slices), slices, busy)
         }
         Algo::NvlsTree | Algo::CollnetDirect | Algo::CollnetChain => {
             unreachable!("the tuner never chooses an algorithm it cannot run")
@@ -126,9 +132,25 @@ pub(super) fn emit(
     let (a, p) = (choice.algo, choice.proto);
     let wire = p.wire_bytes_per_byte() / params.efficiency(a, class);
     let step = params.step_latency_us(a, p, class);
+    // A ring or tree step is a transfer op: its latency is the op's setup. NVLS runs each
+    // channel's data as a stream of chunks with a handshake each, which the slices played
+    // here do not resolve: the channel moves `chunk` per `step + chunk / rate`.
+    let (step, nvls_rate_factor) = match (a, params.channel_gbps(a, p)) {
+        (Algo::Nvls, Some(gbps)) if step > 0.0 => {
+            let stream_us = nvls_chunk as f64 / (gbps * 1e3);
+            (0.0, stream_us / (step + stream_us))
+        }
+        _ => (step, 1.0),
+    };
     let base = params.base_latency_us(a, p);
-    let ceiling_gbps = channel_ceiling_gbps(input, a, p);
-    let max_flow_bps = ceiling_gbps * 8e9 * p.wire_bytes_per_byte() * channels_per_flow;
+    // A profile's channel rate is payload, so it is scaled to the flow's wire bytes (framing
+    // and efficiency); NCCL's own per-channel maxima are applied to the wire rate, as its
+    // tuner compares them with link bandwidths.
+    let (ceiling_gbps, ceiling_wire) = match params.channel_gbps(a, p) {
+        Some(g) => (g, wire),
+        None => (channel_ceiling_gbps(input, a, p), p.wire_bytes_per_byte()),
+    };
+    let max_flow_bps = ceiling_gbps * nvls_rate_factor * 8e9 * ceiling_wire * channels_per_flow;
     for op in schedule.ops.iter_mut() {
         if let OpKind::Transfer { bytes, .. } = &mut op.kind {
             *bytes = (*bytes as f64 * wire).ceil() as u64;
@@ -142,11 +164,16 @@ pub(super) fn emit(
     }
     schedule.algorithm = format!("nccl-{}-{}({nc})", a.as_str(), p.as_str());
     let decision = format!(
-        "NCCL {} {}/{}, {nc} channels, {slices} slice(s); steps over {}: base {:.2} us, step \
-         {:.2} us, efficiency {:.3}{}; NCCL's own estimate {:.1} us",
+        "NCCL {} {}/{}, {nc} channels{}, {slices} slice(s); steps over {}: base {:.2} us, \
+         step {:.2} us, efficiency {:.3}{}; NCCL's own estimate {:.1} us",
         input.version,
         a.as_str(),
         p.as_str(),
+        if a == Algo::Nvls {
+            format!(" ({channels_per_flow:.2} with work)")
+        } else {
+            String::new()
+        },
         class,
         base,
         step,
@@ -202,6 +229,35 @@ fn rail_rings(sys: &System, fabric: &dyn Fabric, channels: u64) -> Vec<Vec<u32>>
                 .collect()
         })
         .collect()
+}
+
+/// How many channels' worth of throughput an NVLS collective of `bytes` gets: `bytes` over
+/// what its busiest channel carries (each channel runs its share at one channel's rate).
+///
+/// - Up to 2.19 (`all_reduce.h`, `runNvls`) channel `b` takes the `heads × chunk` elements at
+///   `b × heads × chunk` of every loop of `channels × heads × chunk`: below one loop only the
+///   first `ceil(bytes / (heads × chunk))` channels have work, each a full `heads × chunk`.
+/// - From 2.20 (`enqueue.cc`, `scheduleCollTasksToPlan`) the count is split evenly over the
+///   channels, each share rounded up to `NCCL_SIMPLE_ALIGNMENT` (4 KiB): every channel works
+///   from `channels × 4 KiB` on.
+///
+/// `heads` is the ranks on the NVSwitch (one reduction head per GPU on one node).
+pub fn nvls_busy_channels(v: Version, bytes: u64, channels: u64, heads: u64, chunk: u64) -> f64 {
+    if bytes == 0 {
+        return channels as f64;
+    }
+    let busiest = if v.minor <= 19 {
+        let piece = heads * chunk;
+        let lp = channels * piece;
+        (bytes / lp) * piece + (bytes % lp).min(piece)
+    } else {
+        const SIMPLE_ALIGNMENT: u64 = 4096;
+        bytes
+            .div_ceil(channels)
+            .next_multiple_of(SIMPLE_ALIGNMENT)
+            .min(bytes)
+    };
+    bytes as f64 / busiest as f64
 }
 
 /// One channel's payload ceiling in GB/s (NCCL's measured per-channel maxima; infinite

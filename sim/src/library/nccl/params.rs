@@ -1,6 +1,6 @@
 //! The NCCL model's physical parameters: a profile's fitted values, or NCCL's own constants.
 //!
-//! Three kinds, each keyed the way [`super::emit`] looks it up (and the way `calibrate`
+//! Four kinds, each keyed the way [`super::emit`] looks it up (and the way `calibrate`
 //! fits it, so a key means one thing on both sides):
 //! - base latency `"algo/proto"` (µs per collective call), default NCCL's `baseLat` (2.18–2.19;
 //!   from 2.20 NVLS has none and its `hwLat` carries the one-shot latency);
@@ -9,7 +9,12 @@
 //! - efficiency `"algo/class"`, fraction of the nominal link rate the payload reaches,
 //!   default NCCL's own view of the link kind ([`LinkPrior`]): its per-link NVLink bandwidth
 //!   (`SM*_NVLINK_BW`) over the link's datasheet rate, its `PCI_BW` over PCIe's payload rate,
-//!   and 1 for networks (NCCL takes a NIC's port speed as is).
+//!   and 1 for networks (NCCL takes a NIC's port speed as is);
+//! - channel rate `"algo/proto"` (GB/s of payload one channel moves per GPU), default NCCL's
+//!   per-channel maxima where its tuner has them (LL, LL128, tree; see `emit`), none
+//!   elsewhere. Fitted for NVLS, whose throughput is its thread blocks' (one per channel),
+//!   not NVLink's: which is what makes NCCL 2.18–2.19's NVLS, which leaves channels idle
+//!   below `channels × heads × chunk` bytes, slower than 2.20's at 64 KiB–2 MiB.
 
 use super::tuner::{self, StepHw};
 use super::{Algo, Proto, Version};
@@ -33,6 +38,15 @@ pub fn step_key(a: Algo, p: Proto, c: LinkClass) -> String {
 }
 pub fn efficiency_key(a: Algo, c: LinkClass) -> String {
     format!("{}/{}", a.as_str(), c.as_str())
+}
+pub fn channel_key(a: Algo, p: Proto) -> String {
+    base_key(a, p)
+}
+
+/// Whether a channel's rate, not the link's efficiency, is what the model fits for `a`
+/// (the two cap the same flows; see the module doc).
+pub fn channel_rate_fitted(a: Algo) -> bool {
+    a == Algo::Nvls
 }
 
 /// NCCL's own estimate of the fraction of a link's datasheet rate its kernels move, per link
@@ -118,19 +132,31 @@ impl<'a> Params<'a> {
             .and_then(|cal| cal.efficiency.get(&efficiency_key(a, c)))
             .map_or_else(|| self.prior.of(c), |f| f.value)
     }
-    /// Which of the three came from the profile (for reports): `(fitted, defaulted)` keys.
+    /// One channel's payload rate in GB/s from the profile, if it has one (the caller knows
+    /// NCCL's own per-channel maxima, which depend on the communicator).
+    pub fn channel_gbps(&self, a: Algo, p: Proto) -> Option<f64> {
+        self.calibration
+            .and_then(|cal| cal.channel_gbps.get(&channel_key(a, p)))
+            .map(|f| f.value)
+    }
+    /// Which of the parameters `a` uses came from the profile (for reports and for what
+    /// `calibrate` fits): `(fitted, defaulted)` keys.
     pub fn sources(&self, a: Algo, p: Proto, c: LinkClass) -> (Vec<String>, Vec<String>) {
-        let keys = [
+        let mut keys = vec![
             ("base_latency_us", base_key(a, p)),
             ("step_latency_us", step_key(a, p, c)),
             ("efficiency", efficiency_key(a, c)),
         ];
+        if channel_rate_fitted(a) {
+            keys.push(("channel_gbps", channel_key(a, p)));
+        }
         let mut fitted = Vec::new();
         let mut defaulted = Vec::new();
         for (table, key) in keys {
             let have = self.calibration.is_some_and(|cal| match table {
                 "base_latency_us" => cal.base_latency_us.contains_key(&key),
                 "step_latency_us" => cal.step_latency_us.contains_key(&key),
+                "channel_gbps" => cal.channel_gbps.contains_key(&key),
                 _ => cal.efficiency.contains_key(&key),
             });
             let name = format!("{table}[{key}]");
@@ -190,6 +216,7 @@ pub fn check(n: &NcclCalibration) -> Result<(), (String, String)> {
         ("base_latency_us", &n.base_latency_us, 2usize, 0.0, 1e6),
         ("step_latency_us", &n.step_latency_us, 3, 0.0, 1e6),
         ("efficiency", &n.efficiency, 2, 1e-3, 1.0),
+        ("channel_gbps", &n.channel_gbps, 2, 1e-3, 1e5),
     ];
     for (name, table, parts, lo, hi) in tables {
         for (key, v) in table.iter() {
