@@ -113,7 +113,7 @@ enum Command {
         /// Name of a new profile.
         #[arg(long, default_value = "nccl-fit")]
         name: String,
-        /// Date to record in the provenance (YYYY-MM-DD).
+        /// Date to record in the provenance (YYYY-MM-DD; default: today).
         #[arg(long)]
         date: Option<String>,
     },
@@ -167,7 +167,7 @@ enum ImportCmd {
         /// The protocol the runs forced with NCCL_PROTO (ll, ll128, simple), with --topology.
         #[arg(long, requires = "topology")]
         protocol: Option<String>,
-        /// Date to record in the provenance of NCCL-model fits (YYYY-MM-DD).
+        /// Date to record in the provenance of NCCL-model fits (YYYY-MM-DD; default: today).
         #[arg(long, requires = "topology")]
         date: Option<String>,
         #[command(flatten)]
@@ -435,9 +435,15 @@ fn run(cli: Cli) -> Result<(), Failure> {
             name,
             date,
         } => {
-            let summary =
-                crate::fit_nccl::run(&tables, &systems, hold_out_every, &out, &name, date)
-                    .map_err(|e| Failure(EXIT_INPUT, e))?;
+            let summary = crate::fit_nccl::run(
+                &tables,
+                &systems,
+                hold_out_every,
+                &out,
+                &name,
+                date.or_else(|| Some(build::today())),
+            )
+            .map_err(|e| Failure(EXIT_INPUT, e))?;
             print!("{summary}");
             Ok(())
         }
@@ -503,8 +509,14 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 algorithm: algorithm.as_deref(),
                 protocol: protocol.as_deref(),
             };
-            let summary = crate::fit_nccl::from_logs(&runs, &sys, &path, &name, date)
-                .map_err(|e| Failure(EXIT_INPUT, e))?;
+            let summary = crate::fit_nccl::from_logs(
+                &runs,
+                &sys,
+                &path,
+                &name,
+                date.or_else(|| Some(build::today())),
+            )
+            .map_err(|e| Failure(EXIT_INPUT, e))?;
             print!("{summary}");
             Ok(())
         }

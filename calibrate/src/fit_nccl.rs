@@ -217,6 +217,7 @@ fn fit_and_write(
         ("base_latency_us", &c.base_latency_us),
         ("step_latency_us", &c.step_latency_us),
         ("efficiency", &c.efficiency),
+        ("channel_gbps", &c.channel_gbps),
     ] {
         for (k, v) in m {
             let ci = v

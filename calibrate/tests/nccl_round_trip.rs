@@ -66,7 +66,10 @@ fn truth() -> NcclCalibration {
         c.step_latency_us.insert(k.into(), p(1.3));
     }
     c.efficiency.insert("ring/nvlink".into(), p(0.74));
-    c.efficiency.insert("nvls/nvlink".into(), p(0.66));
+    // NVLS: one channel's rate and a per-chunk latency (its link efficiency is not fitted).
+    c.channel_gbps.insert("nvls/simple".into(), p(17.0));
+    c.step_latency_us
+        .insert("nvls/simple/nvlink".into(), p(0.3));
     c
 }
 
@@ -130,7 +133,7 @@ fn a_profile_round_trips_through_an_nccl_tests_log_within_one_percent() {
     let n = p.network.nccl.as_ref().unwrap();
     assert_eq!(n.fitted_on[0].file, "all_reduce.log");
     assert_eq!(n.fitted_on[0].rows.len(), sizes.len());
-    assert!(n.efficiency["nvls/nvlink"]
+    assert!(n.channel_gbps["nvls/simple"]
         .provenance
         .detail
         .contains("--topology hgx_h100.toml"));

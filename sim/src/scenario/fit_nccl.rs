@@ -5,7 +5,8 @@
 //! (NCCL chooses by its own constants), so the keys a set of rows exercises are known before
 //! fitting: for each (algorithm, protocol) that runs, its per-call latency; for multi-step
 //! algorithms, its per-step latency over the steps' link class; for each (algorithm, link
-//! class), its efficiency. Only those are fitted; the rest keep NCCL's constants.
+//! class), its efficiency, or for NVLS its channel rate instead. Only those are fitted; the
+//! rest keep NCCL's constants.
 //!
 //! The objective is the sum of squared log errors of simulated vs measured time (every size
 //! weighs the same, small and large), minimised by Nelder–Mead over transformed parameters
@@ -102,14 +103,32 @@ enum Key {
     Base(String),
     Step(String),
     Efficiency(String),
+    /// One channel's payload rate, GB/s.
+    Channel(String),
+    /// A call latency and a step latency that the rows cannot tell apart (one rank count):
+    /// one factor on NCCL's own pair (`base0`, `step0`, µs), so their split, which decides how
+    /// latency grows with the GPU count, stays NCCL's.
+    Latency {
+        base: String,
+        step: String,
+        base0: f64,
+        step0: f64,
+    },
 }
+
+const SCALE_MIN: f64 = 1e-3;
+const SCALE_MAX: f64 = 1e3;
 
 const LAT_MIN_US: f64 = 0.01;
 const LAT_MAX_US: f64 = 1000.0;
+const CHANNEL_MIN_GBPS: f64 = 0.1;
+const CHANNEL_MAX_GBPS: f64 = 10_000.0;
 
 fn to_value(k: &Key, x: f64) -> f64 {
     match k {
         Key::Base(_) | Key::Step(_) => x.exp().clamp(LAT_MIN_US, LAT_MAX_US),
+        Key::Channel(_) => x.exp().clamp(CHANNEL_MIN_GBPS, CHANNEL_MAX_GBPS),
+        Key::Latency { .. } => x.exp().clamp(SCALE_MIN, SCALE_MAX),
         Key::Efficiency(_) => (1.0 / (1.0 + (-x).exp())).clamp(1e-3, 1.0),
     }
 }
@@ -117,6 +136,8 @@ fn to_value(k: &Key, x: f64) -> f64 {
 fn to_x(k: &Key, v: f64) -> f64 {
     match k {
         Key::Base(_) | Key::Step(_) => v.max(LAT_MIN_US).ln(),
+        Key::Channel(_) => v.max(CHANNEL_MIN_GBPS).ln(),
+        Key::Latency { .. } => v.max(SCALE_MIN).ln(),
         Key::Efficiency(_) => {
             let v = v.clamp(0.01, 0.99);
             (v / (1.0 - v)).ln()
@@ -144,6 +165,29 @@ fn calibration(
             Key::Base(s) => c.base_latency_us.insert(s.clone(), p),
             Key::Step(s) => c.step_latency_us.insert(s.clone(), p),
             Key::Efficiency(s) => c.efficiency.insert(s.clone(), p),
+            Key::Channel(s) => c.channel_gbps.insert(s.clone(), p),
+            Key::Latency {
+                base,
+                step,
+                base0,
+                step0,
+            } => {
+                let scaled = |v0: f64| FittedParameter {
+                    value: (p.value * v0).clamp(0.0, LAT_MAX_US),
+                    ci95: None,
+                    provenance: Provenance {
+                        detail: format!(
+                            "{} (call and step latency fitted as one factor, {:.3}, on NCCL's own \
+                         {base0:.2} us per call and {step0:.2} us per step: one rank count \
+                         cannot tell them apart)",
+                            prov.detail, p.value
+                        ),
+                        ..prov.clone()
+                    },
+                };
+                c.base_latency_us.insert(base.clone(), scaled(*base0));
+                c.step_latency_us.insert(step.clone(), scaled(*step0))
+            }
         };
     }
     c
@@ -165,42 +209,228 @@ pub fn simulate_rows(rows: &[FitRow], cal: &NcclCalibration) -> Result<Vec<f64>,
 }
 
 /// The parameters the rows' costs depend on, from each run's `library_parameters`. Step
-/// latencies are fitted for ring and tree only: NVLS pays its latency once per call and PAT's
-/// few log steps are collinear with the call latency in any single-node table.
-fn exercised(rows: &[FitRow]) -> Result<Vec<Key>, String> {
-    let mut keys: Vec<Key> = Vec::new();
+/// latencies are fitted for ring, tree and NVLS (per chunk) only: PAT's few log steps are
+/// collinear with the call latency in any single-node table. Ring and tree ones only where
+/// the rows that use one ran at two or more rank counts: at one count every row takes the
+/// same number of steps, so a call latency and a step latency are one number there (any
+/// split fits as well), and the split decides what other counts are predicted at. There the
+/// pair is fitted as one factor on NCCL's own pair ([`Key::Latency`]), or, where the call
+/// latency is also used with other steps, the step keeps NCCL's constant.
+///
+/// Returns every key once, in first-use order, and for each row the indices of its keys.
+fn exercised(rows: &[FitRow]) -> Result<(Vec<Key>, Vec<Vec<usize>>), String> {
+    let mut used_by_row = Vec::with_capacity(rows.len());
+    let mut step_rank_counts: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for r in rows {
         let mut prep = r.prep.clone();
         prep.profile.network.nccl = None;
         let rep = run_prepared(&r.scenario, prep, Watch::default())
             .map_err(|e| format!("{} row {}: {e}", r.file, r.row))?;
-        let used = &rep.summary.library_parameters;
+        let used = rep.summary.library_parameters;
         if used.is_empty() {
             return Err(format!(
                 "{} row {}: not an NCCL run ({})",
                 r.file, r.row, rep.summary.library
             ));
         }
+        for u in &used {
+            if let Some(key) = u.strip_prefix("step_latency_us[") {
+                let counts = step_rank_counts.entry(key.to_string()).or_default();
+                if !counts.contains(&r.prep.ranks.len()) {
+                    counts.push(r.prep.ranks.len());
+                }
+            }
+        }
+        used_by_row.push(used);
+    }
+    let separable = |step: &str| step_rank_counts.get(step).is_some_and(|c| c.len() > 1);
+    let is_ring_tree = |k: &str| k.starts_with("ring/") || k.starts_with("tree/");
+    // Call latencies bound to exactly one inseparable step latency in every row that uses
+    // them: (base key, step key) -> NCCL's defaults at the first such row's version.
+    let mut bound: BTreeMap<String, Option<String>> = BTreeMap::new();
+    for used in &used_by_row {
+        let steps: Vec<&str> = used
+            .iter()
+            .filter_map(|u| u.strip_prefix("step_latency_us["))
+            .filter(|k| is_ring_tree(k) && !separable(k))
+            .collect();
         for u in used {
+            let Some(base) = u.strip_prefix("base_latency_us[") else {
+                continue;
+            };
+            let prefix = format!("{}/", base.trim_end_matches(']'));
+            let mine: Vec<&&str> = steps.iter().filter(|k| k.starts_with(&prefix)).collect();
+            let here = (mine.len() == 1).then(|| mine[0].to_string());
+            let entry = bound
+                .entry(base.to_string())
+                .or_insert_with(|| here.clone());
+            if *entry != here {
+                *entry = None;
+            }
+        }
+    }
+    let mut latency_keys: BTreeMap<String, Key> = BTreeMap::new();
+    for (used, r) in used_by_row.iter().zip(rows) {
+        for u in used {
+            let Some(base) = u.strip_prefix("base_latency_us[") else {
+                continue;
+            };
+            if let (Some(Some(step)), false) = (bound.get(base), latency_keys.contains_key(base)) {
+                let (b, st) = (base.trim_end_matches(']'), step.trim_end_matches(']'));
+                let (base0, step0) = nccl_latency_defaults(r, b, st)?;
+                latency_keys.insert(
+                    base.to_string(),
+                    Key::Latency {
+                        base: b.to_string(),
+                        step: st.to_string(),
+                        base0,
+                        step0,
+                    },
+                );
+            }
+        }
+    }
+    let joint_step = |step: &str| {
+        latency_keys
+            .values()
+            .any(|k| matches!(k, Key::Latency { step: s, .. } if format!("{s}]") == step))
+    };
+    let mut keys: Vec<Key> = Vec::new();
+    let mut by_row = Vec::with_capacity(rows.len());
+    for used in &used_by_row {
+        let mut mine = Vec::new();
+        for u in used {
+            if let Some(k) = u
+                .strip_prefix("base_latency_us[")
+                .and_then(|b| latency_keys.get(b))
+            {
+                let i = match keys.iter().position(|x| x == k) {
+                    Some(i) => i,
+                    None => {
+                        keys.push(k.clone());
+                        keys.len() - 1
+                    }
+                };
+                if !mine.contains(&i) {
+                    mine.push(i);
+                }
+                continue;
+            }
+            if u.strip_prefix("step_latency_us[").is_some_and(joint_step) {
+                continue;
+            }
             let (table, key) = u
                 .strip_suffix(']')
                 .and_then(|u| u.split_once('['))
                 .ok_or_else(|| format!("parameter name {u:?} is not table[key]"))?;
             let k = match table {
                 "base_latency_us" => Key::Base(key.to_string()),
-                "step_latency_us" if key.starts_with("ring/") || key.starts_with("tree/") => {
+                // NVLS's per-chunk latency: chunks grow with the size (16 to 128 KiB), which
+                // tells it apart from the call latency at any rank count.
+                "step_latency_us" if key.starts_with("nvls/") => Key::Step(key.to_string()),
+                "step_latency_us" if is_ring_tree(key) && separable(&format!("{key}]")) => {
                     Key::Step(key.to_string())
                 }
                 "step_latency_us" => continue,
+                // Where a channel's rate is fitted, it and the link efficiency cap the same
+                // flows (on a table where every channel always works, they are one number):
+                // the efficiency keeps NCCL's view of the link.
+                "efficiency"
+                    if key
+                        .split('/')
+                        .next()
+                        .and_then(crate::library::nccl::Algo::parse)
+                        .is_some_and(crate::library::nccl::params::channel_rate_fitted) =>
+                {
+                    continue
+                }
                 "efficiency" => Key::Efficiency(key.to_string()),
+                "channel_gbps" => Key::Channel(key.to_string()),
                 other => return Err(format!("unknown parameter table {other:?}")),
             };
-            if !keys.contains(&k) {
-                keys.push(k)
+            let i = match keys.iter().position(|x| *x == k) {
+                Some(i) => i,
+                None => {
+                    keys.push(k);
+                    keys.len() - 1
+                }
+            };
+            if !mine.contains(&i) {
+                mine.push(i);
+            }
+        }
+        by_row.push(mine);
+    }
+    Ok((keys, by_row))
+}
+
+/// NCCL's own call and step latency (µs) for `base` ("ring/ll") and `step` ("ring/ll/ib") at
+/// the NCCL version row `r` runs.
+fn nccl_latency_defaults(r: &FitRow, base: &str, step: &str) -> Result<(f64, f64), String> {
+    use crate::library::nccl::{params::LinkPrior, params::Params, Algo, Proto, Version};
+    let version = r
+        .scenario
+        .file
+        .collective
+        .as_ref()
+        .and_then(|c| c.library_version.as_deref())
+        .and_then(Version::parse)
+        .unwrap_or(Version::NEWEST);
+    let mut parts = step.split('/');
+    let (a, p, c) = (parts.next(), parts.next(), parts.next());
+    let bad = || format!("parameter keys {base:?} / {step:?} are not algorithm/protocol[/class]");
+    let a = a.and_then(Algo::parse).ok_or_else(bad)?;
+    let p = p.and_then(Proto::parse).ok_or_else(bad)?;
+    let c = c
+        .and_then(|c| {
+            crate::topology::LinkClass::ALL
+                .iter()
+                .find(|k| k.as_str() == c)
+        })
+        .ok_or_else(bad)?;
+    let defaults = Params::new(None, version, LinkPrior::NOMINAL);
+    Ok((
+        defaults.base_latency_us(a, p),
+        defaults.step_latency_us(a, p, *c),
+    ))
+}
+
+/// Keys that no row couples are fitted apart: groups of keys joined by sharing a row (an
+/// A100 table's ring keys never meet an H200 table's NVLS keys), each with the rows that use
+/// them. The objective is a sum over rows, so this is the same optimum, found in a few
+/// dimensions at a time instead of all at once, where Nelder–Mead converges.
+fn independent_groups(n_keys: usize, by_row: &[Vec<usize>]) -> Vec<(Vec<usize>, Vec<usize>)> {
+    let mut parent: Vec<usize> = (0..n_keys).collect();
+    fn root(p: &mut [usize], mut i: usize) -> usize {
+        while p[i] != i {
+            p[i] = p[p[i]];
+            i = p[i];
+        }
+        i
+    }
+    for ks in by_row {
+        for w in ks.windows(2) {
+            let (a, b) = (root(&mut parent, w[0]), root(&mut parent, w[1]));
+            parent[a.max(b)] = a.min(b);
+        }
+    }
+    let mut groups: Vec<(usize, Vec<usize>, Vec<usize>)> = Vec::new();
+    for k in 0..n_keys {
+        let r = root(&mut parent, k);
+        match groups.iter_mut().find(|g| g.0 == r) {
+            Some(g) => g.1.push(k),
+            None => groups.push((r, vec![k], Vec::new())),
+        }
+    }
+    for (i, ks) in by_row.iter().enumerate() {
+        if let Some(&k) = ks.first() {
+            let r = root(&mut parent, k);
+            if let Some(g) = groups.iter_mut().find(|g| g.0 == r) {
+                g.2.push(i);
             }
         }
     }
-    Ok(keys)
+    groups.into_iter().map(|(_, k, r)| (k, r)).collect()
 }
 
 fn objective(rows: &[FitRow], keys: &[Key], x: &[f64], prov: &Provenance) -> f64 {
@@ -278,7 +508,7 @@ pub fn fit(rows: &[FitRow], detail: &str, date: Option<String>) -> Result<NcclFi
     if rows.is_empty() {
         return Err("no rows to fit".into());
     }
-    let keys = exercised(rows)?;
+    let (keys, by_row) = exercised(rows)?;
     let prov = Provenance {
         source: "fitted".into(),
         detail: detail.to_string(),
@@ -290,13 +520,25 @@ pub fn fit(rows: &[FitRow], detail: &str, date: Option<String>) -> Result<NcclFi
             Key::Base(_) => to_x(k, 10.0),
             Key::Step(_) => to_x(k, 1.0),
             Key::Efficiency(_) => to_x(k, 0.8),
+            Key::Channel(_) => to_x(k, 20.0),
+            Key::Latency { .. } => to_x(k, 1.0),
         })
         .collect();
-    let f = |x: &[f64]| objective(rows, &keys, x, &prov);
-    // Two restarts from the first optimum: Nelder–Mead stalls on ridges.
-    let mut x = nelder_mead(&f, &x0, 0.7, 150 * keys.len());
-    for _ in 0..2 {
-        x = nelder_mead(&f, &x, 0.3, 100 * keys.len());
+    let mut x = x0.clone();
+    let groups = independent_groups(keys.len(), &by_row);
+    for (group, members) in &groups {
+        let g_rows: Vec<FitRow> = members.iter().map(|&i| rows[i].clone()).collect();
+        let g_keys: Vec<Key> = group.iter().map(|&k| keys[k].clone()).collect();
+        let f = |gx: &[f64]| objective(&g_rows, &g_keys, gx, &prov);
+        let g0: Vec<f64> = group.iter().map(|&k| x0[k]).collect();
+        // Two restarts from the first optimum: Nelder–Mead stalls on ridges.
+        let mut gx = nelder_mead(&f, &g0, 0.7, 150 * g_keys.len());
+        for _ in 0..2 {
+            gx = nelder_mead(&f, &gx, 0.3, 100 * g_keys.len());
+        }
+        for (&k, v) in group.iter().zip(gx) {
+            x[k] = v;
+        }
     }
     let mut fitted_on: BTreeMap<String, Vec<u32>> = BTreeMap::new();
     for r in rows {
@@ -331,32 +573,50 @@ pub fn fit(rows: &[FitRow], detail: &str, date: Option<String>) -> Result<NcclFi
         }
         let s2 = resid.iter().map(|r| r * r).sum::<f64>() / (m - n) as f64;
         // A parameter the rows do not move (pinned at a bound, or its algorithm barely runs)
-        // has no interval; the others get theirs from the rest of the matrix.
-        let active: Vec<usize> = (0..n)
-            .filter(|&j| (0..m).map(|i| jac[i][j] * jac[i][j]).sum::<f64>() > 1e-10)
-            .collect();
-        let jtj: Vec<Vec<f64>> = active
-            .iter()
-            .map(|&a| {
-                active
-                    .iter()
-                    .map(|&b| (0..m).map(|i| jac[i][a] * jac[i][b]).sum())
-                    .collect()
-            })
-            .collect();
-        if let Some(inv) = invert(jtj) {
+        // has no interval; the others get theirs from the rest of their group's matrix (keys
+        // of different groups share no row: JᵀJ is block-diagonal, and one group's ridge, say
+        // a call and a step latency that one GPU count cannot tell apart, leaves the other
+        // groups' intervals standing).
+        for (group, _) in &groups {
+            let active: Vec<usize> = group
+                .iter()
+                .copied()
+                .filter(|&j| (0..m).map(|i| jac[i][j] * jac[i][j]).sum::<f64>() > 1e-10)
+                .collect();
+            let jtj: Vec<Vec<f64>> = active
+                .iter()
+                .map(|&a| {
+                    active
+                        .iter()
+                        .map(|&b| (0..m).map(|i| jac[i][a] * jac[i][b]).sum())
+                        .collect()
+                })
+                .collect();
+            let Some(inv) = invert(jtj) else { continue };
             for (ai, &j) in active.iter().enumerate() {
                 let k = &keys[j];
                 let sd = (s2 * inv[ai][ai]).max(0.0).sqrt();
                 let lo = to_value(k, x[j] - 1.96 * sd);
                 let hi = to_value(k, x[j] + 1.96 * sd);
-                let slot = match k {
-                    Key::Base(s) => cal.base_latency_us.get_mut(s),
-                    Key::Step(s) => cal.step_latency_us.get_mut(s),
-                    Key::Efficiency(s) => cal.efficiency.get_mut(s),
+                let slots = match k {
+                    Key::Base(s) => vec![(cal.base_latency_us.get_mut(s), 1.0)],
+                    Key::Step(s) => vec![(cal.step_latency_us.get_mut(s), 1.0)],
+                    Key::Efficiency(s) => vec![(cal.efficiency.get_mut(s), 1.0)],
+                    Key::Channel(s) => vec![(cal.channel_gbps.get_mut(s), 1.0)],
+                    Key::Latency {
+                        base,
+                        step,
+                        base0,
+                        step0,
+                    } => vec![
+                        (cal.base_latency_us.get_mut(base), *base0),
+                        (cal.step_latency_us.get_mut(step), *step0),
+                    ],
                 };
-                if let Some(p) = slot {
-                    p.ci95 = Some([lo, hi]);
+                for (slot, v0) in slots {
+                    if let Some(p) = slot {
+                        p.ci95 = Some([lo * v0, hi * v0]);
+                    }
                 }
             }
         }
@@ -417,6 +677,20 @@ mod tests {
         assert!(
             (x[0] - 3.0).abs() < 1e-3 && (x[1] + 1.0).abs() < 1e-3,
             "{x:?}"
+        );
+    }
+
+    #[test]
+    fn keys_that_share_no_row_are_fitted_apart_with_their_own_rows() {
+        // Rows 0 and 2 use keys {0, 1} and {1, 2}: one group; row 1 uses key 3 alone.
+        let groups = independent_groups(5, &[vec![0, 1], vec![3], vec![1, 2]]);
+        assert_eq!(
+            groups,
+            vec![
+                (vec![0, 1, 2], vec![0, 2]),
+                (vec![3], vec![1]),
+                (vec![4], vec![])
+            ]
         );
     }
 
