@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod net;
 pub mod profile;
 pub mod scenario;
+pub mod stats;
 pub mod topology;
 pub mod units;
 pub mod validate;

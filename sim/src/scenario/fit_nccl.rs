@@ -630,7 +630,7 @@ pub fn fit(rows: &[FitRow], detail: &str, date: Option<String>) -> Result<NcclFi
     Ok(NcclFit {
         calibration: cal,
         rows: m,
-        median_abs_error: abs[abs.len() / 2],
+        median_abs_error: crate::stats::median(&abs),
         max_abs_error: *abs.last().unwrap_or(&0.0),
     })
 }

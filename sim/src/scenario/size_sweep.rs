@@ -206,13 +206,13 @@ pub fn table(points: &[Point], measured: Option<&BTreeMap<u64, f64>>) -> String 
         s.push('\n');
     }
     if !errors.is_empty() {
-        errors.sort_by(f64::total_cmp);
+        let max = errors.iter().copied().fold(0.0, f64::max);
         let _ = writeln!(
             s,
             "{} sizes measured: median |error| {:.1}%, max {:.1}%",
             errors.len(),
-            errors[errors.len() / 2] * 100.0,
-            errors[errors.len() - 1] * 100.0
+            crate::stats::median(&errors) * 100.0,
+            max * 100.0
         );
     }
     s

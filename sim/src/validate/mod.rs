@@ -571,19 +571,6 @@ pub fn fit(points: &[(f64, f64)]) -> Option<(f64, f64)> {
     (s_xx > 0.0).then(|| (0.0, s_xy / s_xx))
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 /// Replays every row of every dataset, calibrates if asked, and computes the errors.
 pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> {
     let mut report = Report::default();
@@ -706,7 +693,7 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
                 group: g.clone(),
                 rows: errs.len(),
                 calibration_rows: pts.len(),
-                median_abs_pct: median(errs.clone()),
+                median_abs_pct: crate::stats::median(&errs),
                 max_abs_pct: errs.iter().cloned().fold(f64::NAN, f64::max),
                 fit: fitted,
             });
@@ -732,7 +719,7 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
                 group: g,
                 rows: errs.len(),
                 calibration_rows: 0,
-                median_abs_pct: median(errs.clone()),
+                median_abs_pct: crate::stats::median(&errs),
                 max_abs_pct: errs.iter().cloned().fold(f64::NAN, f64::max),
                 fit: None,
             });

@@ -1,0 +1,36 @@
+//! Order statistics shared by everything that prints an error table (`dtsim validate`,
+//! `dtsim nccl-tests --measured`, `calibrate fit-nccl`): one definition of the median, so the
+//! three print the same number for the same errors.
+
+/// The median of `values`: the middle one, or the mean of the two middle ones for an even
+/// count; NaN when empty. NaNs sort last (`f64::total_cmp`).
+pub fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => f64::NAN,
+        _ if n % 2 == 1 => v[n / 2],
+        _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median;
+
+    #[test]
+    fn an_even_count_takes_the_mean_of_the_two_middle_values() {
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+    }
+
+    #[test]
+    fn an_odd_count_takes_the_middle_value_whatever_the_order() {
+        assert_eq!(median(&[9.0, 1.0, 5.0]), 5.0);
+    }
+
+    #[test]
+    fn no_values_have_no_median() {
+        assert!(median(&[]).is_nan());
+    }
+}
