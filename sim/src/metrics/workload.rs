@@ -29,6 +29,9 @@ pub struct WorkloadSummary {
     pub data_parallel: u32,
     pub tensor_parallel: u32,
     pub pipeline_parallel: u32,
+    /// Model chunks per pipeline stage (interleaved 1F1B; 1 and omitted otherwise).
+    #[serde(skip_serializing_if = "is_one")]
+    pub virtual_stages: u32,
     /// Expert-parallel group size (mixture-of-experts models; 1 and omitted otherwise).
     #[serde(skip_serializing_if = "is_one")]
     pub expert_parallel: u32,
@@ -181,7 +184,7 @@ impl fmt::Display for WorkloadReport {
         )?;
         writeln!(
             f,
-            "training   {} ranks = DP {} x TP {} x PP {}{}, {}, collectives {}, batch {}/GPU ({} global){}",
+            "training   {} ranks = DP {} x TP {} x PP {}{}, {}, collectives {}, batch {}/GPU ({} global){}{}",
             s.ranks,
             s.data_parallel,
             s.tensor_parallel,
@@ -191,7 +194,8 @@ impl fmt::Display for WorkloadReport {
             s.algorithm,
             s.batch_per_gpu,
             s.global_batch,
-            if s.pipeline_parallel > 1 { format!(", {} micro-batches", s.microbatches) } else { String::new() }
+            if s.pipeline_parallel > 1 { format!(", {} micro-batches", s.microbatches) } else { String::new() },
+            if s.virtual_stages > 1 { format!(", interleaved 1F1B over {} chunks per stage", s.virtual_stages) } else { String::new() }
         )?;
         writeln!(f)?;
         writeln!(f, "  step time            {:>10.3} ms", ms(m.step_secs))?;

@@ -98,6 +98,7 @@ pub fn run_trace(
         data_parallel: n,
         tensor_parallel: 1,
         pipeline_parallel: 1,
+        virtual_stages: 1,
         expert_parallel: 1,
         microbatches: 1,
         batch_per_gpu: w.batch_per_gpu,

@@ -14,6 +14,7 @@
 //! accumulation_steps = 1
 //! tensor_parallel = 1              # Megatron TP group size
 //! pipeline_parallel = 1            # stages; microbatches = 4, pipeline_schedule = "1f1b" | "gpipe"
+//! virtual_stages = 1               # model chunks per stage: > 1 is interleaved 1F1B (Megatron)
 //! servers = 1                      # parameter server shards; colocated = true (servers are ranks)
 //! steps_per_epoch = 100            # epoch time and traffic per epoch = steps × one step
 //! epochs = 1
@@ -110,6 +111,8 @@ pub struct WorkloadTable {
     #[serde(default)]
     pub pipeline_schedule: PipelineSchedule,
     #[serde(default = "one")]
+    pub virtual_stages: u32,
+    #[serde(default = "one")]
     pub servers: u32,
     #[serde(default = "yes")]
     pub colocated: bool,
@@ -204,6 +207,7 @@ impl WorkloadTable {
             ("tensor_parallel", self.tensor_parallel as u64),
             ("pipeline_parallel", self.pipeline_parallel as u64),
             ("microbatches", self.microbatches as u64),
+            ("virtual_stages", self.virtual_stages as u64),
             ("servers", self.servers as u64),
             ("steps_per_epoch", self.steps_per_epoch),
             ("epochs", self.epochs),
@@ -211,6 +215,15 @@ impl WorkloadTable {
             if v == 0 {
                 return Err((format!("workload.{field}"), "at least 1".into()));
             }
+        }
+        if self.virtual_stages > 1 && self.pipeline_parallel < 2 {
+            return Err((
+                "workload.virtual_stages".into(),
+                format!(
+                    "1 without pipeline parallelism ({} needs pipeline_parallel of at least 2)",
+                    self.virtual_stages
+                ),
+            ));
         }
         if self.bucket.is_some_and(|b| b.0 == 0) || self.first_bucket.is_some_and(|b| b.0 == 0) {
             return Err((
@@ -301,6 +314,7 @@ impl WorkloadTable {
             pipeline_parallel: self.pipeline_parallel,
             microbatches: self.microbatches,
             pipeline_schedule: self.pipeline_schedule,
+            virtual_stages: self.virtual_stages,
             algorithm: spec.algorithm,
             slices: spec.slices,
             servers: self.servers,
@@ -524,6 +538,7 @@ pub fn run_workload(s: &Scenario, watch: Watch) -> Result<WorkloadReport, RunErr
         data_parallel: dag.data_parallel,
         tensor_parallel: cfg.tensor_parallel,
         pipeline_parallel: cfg.pipeline_parallel,
+        virtual_stages: dag.virtual_stages,
         expert_parallel: cfg.expert_parallel.max(1),
         microbatches: cfg.microbatches,
         batch_per_gpu: cfg.batch_per_gpu,

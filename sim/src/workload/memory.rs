@@ -11,7 +11,7 @@
 
 use super::catalog::Model;
 use super::compute::Dtype;
-use super::step::{PipelineSchedule, StepConfig, StepDag};
+use super::step::{stage_order, StepConfig, StepDag};
 
 /// Bytes one GPU needs, by kind (the most loaded pipeline stage).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -31,7 +31,8 @@ impl MemoryUse {
 /// Memory of the most loaded GPU for `micro_batch` samples per micro-batch.
 pub fn per_gpu(model: &Model, cfg: &StepConfig, dag: &StepDag, micro_batch: u64) -> MemoryUse {
     let tp = cfg.tensor_parallel.max(1) as u64;
-    let pp = dag.stages.len().max(1);
+    let v = dag.virtual_stages.max(1) as usize;
+    let pp = (dag.stages.len() / v).max(1);
     let m = cfg.microbatches.max(1) as u64;
     let e = cfg.dtype.bytes();
     let master = if matches!(cfg.dtype, Dtype::Fp32 | Dtype::Tf32) {
@@ -40,8 +41,15 @@ pub fn per_gpu(model: &Model, cfg: &StepConfig, dag: &StepDag, micro_batch: u64)
         4 + e
     };
     let mut worst = MemoryUse::default();
-    for (s, range) in dag.stages.iter().enumerate() {
-        let layers = &model.layers[range.clone()];
+    if dag.stages.len() < pp * v {
+        return worst;
+    }
+    for s in 0..pp {
+        // GPU stage s holds chunks s, s + pp, ... (one chunk without interleaving).
+        let chunks: Vec<&[super::catalog::Layer]> = (0..v)
+            .map(|c| &model.layers[dag.stages[c * pp + s].clone()])
+            .collect();
+        let layers: Vec<&super::catalog::Layer> = chunks.iter().flat_map(|c| c.iter()).collect();
         let split = |kind: super::catalog::LayerKind| if kind.tensor_parallel() { tp } else { 1 };
         // Expert parallelism keeps 1/ep of each MoE block's experts on a GPU.
         let ep = cfg.expert_parallel.max(1) as u64;
@@ -57,24 +65,44 @@ pub fn per_gpu(model: &Model, cfg: &StepConfig, dag: &StepDag, micro_batch: u64)
             .sum();
         // With full recomputation a layer keeps only its input (split like its activations:
         // Megatron's sequence parallelism shards the checkpointed inputs too).
-        let saved: u64 = layers
+        let saved_by_chunk: Vec<u64> = chunks
             .iter()
-            .map(|l| {
-                let kept = if cfg.recompute {
-                    l.input_elems.min(l.saved_elems)
-                } else {
-                    l.saved_elems
-                };
-                kept / split(l.kind)
+            .map(|c| {
+                c.iter()
+                    .map(|l| {
+                        let kept = if cfg.recompute {
+                            l.input_elems.min(l.saved_elems)
+                        } else {
+                            l.saved_elems
+                        };
+                        kept / split(l.kind)
+                    })
+                    .sum()
             })
-            .sum();
-        let in_flight = if pp == 1 {
-            1
+            .collect();
+        // Activations held at the worst point of the stage's schedule: a forward keeps its
+        // chunk's, the matching backward frees them.
+        let saved_peak: u64 = if pp == 1 {
+            saved_by_chunk.iter().sum()
         } else {
-            match cfg.pipeline_schedule {
-                PipelineSchedule::Gpipe => m,
-                PipelineSchedule::OneFOneB => ((pp - s) as u64).min(m),
+            let order = stage_order(
+                cfg.pipeline_schedule,
+                pp as u32,
+                v as u32,
+                m as u32,
+                s as u32,
+            );
+            let (mut held, mut peak) = (0u64, 0u64);
+            for it in order {
+                let c = saved_by_chunk[it.chunk as usize];
+                if it.forward {
+                    held += c;
+                    peak = peak.max(held);
+                } else {
+                    held -= c;
+                }
             }
+            peak
         };
         // ZeRO shards over the data-parallel ranks: stage 1 the fp32 master weights and the
         // optimizer state, stage 2 also the gradients, stage 3 also the working weights (of
@@ -100,7 +128,7 @@ pub fn per_gpu(model: &Model, cfg: &StepConfig, dag: &StepDag, micro_batch: u64)
             params_bytes: shard(params * 4, 1) + shard(working, 3) + gathered,
             grads_bytes: shard(params * e, 2),
             optimizer_bytes: shard(params * cfg.optimizer.state_bytes_per_param(), 1),
-            activation_bytes: saved * e * micro_batch * in_flight,
+            activation_bytes: saved_peak * e * micro_batch,
         };
         if u.total_bytes() > worst.total_bytes() {
             worst = u;

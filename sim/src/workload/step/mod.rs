@@ -55,6 +55,7 @@ mod sharded;
 
 use data_parallel::data_parallel_step;
 use pipeline::hybrid_step;
+pub(crate) use pipeline::stage_order;
 
 /// How data-parallel replicas exchange gradients.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -136,6 +137,8 @@ pub struct StepConfig {
     pub pipeline_parallel: u32,
     pub microbatches: u32,
     pub pipeline_schedule: PipelineSchedule,
+    /// Model chunks per pipeline stage: more than 1 is Megatron's interleaved 1F1B.
+    pub virtual_stages: u32,
     /// Gradient all-reduce algorithm (data-parallel and tensor-parallel groups).
     pub algorithm: Algorithm,
     pub slices: u32,
@@ -171,6 +174,7 @@ impl StepConfig {
             pipeline_parallel: 1,
             microbatches: 1,
             pipeline_schedule: PipelineSchedule::OneFOneB,
+            virtual_stages: 1,
             algorithm: crate::collective::default_algorithm(Collective::AllReduce),
             slices: 1,
             servers: 1,
@@ -198,8 +202,12 @@ pub struct StepDag {
     pub data_parallel: u32,
     /// Samples per step over all replicas.
     pub global_batch: u64,
-    /// Which layers each stage holds (index ranges into the model's layers).
+    /// Which layers each stage holds (index ranges into the model's layers); with
+    /// `virtual_stages = v > 1`, the `pp × v` chunks in pipeline order, GPU stage `s` holding
+    /// entries `s, s + pp, ...`.
     pub stages: Vec<std::ops::Range<usize>>,
+    /// Model chunks per GPU stage (1 without interleaving).
+    pub virtual_stages: u32,
     /// DDP / PS buckets: (bytes, first layer, last layer) in the order they are sent.
     pub buckets: Vec<(u64, usize, usize)>,
     /// Extra endpoints a library placed itself (NVLS: each group's NVSwitch), by name.
@@ -334,6 +342,7 @@ impl<'a> StepBuilder<'a> {
             data_parallel: ranks,
             global_batch: 0,
             stages: Vec::new(),
+            virtual_stages: 1,
             buckets: Vec::new(),
             placed: self.placed,
             decisions: self.decisions,
@@ -671,6 +680,7 @@ fn empty_dag() -> StepDag {
         data_parallel: 0,
         global_batch: 0,
         stages: Vec::new(),
+        virtual_stages: 1,
         buckets: Vec::new(),
         placed: Vec::new(),
         decisions: Vec::new(),

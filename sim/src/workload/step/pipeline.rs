@@ -1,6 +1,11 @@
-//! Tensor-, pipeline- and hybrid-parallel steps: stage partitioning, GPipe / 1F1B order,
-//! Megatron tensor-parallel all-reduces, point-to-point activations, per-stage gradient
-//! exchange (all-reduce or the distributed optimizer).
+//! Tensor-, pipeline- and hybrid-parallel steps: stage partitioning, GPipe / 1F1B /
+//! interleaved 1F1B order, Megatron tensor-parallel all-reduces, point-to-point activations,
+//! per-stage gradient exchange (all-reduce or the distributed optimizer).
+//!
+//! With `virtual_stages = v > 1` (Megatron's virtual pipeline) the layers are cut into `pp × v`
+//! chunks and GPU stage `s` holds chunks `s, s + pp, s + 2pp, ...`: a micro-batch goes round
+//! the `pp` GPU stages `v` times, and the bubble shrinks about `v`-fold for `1 + (pp - 1) /
+//! (pp v)` times the activations of plain 1F1B on the first stage.
 
 use super::*;
 
@@ -77,6 +82,65 @@ fn partition(costs: &[f64], pp: usize) -> Vec<std::ops::Range<usize>> {
     out
 }
 
+/// One pass of one micro-batch through one model chunk on a GPU stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Item {
+    pub forward: bool,
+    pub microbatch: u32,
+    /// Which of the stage's `v` chunks (0 without interleaving).
+    pub chunk: u32,
+}
+
+/// The order in which GPU stage `s` of `pp` runs its passes of `m` micro-batches through its
+/// `v` chunks. GPipe: every forward, then every backward. 1F1B (Narayanan et al. 2021;
+/// Megatron-LM `forward_backward_pipelining_without_interleaving`): `pp - s - 1` warm-up
+/// forwards, then one forward and one backward in turn, then the remaining backwards.
+/// Interleaved 1F1B (`..._with_interleaving`): micro-batches go through the chunks in groups of
+/// `pp`; `2 (pp - s - 1) + (v - 1) pp` warm-up forwards (all of them when `m == pp`); the k-th
+/// forward runs chunk `(k mod pp v) / pp` on micro-batch `(k / pp v) pp + k mod pp`, the k-th
+/// backward the same micro-batch on the chunks in reverse.
+pub(crate) fn stage_order(
+    schedule: PipelineSchedule,
+    pp: u32,
+    v: u32,
+    m: u32,
+    s: u32,
+) -> Vec<Item> {
+    let item = |forward: bool, microbatch: u32, chunk: u32| Item {
+        forward,
+        microbatch,
+        chunk,
+    };
+    if schedule == PipelineSchedule::Gpipe {
+        return (0..m)
+            .map(|i| item(true, i, 0))
+            .chain((0..m).map(|i| item(false, i, 0)))
+            .collect();
+    }
+    let v = v.max(1);
+    let total = m * v;
+    let group = pp * v;
+    let nth = |forward: bool, k: u32| {
+        let c = (k % group) / pp;
+        let chunk = if forward { c } else { v - 1 - c };
+        item(forward, (k / group) * pp + k % pp, chunk)
+    };
+    let warm = if v == 1 {
+        (pp - s - 1).min(m)
+    } else if m == pp {
+        total
+    } else {
+        (2 * (pp - s - 1) + (v - 1) * pp).min(total)
+    };
+    let mut order: Vec<Item> = (0..warm).map(|k| nth(true, k)).collect();
+    for k in 0..total - warm {
+        order.push(nth(true, warm + k));
+        order.push(nth(false, k));
+    }
+    order.extend((total - warm..total).map(|k| nth(false, k)));
+    order
+}
+
 pub(super) fn hybrid_step(
     b: &mut StepBuilder,
     model: &Model,
@@ -96,6 +160,30 @@ pub(super) fn hybrid_step(
             ),
         ));
     }
+    let v = cfg.virtual_stages.max(1);
+    if v > 1 {
+        // (`pipeline_parallel` of at least 2 is checked with the scenario.)
+        let why = if cfg.pipeline_schedule != PipelineSchedule::OneFOneB {
+            Some("pipeline_schedule = \"1f1b\" (interleaving is a 1F1B schedule)".to_string())
+        } else if !m.is_multiple_of(pp) {
+            Some(format!(
+                "microbatches ({m}) a multiple of pipeline_parallel ({pp}), as Megatron's \
+                 interleaved schedule needs"
+            ))
+        } else if (pp * v) as usize > model.layers.len() {
+            Some(format!(
+                "pipeline_parallel x virtual_stages ({pp} x {v}) at most the model's {} layers",
+                model.layers.len()
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(err("workload.virtual_stages", format!("{v} needs {why}")));
+        }
+    }
+    // Virtual stage q (a chunk of consecutive layers) runs on GPU stage q mod pp.
+    let nq = pp * v;
     let mb = cfg.batch_per_gpu / m as u64;
     let e = cfg.dtype.bytes();
     let rank = |stage: u32, replica: u32, t: u32| (stage * dp + replica) * tp + t;
@@ -115,7 +203,7 @@ pub(super) fn hybrid_step(
         .iter()
         .map(|t| t.forward.as_secs_f64() + t.backward.as_secs_f64())
         .collect();
-    let stages = partition(&costs, pp as usize);
+    let stages = partition(&costs, nq as usize);
     let per_stage = dp * tp;
     let tp_groups = |s: u32| -> Vec<Vec<u32>> {
         (0..dp)
@@ -129,30 +217,13 @@ pub(super) fn hybrid_step(
             .map(|(r, t)| (rank(from, r, t), rank(to, r, t)))
             .collect()
     };
-    // Order of (is_forward, microbatch) on each stage.
-    let order = |s: u32| -> Vec<(bool, u32)> {
-        match cfg.pipeline_schedule {
-            PipelineSchedule::Gpipe => (0..m)
-                .map(|i| (true, i))
-                .chain((0..m).map(|i| (false, i)))
-                .collect(),
-            PipelineSchedule::OneFOneB => {
-                let warm = (pp - s - 1).min(m);
-                let mut v: Vec<(bool, u32)> = (0..warm).map(|i| (true, i)).collect();
-                for i in 0..(m - warm) {
-                    v.push((true, warm + i));
-                    v.push((false, i));
-                }
-                v.extend((m - warm..m).map(|i| (false, i)));
-                v
-            }
-        }
-    };
-    // Ops that deliver microbatch i's activation to stage s (fwd) / gradient to stage s (bwd).
-    let mut act_in: Vec<Vec<Option<OpId>>> = vec![vec![None; m as usize]; pp as usize];
-    let mut grad_in: Vec<Vec<Option<OpId>>> = vec![vec![None; m as usize]; pp as usize];
+    // Ops that deliver microbatch i's activation to virtual stage q (fwd) / its gradient (bwd).
+    let mut act_in: Vec<Vec<Option<OpId>>> = vec![vec![None; m as usize]; nq as usize];
+    let mut grad_in: Vec<Vec<Option<OpId>>> = vec![vec![None; m as usize]; nq as usize];
     let mut cursor = vec![0usize; pp as usize];
-    let orders: Vec<Vec<(bool, u32)>> = (0..pp).map(order).collect();
+    let orders: Vec<Vec<Item>> = (0..pp)
+        .map(|s| stage_order(cfg.pipeline_schedule, pp, v, m, s))
+        .collect();
     let mut last_on_stage: Vec<Option<OpId>> = vec![None; pp as usize];
     let tp_spec = |bytes: u64| CollectiveSpec {
         collective: Collective::AllReduce,
@@ -171,22 +242,28 @@ pub(super) fn hybrid_step(
         for s in 0..pp {
             let su = s as usize;
             while cursor[su] < orders[su].len() {
-                let (fwd, i) = orders[su][cursor[su]];
+                let Item {
+                    forward: fwd,
+                    microbatch: i,
+                    chunk,
+                } = orders[su][cursor[su]];
                 let iu = i as usize;
+                let q = chunk * pp + s;
+                let qu = q as usize;
                 let input = if fwd {
-                    if s == 0 {
+                    if q == 0 {
                         Some(None)
                     } else {
-                        act_in[su][iu].map(Some)
+                        act_in[qu][iu].map(Some)
                     }
-                } else if s + 1 == pp {
+                } else if q + 1 == nq {
                     Some(None)
                 } else {
-                    grad_in[su][iu].map(Some)
+                    grad_in[qu][iu].map(Some)
                 };
                 let Some(input) = input else { break };
                 let mut prev: Vec<OpId> = last_on_stage[su].into_iter().chain(input).collect();
-                let range = stages[su].clone();
+                let range = stages[qu].clone();
                 let layers: Vec<usize> = if fwd {
                     range.collect()
                 } else {
@@ -247,9 +324,9 @@ pub(super) fn hybrid_step(
                 let end = prev[0];
                 last_on_stage[su] = Some(end);
                 let boundary = if fwd {
-                    stages[su].end - 1
+                    stages[qu].end - 1
                 } else {
-                    stages[su].start
+                    stages[qu].start
                 };
                 let bytes = if fwd {
                     model.layers[boundary].output_elems
@@ -258,12 +335,14 @@ pub(super) fn hybrid_step(
                 } * mb
                     * e
                     / tp as u64;
-                if fwd && s + 1 < pp {
-                    act_in[su + 1][iu] =
-                        Some(b.transfer(pairs(s, s + 1), bytes, vec![end], Phase::SendRecv));
-                } else if !fwd && s > 0 {
-                    grad_in[su - 1][iu] =
-                        Some(b.transfer(pairs(s, s - 1), bytes, vec![end], Phase::SendRecv));
+                if fwd && q + 1 < nq {
+                    let to = (q + 1) % pp;
+                    act_in[qu + 1][iu] =
+                        Some(b.transfer(pairs(s, to), bytes, vec![end], Phase::SendRecv));
+                } else if !fwd && q > 0 {
+                    let to = (q - 1) % pp;
+                    grad_in[qu - 1][iu] =
+                        Some(b.transfer(pairs(s, to), bytes, vec![end], Phase::SendRecv));
                 }
                 cursor[su] += 1;
                 emitted += 1;
@@ -281,12 +360,10 @@ pub(super) fn hybrid_step(
     let mut ends = Vec::new();
     for s in 0..pp {
         let su = s as usize;
-        let range = stages[su].clone();
-        let params: u64 = model.layers[range.clone()]
-            .iter()
-            .map(|l| l.params / split(l))
-            .sum();
-        let tensors: u32 = model.layers[range].iter().map(|l| l.param_tensors).sum();
+        let held =
+            || (0..v).flat_map(|c| model.layers[stages[(c * pp + s) as usize].clone()].iter());
+        let params: u64 = held().map(|l| l.params / split(l)).sum();
+        let tensors: u32 = held().map(|l| l.param_tensors).sum();
         let after: Vec<OpId> = last_on_stage[su].into_iter().collect();
         let groups: Vec<Vec<u32>> = if dp > 1 {
             (0..tp)
@@ -328,6 +405,7 @@ pub(super) fn hybrid_step(
     let mut dag = empty_dag();
     dag.global_batch = cfg.batch_per_gpu * dp as u64;
     dag.stages = stages;
+    dag.virtual_stages = v;
     dag.lane_count = pp as u16;
     Ok(dag)
 }
@@ -400,5 +478,76 @@ mod tests {
         assert_eq!(p[2].end, 10);
         let p = partition(&[5.0, 0.0, 0.0], 3);
         assert_eq!(p, vec![0..1, 1..2, 2..3]);
+    }
+
+    /// `stage_order` written as F/B, micro-batch, chunk: "F0c1" is micro-batch 0's forward
+    /// through chunk 1.
+    fn names(order: &[Item]) -> Vec<String> {
+        order
+            .iter()
+            .map(|i| {
+                let fb = if i.forward { 'F' } else { 'B' };
+                format!("{fb}{}c{}", i.microbatch, i.chunk)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn interleaved_1f1b_runs_megatrons_order_on_the_first_stage() {
+        // pp 2, v 2, m 4 on stage 0: 2 (pp - 1) + (v - 1) pp = 4 warm-up forwards, micro-batches
+        // through the chunks in groups of pp (Megatron-LM get_model_chunk_id), then one forward
+        // and one backward in turn, backwards through the chunks in reverse.
+        let order = stage_order(PipelineSchedule::OneFOneB, 2, 2, 4, 0);
+        let expect =
+            "F0c0 F1c0 F0c1 F1c1 F2c0 B0c1 F3c0 B1c1 F2c1 B0c0 F3c1 B1c0 B2c1 B3c1 B2c0 B3c0";
+        assert_eq!(names(&order).join(" "), expect);
+        // The last stage warms up (v - 1) pp forwards only.
+        let last = stage_order(PipelineSchedule::OneFOneB, 2, 2, 4, 1);
+        assert_eq!(names(&last[..3]).join(" "), "F0c0 F1c0 F0c1");
+        assert!(!last[3].forward);
+    }
+
+    #[test]
+    fn every_stage_runs_each_pass_once_and_a_backward_after_its_forward() {
+        for schedule in [PipelineSchedule::OneFOneB, PipelineSchedule::Gpipe] {
+            for pp in 2..6u32 {
+                for v in 1..4u32 {
+                    if schedule == PipelineSchedule::Gpipe && v > 1 {
+                        continue;
+                    }
+                    for m in [pp, 2 * pp, 3 * pp] {
+                        for s in 0..pp {
+                            let order = stage_order(schedule, pp, v, m, s);
+                            assert_eq!(order.len() as u32, 2 * m * v);
+                            let mut seen = std::collections::HashSet::new();
+                            for (k, it) in order.iter().enumerate() {
+                                assert!(seen.insert(*it), "{it:?} twice (pp {pp} v {v} m {m})");
+                                if !it.forward {
+                                    let f = Item {
+                                        forward: true,
+                                        ..*it
+                                    };
+                                    assert!(order[..k].contains(&f), "{it:?} before its forward");
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn without_interleaving_1f1b_warms_up_with_one_forward_per_later_stage() {
+        for (pp, m, s, warm) in [(4, 8, 0, 3), (4, 8, 3, 0), (4, 2, 0, 2), (8, 16, 5, 2)] {
+            let order = stage_order(PipelineSchedule::OneFOneB, pp, 1, m, s);
+            let first_backward = order.iter().position(|i| !i.forward).unwrap();
+            // warm-up forwards, then the first steady forward, then the first backward.
+            assert_eq!(
+                first_backward as u32,
+                (warm + 1).min(m),
+                "pp {pp} m {m} stage {s}"
+            );
+        }
     }
 }
