@@ -552,3 +552,70 @@ fn interleaving_that_megatron_cannot_run_is_a_clear_error() {
         "{e}"
     );
 }
+
+#[test]
+fn rank_order_decides_which_groups_share_a_node() {
+    // 16 GPUs on 2 HGX nodes, TP 8 x PP 2. Megatron's default order ("tp-dp-pp") keeps each
+    // TP group on one node and sends activations between nodes; stages innermost
+    // ("pp-tp-dp") puts consecutive stages on one node and spreads every TP group over both.
+    let run = |order: &str| {
+        let o = format!("workload.rank_order=\"{order}\"");
+        gpt_on_h100_nodes(&[
+            "workload.pipeline_parallel=2",
+            "workload.microbatches=2",
+            &o,
+        ])
+        .unwrap()
+    };
+    let (tp_inside, tp_across) = (run("tp-dp-pp"), run("pp-tp-dp"));
+    let between_nodes = |r: &sim::metrics::workload::WorkloadReport, classes: &[&str]| -> u128 {
+        let node = |e: u32| {
+            r.endpoints[e as usize]
+                .split('.')
+                .next()
+                .unwrap()
+                .to_string()
+        };
+        r.traffic_per_step
+            .iter()
+            .filter(|((a, b, c), _)| classes.contains(c) && node(*a) != node(*b))
+            .map(|(_, v)| *v)
+            .sum()
+    };
+    let tp = ["reduce-scatter", "all-gather"];
+    assert_eq!(between_nodes(&tp_inside, &tp), 0);
+    assert!(between_nodes(&tp_across, &tp) > 0);
+    assert!(between_nodes(&tp_inside, &["point-to-point"]) > 0);
+    assert_eq!(between_nodes(&tp_across, &["point-to-point"]), 0);
+    assert!(tp_across.summary.metrics.step_secs > tp_inside.summary.metrics.step_secs);
+    // Stage 0 starts at once; stage 1 waits for its first activation. Its ranks are the even
+    // ones when stages are innermost.
+    let starting = |r: &sim::metrics::workload::WorkloadReport| -> Vec<u32> {
+        let mut t: Vec<u32> = r
+            .trace
+            .events
+            .iter()
+            .filter(|e| e.role == "compute" && e.start_ps == 0)
+            .map(|e| e.track)
+            .collect();
+        t.dedup();
+        t.sort_unstable();
+        t.dedup();
+        t
+    };
+    assert_eq!(starting(&tp_inside), (0..8).collect::<Vec<u32>>());
+    assert_eq!(
+        starting(&tp_across),
+        (0..8).map(|i| 2 * i).collect::<Vec<u32>>()
+    );
+    assert!(tp_across.to_string().contains("ranks ordered pp-tp-dp"));
+}
+
+#[test]
+fn a_rank_order_that_does_not_name_each_axis_once_is_a_clear_error() {
+    let e = gpt_on_h100_nodes(&["workload.rank_order=\"tp-pp\""]).unwrap_err();
+    assert!(
+        e.contains("workload.rank_order") && e.contains("tp, dp and pp each once"),
+        "{e}"
+    );
+}

@@ -39,7 +39,7 @@ pub struct Trace {
 fn each_event(
     schedule: &Schedule,
     times: &[OpTiming],
-    lanes: Option<(&[Option<u16>], u16)>,
+    lanes: Option<Lanes<'_>>,
     n_tracks: usize,
     f: &mut dyn FnMut(TraceEvent),
 ) {
@@ -74,14 +74,26 @@ fn each_event(
                 }
             }
             OpKind::Compute { .. } if end_ps > start_ps => {
-                let on: std::ops::Range<usize> = match lanes {
-                    Some((l, count)) => match l.get(i).copied().flatten() {
-                        Some(lane) => {
-                            let per = ranks / count.max(1) as usize;
+                let lane = lanes.map(|l| (l, l.of_op.get(i).copied().flatten()));
+                let on: std::ops::Range<usize> = match lane {
+                    Some((l, Some(lane))) => match l.ranks {
+                        Some(listed) => {
+                            for &r in listed[lane as usize].iter() {
+                                if (r as usize) < n_tracks {
+                                    f(TraceEvent {
+                                        track: r,
+                                        ..base.clone()
+                                    });
+                                }
+                            }
+                            0..0
+                        }
+                        None => {
+                            let per = ranks / l.count.max(1) as usize;
                             lane as usize * per..(lane as usize + 1) * per
                         }
-                        None => 0..0,
                     },
+                    Some((_, None)) => 0..0,
                     None => 0..ranks,
                 };
                 for r in on.take_while(|&r| r < n_tracks) {
@@ -106,20 +118,30 @@ fn each_event(
     }
 }
 
+/// Which ranks a training step's compute ops run on: op `i` of lane `l` (a pipeline stage)
+/// runs on every rank of that stage.
+#[derive(Debug, Clone, Copy)]
+pub struct Lanes<'a> {
+    /// Each op's lane; `None` for ops that are not a stage's compute.
+    pub of_op: &'a [Option<u16>],
+    pub count: u16,
+    /// The ranks of each lane; `None`: lane `l` is ranks `l·r/count ..`, consecutive.
+    pub ranks: Option<&'a [Vec<u32>]>,
+}
+
 /// Traces stop adding tracks beyond this many events (a 128-rank ring all-reduce has ~65,000).
 pub const MAX_TRACE_EVENTS: usize = 500_000;
 
 impl Trace {
     /// The timeline of a played schedule. `tracks` names the endpoints (ranks first). `lanes`
-    /// (training steps) gives each op's pipeline stage: a compute op of lane `l` of `lane_count`
-    /// runs on every rank of stage `l`, ranks `l·r/lane_count ..`; without lanes, compute ops run
-    /// on every rank.
+    /// (training steps) gives each op's pipeline stage and where the stage's ranks are; without
+    /// lanes, compute ops run on every rank.
     pub fn from_schedule(
         title: &str,
         schedule: &Schedule,
         times: &[OpTiming],
         tracks: Vec<String>,
-        lanes: Option<(&[Option<u16>], u16)>,
+        lanes: Option<Lanes<'_>>,
     ) -> Trace {
         // Count first, then build only the tracks that fit under MAX_TRACE_EVENTS: a
         // 16,384-GPU step has tens of millions of per-rank events, of which a trace keeps
@@ -309,7 +331,11 @@ mod tests {
             &s,
             &times,
             vec!["rank0".into(), "rank1".into()],
-            Some((&lanes, 2)),
+            Some(Lanes {
+                of_op: &lanes,
+                count: 2,
+                ranks: None,
+            }),
         );
         let compute: Vec<u32> = tr
             .events

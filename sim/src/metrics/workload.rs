@@ -32,6 +32,9 @@ pub struct WorkloadSummary {
     /// Model chunks per pipeline stage (interleaved 1F1B; 1 and omitted otherwise).
     #[serde(skip_serializing_if = "is_one")]
     pub virtual_stages: u32,
+    /// The mesh's axes innermost first, when not the default "tp-dp-pp" (omitted then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank_order: Option<String>,
     /// Expert-parallel group size (mixture-of-experts models; 1 and omitted otherwise).
     #[serde(skip_serializing_if = "is_one")]
     pub expert_parallel: u32,
@@ -184,12 +187,13 @@ impl fmt::Display for WorkloadReport {
         )?;
         writeln!(
             f,
-            "training   {} ranks = DP {} x TP {} x PP {}{}, {}, collectives {}, batch {}/GPU ({} global){}{}",
+            "training   {} ranks = DP {} x TP {} x PP {}{}{}, {}, collectives {}, batch {}/GPU ({} global){}{}",
             s.ranks,
             s.data_parallel,
             s.tensor_parallel,
             s.pipeline_parallel,
             if s.expert_parallel > 1 { format!(" (EP {} within DP)", s.expert_parallel) } else { String::new() },
+            s.rank_order.as_ref().map(|o| format!(", ranks ordered {o}")).unwrap_or_default(),
             s.parallelism,
             s.algorithm,
             s.batch_per_gpu,

@@ -15,6 +15,7 @@
 //! tensor_parallel = 1              # Megatron TP group size
 //! pipeline_parallel = 1            # stages; microbatches = 4, pipeline_schedule = "1f1b" | "gpipe"
 //! virtual_stages = 1               # model chunks per stage: > 1 is interleaved 1F1B (Megatron)
+//! rank_order = "tp-dp-pp"          # mesh axes innermost first: which groups share a node
 //! servers = 1                      # parameter server shards; colocated = true (servers are ranks)
 //! steps_per_epoch = 100            # epoch time and traffic per epoch = steps × one step
 //! epochs = 1
@@ -56,7 +57,7 @@ use crate::workload::catalog::{self, Model, TransformerConfig};
 use crate::workload::compute::{ComputeModel, Dtype, Optimizer};
 use crate::workload::memory;
 use crate::workload::metrics::{step_metrics, traffic_per_step};
-use crate::workload::step::{self, Ablation, DpMethod, PipelineSchedule, StepConfig};
+use crate::workload::step::{self, Ablation, DpMethod, PipelineSchedule, RankOrder, StepConfig};
 use crate::workload::step::{Planned, Planner, StepDag, Templates};
 
 /// The step's collectives (gradient and TP all-reduces, DataParallel's broadcast and reduce):
@@ -112,6 +113,7 @@ pub struct WorkloadTable {
     pub pipeline_schedule: PipelineSchedule,
     #[serde(default = "one")]
     pub virtual_stages: u32,
+    pub rank_order: Option<String>,
     #[serde(default = "one")]
     pub servers: u32,
     #[serde(default = "yes")]
@@ -216,6 +218,7 @@ impl WorkloadTable {
                 return Err((format!("workload.{field}"), "at least 1".into()));
             }
         }
+        self.rank_order()?;
         if self.virtual_stages > 1 && self.pipeline_parallel < 2 {
             return Err((
                 "workload.virtual_stages".into(),
@@ -281,6 +284,16 @@ impl WorkloadTable {
 
     /// The step configuration for `ranks` ranks whose collectives `library` runs (the
     /// templates' algorithm is the default ring when a library chooses its own).
+    /// `rank_order`, parsed (the default when absent).
+    fn rank_order(&self) -> Result<RankOrder, (String, String)> {
+        match &self.rank_order {
+            None => Ok(RankOrder::default()),
+            Some(s) => s
+                .parse()
+                .map_err(|e| ("workload.rank_order".to_string(), e)),
+        }
+    }
+
     pub fn step_config(
         &self,
         ranks: u32,
@@ -315,6 +328,7 @@ impl WorkloadTable {
             microbatches: self.microbatches,
             pipeline_schedule: self.pipeline_schedule,
             virtual_stages: self.virtual_stages,
+            rank_order: self.rank_order()?,
             algorithm: spec.algorithm,
             slices: spec.slices,
             servers: self.servers,
@@ -539,6 +553,7 @@ pub fn run_workload(s: &Scenario, watch: Watch) -> Result<WorkloadReport, RunErr
         tensor_parallel: cfg.tensor_parallel,
         pipeline_parallel: cfg.pipeline_parallel,
         virtual_stages: dag.virtual_stages,
+        rank_order: (cfg.rank_order != RankOrder::default()).then(|| cfg.rank_order.to_string()),
         expert_parallel: cfg.expert_parallel.max(1),
         microbatches: cfg.microbatches,
         batch_per_gpu: cfg.batch_per_gpu,
@@ -701,7 +716,11 @@ fn step_trace(
                 }
             })
             .collect(),
-        Some((&dag.lanes, dag.lane_count)),
+        Some(crate::metrics::trace::Lanes {
+            of_op: &dag.lanes,
+            count: dag.lane_count,
+            ranks: (!dag.lane_ranks.is_empty()).then_some(&dag.lane_ranks[..]),
+        }),
     )
 }
 

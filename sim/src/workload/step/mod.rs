@@ -49,11 +49,13 @@ use crate::engine::SimTime;
 use crate::topology::DeviceId;
 
 mod data_parallel;
+mod mesh;
 mod moe;
 mod pipeline;
 mod sharded;
 
 use data_parallel::data_parallel_step;
+pub use mesh::{Axis, Mesh, RankOrder};
 use pipeline::hybrid_step;
 pub(crate) use pipeline::stage_order;
 
@@ -139,6 +141,8 @@ pub struct StepConfig {
     pub pipeline_schedule: PipelineSchedule,
     /// Model chunks per pipeline stage: more than 1 is Megatron's interleaved 1F1B.
     pub virtual_stages: u32,
+    /// How the TP × DP × PP mesh is laid out over the ranks, innermost axis first.
+    pub rank_order: RankOrder,
     /// Gradient all-reduce algorithm (data-parallel and tensor-parallel groups).
     pub algorithm: Algorithm,
     pub slices: u32,
@@ -175,6 +179,7 @@ impl StepConfig {
             microbatches: 1,
             pipeline_schedule: PipelineSchedule::OneFOneB,
             virtual_stages: 1,
+            rank_order: RankOrder::default(),
             algorithm: crate::collective::default_algorithm(Collective::AllReduce),
             slices: 1,
             servers: 1,
@@ -208,6 +213,9 @@ pub struct StepDag {
     pub stages: Vec<std::ops::Range<usize>>,
     /// Model chunks per GPU stage (1 without interleaving).
     pub virtual_stages: u32,
+    /// The ranks of each lane when they are not consecutive blocks (a `rank_order` other than
+    /// TP innermost and stages outermost); empty otherwise.
+    pub lane_ranks: Vec<Vec<u32>>,
     /// DDP / PS buckets: (bytes, first layer, last layer) in the order they are sent.
     pub buckets: Vec<(u64, usize, usize)>,
     /// Extra endpoints a library placed itself (NVLS: each group's NVSwitch), by name.
@@ -343,6 +351,7 @@ impl<'a> StepBuilder<'a> {
             global_batch: 0,
             stages: Vec::new(),
             virtual_stages: 1,
+            lane_ranks: Vec::new(),
             buckets: Vec::new(),
             placed: self.placed,
             decisions: self.decisions,
@@ -681,6 +690,7 @@ fn empty_dag() -> StepDag {
         global_batch: 0,
         stages: Vec::new(),
         virtual_stages: 1,
+        lane_ranks: Vec::new(),
         buckets: Vec::new(),
         placed: Vec::new(),
         decisions: Vec::new(),

@@ -186,7 +186,13 @@ pub(super) fn hybrid_step(
     let nq = pp * v;
     let mb = cfg.batch_per_gpu / m as u64;
     let e = cfg.dtype.bytes();
-    let rank = |stage: u32, replica: u32, t: u32| (stage * dp + replica) * tp + t;
+    let mesh = Mesh {
+        tp,
+        dp,
+        pp,
+        order: cfg.rank_order,
+    };
+    let rank = |stage: u32, replica: u32, t: u32| mesh.rank(stage, replica, t);
     let split = |l: &crate::workload::catalog::Layer| {
         if l.kind.tensor_parallel() {
             tp as u64
@@ -406,6 +412,9 @@ pub(super) fn hybrid_step(
     dag.global_batch = cfg.batch_per_gpu * dp as u64;
     dag.stages = stages;
     dag.virtual_stages = v;
+    if cfg.rank_order != RankOrder::default() {
+        dag.lane_ranks = (0..pp).map(|s| mesh.stage_ranks(s)).collect();
+    }
     dag.lane_count = pp as u16;
     Ok(dag)
 }
