@@ -600,6 +600,27 @@ pub fn build(
     fabric: &dyn Fabric,
     planner: &dyn Planner,
 ) -> Result<StepDag, StepError> {
+    build_with(model, cm, cfg, ranks, fabric, planner, Builder::ByMesh)
+}
+
+/// Which builder lays a step out. `build` takes the data-parallel one when TP = PP = 1 and
+/// Megatron's tensor/pipeline one otherwise; the Megatron builder forced at TP = PP = 1 must
+/// give the data-parallel step without overlap, which a test holds it to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Builder {
+    ByMesh,
+    Megatron,
+}
+
+pub(crate) fn build_with(
+    model: &Model,
+    cm: &ComputeModel,
+    cfg: &StepConfig,
+    ranks: u32,
+    fabric: &dyn Fabric,
+    planner: &dyn Planner,
+    builder: Builder,
+) -> Result<StepDag, StepError> {
     let (tp, pp) = (cfg.tensor_parallel.max(1), cfg.pipeline_parallel.max(1));
     if cfg.batch_per_gpu == 0 {
         return Err(err("workload.batch_per_gpu", "at least 1"));
@@ -655,7 +676,7 @@ pub fn build(
         ));
     }
     let mut b = StepBuilder::new(ranks, fabric, planner, cfg);
-    let mut dag = if tp == 1 && pp == 1 {
+    let mut dag = if tp == 1 && pp == 1 && builder == Builder::ByMesh {
         data_parallel_step(&mut b, model, cm, cfg, ranks)?
     } else {
         if !matches!(
