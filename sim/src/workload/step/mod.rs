@@ -607,12 +607,12 @@ pub fn build(
 /// Megatron's tensor/pipeline one otherwise; the Megatron builder forced at TP = PP = 1 must
 /// give the data-parallel step without overlap, which a test holds it to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Builder {
+pub enum Builder {
     ByMesh,
     Megatron,
 }
 
-pub(crate) fn build_with(
+pub fn build_with(
     model: &Model,
     cm: &ComputeModel,
     cfg: &StepConfig,
