@@ -608,14 +608,75 @@ fn rank_order_decides_which_groups_share_a_node() {
         starting(&tp_across),
         (0..8).map(|i| 2 * i).collect::<Vec<u32>>()
     );
-    assert!(tp_across.to_string().contains("ranks ordered pp-tp-dp"));
+    assert!(tp_across.to_string().contains("ranks ordered pp-tp-cp-dp"));
 }
 
 #[test]
 fn a_rank_order_that_does_not_name_each_axis_once_is_a_clear_error() {
     let e = gpt_on_h100_nodes(&["workload.rank_order=\"tp-pp\""]).unwrap_err();
     assert!(
-        e.contains("workload.rank_order") && e.contains("tp, dp and pp each once"),
+        e.contains("workload.rank_order") && e.contains("tp, dp and pp (and cp) each once"),
+        "{e}"
+    );
+}
+
+#[test]
+fn context_parallelism_passes_keys_and_values_round_its_ring_and_halves_the_work() {
+    // GPT 1.3B (24 attention blocks, 2,048 tokens, 2,048 keys and values wide, fp16), 2
+    // micro-batch samples, on 2 HGX nodes: TP 8 x DP 2 against TP 8 x CP 2.
+    let (dp, cp) = (
+        gpt_on_h100_nodes(&["workload.memory_check=false"]).unwrap(),
+        gpt_on_h100_nodes(&["workload.context_parallel=2", "workload.memory_check=false"]).unwrap(),
+    );
+    // Per attention block: one shift of each rank's keys and values forward, one of keys,
+    // values and their gradients backward; each rank's share is 2 x 2,048 x 2,048 / CP
+    // elements x 2 samples x 2 bytes / TP 8, sent by all 16 ranks.
+    let per_rank_shift = 2.0 * 2048.0 * 2048.0 / 2.0 * 2.0 * 2.0 / 8.0;
+    let ring = 24.0 * (1.0 + 2.0) * per_rank_shift * 16.0;
+    assert_eq!(class_bytes(&dp, "point-to-point"), 0.0);
+    assert_eq!(class_bytes(&cp, "point-to-point"), ring);
+    // Each rank computes half the tokens and keeps half the activations.
+    let (a, b) = (&dp.summary, &cp.summary);
+    let work = b.metrics.compute_secs / a.metrics.compute_secs;
+    assert!((0.45..0.56).contains(&work), "compute per rank x{work}");
+    let act = b.memory.activation_bytes as f64 / a.memory.activation_bytes as f64;
+    assert!((act - 0.5).abs() < 0.01, "activations x{act}");
+    // CP ranks hold the same parameters: gradients are averaged over DP x CP, as over DP.
+    assert_eq!(b.memory.params_bytes, a.memory.params_bytes);
+    assert_eq!(b.global_batch * 2, a.global_batch);
+    assert!(cp.to_string().contains("TP 8 x PP 1 x CP 2"));
+}
+
+#[test]
+fn context_parallelism_a_model_cannot_split_is_a_clear_error() {
+    // No attention blocks.
+    let e = gpt_on_h100_nodes(&["workload.model=\"resnet50\"", "workload.context_parallel=2"])
+        .unwrap_err();
+    assert!(
+        e.contains("workload.context_parallel") && e.contains("attention"),
+        "{e}"
+    );
+    // 3 does not divide the 16 ranks.
+    let e = gpt_on_h100_nodes(&["workload.context_parallel=3"]).unwrap_err();
+    assert!(
+        e.contains("context_parallel") && e.contains("dividing the 16 ranks"),
+        "{e}"
+    );
+    // Megatron cuts a sequence into 2 x CP chunks: 1,000 tokens do not make 32.
+    let text = format!(
+        "name = \"cp\"\nprofile = {:?}\n[topology]\nfile = {:?}\n[topology.generator]\n\
+         nodes = 2\n[workload]\nbatch_per_gpu = 1\ncontext_parallel = 16\n\
+         [workload.transformer]\nlayers = 2\nhidden = 256\nheads = 4\nsequence = 1000\n\
+         vocabulary = 1000\n",
+        repo().join("data/profiles/h100_sxm_node.json"),
+        repo().join("topologies/h100_rail_cluster.toml"),
+    );
+    let s = sim::scenario::parse(&text, Path::new("cp.toml"), &[]).unwrap();
+    let e = run_workload(&s, Default::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("workload.context_parallel") && e.contains("1000-token"),
         "{e}"
     );
 }

@@ -32,7 +32,10 @@ pub struct WorkloadSummary {
     /// Model chunks per pipeline stage (interleaved 1F1B; 1 and omitted otherwise).
     #[serde(skip_serializing_if = "is_one")]
     pub virtual_stages: u32,
-    /// The mesh's axes innermost first, when not the default "tp-dp-pp" (omitted then).
+    /// Context-parallel group size (1 and omitted without context parallelism).
+    #[serde(skip_serializing_if = "is_one")]
+    pub context_parallel: u32,
+    /// The mesh's axes innermost first, when not the default "tp-cp-dp-pp" (omitted then).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rank_order: Option<String>,
     /// Expert-parallel group size (mixture-of-experts models; 1 and omitted otherwise).
@@ -187,11 +190,12 @@ impl fmt::Display for WorkloadReport {
         )?;
         writeln!(
             f,
-            "training   {} ranks = DP {} x TP {} x PP {}{}{}, {}, collectives {}, batch {}/GPU ({} global){}{}",
+            "training   {} ranks = DP {} x TP {} x PP {}{}{}{}, {}, collectives {}, batch {}/GPU ({} global){}{}",
             s.ranks,
             s.data_parallel,
             s.tensor_parallel,
             s.pipeline_parallel,
+            if s.context_parallel > 1 { format!(" x CP {}", s.context_parallel) } else { String::new() },
             if s.expert_parallel > 1 { format!(" (EP {} within DP)", s.expert_parallel) } else { String::new() },
             s.rank_order.as_ref().map(|o| format!(", ranks ordered {o}")).unwrap_or_default(),
             s.parallelism,

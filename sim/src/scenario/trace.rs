@@ -99,6 +99,7 @@ pub fn run_trace(
         tensor_parallel: 1,
         pipeline_parallel: 1,
         virtual_stages: 1,
+        context_parallel: 1,
         rank_order: None,
         expert_parallel: 1,
         microbatches: 1,

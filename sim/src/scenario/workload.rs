@@ -15,7 +15,8 @@
 //! tensor_parallel = 1              # Megatron TP group size
 //! pipeline_parallel = 1            # stages; microbatches = 4, pipeline_schedule = "1f1b" | "gpipe"
 //! virtual_stages = 1               # model chunks per stage: > 1 is interleaved 1F1B (Megatron)
-//! rank_order = "tp-dp-pp"          # mesh axes innermost first: which groups share a node
+//! context_parallel = 1             # sequence split over this many ranks (ring attention)
+//! rank_order = "tp-cp-dp-pp"       # mesh axes innermost first: which groups share a node
 //! servers = 1                      # parameter server shards; colocated = true (servers are ranks)
 //! steps_per_epoch = 100            # epoch time and traffic per epoch = steps × one step
 //! epochs = 1
@@ -115,6 +116,8 @@ pub struct WorkloadTable {
     pub virtual_stages: u32,
     pub rank_order: Option<String>,
     #[serde(default = "one")]
+    pub context_parallel: u32,
+    #[serde(default = "one")]
     pub servers: u32,
     #[serde(default = "yes")]
     pub colocated: bool,
@@ -210,6 +213,7 @@ impl WorkloadTable {
             ("pipeline_parallel", self.pipeline_parallel as u64),
             ("microbatches", self.microbatches as u64),
             ("virtual_stages", self.virtual_stages as u64),
+            ("context_parallel", self.context_parallel as u64),
             ("servers", self.servers as u64),
             ("steps_per_epoch", self.steps_per_epoch),
             ("epochs", self.epochs),
@@ -329,6 +333,7 @@ impl WorkloadTable {
             pipeline_schedule: self.pipeline_schedule,
             virtual_stages: self.virtual_stages,
             rank_order: self.rank_order()?,
+            context_parallel: self.context_parallel,
             algorithm: spec.algorithm,
             slices: spec.slices,
             servers: self.servers,
@@ -553,6 +558,7 @@ pub fn run_workload(s: &Scenario, watch: Watch) -> Result<WorkloadReport, RunErr
         tensor_parallel: cfg.tensor_parallel,
         pipeline_parallel: cfg.pipeline_parallel,
         virtual_stages: dag.virtual_stages,
+        context_parallel: cfg.context_parallel.max(1),
         rank_order: (cfg.rank_order != RankOrder::default()).then(|| cfg.rank_order.to_string()),
         expert_parallel: cfg.expert_parallel.max(1),
         microbatches: cfg.microbatches,

@@ -148,6 +148,14 @@ pub struct Layer {
     /// The forward pass's matrix products; empty for layers without any (and for layers read
     /// from model files, which give FLOPs only).
     pub gemms: Vec<GemmShape>,
+    /// Key and value elements per sample that an attention block's queries read: what
+    /// context parallelism passes round its ring. 0 for every other layer.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub kv_elems: u64,
+}
+
+fn is_zero(x: &u64) -> bool {
+    *x == 0
 }
 
 /// A network: layers in execution order plus what a sample is.
@@ -319,6 +327,7 @@ impl CnnBuilder {
             output_elems: out.elems(),
             saved_elems: out.elems(),
             gemms,
+            kv_elems: 0,
         });
         self.shape = out;
     }
@@ -1054,6 +1063,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
         output_elems: s * h,
         saved_elems: s * h,
         gemms: Vec::new(),
+        kv_elems: 0,
     });
     // Saved activations per layer (Korthikanti et al.): attention 13·s·h bytes plus 5·a·s²
     // for the scores unless FlashAttention recomputes them; a plain MLP 21·s·h bytes; a gated
@@ -1083,6 +1093,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
             output_elems: s * h,
             saved_elems: attn_saved_bytes / 2,
             gemms: attention_gemms(s, h, a, qkv),
+            kv_elems: 2 * s * kv,
         });
         let mlp_macs = mlp_mats * s * h * f;
         if c.experts > 0 {
@@ -1104,6 +1115,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
                     GemmShape::rows(k * s, (mlp_mats - 1) * f, h, 1),
                     GemmShape::rows(k * s, h, f, 1),
                 ],
+                kv_elems: 0,
             });
             continue;
         }
@@ -1120,6 +1132,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
                 GemmShape::rows(s, (mlp_mats - 1) * f, h, 1),
                 GemmShape::rows(s, h, f, 1),
             ],
+            kv_elems: 0,
         });
     }
     if c.final_norm {
@@ -1133,6 +1146,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
             output_elems: s * h,
             saved_elems: s * h,
             gemms: Vec::new(),
+            kv_elems: 0,
         });
     }
     if c.pooler {
@@ -1146,6 +1160,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
             output_elems: h,
             saved_elems: h,
             gemms: vec![GemmShape::rows(1, h, h, 1)],
+            kv_elems: 0,
         });
     }
     if c.tied_lm_head || c.untied_lm_head {
@@ -1160,6 +1175,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
             output_elems: s * v,
             saved_elems: s * v,
             gemms: vec![GemmShape::rows(s, v, h, 1)],
+            kv_elems: 0,
         });
     }
     Model {
@@ -1280,6 +1296,7 @@ pub fn parse_model_file(text: &str, origin: &str) -> Result<Model, ModelError> {
                 output_elems: e.output_elements,
                 saved_elems: e.saved_elements.unwrap_or(e.output_elements),
                 gemms: Vec::new(),
+                kv_elems: 0,
             };
             input = e.output_elements;
             l

@@ -172,6 +172,23 @@ impl ComputeModel {
     /// Time of `layer` of `model` for `batch` samples; `split` divides the layer's work (tensor
     /// parallelism splits matmul blocks across the group).
     pub fn layer_times(&self, model: &str, layer: &Layer, batch: u64, split: u64) -> PassTimes {
+        self.layer_times_split(model, layer, batch, split, 1)
+    }
+
+    /// [`Self::layer_times`] with the work also split over `sequence_split` ranks by tokens
+    /// (context parallelism): FLOPs and activations divide by both splits, the parameters a
+    /// rank reads by the tensor split only. Attention's quadratic part divides by the
+    /// sequence split too, as Megatron's load-balanced causal ring gives each rank an equal
+    /// share of it.
+    pub fn layer_times_split(
+        &self,
+        model: &str,
+        layer: &Layer,
+        batch: u64,
+        split: u64,
+        sequence_split: u64,
+    ) -> PassTimes {
+        let (split, sequence_split) = (split.max(1), sequence_split.max(1));
         if let Some(by_batch) = self.measured.get(&(model.to_string(), layer.name.clone())) {
             // Exact batch, else the nearest measured batch scaled linearly.
             let (&b, t) = by_batch
@@ -179,13 +196,13 @@ impl ComputeModel {
                 .next()
                 .or_else(|| by_batch.range(..batch).next_back())
                 .expect("a measured layer has at least one batch");
-            let scale = batch as f64 / b as f64 / split as f64;
+            let scale = batch as f64 / b as f64 / (split * sequence_split) as f64;
             return PassTimes {
                 forward: SimTime::from_secs_f64(t.forward.as_secs_f64() * scale),
                 backward: SimTime::from_secs_f64(t.backward.as_secs_f64() * scale),
             };
         }
-        let (fwd, bwd) = self.modelled_secs(layer, batch, split);
+        let (fwd, bwd) = self.modelled_secs_split(layer, batch, split, sequence_split);
         PassTimes {
             forward: SimTime::from_secs_f64(fwd),
             backward: SimTime::from_secs_f64(bwd),
@@ -194,10 +211,22 @@ impl ComputeModel {
 
     /// Forward and backward seconds from FLOPs and bytes.
     pub fn modelled_secs(&self, layer: &Layer, batch: u64, split: u64) -> (f64, f64) {
+        self.modelled_secs_split(layer, batch, split, 1)
+    }
+
+    /// [`Self::modelled_secs`] with the tokens also split `sequence_split` ways.
+    fn modelled_secs_split(
+        &self,
+        layer: &Layer,
+        batch: u64,
+        split: u64,
+        sequence_split: u64,
+    ) -> (f64, f64) {
         let split = split.max(1) as f64;
+        let tokens = sequence_split.max(1) as f64;
         let e = self.dtype.bytes() as f64;
-        let flops = layer.forward_flops as f64 * batch as f64 / split;
-        let bytes = ((layer.input_elems + layer.output_elems) as f64 * batch as f64
+        let flops = layer.forward_flops as f64 * batch as f64 / split / tokens;
+        let bytes = ((layer.input_elems + layer.output_elems) as f64 * batch as f64 / tokens
             + layer.params as f64)
             * e
             / split;
@@ -373,6 +402,7 @@ mod tests {
             output_elems: 1,
             saved_elems: 1,
             gemms: Vec::new(),
+            kv_elems: 0,
         };
         let (f, b) = m.modelled_secs(&layer, 1, 1);
         // (1e12 + 1e9) / (10e12 × 0.5) + 10 us

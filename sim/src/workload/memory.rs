@@ -31,6 +31,8 @@ impl MemoryUse {
 /// Memory of the most loaded GPU for `micro_batch` samples per micro-batch.
 pub fn per_gpu(model: &Model, cfg: &StepConfig, dag: &StepDag, micro_batch: u64) -> MemoryUse {
     let tp = cfg.tensor_parallel.max(1) as u64;
+    // Context parallelism splits every layer's activations by tokens.
+    let cp = cfg.context_parallel.max(1) as u64;
     let v = dag.virtual_stages.max(1) as usize;
     let pp = (dag.stages.len() / v).max(1);
     let m = cfg.microbatches.max(1) as u64;
@@ -75,7 +77,7 @@ pub fn per_gpu(model: &Model, cfg: &StepConfig, dag: &StepDag, micro_batch: u64)
                         } else {
                             l.saved_elems
                         };
-                        kept / split(l.kind)
+                        kept / split(l.kind) / cp
                     })
                     .sum()
             })
@@ -107,7 +109,9 @@ pub fn per_gpu(model: &Model, cfg: &StepConfig, dag: &StepDag, micro_batch: u64)
         // ZeRO shards over the data-parallel ranks: stage 1 the fp32 master weights and the
         // optimizer state, stage 2 also the gradients, stage 3 also the working weights (of
         // which two layers are gathered at a time).
-        let dp = dag.data_parallel.max(1) as u64;
+        // ... over the data-parallel and context-parallel ranks together (Megatron's DP x CP
+        // group: context-parallel ranks hold the same parameters).
+        let dp = dag.data_parallel.max(1) as u64 * cp;
         let zero = cfg.method.zero_stage();
         let shard = |bytes: u64, from: u8| {
             if zero >= from {

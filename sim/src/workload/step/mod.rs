@@ -141,8 +141,11 @@ pub struct StepConfig {
     pub pipeline_schedule: PipelineSchedule,
     /// Model chunks per pipeline stage: more than 1 is Megatron's interleaved 1F1B.
     pub virtual_stages: u32,
-    /// How the TP × DP × PP mesh is laid out over the ranks, innermost axis first.
+    /// How the TP × CP × DP × PP mesh is laid out over the ranks, innermost axis first.
     pub rank_order: RankOrder,
+    /// Context-parallel group size: each sequence split over this many ranks, attention's
+    /// keys and values passed round their ring.
+    pub context_parallel: u32,
     /// Gradient all-reduce algorithm (data-parallel and tensor-parallel groups).
     pub algorithm: Algorithm,
     pub slices: u32,
@@ -180,6 +183,7 @@ impl StepConfig {
             pipeline_schedule: PipelineSchedule::OneFOneB,
             virtual_stages: 1,
             rank_order: RankOrder::default(),
+            context_parallel: 1,
             algorithm: crate::collective::default_algorithm(Collective::AllReduce),
             slices: 1,
             servers: 1,
@@ -622,14 +626,40 @@ pub fn build_with(
     builder: Builder,
 ) -> Result<StepDag, StepError> {
     let (tp, pp) = (cfg.tensor_parallel.max(1), cfg.pipeline_parallel.max(1));
+    let cp = cfg.context_parallel.max(1);
     if cfg.batch_per_gpu == 0 {
         return Err(err("workload.batch_per_gpu", "at least 1"));
     }
-    if !ranks.is_multiple_of(tp * pp) {
+    if !ranks.is_multiple_of(tp * cp * pp) {
         return Err(err(
             "workload.tensor_parallel",
-            format!("tensor_parallel × pipeline_parallel ({tp} × {pp}) dividing the {ranks} ranks"),
+            format!(
+                "tensor_parallel × context_parallel × pipeline_parallel ({tp} × {cp} × {pp}) \
+                 dividing the {ranks} ranks"
+            ),
         ));
+    }
+    if cp > 1 {
+        let tokens = model.tokens_per_sample.unwrap_or(0);
+        if !model.layers.iter().any(|l| l.kv_elems > 0) {
+            return Err(err(
+                "workload.context_parallel",
+                format!(
+                    "1 for {}, which has no attention blocks with known keys and values \
+                     (context parallelism needs a catalog or [workload.transformer] model)",
+                    model.name
+                ),
+            ));
+        }
+        if !tokens.is_multiple_of(2 * cp as u64) {
+            return Err(err(
+                "workload.context_parallel",
+                format!(
+                    "a size whose double divides the {tokens}-token sequence (Megatron splits \
+                     it into 2 x context_parallel chunks), got {cp}"
+                ),
+            ));
+        }
     }
     if pp as usize > model.layers.len() {
         return Err(err(
@@ -643,7 +673,7 @@ pub fn build_with(
     if cfg.accumulation_steps == 0 {
         return Err(err("workload.accumulation_steps", "at least 1"));
     }
-    let dp = ranks / (tp * pp);
+    let dp = ranks / (tp * cp * pp);
     let ep = cfg.expert_parallel.max(1);
     if ep > 1 {
         let Some(moe) = model.moe else {
@@ -652,11 +682,11 @@ pub fn build_with(
                 format!("1 for {}, which has no experts", model.name),
             ));
         };
-        if tp * pp > 1 || cfg.method != DpMethod::Ddp {
+        if tp * cp * pp > 1 || cfg.method != DpMethod::Ddp {
             return Err(err(
                 "workload.expert_parallel",
                 "expert parallelism under parallelism = \"ddp\" with tensor_parallel = \
-                 pipeline_parallel = 1 (the combinations dtsim models so far)",
+                 context_parallel = pipeline_parallel = 1 (the combinations dtsim models so far)",
             ));
         }
         if !dp.is_multiple_of(ep) || !moe.experts.is_multiple_of(ep as u64) {
@@ -676,7 +706,7 @@ pub fn build_with(
         ));
     }
     let mut b = StepBuilder::new(ranks, fabric, planner, cfg);
-    let mut dag = if tp == 1 && pp == 1 && builder == Builder::ByMesh {
+    let mut dag = if tp == 1 && cp == 1 && pp == 1 && builder == Builder::ByMesh {
         data_parallel_step(&mut b, model, cm, cfg, ranks)?
     } else {
         if !matches!(

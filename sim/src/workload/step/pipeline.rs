@@ -141,6 +141,36 @@ pub(crate) fn stage_order(
     order
 }
 
+/// One pass of an attention block under context parallelism, as Megatron-core's ring
+/// attention (Transformer Engine's `p2p` ring) runs it: the pass's `time` in `cp` equal
+/// pieces, piece 0 on the rank's own keys and values, piece k once the k-th shift of `bytes`
+/// round the ring has arrived; each shift leaves when the previous one has arrived, so
+/// transfers overlap the pieces before them. Returns the last piece.
+#[allow(clippy::too_many_arguments)]
+fn ring_attention(
+    b: &mut StepBuilder,
+    endpoints: u32,
+    time: SimTime,
+    ring: &[(u32, u32)],
+    bytes: u64,
+    cp: u32,
+    deps: Vec<OpId>,
+    phase: Phase,
+    lane: u16,
+    layer: u32,
+) -> OpId {
+    let piece = SimTime::from_secs_f64(time.as_secs_f64() / cp as f64);
+    let mut shift = b.transfer(ring.to_vec(), bytes, deps.clone(), Phase::SendRecv);
+    let mut last = b.compute(endpoints, piece, deps, phase, lane, layer);
+    for k in 1..cp {
+        last = b.compute(endpoints, piece, vec![last, shift], phase, lane, layer);
+        if k + 1 < cp {
+            shift = b.transfer(ring.to_vec(), bytes, vec![shift], Phase::SendRecv);
+        }
+    }
+    last
+}
+
 pub(super) fn hybrid_step(
     b: &mut StepBuilder,
     model: &Model,
@@ -150,6 +180,7 @@ pub(super) fn hybrid_step(
     tp: u32,
     pp: u32,
 ) -> Result<StepDag, StepError> {
+    let cp = cfg.context_parallel.max(1);
     let m = cfg.microbatches.max(1);
     if !cfg.batch_per_gpu.is_multiple_of(m as u64) {
         return Err(err(
@@ -188,11 +219,12 @@ pub(super) fn hybrid_step(
     let e = cfg.dtype.bytes();
     let mesh = Mesh {
         tp,
+        cp,
         dp,
         pp,
         order: cfg.rank_order,
     };
-    let rank = |stage: u32, replica: u32, t: u32| mesh.rank(stage, replica, t);
+    let rank = |stage: u32, replica: u32, c: u32, t: u32| mesh.rank(stage, replica, c, t);
     let split = |l: &crate::workload::catalog::Layer| {
         if l.kind.tensor_parallel() {
             tp as u64
@@ -203,24 +235,36 @@ pub(super) fn hybrid_step(
     let times: Vec<_> = model
         .layers
         .iter()
-        .map(|l| cm.layer_times(&model.name, l, mb, split(l)))
+        .map(|l| cm.layer_times_split(&model.name, l, mb, split(l), cp as u64))
         .collect();
     let costs: Vec<f64> = times
         .iter()
         .map(|t| t.forward.as_secs_f64() + t.backward.as_secs_f64())
         .collect();
     let stages = partition(&costs, nq as usize);
-    let per_stage = dp * tp;
+    let per_stage = dp * cp * tp;
+    // (replica, context rank, tensor rank) of every rank of a stage.
+    let coords: Vec<(u32, u32, u32)> = (0..dp)
+        .flat_map(|r| (0..cp).flat_map(move |c| (0..tp).map(move |t| (r, c, t))))
+        .collect();
     let tp_groups = |s: u32| -> Vec<Vec<u32>> {
-        (0..dp)
-            .map(|r| (0..tp).map(|t| rank(s, r, t)).collect())
+        coords
+            .chunks(tp as usize)
+            .map(|g| g.iter().map(|&(r, c, t)| rank(s, r, c, t)).collect())
             .collect()
     };
-    // Sends between stage s and s+1: every (replica, tp rank) to its counterpart.
+    // Sends between stage s and s+1: every (replica, context rank, tp rank) to its counterpart.
     let pairs = |from: u32, to: u32| -> Vec<(u32, u32)> {
-        (0..dp)
-            .flat_map(|r| (0..tp).map(move |t| (r, t)))
-            .map(|(r, t)| (rank(from, r, t), rank(to, r, t)))
+        coords
+            .iter()
+            .map(|&(r, c, t)| (rank(from, r, c, t), rank(to, r, c, t)))
+            .collect()
+    };
+    // One shift of the context-parallel ring: every rank to the next of its ring.
+    let ring = |s: u32| -> Vec<(u32, u32)> {
+        coords
+            .iter()
+            .map(|&(r, c, t)| (rank(s, r, c, t), rank(s, r, (c + 1) % cp, t)))
             .collect()
     };
     // Ops that deliver microbatch i's activation to virtual stage q (fwd) / its gradient (bwd).
@@ -281,10 +325,60 @@ pub(super) fn hybrid_step(
                     let t = &times[l];
                     let layer = &model.layers[l];
                     let comm = tp > 1 && layer.kind.tensor_parallel();
+                    let in_ring = cp > 1 && layer.kv_elems > 0;
+                    // Context parallelism passes the attention's keys and values round the
+                    // ring (forward) and their gradients with them (backward).
+                    let kv_bytes = layer.kv_elems / cp as u64 * mb * e / tp as u64;
+                    let ring_pass = |b: &mut StepBuilder,
+                                     prev: &mut Vec<OpId>,
+                                     pending: &mut SimTime,
+                                     first_layer: &mut u32,
+                                     time: SimTime,
+                                     bytes: u64,
+                                     phase: Phase| {
+                        if *pending > SimTime::ZERO {
+                            let op = b.compute(
+                                per_stage,
+                                *pending,
+                                prev.clone(),
+                                phase,
+                                s as u16,
+                                *first_layer,
+                            );
+                            *prev = vec![op];
+                            *pending = SimTime::ZERO;
+                        }
+                        *prev = vec![ring_attention(
+                            b,
+                            per_stage,
+                            time,
+                            &ring(s),
+                            bytes,
+                            cp,
+                            prev.clone(),
+                            phase,
+                            s as u16,
+                            l as u32,
+                        )];
+                        *first_layer = l as u32;
+                    };
+                    if !fwd && cfg.recompute && in_ring {
+                        ring_pass(
+                            b,
+                            &mut prev,
+                            &mut pending,
+                            &mut first_layer,
+                            t.forward,
+                            kv_bytes,
+                            Phase::Backward,
+                        );
+                    }
                     if !fwd && cfg.recompute {
                         // Full recomputation: the layer's forward again (with its tensor-
                         // parallel all-reduce) right before its backward.
-                        pending = pending.saturating_add(t.forward);
+                        if !in_ring {
+                            pending = pending.saturating_add(t.forward);
+                        }
                         if comm {
                             let op = b.compute(
                                 per_stage,
@@ -295,7 +389,7 @@ pub(super) fn hybrid_step(
                                 first_layer,
                             );
                             pending = SimTime::ZERO;
-                            let bytes = layer.output_elems * mb * e;
+                            let bytes = layer.output_elems * mb * e / cp as u64;
                             let done =
                                 b.collective(tp_spec(bytes), &tp_groups(s), vec![op], &|op| {
                                     op.kind.clone()
@@ -303,7 +397,24 @@ pub(super) fn hybrid_step(
                             prev = vec![done];
                         }
                     }
-                    pending = pending.saturating_add(if fwd { t.forward } else { t.backward });
+                    if in_ring {
+                        let (time, bytes, phase) = if fwd {
+                            (t.forward, kv_bytes, Phase::Forward)
+                        } else {
+                            (t.backward, 2 * kv_bytes, Phase::Backward)
+                        };
+                        ring_pass(
+                            b,
+                            &mut prev,
+                            &mut pending,
+                            &mut first_layer,
+                            time,
+                            bytes,
+                            phase,
+                        );
+                    } else {
+                        pending = pending.saturating_add(if fwd { t.forward } else { t.backward });
+                    }
                     if comm || k + 1 == layers.len() {
                         let phase = if fwd { Phase::Forward } else { Phase::Backward };
                         let op = b.compute(
@@ -317,7 +428,7 @@ pub(super) fn hybrid_step(
                         prev = vec![op];
                         pending = SimTime::ZERO;
                         if comm {
-                            let bytes = layer.output_elems * mb * e;
+                            let bytes = layer.output_elems * mb * e / cp as u64;
                             let done =
                                 b.collective(tp_spec(bytes), &tp_groups(s), prev.clone(), &|op| {
                                     op.kind.clone()
@@ -340,7 +451,8 @@ pub(super) fn hybrid_step(
                     model.layers[boundary].input_elems
                 } * mb
                     * e
-                    / tp as u64;
+                    / tp as u64
+                    / cp as u64;
                 if fwd && q + 1 < nq {
                     let to = (q + 1) % pp;
                     act_in[qu + 1][iu] =
@@ -371,9 +483,16 @@ pub(super) fn hybrid_step(
         let params: u64 = held().map(|l| l.params / split(l)).sum();
         let tensors: u32 = held().map(|l| l.param_tensors).sum();
         let after: Vec<OpId> = last_on_stage[su].into_iter().collect();
-        let groups: Vec<Vec<u32>> = if dp > 1 {
+        // Gradients are averaged over every replica of the parameters: the data-parallel and
+        // context-parallel ranks together (Megatron's DP x CP group).
+        let groups: Vec<Vec<u32>> = if dp * cp > 1 {
             (0..tp)
-                .map(|t| (0..dp).map(|r| rank(s, r, t)).collect())
+                .map(|t| {
+                    (0..dp)
+                        .flat_map(|r| (0..cp).map(move |c| (r, c)))
+                        .map(|(r, c)| rank(s, r, c, t))
+                        .collect()
+                })
                 .collect()
         } else {
             Vec::new()
@@ -389,8 +508,8 @@ pub(super) fn hybrid_step(
             let rs = b.collective(spec(Collective::ReduceScatter), &groups, after, &|op| {
                 op.kind.clone()
             })?;
-            let shard = params.div_ceil(dp as u64);
-            let opt = cm.optimizer_time(shard, tensors.div_ceil(dp).max(1), cfg.optimizer);
+            let shard = params.div_ceil((dp * cp) as u64);
+            let opt = cm.optimizer_time(shard, tensors.div_ceil(dp * cp).max(1), cfg.optimizer);
             let opt = b.compute(per_stage, opt, vec![rs], Phase::Optimizer, s as u16, 0);
             ends.push(
                 b.collective(spec(Collective::AllGather), &groups, vec![opt], &|op| {
