@@ -682,11 +682,15 @@ pub fn build_with(
                 format!("1 for {}, which has no experts", model.name),
             ));
         };
-        if tp * cp * pp > 1 || cfg.method != DpMethod::Ddp {
+        let megatron = tp * cp * pp > 1;
+        let modelled = cfg.method == DpMethod::Ddp
+            || (megatron && cfg.method == DpMethod::AllreduceAfterBackward);
+        if !modelled {
             return Err(err(
                 "workload.expert_parallel",
-                "expert parallelism under parallelism = \"ddp\" with tensor_parallel = \
-                 context_parallel = pipeline_parallel = 1 (the combinations dtsim models so far)",
+                "expert parallelism under parallelism = \"ddp\" (or allreduce_after_backward \
+                 with tensor, context or pipeline parallelism); not with ZeRO or FSDP (the \
+                 combinations dtsim models so far)",
             ));
         }
         if !dp.is_multiple_of(ep) || !moe.experts.is_multiple_of(ep as u64) {

@@ -8,6 +8,7 @@
 //! (pp v)` times the activations of plain 1F1B on the first stage.
 
 use super::*;
+use crate::workload::catalog::{Layer, LayerKind};
 
 /// Cuts layers into `pp` contiguous, non-empty stages (forward + backward time per layer in
 /// `costs`): the slowest stage as fast as any cut allows (bisection on the bound under which
@@ -141,34 +142,94 @@ pub(crate) fn stage_order(
     order
 }
 
-/// One pass of an attention block under context parallelism, as Megatron-core's ring
-/// attention (Transformer Engine's `p2p` ring) runs it: the pass's `time` in `cp` equal
-/// pieces, piece 0 on the rank's own keys and values, piece k once the k-th shift of `bytes`
-/// round the ring has arrived; each shift leaves when the previous one has arrived, so
-/// transfers overlap the pieces before them. Returns the last piece.
-#[allow(clippy::too_many_arguments)]
-fn ring_attention(
-    b: &mut StepBuilder,
+/// Where a stage's compute ops run: how many ranks, which lane (pipeline stage).
+#[derive(Clone, Copy)]
+struct Lane {
     endpoints: u32,
-    time: SimTime,
-    ring: &[(u32, u32)],
-    bytes: u64,
-    cp: u32,
-    deps: Vec<OpId>,
-    phase: Phase,
     lane: u16,
-    layer: u32,
-) -> OpId {
-    let piece = SimTime::from_secs_f64(time.as_secs_f64() / cp as f64);
-    let mut shift = b.transfer(ring.to_vec(), bytes, deps.clone(), Phase::SendRecv);
-    let mut last = b.compute(endpoints, piece, deps, phase, lane, layer);
-    for k in 1..cp {
-        last = b.compute(endpoints, piece, vec![last, shift], phase, lane, layer);
-        if k + 1 < cp {
-            shift = b.transfer(ring.to_vec(), bytes, vec![shift], Phase::SendRecv);
+}
+
+impl Lane {
+    /// The compute accumulated in `pending` (from layer `first_layer` on) as one op after
+    /// `prev`; the deps of what comes next.
+    fn flush(
+        self,
+        b: &mut StepBuilder,
+        pending: &mut SimTime,
+        prev: &[OpId],
+        phase: Phase,
+        first_layer: u32,
+    ) -> Vec<OpId> {
+        if *pending == SimTime::ZERO {
+            return prev.to_vec();
+        }
+        let op = b.compute(
+            self.endpoints,
+            *pending,
+            prev.to_vec(),
+            phase,
+            self.lane,
+            first_layer,
+        );
+        *pending = SimTime::ZERO;
+        vec![op]
+    }
+}
+
+/// Communication inside one layer's pass.
+enum Inner {
+    /// Megatron-core's ring attention (Transformer Engine's `p2p` context parallelism): the
+    /// pass's time in `cp` equal pieces, piece 0 on the rank's own keys and values, piece k
+    /// once the k-th shift of `bytes` round the ring has arrived; each shift leaves when the
+    /// previous one has arrived, so shifts overlap the pieces before them. Backward shifts
+    /// carry the gradients of the keys and values too (twice the bytes).
+    Ring {
+        ring: Vec<(u32, u32)>,
+        bytes: u64,
+        cp: u32,
+    },
+    /// Expert parallelism: an all-to-all to the experts, their compute, one back.
+    Experts {
+        spec: CollectiveSpec,
+        groups: Vec<Vec<u32>>,
+    },
+}
+
+impl Inner {
+    /// One pass of `time` on layer `layer` after `deps`; returns its last op.
+    #[allow(clippy::too_many_arguments)]
+    fn pass(
+        &self,
+        b: &mut StepBuilder,
+        at: Lane,
+        time: SimTime,
+        forward: bool,
+        deps: Vec<OpId>,
+        phase: Phase,
+        layer: usize,
+    ) -> Result<OpId, StepError> {
+        let (n, lane, layer) = (at.endpoints, at.lane, layer as u32);
+        match self {
+            Inner::Ring { ring, bytes, cp } => {
+                let bytes = if forward { *bytes } else { 2 * bytes };
+                let piece = SimTime::from_secs_f64(time.as_secs_f64() / *cp as f64);
+                let mut shift = b.transfer(ring.clone(), bytes, deps.clone(), Phase::SendRecv);
+                let mut last = b.compute(n, piece, deps, phase, lane, layer);
+                for k in 1..*cp {
+                    last = b.compute(n, piece, vec![last, shift], phase, lane, layer);
+                    if k + 1 < *cp {
+                        shift = b.transfer(ring.clone(), bytes, vec![shift], Phase::SendRecv);
+                    }
+                }
+                Ok(last)
+            }
+            Inner::Experts { spec, groups } => {
+                let out = b.collective(spec.clone(), groups, deps, &|op| op.kind.clone())?;
+                let op = b.compute(n, time, vec![out], phase, lane, layer);
+                b.collective(spec.clone(), groups, vec![op], &|op| op.kind.clone())
+            }
         }
     }
-    last
 }
 
 pub(super) fn hybrid_step(
@@ -181,6 +242,7 @@ pub(super) fn hybrid_step(
     pp: u32,
 ) -> Result<StepDag, StepError> {
     let cp = cfg.context_parallel.max(1);
+    let ep = cfg.expert_parallel.max(1);
     let m = cfg.microbatches.max(1);
     if !cfg.batch_per_gpu.is_multiple_of(m as u64) {
         return Err(err(
@@ -225,18 +287,41 @@ pub(super) fn hybrid_step(
         order: cfg.rank_order,
     };
     let rank = |stage: u32, replica: u32, c: u32, t: u32| mesh.rank(stage, replica, c, t);
-    let split = |l: &crate::workload::catalog::Layer| {
+    // A MoE block runs on its tokens' share, sequence-parallel across the TP group (Megatron
+    // needs sequence parallelism for MoE under TP), its experts whole on each rank of the group
+    // (expert tensor parallelism 1); with expert parallelism, padded to their capacity.
+    let moe_ep = |l: &Layer| ep > 1 && l.kind == LayerKind::MoeBlock;
+    let param_split = |l: &Layer| {
         if l.kind.tensor_parallel() {
             tp as u64
         } else {
             1
         }
     };
+    let split = |l: &Layer| {
+        if l.kind == LayerKind::MoeBlock {
+            tp as u64
+        } else {
+            param_split(l)
+        }
+    };
     let times: Vec<_> = model
         .layers
         .iter()
-        .map(|l| cm.layer_times_split(&model.name, l, mb, split(l), cp as u64))
+        .map(|l| {
+            if moe_ep(l) {
+                let padded = Layer {
+                    forward_flops: (l.forward_flops as f64 * cfg.capacity_factor).round() as u64,
+                    ..l.clone()
+                };
+                cm.layer_times_split(&model.name, &padded, mb, split(l), cp as u64)
+            } else {
+                cm.layer_times_split(&model.name, l, mb, split(l), cp as u64)
+            }
+        })
         .collect();
+    let experts_per_token = model.moe.map_or(0, |m| m.experts_per_token);
+    let expert_params = model.moe.map_or(0, |m| m.expert_params_per_block);
     let costs: Vec<f64> = times
         .iter()
         .map(|t| t.forward.as_secs_f64() + t.backward.as_secs_f64())
@@ -258,6 +343,13 @@ pub(super) fn hybrid_step(
         coords
             .iter()
             .map(|&(r, c, t)| (rank(from, r, c, t), rank(to, r, c, t)))
+            .collect()
+    };
+    // Expert-parallel groups: `ep` consecutive replicas of the same (context, tensor) rank.
+    let ep_groups = |s: u32| -> Vec<Vec<u32>> {
+        (0..dp / ep)
+            .flat_map(|g| (0..cp).flat_map(move |c| (0..tp).map(move |t| (g, c, t))))
+            .map(|(g, c, t)| (g * ep..(g + 1) * ep).map(|r| rank(s, r, c, t)).collect())
             .collect()
     };
     // One shift of the context-parallel ring: every rank to the next of its ring.
@@ -325,59 +417,58 @@ pub(super) fn hybrid_step(
                     let t = &times[l];
                     let layer = &model.layers[l];
                     let comm = tp > 1 && layer.kind.tensor_parallel();
-                    let in_ring = cp > 1 && layer.kv_elems > 0;
-                    // Context parallelism passes the attention's keys and values round the
-                    // ring (forward) and their gradients with them (backward).
-                    let kv_bytes = layer.kv_elems / cp as u64 * mb * e / tp as u64;
-                    let ring_pass = |b: &mut StepBuilder,
-                                     prev: &mut Vec<OpId>,
-                                     pending: &mut SimTime,
-                                     first_layer: &mut u32,
-                                     time: SimTime,
-                                     bytes: u64,
-                                     phase: Phase| {
-                        if *pending > SimTime::ZERO {
-                            let op = b.compute(
-                                per_stage,
-                                *pending,
-                                prev.clone(),
-                                phase,
-                                s as u16,
-                                *first_layer,
-                            );
-                            *prev = vec![op];
-                            *pending = SimTime::ZERO;
-                        }
-                        *prev = vec![ring_attention(
-                            b,
-                            per_stage,
-                            time,
-                            &ring(s),
-                            bytes,
+                    // A layer with communication inside its pass: attention under context
+                    // parallelism passes keys and values round the ring (with their
+                    // gradients backward); a MoE block under expert parallelism dispatches
+                    // cf x k x tokens x hidden per rank to the experts and combines as much
+                    // back, the rank's tokens split over TP and CP.
+                    let inner = if cp > 1 && layer.kv_elems > 0 {
+                        Some(Inner::Ring {
+                            ring: ring(s),
+                            bytes: layer.kv_elems / cp as u64 * mb * e / tp as u64,
                             cp,
-                            prev.clone(),
-                            phase,
-                            s as u16,
-                            l as u32,
-                        )];
-                        *first_layer = l as u32;
+                        })
+                    } else if moe_ep(layer) {
+                        let bytes = (layer.input_elems as f64
+                            * mb as f64
+                            * experts_per_token as f64
+                            * cfg.capacity_factor
+                            * e as f64
+                            / (tp * cp) as f64)
+                            .round() as u64;
+                        Some(Inner::Experts {
+                            spec: b.spec(
+                                Collective::AllToAll,
+                                bytes,
+                                cfg.algorithm_for(Collective::AllToAll),
+                            ),
+                            groups: ep_groups(s),
+                        })
+                    } else {
+                        None
                     };
-                    if !fwd && cfg.recompute && in_ring {
-                        ring_pass(
-                            b,
-                            &mut prev,
-                            &mut pending,
-                            &mut first_layer,
-                            t.forward,
-                            kv_bytes,
-                            Phase::Backward,
-                        );
-                    }
+                    let at = Lane {
+                        endpoints: per_stage,
+                        lane: s as u16,
+                    };
                     if !fwd && cfg.recompute {
                         // Full recomputation: the layer's forward again (with its tensor-
                         // parallel all-reduce) right before its backward.
-                        if !in_ring {
-                            pending = pending.saturating_add(t.forward);
+                        match &inner {
+                            Some(inner) => {
+                                let deps =
+                                    at.flush(b, &mut pending, &prev, Phase::Backward, first_layer);
+                                prev = vec![inner.pass(
+                                    b,
+                                    at,
+                                    t.forward,
+                                    true,
+                                    deps,
+                                    Phase::Backward,
+                                    l,
+                                )?];
+                            }
+                            None => pending = pending.saturating_add(t.forward),
                         }
                         if comm {
                             let op = b.compute(
@@ -397,23 +488,18 @@ pub(super) fn hybrid_step(
                             prev = vec![done];
                         }
                     }
-                    if in_ring {
-                        let (time, bytes, phase) = if fwd {
-                            (t.forward, kv_bytes, Phase::Forward)
-                        } else {
-                            (t.backward, 2 * kv_bytes, Phase::Backward)
-                        };
-                        ring_pass(
-                            b,
-                            &mut prev,
-                            &mut pending,
-                            &mut first_layer,
-                            time,
-                            bytes,
-                            phase,
-                        );
+                    let (time, phase) = if fwd {
+                        (t.forward, Phase::Forward)
                     } else {
-                        pending = pending.saturating_add(if fwd { t.forward } else { t.backward });
+                        (t.backward, Phase::Backward)
+                    };
+                    match &inner {
+                        Some(inner) => {
+                            let deps = at.flush(b, &mut pending, &prev, phase, first_layer);
+                            prev = vec![inner.pass(b, at, time, fwd, deps, phase, l)?];
+                            first_layer = layers.get(k + 1).copied().unwrap_or(0) as u32;
+                        }
+                        None => pending = pending.saturating_add(time),
                     }
                     if comm || k + 1 == layers.len() {
                         let phase = if fwd { Phase::Forward } else { Phase::Backward };
@@ -480,7 +566,12 @@ pub(super) fn hybrid_step(
         let su = s as usize;
         let held =
             || (0..v).flat_map(|c| model.layers[stages[(c * pp + s) as usize].clone()].iter());
-        let params: u64 = held().map(|l| l.params / split(l)).sum();
+        // Expert weights (1/ep of each MoE block's) apart from the dense ones.
+        let experts = |l: &Layer| if moe_ep(l) { expert_params } else { 0 };
+        let params: u64 = held()
+            .map(|l| (l.params - experts(l)) / param_split(l))
+            .sum();
+        let expert_shard: u64 = held().map(|l| experts(l) / ep as u64).sum();
         let tensors: u32 = held().map(|l| l.param_tensors).sum();
         let after: Vec<OpId> = last_on_stage[su].into_iter().collect();
         // Gradients are averaged over every replica of the parameters: the data-parallel and
@@ -518,12 +609,38 @@ pub(super) fn hybrid_step(
             );
             continue;
         }
-        let done = if groups.is_empty() {
-            b.join(after)
-        } else {
-            b.collective(tp_spec(params * e), &groups, after, &|op| op.kind.clone())?
+        // Expert gradients, on the same stream after the dense ones: among the ranks holding
+        // the same experts (one of every `ep` replicas, every context rank).
+        let replicas: Vec<Vec<u32>> = (0..tp)
+            .flat_map(|t| (0..ep).map(move |p| (t, p)))
+            .map(|(t, p)| {
+                (0..dp / ep)
+                    .flat_map(|g| (0..cp).map(move |c| (g * ep + p, c)))
+                    .map(|(r, c)| rank(s, r, c, t))
+                    .collect()
+            })
+            .collect();
+        let mut exchanged: Option<OpId> = None;
+        if !groups.is_empty() {
+            exchanged = Some(
+                b.collective(tp_spec(params * e), &groups, after.clone(), &|op| {
+                    op.kind.clone()
+                })?,
+            );
+        }
+        if expert_shard > 0 && replicas[0].len() > 1 {
+            let deps = exchanged.map_or(after.clone(), |op| vec![op]);
+            exchanged = Some(
+                b.collective(tp_spec(expert_shard * e), &replicas, deps, &|op| {
+                    op.kind.clone()
+                })?,
+            );
+        }
+        let done = match exchanged {
+            Some(op) => op,
+            None => b.join(after),
         };
-        let opt = cm.optimizer_time(params, tensors, cfg.optimizer);
+        let opt = cm.optimizer_time(params + expert_shard, tensors, cfg.optimizer);
         ends.push(b.compute(per_stage, opt, vec![done], Phase::Optimizer, s as u16, 0));
     }
     b.join(ends);
