@@ -18,6 +18,7 @@
 //! channel's copy rate as NCCL measured it (LL and LL128 ceilings, tree per-channel caps).
 
 use super::params::Params;
+use super::trees;
 use super::tuner::{self, Choice, TunerInput};
 use super::{Algo, Proto, Version};
 use crate::collective::{
@@ -85,9 +86,21 @@ pub(super) fn emit(
         Algo::Tree => {
             let chunk = choice.proto.chunk_bytes(false);
             let slices = req.bytes.div_ceil(nc * chunk).clamp(1, MAX_SLICES);
-            let s = template(req, Algorithm::DoubleBinaryTree, slices, sys.ranks, fabric)?;
-            // The template's two trees carry all channels' data.
-            (s, slices, nc as f64 / 2.0)
+            let laid = match req.collective {
+                crate::collective::Collective::AllReduce => {
+                    trees::all_reduce(req.bytes, sys.ranks, nc, sys.nics_per_node, slices, fabric)
+                }
+                _ => None,
+            };
+            match laid {
+                Some((s, per_lane)) => (s, slices, per_lane),
+                None => {
+                    // Nodes of different sizes: the double binary tree over all ranks, its
+                    // two trees carrying all channels' data.
+                    let s = template(req, Algorithm::DoubleBinaryTree, slices, sys.ranks, fabric)?;
+                    (s, slices, nc as f64 / 2.0)
+                }
+            }
         }
         Algo::Pat => {
             let s = template(req, Algorithm::HalvingDoubling, 1, sys.ranks, fabric)?;

@@ -7,7 +7,8 @@
 //!    for small messages as NCCL's `getAlgoInfo` does. `NCCL_ALGO` / `NCCL_PROTO` /
 //!    `NCCL_MIN|MAX_NCHANNELS` overrides come from the scenario.
 //! 2. [`emit`] plays that choice as a schedule: Ring = one ring per channel, pipelined in
-//!    NCCL's loop chunks; Tree = the double binary tree in tree chunks; NVLS = every GPU
+//!    NCCL's loop chunks; Tree = chains inside nodes and the double binary tree over them
+//!    ([`trees`]), in tree chunks; NVLS = every GPU
 //!    pushing to and pulling from the NVSwitch (in-switch reduction and multicast); PAT =
 //!    log-step halving/doubling.
 //! 3. [`params`] turns the profile's fitted physical parameters (per-call latency, per-step
@@ -15,11 +16,11 @@
 //!    and protocol framing into wire bytes (LL sends 8 bytes per 4 of data, LL128 128 per 120).
 //!
 //! Not modelled (so never chosen, and an error if forced): NVLS-Tree and CollNet (multi-node
-//! NVLS and in-network reduction need switch models dtsim does not have yet). Inside one node
-//! NCCL's tree is a chain; dtsim plays its double binary tree over all ranks.
+//! NVLS and in-network reduction need switch models dtsim does not have yet).
 
 pub mod emit;
 pub mod params;
+pub mod trees;
 pub mod tuner;
 
 use super::{LibraryError, LibraryOptions, Plan, Request, System};
