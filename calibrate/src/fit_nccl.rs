@@ -218,6 +218,7 @@ fn fit_and_write(
         ("step_latency_us", &c.step_latency_us),
         ("efficiency", &c.efficiency),
         ("channel_gbps", &c.channel_gbps),
+        ("base_latency_scale", &c.base_latency_scale),
     ] {
         for (k, v) in m {
             let ci = v

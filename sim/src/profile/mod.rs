@@ -74,6 +74,10 @@ pub struct NetworkCalibration {
 /// Keys:
 /// - `base_latency_us["ring/simple"]`: fixed cost of one collective call (kernel launch,
 ///   enqueue, the first and last synchronization) for an algorithm/protocol;
+/// - `base_latency_scale["nvls/simple"]`: the call latency as a factor on NCCL's own per-call
+///   latency for the release being played (23 µs for NVLS up to 2.19, 25 µs from 2.20), so a
+///   value fitted under one release follows NCCL's own change to the next; an absolute
+///   `base_latency_us` for the same key wins;
 /// - `step_latency_us["ring/ll128/nvlink"]`: per transfer step, on top of the path's link
 ///   latencies, for an algorithm/protocol over a link class (the step's slowest link);
 /// - `efficiency["ring/nvlink"]`: fraction of a link class's nominal rate that an
@@ -93,6 +97,8 @@ pub struct NcclCalibration {
     pub efficiency: BTreeMap<String, FittedParameter>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub channel_gbps: BTreeMap<String, FittedParameter>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub base_latency_scale: BTreeMap<String, FittedParameter>,
     /// The measured rows these parameters were fitted on; `dtsim validate` does not score them.
     #[serde(default)]
     pub fitted_on: Vec<FittedRows>,

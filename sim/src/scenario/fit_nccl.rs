@@ -105,6 +105,9 @@ enum Key {
     Efficiency(String),
     /// One channel's payload rate, GB/s.
     Channel(String),
+    /// A call latency as a factor on NCCL's own for each row's release (NVLS, whose constant
+    /// NCCL changed from 2.20: the factor carries over, the microseconds follow NCCL).
+    BaseScale(String),
     /// A call latency and a step latency that the rows cannot tell apart (one rank count):
     /// one factor on NCCL's own pair (`base0`, `step0`, µs), so their split, which decides how
     /// latency grows with the GPU count, stays NCCL's.
@@ -128,7 +131,7 @@ fn to_value(k: &Key, x: f64) -> f64 {
     match k {
         Key::Base(_) | Key::Step(_) => x.exp().clamp(LAT_MIN_US, LAT_MAX_US),
         Key::Channel(_) => x.exp().clamp(CHANNEL_MIN_GBPS, CHANNEL_MAX_GBPS),
-        Key::Latency { .. } => x.exp().clamp(SCALE_MIN, SCALE_MAX),
+        Key::Latency { .. } | Key::BaseScale(_) => x.exp().clamp(SCALE_MIN, SCALE_MAX),
         Key::Efficiency(_) => (1.0 / (1.0 + (-x).exp())).clamp(1e-3, 1.0),
     }
 }
@@ -137,7 +140,7 @@ fn to_x(k: &Key, v: f64) -> f64 {
     match k {
         Key::Base(_) | Key::Step(_) => v.max(LAT_MIN_US).ln(),
         Key::Channel(_) => v.max(CHANNEL_MIN_GBPS).ln(),
-        Key::Latency { .. } => v.max(SCALE_MIN).ln(),
+        Key::Latency { .. } | Key::BaseScale(_) => v.max(SCALE_MIN).ln(),
         Key::Efficiency(_) => {
             let v = v.clamp(0.01, 0.99);
             (v / (1.0 - v)).ln()
@@ -166,6 +169,7 @@ fn calibration(
             Key::Step(s) => c.step_latency_us.insert(s.clone(), p),
             Key::Efficiency(s) => c.efficiency.insert(s.clone(), p),
             Key::Channel(s) => c.channel_gbps.insert(s.clone(), p),
+            Key::BaseScale(s) => c.base_latency_scale.insert(s.clone(), p),
             Key::Latency {
                 base,
                 step,
@@ -324,6 +328,9 @@ fn exercised(rows: &[FitRow]) -> Result<(Vec<Key>, Vec<Vec<usize>>), String> {
                 .and_then(|u| u.split_once('['))
                 .ok_or_else(|| format!("parameter name {u:?} is not table[key]"))?;
             let k = match table {
+                "base_latency_us" | "base_latency_scale" if key.starts_with("nvls/") => {
+                    Key::BaseScale(key.to_string())
+                }
                 "base_latency_us" => Key::Base(key.to_string()),
                 // NVLS's per-chunk latency: chunks grow with the size (16 to 128 KiB), which
                 // tells it apart from the call latency at any rank count.
@@ -521,7 +528,7 @@ pub fn fit(rows: &[FitRow], detail: &str, date: Option<String>) -> Result<NcclFi
             Key::Step(_) => to_x(k, 1.0),
             Key::Efficiency(_) => to_x(k, 0.8),
             Key::Channel(_) => to_x(k, 20.0),
-            Key::Latency { .. } => to_x(k, 1.0),
+            Key::Latency { .. } | Key::BaseScale(_) => to_x(k, 1.0),
         })
         .collect();
     let mut x = x0.clone();
@@ -603,6 +610,7 @@ pub fn fit(rows: &[FitRow], detail: &str, date: Option<String>) -> Result<NcclFi
                     Key::Step(s) => vec![(cal.step_latency_us.get_mut(s), 1.0)],
                     Key::Efficiency(s) => vec![(cal.efficiency.get_mut(s), 1.0)],
                     Key::Channel(s) => vec![(cal.channel_gbps.get_mut(s), 1.0)],
+                    Key::BaseScale(s) => vec![(cal.base_latency_scale.get_mut(s), 1.0)],
                     Key::Latency {
                         base,
                         step,

@@ -3,7 +3,9 @@
 //! Four kinds, each keyed the way [`super::emit`] looks it up (and the way `calibrate`
 //! fits it, so a key means one thing on both sides):
 //! - base latency `"algo/proto"` (µs per collective call), default NCCL's `baseLat` (2.18–2.19;
-//!   from 2.20 NVLS has none and its `hwLat` carries the one-shot latency);
+//!   from 2.20 NVLS has none and its `hwLat` carries the one-shot latency); or, as
+//!   `base_latency_scale`, a factor on that default for the release played (what `calibrate`
+//!   fits for NVLS, whose constant NCCL changed between releases);
 //! - step latency `"algo/proto/class"` (µs per transfer step, on top of path latency),
 //!   default NCCL's `hwLat` for the link kind (NVLink / PCI / network) of the class;
 //! - efficiency `"algo/class"`, fraction of the nominal link rate the payload reaches,
@@ -111,9 +113,16 @@ impl<'a> Params<'a> {
         }
     }
     pub fn base_latency_us(&self, a: Algo, p: Proto) -> f64 {
-        self.calibration
-            .and_then(|c| c.base_latency_us.get(&base_key(a, p)))
-            .map_or_else(|| default_base_us(self.version, a, p), |f| f.value)
+        let key = base_key(a, p);
+        let nccl = default_base_us(self.version, a, p);
+        match self.calibration {
+            Some(c) => match (c.base_latency_us.get(&key), c.base_latency_scale.get(&key)) {
+                (Some(f), _) => f.value,
+                (None, Some(s)) => s.value * nccl,
+                (None, None) => nccl,
+            },
+            None => nccl,
+        }
     }
     pub fn step_latency_us(&self, a: Algo, p: Proto, c: LinkClass) -> f64 {
         self.calibration
@@ -154,12 +163,24 @@ impl<'a> Params<'a> {
         let mut defaulted = Vec::new();
         for (table, key) in keys {
             let have = self.calibration.is_some_and(|cal| match table {
-                "base_latency_us" => cal.base_latency_us.contains_key(&key),
+                "base_latency_us" => {
+                    cal.base_latency_us.contains_key(&key)
+                        || cal.base_latency_scale.contains_key(&key)
+                }
                 "step_latency_us" => cal.step_latency_us.contains_key(&key),
                 "channel_gbps" => cal.channel_gbps.contains_key(&key),
                 _ => cal.efficiency.contains_key(&key),
             });
-            let name = format!("{table}[{key}]");
+            let scaled = table == "base_latency_us"
+                && self.calibration.is_some_and(|cal| {
+                    !cal.base_latency_us.contains_key(&key)
+                        && cal.base_latency_scale.contains_key(&key)
+                });
+            let name = if scaled {
+                format!("base_latency_scale[{key}]")
+            } else {
+                format!("{table}[{key}]")
+            };
             if have {
                 fitted.push(name)
             } else {
@@ -217,6 +238,7 @@ pub fn check(n: &NcclCalibration) -> Result<(), (String, String)> {
         ("step_latency_us", &n.step_latency_us, 3, 0.0, 1e6),
         ("efficiency", &n.efficiency, 2, 1e-3, 1.0),
         ("channel_gbps", &n.channel_gbps, 2, 1e-3, 1e5),
+        ("base_latency_scale", &n.base_latency_scale, 2, 1e-3, 1e3),
     ];
     for (name, table, parts, lo, hi) in tables {
         for (key, v) in table.iter() {
@@ -245,4 +267,41 @@ pub fn check(n: &NcclCalibration) -> Result<(), (String, String)> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::FittedParameter;
+
+    fn fitted(value: f64) -> FittedParameter {
+        FittedParameter {
+            value,
+            ci95: None,
+            provenance: Provenance {
+                source: "fitted".into(),
+                detail: "test".into(),
+                date: None,
+            },
+        }
+    }
+
+    #[test]
+    fn a_latency_scale_fitted_under_one_release_follows_nccls_own_change_to_the_next() {
+        // NCCL's NVLS call latency: 23 us up to 2.19 (baseLat), 25 us from 2.20 (hwLat).
+        let mut cal = NcclCalibration::default();
+        cal.base_latency_scale
+            .insert("nvls/simple".into(), fitted(1.1));
+        let at = |minor| {
+            Params::new(Some(&cal), Version { minor }, LinkPrior::NOMINAL)
+                .base_latency_us(Algo::Nvls, Proto::Simple)
+        };
+        assert!((at(18) - 1.1 * 23.0).abs() < 1e-9, "{}", at(18));
+        assert!((at(20) - 1.1 * 25.0).abs() < 1e-9, "{}", at(20));
+        // An absolute latency for the same key wins, whatever the release.
+        cal.base_latency_us
+            .insert("nvls/simple".into(), fitted(30.0));
+        let p = Params::new(Some(&cal), Version { minor: 18 }, LinkPrior::NOMINAL);
+        assert_eq!(p.base_latency_us(Algo::Nvls, Proto::Simple), 30.0);
+    }
 }
