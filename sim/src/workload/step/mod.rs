@@ -53,11 +53,12 @@ mod mesh;
 mod moe;
 mod pipeline;
 mod sharded;
+mod stages;
 
 use data_parallel::data_parallel_step;
 pub use mesh::{Axis, Mesh, RankOrder};
 use pipeline::hybrid_step;
-pub(crate) use pipeline::stage_order;
+pub(crate) use stages::stage_order;
 
 /// How data-parallel replicas exchange gradients.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
