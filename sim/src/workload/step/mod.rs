@@ -608,15 +608,16 @@ pub fn build(
     build_with(model, cm, cfg, ranks, fabric, planner, Builder::ByMesh)
 }
 
-/// Which builder lays a step out. `build` takes the data-parallel one when TP = PP = 1 and
-/// Megatron's tensor/pipeline one otherwise; the Megatron builder forced at TP = PP = 1 must
-/// give the data-parallel step without overlap, which a test holds it to.
+/// Which builder lays a step out. `build` takes the data-parallel one when TP = CP = PP = 1
+/// and Megatron's otherwise; the Megatron builder forced at TP = CP = PP = 1 must give the
+/// data-parallel step without overlap, which a test holds it to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Builder {
     ByMesh,
     Megatron,
 }
 
+/// [`build`] with the builder named.
 pub fn build_with(
     model: &Model,
     cm: &ComputeModel,
