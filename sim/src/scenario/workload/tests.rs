@@ -1,0 +1,58 @@
+//! Checks of the step builders against each other, played on a real scenario's network.
+#![cfg(test)]
+
+use super::*;
+use crate::workload::step::Builder;
+
+/// The step time of `scenario` (from the repository root, with `set`) laid out by
+/// `builder`, on the ideal templates.
+fn step_secs(scenario: &str, set: &[&str], builder: Builder) -> f64 {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+    let s = crate::scenario::load(&root.join(scenario), &set).unwrap();
+    let w = s.file.workload.as_ref().unwrap();
+    let prep = prepare(&s).unwrap();
+    let n = prep.ranks.len() as u32;
+    let model = w.model(&s.path).unwrap();
+    let cfg = w.step_config(n, Library::Ideal).unwrap();
+    let cm = ComputeModel::from_profile(&prep.profile, cfg.dtype).unwrap();
+    let mut net = network_model(&s, &prep).unwrap();
+    let dag = {
+        let fabric = NetFabric::new(net.as_mut(), &prep);
+        step::build_with(&model, &cm, &cfg, n, &fabric, &Templates, builder).unwrap()
+    };
+    let played = play_step(
+        &s,
+        &prep,
+        &dag,
+        net.as_mut(),
+        Watch::default(),
+        String::new(),
+    );
+    step_metrics(&dag, &played.unwrap().outcome, None).step_secs
+}
+
+#[test]
+fn megatrons_builder_at_tp_1_pp_1_plays_the_data_parallel_step_without_overlap() {
+    // GPT 1.3B on 4 V100s, every gradient in one bucket, all-reduced after the backward:
+    // the two builders lay the same step out in different ops (one per layer vs one per
+    // pass) and must time it the same.
+    let set = [
+        "workload.tensor_parallel=1",
+        "workload.pipeline_parallel=1",
+        "workload.microbatches=1",
+        "workload.batch_per_gpu=2",
+        "workload.parallelism=\"allreduce_after_backward\"",
+        "workload.bucket=\"64GiB\"",
+        "workload.allreduce.library=\"ideal\"",
+    ];
+    let f = "scenarios/gpt_1_3b_v100_parallelism.toml";
+    let (ddp, megatron) = (
+        step_secs(f, &set, Builder::ByMesh),
+        step_secs(f, &set, Builder::Megatron),
+    );
+    assert!(
+        (megatron / ddp - 1.0).abs() < 1e-9,
+        "Megatron {megatron} s vs DDP {ddp} s"
+    );
+}
