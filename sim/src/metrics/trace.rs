@@ -74,33 +74,28 @@ fn each_event(
                 }
             }
             OpKind::Compute { .. } if end_ps > start_ps => {
-                let lane = lanes.map(|l| (l, l.of_op.get(i).copied().flatten()));
-                let on: std::ops::Range<usize> = match lane {
-                    Some((l, Some(lane))) => match l.ranks {
-                        Some(listed) => {
-                            for &r in listed[lane as usize].iter() {
-                                if (r as usize) < n_tracks {
-                                    f(TraceEvent {
-                                        track: r,
-                                        ..base.clone()
-                                    });
-                                }
-                            }
-                            0..0
-                        }
-                        None => {
-                            let per = ranks / l.count.max(1) as usize;
-                            lane as usize * per..(lane as usize + 1) * per
-                        }
-                    },
-                    Some((_, None)) => 0..0,
-                    None => 0..ranks,
-                };
-                for r in on.take_while(|&r| r < n_tracks) {
+                let mut on_track = |r: usize| {
                     f(TraceEvent {
                         track: r as u32,
                         ..base.clone()
-                    });
+                    })
+                };
+                let block = |from: usize, to: usize| (from..to).take_while(|&r| r < n_tracks);
+                match lanes.map(|l| (l, l.of_op.get(i).copied().flatten())) {
+                    None => block(0, ranks).for_each(&mut on_track),
+                    Some((_, None)) => {}
+                    Some((l, Some(lane))) => match l.ranks {
+                        Some(listed) => listed[lane as usize]
+                            .iter()
+                            .map(|&r| r as usize)
+                            .filter(|&r| r < n_tracks)
+                            .for_each(&mut on_track),
+                        None => {
+                            let per = ranks / l.count.max(1) as usize;
+                            block(lane as usize * per, (lane as usize + 1) * per)
+                                .for_each(&mut on_track)
+                        }
+                    },
                 }
             }
             OpKind::Reduce { bytes, .. } if end_ps > start_ps => {

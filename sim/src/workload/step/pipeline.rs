@@ -48,25 +48,25 @@ impl Lane {
 }
 
 /// Communication inside one layer's pass.
-enum Inner {
+enum Inner<'g> {
     /// Megatron-core's ring attention (Transformer Engine's `p2p` context parallelism): the
     /// pass's time in `cp` equal pieces, piece 0 on the rank's own keys and values, piece k
     /// once the k-th shift of `bytes` round the ring has arrived; each shift leaves when the
     /// previous one has arrived, so shifts overlap the pieces before them. Backward shifts
     /// carry the gradients of the keys and values too (twice the bytes).
     Ring {
-        ring: Vec<(u32, u32)>,
+        ring: &'g [(u32, u32)],
         bytes: u64,
         cp: u32,
     },
     /// Expert parallelism: an all-to-all to the experts, their compute, one back.
     Experts {
         spec: CollectiveSpec,
-        groups: Vec<Vec<u32>>,
+        groups: &'g [Vec<u32>],
     },
 }
 
-impl Inner {
+impl Inner<'_> {
     /// One pass of `time` on layer `layer` after `deps`; returns its last op.
     #[allow(clippy::too_many_arguments)]
     fn pass(
@@ -84,12 +84,12 @@ impl Inner {
             Inner::Ring { ring, bytes, cp } => {
                 let bytes = if forward { *bytes } else { 2 * bytes };
                 let piece = SimTime::from_secs_f64(time.as_secs_f64() / *cp as f64);
-                let mut shift = b.transfer(ring.clone(), bytes, deps.clone(), Phase::SendRecv);
+                let mut shift = b.transfer(ring.to_vec(), bytes, deps.clone(), Phase::SendRecv);
                 let mut last = b.compute(n, piece, deps, phase, lane, layer);
                 for k in 1..*cp {
                     last = b.compute(n, piece, vec![last, shift], phase, lane, layer);
                     if k + 1 < *cp {
-                        shift = b.transfer(ring.clone(), bytes, vec![shift], Phase::SendRecv);
+                        shift = b.transfer(ring.to_vec(), bytes, vec![shift], Phase::SendRecv);
                     }
                 }
                 Ok(last)
@@ -120,8 +120,14 @@ struct Megatron<'a> {
     /// chunk of consecutive layers) runs on GPU stage q mod pp.
     stages: Vec<std::ops::Range<usize>>,
     times: Vec<PassTimes>,
-    /// (replica, context rank, tensor rank) of every rank of a stage.
-    coords: Vec<(u32, u32, u32)>,
+    /// Every rank of each GPU stage, in (replica, context rank, tensor rank) order.
+    ranks: Vec<Vec<u32>>,
+    /// Per GPU stage, built once for every pass: its TP groups, one shift of its CP ring
+    /// (every rank to the next of its ring; empty without CP), its EP groups (`ep`
+    /// consecutive replicas of the same context and tensor rank; empty without EP).
+    tp_groups: Vec<Vec<Vec<u32>>>,
+    rings: Vec<Vec<(u32, u32)>>,
+    ep_groups: Vec<Vec<Vec<u32>>>,
 }
 
 impl<'a> Megatron<'a> {
@@ -183,10 +189,43 @@ impl<'a> Megatron<'a> {
             e: cfg.dtype.bytes(),
             stages: Vec::new(),
             times: Vec::new(),
-            coords: (0..dp)
-                .flat_map(|r| (0..cp).flat_map(move |c| (0..tp).map(move |t| (r, c, t))))
-                .collect(),
+            ranks: Vec::new(),
+            tp_groups: Vec::new(),
+            rings: Vec::new(),
+            ep_groups: Vec::new(),
         };
+        g.ranks = (0..pp).map(|s| g.mesh.stage_ranks(s)).collect();
+        g.tp_groups = g
+            .ranks
+            .iter()
+            .map(|r| r.chunks(tp as usize).map(<[u32]>::to_vec).collect())
+            .collect();
+        let (ep, coords) = (g.ep, || {
+            (0..dp).flat_map(|r| (0..cp).flat_map(move |c| (0..tp).map(move |t| (r, c, t))))
+        });
+        if cp > 1 {
+            g.rings = (0..pp)
+                .map(|s| {
+                    coords()
+                        .map(|(r, c, t)| (g.rank(s, r, c, t), g.rank(s, r, (c + 1) % cp, t)))
+                        .collect()
+                })
+                .collect();
+        }
+        if ep > 1 {
+            g.ep_groups = (0..pp)
+                .map(|s| {
+                    coords()
+                        .filter(|&(r, _, _)| r < dp / ep)
+                        .map(|(grp, c, t)| {
+                            (grp * ep..(grp + 1) * ep)
+                                .map(|r| g.rank(s, r, c, t))
+                                .collect()
+                        })
+                        .collect()
+                })
+                .collect();
+        }
         g.times = model
             .layers
             .iter()
@@ -213,7 +252,8 @@ impl<'a> Megatron<'a> {
     }
 
     fn rank(&self, stage: u32, replica: u32, c: u32, t: u32) -> u32 {
-        self.mesh.rank(stage, replica, c, t)
+        let Mesh { tp, cp, .. } = self.mesh;
+        self.ranks[stage as usize][((replica * cp + c) * tp + t) as usize]
     }
 
     /// Ranks of one GPU stage (every compute op of the stage runs on all of them).
@@ -257,52 +297,21 @@ impl<'a> Megatron<'a> {
         }
     }
 
-    fn tp_groups(&self, s: u32) -> Vec<Vec<u32>> {
-        self.coords
-            .chunks(self.mesh.tp as usize)
-            .map(|g| g.iter().map(|&(r, c, t)| self.rank(s, r, c, t)).collect())
-            .collect()
-    }
-
     /// Sends between two stages: every (replica, context rank, tp rank) to its counterpart.
     fn pairs(&self, from: u32, to: u32) -> Vec<(u32, u32)> {
-        self.coords
-            .iter()
-            .map(|&(r, c, t)| (self.rank(from, r, c, t), self.rank(to, r, c, t)))
-            .collect()
-    }
-
-    /// Expert-parallel groups: `ep` consecutive replicas of the same (context, tensor) rank.
-    fn ep_groups(&self, s: u32) -> Vec<Vec<u32>> {
-        let (ep, cp, tp) = (self.ep, self.mesh.cp, self.mesh.tp);
-        (0..self.mesh.dp / ep)
-            .flat_map(|g| (0..cp).flat_map(move |c| (0..tp).map(move |t| (g, c, t))))
-            .map(|(g, c, t)| {
-                (g * ep..(g + 1) * ep)
-                    .map(|r| self.rank(s, r, c, t))
-                    .collect()
-            })
-            .collect()
-    }
-
-    /// One shift of the context-parallel ring: every rank to the next of its ring.
-    fn ring(&self, s: u32) -> Vec<(u32, u32)> {
-        let cp = self.mesh.cp;
-        self.coords
-            .iter()
-            .map(|&(r, c, t)| (self.rank(s, r, c, t), self.rank(s, r, (c + 1) % cp, t)))
-            .collect()
+        let (a, b) = (&self.ranks[from as usize], &self.ranks[to as usize]);
+        a.iter().copied().zip(b.iter().copied()).collect()
     }
 
     /// The communication inside layer `l`'s pass on stage `s`, if any: attention under
     /// context parallelism passes keys and values round the ring (with their gradients
     /// backward); a MoE block under expert parallelism dispatches cf x k x tokens x hidden per
     /// rank to the experts and combines as much back, the rank's tokens split over TP and CP.
-    fn inner(&self, b: &StepBuilder, s: u32, l: usize) -> Option<Inner> {
+    fn inner(&self, b: &StepBuilder, s: u32, l: usize) -> Option<Inner<'_>> {
         let (layer, tp, cp) = (&self.model.layers[l], self.mesh.tp, self.mesh.cp);
         if cp > 1 && layer.kv_elems > 0 {
             return Some(Inner::Ring {
-                ring: self.ring(s),
+                ring: &self.rings[s as usize],
                 bytes: layer.kv_elems / cp as u64 * self.mb * self.e / tp as u64,
                 cp,
             });
@@ -324,7 +333,7 @@ impl<'a> Megatron<'a> {
                 bytes,
                 self.cfg.algorithm_for(Collective::AllToAll),
             ),
-            groups: self.ep_groups(s),
+            groups: &self.ep_groups[s as usize],
         })
     }
 
@@ -382,7 +391,7 @@ impl<'a> Megatron<'a> {
                     let bytes = layer.output_elems * mb * e / cp as u64;
                     prev = vec![b.collective(
                         self.tp_spec(bytes),
-                        &self.tp_groups(s),
+                        &self.tp_groups[s as usize],
                         vec![op],
                         &|op| op.kind.clone(),
                     )?];
@@ -416,7 +425,7 @@ impl<'a> Megatron<'a> {
                     let bytes = layer.output_elems * mb * e / cp as u64;
                     prev = vec![b.collective(
                         self.tp_spec(bytes),
-                        &self.tp_groups(s),
+                        &self.tp_groups[s as usize],
                         prev.clone(),
                         &|op| op.kind.clone(),
                     )?];
@@ -616,7 +625,7 @@ pub(super) fn hybrid_step(
     dag.global_batch = cfg.batch_per_gpu * dp as u64;
     dag.virtual_stages = v;
     if cfg.rank_order != RankOrder::default() {
-        dag.lane_ranks = (0..pp).map(|s| g.mesh.stage_ranks(s)).collect();
+        dag.lane_ranks = g.ranks;
     }
     dag.stages = g.stages;
     dag.lane_count = pp as u16;
