@@ -308,16 +308,7 @@ fn exercised(rows: &[FitRow]) -> Result<(Vec<Key>, Vec<Vec<usize>>), String> {
                 .strip_prefix("base_latency_us[")
                 .and_then(|b| latency_keys.get(b))
             {
-                let i = match keys.iter().position(|x| x == k) {
-                    Some(i) => i,
-                    None => {
-                        keys.push(k.clone());
-                        keys.len() - 1
-                    }
-                };
-                if !mine.contains(&i) {
-                    mine.push(i);
-                }
+                use_key(&mut keys, &mut mine, k.clone());
                 continue;
             }
             if u.strip_prefix("step_latency_us[").is_some_and(joint_step) {
@@ -355,20 +346,22 @@ fn exercised(rows: &[FitRow]) -> Result<(Vec<Key>, Vec<Vec<usize>>), String> {
                 "channel_gbps" => Key::Channel(key.to_string()),
                 other => return Err(format!("unknown parameter table {other:?}")),
             };
-            let i = match keys.iter().position(|x| *x == k) {
-                Some(i) => i,
-                None => {
-                    keys.push(k);
-                    keys.len() - 1
-                }
-            };
-            if !mine.contains(&i) {
-                mine.push(i);
-            }
+            use_key(&mut keys, &mut mine, k);
         }
         by_row.push(mine);
     }
     Ok((keys, by_row))
+}
+
+/// Adds `k` to the fit's `keys` (once) and its index to a row's `mine` (once).
+fn use_key(keys: &mut Vec<Key>, mine: &mut Vec<usize>, k: Key) {
+    let i = keys.iter().position(|x| *x == k).unwrap_or_else(|| {
+        keys.push(k);
+        keys.len() - 1
+    });
+    if !mine.contains(&i) {
+        mine.push(i);
+    }
 }
 
 /// NCCL's own call and step latency (µs) for `base` ("ring/ll") and `step` ("ring/ll/ib") at

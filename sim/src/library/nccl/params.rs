@@ -151,8 +151,19 @@ impl<'a> Params<'a> {
     /// Which of the parameters `a` uses came from the profile (for reports and for what
     /// `calibrate` fits): `(fitted, defaulted)` keys.
     pub fn sources(&self, a: Algo, p: Proto, c: LinkClass) -> (Vec<String>, Vec<String>) {
+        let base = base_key(a, p);
+        // The call latency comes from the scale only where no absolute value overrides it.
+        let base_table = match self.calibration {
+            Some(cal)
+                if !cal.base_latency_us.contains_key(&base)
+                    && cal.base_latency_scale.contains_key(&base) =>
+            {
+                "base_latency_scale"
+            }
+            _ => "base_latency_us",
+        };
         let mut keys = vec![
-            ("base_latency_us", base_key(a, p)),
+            (base_table, base),
             ("step_latency_us", step_key(a, p, c)),
             ("efficiency", efficiency_key(a, c)),
         ];
@@ -163,24 +174,13 @@ impl<'a> Params<'a> {
         let mut defaulted = Vec::new();
         for (table, key) in keys {
             let have = self.calibration.is_some_and(|cal| match table {
-                "base_latency_us" => {
-                    cal.base_latency_us.contains_key(&key)
-                        || cal.base_latency_scale.contains_key(&key)
-                }
+                "base_latency_us" => cal.base_latency_us.contains_key(&key),
+                "base_latency_scale" => cal.base_latency_scale.contains_key(&key),
                 "step_latency_us" => cal.step_latency_us.contains_key(&key),
                 "channel_gbps" => cal.channel_gbps.contains_key(&key),
                 _ => cal.efficiency.contains_key(&key),
             });
-            let scaled = table == "base_latency_us"
-                && self.calibration.is_some_and(|cal| {
-                    !cal.base_latency_us.contains_key(&key)
-                        && cal.base_latency_scale.contains_key(&key)
-                });
-            let name = if scaled {
-                format!("base_latency_scale[{key}]")
-            } else {
-                format!("{table}[{key}]")
-            };
+            let name = format!("{table}[{key}]");
             if have {
                 fitted.push(name)
             } else {

@@ -286,8 +286,6 @@ impl WorkloadTable {
             .map_err(|(f, e)| (f.replacen("collective.", "workload.allreduce.", 1), e))
     }
 
-    /// The step configuration for `ranks` ranks whose collectives `library` runs (the
-    /// templates' algorithm is the default ring when a library chooses its own).
     /// `rank_order`, parsed (the default when absent).
     fn rank_order(&self) -> Result<RankOrder, (String, String)> {
         match &self.rank_order {
@@ -298,6 +296,8 @@ impl WorkloadTable {
         }
     }
 
+    /// The step configuration for `ranks` ranks whose collectives `library` runs (the
+    /// templates' algorithm is the default ring when a library chooses its own).
     pub fn step_config(
         &self,
         ranks: u32,
