@@ -11,13 +11,17 @@
 //! - `ideal`: the templates of [`crate::collective`] as written (the scenario's `algorithm`).
 //! - [`nccl`]: NVIDIA NCCL 2.18–2.27: tuner, channels, protocols LL / LL128 / Simple, Ring,
 //!   Tree, NVLS and PAT schedules (see its module doc for what is and is not modelled).
-//! - `gloo`, `mpi`: named so scenarios and profiles can say them; choosing either is a clear
-//!   error until their decision rules are modelled (never a silent fall back to `ideal`).
+//! - [`gloo`]: gloo as torch.distributed's ProcessGroupGloo runs it (ring all-reduce in 1 MiB
+//!   segments, binomial broadcast, ring all-gather, rendezvous messages).
+//! - [`mpi`]: OpenMPI 4.1's coll/tuned fixed rules and coll/base all-reduce algorithms, ob1's
+//!   eager and rendezvous messages over TCP.
 //!
 //! Layering: this module sits between `collective` (schedules) and `scenario`/`workload`; it
 //! reads calibration from [`crate::profile`] and facts about the system from a [`System`] the
 //! caller builds from the topology and placement.
 
+pub mod gloo;
+pub mod mpi;
 pub mod nccl;
 
 use serde::{Deserialize, Serialize};
@@ -63,12 +67,14 @@ impl Library {
             })
     }
 
-    /// The library a scenario gets when it names none: NCCL on a topology that names its GPU
-    /// model (a GPU system NCCL would run on), the ideal templates otherwise.
-    pub fn default_for(system_gpu: Option<&str>) -> Library {
-        match system_gpu {
-            Some(_) => Library::Nccl,
-            None => Library::Ideal,
+    /// The library a scenario gets when it names none: the one the topology file names for its
+    /// hosts (`library = "gloo"` on the testbed's CPU hosts), else NCCL on a topology that
+    /// names its GPU model (a GPU system NCCL would run on), else the ideal templates.
+    pub fn default_for(topology_library: Option<Library>, system_gpu: Option<&str>) -> Library {
+        match (topology_library, system_gpu) {
+            (Some(l), _) => l,
+            (None, Some(_)) => Library::Nccl,
+            (None, None) => Library::Ideal,
         }
     }
 }
@@ -232,17 +238,24 @@ pub fn choice(decision: &str) -> &str {
     }
 }
 
-/// Refuses the libraries whose decision rules are not modelled yet.
-pub fn check_modelled(library: Library) -> Result<(), LibraryError> {
+/// What `library` runs for `req` on `sys`: its choice and schedule. `calibration` is NCCL's
+/// fitted parameters (the other libraries have none yet). Not for [`Library::Ideal`], whose
+/// templates the scenario configures itself.
+pub fn plan(
+    library: Library,
+    req: &Request,
+    sys: &System,
+    opts: &LibraryOptions,
+    calibration: Option<&crate::profile::NcclCalibration>,
+    fabric: &dyn Fabric,
+) -> Result<Plan, LibraryError> {
     match library {
-        Library::Ideal | Library::Nccl => Ok(()),
-        Library::Gloo | Library::Mpi => Err(LibraryError::new(
-            "library",
-            format!(
-                "a modelled library (ideal or nccl): {library}'s algorithm choices are not \
-                 modelled yet, and dtsim does not silently play another library's schedule \
-                 instead; use library = \"ideal\" with an explicit algorithm"
-            ),
+        Library::Nccl => nccl::plan(req, sys, opts, calibration, fabric),
+        Library::Gloo => gloo::plan(req, sys, opts),
+        Library::Mpi => mpi::plan(req, sys, opts),
+        Library::Ideal => Err(LibraryError::new(
+            "collective.library",
+            "a real library (the ideal templates are generated from the scenario)",
         )),
     }
 }

@@ -203,6 +203,9 @@ pub fn prepare(s: &Scenario) -> Result<Prepared, RunError> {
         Some(p) => Profile::load(p)?,
         None => Profile::nominal(),
     };
+    super::check_topology_library(&topology).map_err(|(field, expected)| {
+        ScenarioError::new(&s.topology_path.display().to_string(), field, expected)
+    })?;
     let gpus = topology.gpus();
     let p = &s.file.placement;
     let n = p.ranks.unwrap_or(gpus.len() as u32);
@@ -368,8 +371,6 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
         ScenarioError::new(&file, format!("collective ({})", e.field), e.expected)
     };
 
-    library::check_modelled(library)
-        .map_err(|e| ScenarioError::new(&file, format!("collective.{}", e.field), e.expected))?;
     let mut decision = None;
     let mut parameters = Vec::new();
     let mut placed: Vec<(String, DeviceId)> = Vec::new();
@@ -379,7 +380,7 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
         let fabric = NetFabric::new(model.as_mut(), &prep);
         generate(&spec, n, &fabric).map_err(collective_error)?
     } else {
-        if s.file.network.model == NetworkModelName::Packet {
+        if s.file.network.model == NetworkModelName::Packet && library == Library::Nccl {
             return Err(ScenarioError::new(
                 &file,
                 "network.model",
@@ -397,7 +398,8 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
         let fabric = NetFabric::new(model.as_mut(), &prep);
         let members: Vec<u32> = (0..n).collect();
         let system = System::of(&fabric, &members);
-        let plan = library::nccl::plan(
+        let plan = library::plan(
+            library,
             &Request::of(&spec),
             &system,
             &opts,

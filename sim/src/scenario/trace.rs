@@ -59,6 +59,7 @@ pub fn run_trace(
         } else {
             let planner = LibraryPlanner::new(
                 &fabric,
+                library,
                 w.library_options(library).map_err(fail)?,
                 prep.profile.network.nccl.as_ref(),
             );

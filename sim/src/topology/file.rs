@@ -68,6 +68,11 @@ pub struct TopologyFile {
     /// `library = "nccl"`.
     #[serde(default)]
     pub gpu: Option<String>,
+    /// The communication library the topology's hosts run when a scenario names none
+    /// (`"gloo"` on the testbed's CPU hosts); checked against the library names when a scenario
+    /// is prepared.
+    #[serde(default)]
+    pub library: Option<String>,
     #[serde(default)]
     pub generator: Option<GeneratorSpec>,
     #[serde(default)]
@@ -211,6 +216,7 @@ fn parse_with_overrides(
     let file: TopologyFile = toml::from_str(&merged).map_err(|e| source.serde_error(&e))?;
     let mut topo = build(&file, origin).map_err(|e| source.attach(e))?;
     topo.gpu = file.gpu.clone().filter(|g| !g.trim().is_empty());
+    topo.library = file.library.clone().filter(|l| !l.trim().is_empty());
     Ok(topo)
 }
 

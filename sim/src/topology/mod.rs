@@ -195,6 +195,8 @@ pub struct Topology {
     pub name: String,
     /// The GPU model the file names (`gpu = "H100-SXM5"`), if it names one.
     pub gpu: Option<String>,
+    /// The library the file names for its hosts (`library = "gloo"`), if any.
+    pub library: Option<String>,
     devices: Vec<Device>,
     links: Vec<Link>,
     /// Outgoing directed links per device (CSR would do; lists are small).
@@ -408,6 +410,7 @@ impl TopologyBuilder {
         Ok(Topology {
             name,
             gpu: None,
+            library: None,
             devices,
             links,
             out_links,

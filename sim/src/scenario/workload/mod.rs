@@ -250,7 +250,7 @@ impl WorkloadTable {
     pub fn library(&self, topology: &crate::topology::Topology) -> Library {
         self.allreduce
             .library
-            .unwrap_or_else(|| Library::default_for(topology.gpu.as_deref()))
+            .unwrap_or_else(|| crate::scenario::topology_default_library(topology))
     }
 
     /// `[workload.allreduce]` as a `[collective]` table (for the shared checks).
@@ -280,8 +280,6 @@ impl WorkloadTable {
 
     /// What a library other than `ideal` is asked for, or (field, expected).
     pub fn library_options(&self, library: Library) -> Result<LibraryOptions, (String, String)> {
-        crate::library::check_modelled(library)
-            .map_err(|e| (format!("workload.allreduce.{}", e.field), e.expected))?;
         library_options_of(&self.collective_table(library), library)
             .map_err(|(f, e)| (f.replacen("collective.", "workload.allreduce.", 1), e))
     }
@@ -382,6 +380,7 @@ type PlansByGroup = std::collections::HashMap<Vec<u32>, Planned>;
 /// templates.
 pub(super) struct LibraryPlanner<'a> {
     view: &'a NetFabric<'a>,
+    library: Library,
     options: LibraryOptions,
     calibration: Option<&'a crate::profile::NcclCalibration>,
     /// Groups repeat (every bucket over the same replicas): their systems are computed once.
@@ -395,11 +394,13 @@ pub(super) struct LibraryPlanner<'a> {
 impl<'a> LibraryPlanner<'a> {
     pub(super) fn new(
         view: &'a NetFabric<'a>,
+        library: Library,
         options: LibraryOptions,
         calibration: Option<&'a crate::profile::NcclCalibration>,
     ) -> Self {
         LibraryPlanner {
             view,
+            library,
             options,
             calibration,
             systems: Default::default(),
@@ -438,7 +439,8 @@ impl Planner for LibraryPlanner<'_> {
             .entry(members.to_vec())
             .or_insert_with(|| System::of(self.view, members))
             .clone();
-        let plan = library::nccl::plan(
+        let plan = library::plan(
+            self.library,
             &Request::of(spec),
             &system,
             &self.options,
@@ -498,6 +500,7 @@ pub fn run_workload(s: &Scenario, watch: Watch) -> Result<WorkloadReport, RunErr
         } else {
             let planner = LibraryPlanner::new(
                 &fabric,
+                library,
                 w.library_options(library).map_err(fail)?,
                 prep.profile.network.nccl.as_ref(),
             );

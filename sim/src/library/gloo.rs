@@ -1,0 +1,473 @@
+//! gloo as `torch.distributed`'s ProcessGroupGloo runs it (torch 1.13–2.x, gloo's TCP
+//! transport): the collectives of CPU clusters and of the project's testbed, as gloo's sources
+//! write them (facts read from gloo, no code taken).
+//!
+//! - **all_reduce**: ProcessGroupGloo calls `gloo::allreduce` without choosing an algorithm,
+//!   which is the ring (`allreduce.cc`). The buffer is cut into `roundUp(max(⌈M / 1 MiB⌉, 2n),
+//!   n)` segments (`kMaxSegmentSize` = 1 MiB since 2018); a ring reduce-scatter, then a ring
+//!   all-gather, over them. Every rank sends to rank − 1 with two segments in flight: iteration
+//!   i is issued once iteration i − 2 is done, and a received segment is reduced on the CPU
+//!   before it is forwarded. The two in flight share one TCP connection, so they leave one
+//!   after the other: the window keeps the connection busy, it does not add a second flow.
+//! - **broadcast**: binomial tree of the whole message (`broadcast.cc`). A rank forwards only
+//!   after it received everything, and posts the sends to all its children at once, so they
+//!   share its uplink (the root of 8 sends to ranks 1, 2 and 4 together).
+//! - **all_gather**: ring to rank + 1 (`allgather.cc`), each rank's block sent as two halves
+//!   with two in flight.
+//! - **all_to_all**: every send and receive posted at once (`alltoall.cc`).
+//! - **send_recv**: one message.
+//!
+//! Every message is a rendezvous (`transport/tcp/pair.cc`): the payload leaves only when the
+//! receiver's NOTIFY_RECV_READY has arrived, a message of one preamble (six `size_t`, 48 B)
+//! the other way. dtsim plays that notification as a transfer of [`PREAMBLE_BYTES`] before
+//! every payload op, so it costs one path latency where the real one does.
+//!
+//! Not modelled, and refused: reduce and reduce_scatter (ProcessGroupGloo 1.13 has no
+//! reduce_scatter; its reduce is not played yet). The host's own costs beyond the CPU
+//! reductions (copies into flat buffers, the work thread's hand-off) are not modelled either.
+
+use super::{LibraryError, LibraryOptions, Plan, Request, System};
+use crate::collective::generate::split_even;
+use crate::collective::{Collective, Endpoint, OpId, OpKind, Phase, Schedule};
+
+/// gloo's `AllreduceOptions::kMaxSegmentSize`: the largest send of the all-reduce ring.
+pub const MAX_SEGMENT_BYTES: u64 = 1 << 20;
+
+/// Bytes of a gloo TCP preamble (`Op::preamble`: six `size_t`), the whole of a notification.
+pub const PREAMBLE_BYTES: u64 = 48;
+
+/// Element size dtsim assumes for gloo's segment rounding (fp32 gradients).
+const ELEMENT_BYTES: u64 = 4;
+
+/// Segments of gloo's all-reduce ring for `bytes` on `ranks` ranks: (segments, bytes of one).
+pub fn ring_segments(bytes: u64, ranks: u64) -> (u64, u64) {
+    let by_size = bytes.div_ceil(MAX_SEGMENT_BYTES);
+    let segments = by_size.max(2 * ranks).div_ceil(ranks) * ranks;
+    let seg = bytes.div_ceil(segments).div_ceil(ELEMENT_BYTES) * ELEMENT_BYTES;
+    (segments, seg)
+}
+
+/// The schedule gloo runs for `req` on `sys`. `opts.algorithm` may only name what gloo would
+/// run anyway (`ring` for all_reduce): gloo has no tuner to override.
+pub fn plan(req: &Request, sys: &System, opts: &LibraryOptions) -> Result<Plan, LibraryError> {
+    if let Some(gpu) = &sys.gpu {
+        return Err(LibraryError::new(
+            "collective.library",
+            format!(
+                "a topology of CPU hosts with library = \"gloo\": the ranks here are {gpu} GPUs, \
+                 and how gloo moves GPU buffers (copies to the host and back, over TCP) is not \
+                 modelled; use library = \"nccl\""
+            ),
+        ));
+    }
+    if let Some(p) = &opts.protocol {
+        return Err(LibraryError::new(
+            "collective.protocol",
+            format!("nothing with library = \"gloo\" (gloo has one TCP protocol), got {p:?}"),
+        ));
+    }
+    if opts.min_channels.is_some() || opts.max_channels.is_some() || !opts.ring_orders.is_empty()
+    {
+        return Err(LibraryError::new(
+            "collective",
+            "no channel or ring-order settings with library = \"gloo\" (gloo runs one ring in \
+             rank order)",
+        ));
+    }
+    let n = sys.ranks;
+    let (name, schedule) = match req.collective {
+        Collective::AllReduce => ("ring", all_reduce(req.bytes, n)),
+        Collective::Broadcast => ("binomial", broadcast(req.bytes, n, req.root)),
+        Collective::AllGather => ("ring", all_gather(req.bytes, n)),
+        Collective::AllToAll => ("direct", all_to_all(req.bytes, n)),
+        Collective::SendRecv => ("send_recv", send_recv(req.bytes, n, req.root, req.peer)),
+        Collective::Reduce | Collective::ReduceScatter => {
+            return Err(LibraryError::new(
+                "collective.op",
+                format!(
+                    "all_reduce, broadcast, all_gather, all_to_all or send_recv with library = \
+                     \"gloo\" ({} is not modelled: torch 1.13's ProcessGroupGloo has no \
+                     reduce_scatter)",
+                    req.collective
+                ),
+            ))
+        }
+    };
+    if let Some(a) = &opts.algorithm {
+        if a != name {
+            return Err(LibraryError::new(
+                "collective.algorithm",
+                format!(
+                    "nothing, or {name:?}: gloo runs {} as {name} and has no other choice, got \
+                     {a:?}",
+                    req.collective
+                ),
+            ));
+        }
+    }
+    let decision = match req.collective {
+        Collective::AllReduce => {
+            let (segments, seg) = ring_segments(req.bytes, u64::from(n));
+            format!("gloo ring, {segments} segments of {seg} B, 2 in flight")
+        }
+        _ => format!("gloo {name}"),
+    };
+    Ok(Plan {
+        schedule,
+        placed_endpoints: Vec::new(),
+        decision,
+        parameters: Vec::new(),
+    })
+}
+
+/// A gloo message batch: the receivers' notification (pairs reversed, one preamble), then the
+/// payload once it arrived. Both wait for `deps`; the payload also waits for `previous`, the
+/// last payload on the same connections (a pair's messages leave its one TCP socket in
+/// order). Returns the payload op.
+fn message(
+    s: &mut Schedule,
+    pairs: &[(Endpoint, Endpoint)],
+    bytes: u64,
+    deps: Vec<OpId>,
+    previous: Option<OpId>,
+    phase: Phase,
+    step: u32,
+) -> OpId {
+    let back: Vec<(Endpoint, Endpoint)> = pairs.iter().map(|&(a, b)| (b, a)).collect();
+    let notify = s.add_pattern(back);
+    let ready = s.push(
+        OpKind::Transfer {
+            pattern: notify,
+            bytes: PREAMBLE_BYTES,
+        },
+        deps,
+        phase,
+        0,
+        step,
+    );
+    let pattern = s.add_pattern(pairs.to_vec());
+    let mut after = vec![ready];
+    after.extend(previous);
+    s.push(OpKind::Transfer { pattern, bytes }, after, phase, 0, step)
+}
+
+/// Every rank sends to rank − 1.
+fn to_left(n: u32) -> Vec<(Endpoint, Endpoint)> {
+    (0..n).map(|r| (r, (r + n - 1) % n)).collect()
+}
+
+/// Every rank sends to rank + 1.
+fn to_right(n: u32) -> Vec<(Endpoint, Endpoint)> {
+    (0..n).map(|r| (r, (r + 1) % n)).collect()
+}
+
+/// gloo's segmented ring all-reduce (see the module doc). Iteration i of each phase sends one
+/// segment per rank; the batch carries the longest of the ranks' segments (equal whenever the
+/// size divides evenly).
+fn all_reduce(bytes: u64, n: u32) -> Schedule {
+    let mut s = Schedule::new(Collective::AllReduce, "gloo ring", n, bytes);
+    if n < 2 || bytes == 0 {
+        return s;
+    }
+    let (segments, seg) = ring_segments(bytes, u64::from(n));
+    let per_rank = segments / u64::from(n);
+    let iterations = segments - per_rank;
+    // Length of segment k (the last ones may be short or empty).
+    let len = |k: u64| bytes.saturating_sub(k * seg).min(seg);
+    // Longest segment any rank sends at iteration i when rank r sends segment
+    // ((r + first) * per_rank + i) mod segments.
+    let longest = |i: u64, first: u64| -> u64 {
+        (0..u64::from(n))
+            .map(|r| len(((r + first) * per_rank + i) % segments))
+            .max()
+            .unwrap_or(0)
+    };
+    let left = to_left(n);
+    let mut sent: Vec<Option<OpId>> = Vec::new();
+    let mut reduced: Vec<Option<OpId>> = Vec::new();
+    for i in 0..iterations {
+        let b = longest(i, 1);
+        let mut deps = Vec::new();
+        // Two in flight: iteration i is issued after iteration i − 2's segment was reduced.
+        if i >= 2 {
+            deps.extend(reduced[(i - 2) as usize].or(sent[(i - 2) as usize]));
+        }
+        // The segment forwarded now was received per_rank iterations ago and reduced since.
+        if i >= per_rank {
+            deps.extend(reduced[(i - per_rank) as usize]);
+        }
+        if b == 0 {
+            sent.push(None);
+            reduced.push(None);
+            continue;
+        }
+        let previous = sent.iter().rev().flatten().next().copied();
+        let op = message(&mut s, &left, b, deps, previous, Phase::ReduceScatter, i as u32);
+        sent.push(Some(op));
+        // The CPU reduces received segments one after another.
+        let mut rdeps = vec![op];
+        rdeps.extend(reduced.iter().rev().flatten().next().copied());
+        let r = s.push(
+            OpKind::Reduce {
+                endpoints: n,
+                bytes: b,
+            },
+            rdeps,
+            Phase::ReduceScatter,
+            0,
+            i as u32,
+        );
+        reduced.push(Some(r));
+    }
+    // The all-gather loop starts once the reduce-scatter loop has waited for everything.
+    let rs_done: Vec<OpId> = reduced.iter().rev().flatten().take(1).copied().collect();
+    let mut gathered: Vec<Option<OpId>> = Vec::new();
+    for i in 0..iterations {
+        let b = longest(i, 0);
+        let mut deps = rs_done.clone();
+        if i >= 2 {
+            deps.extend(gathered[(i - 2) as usize]);
+        }
+        if i >= per_rank {
+            deps.extend(gathered[(i - per_rank) as usize]);
+        }
+        if b == 0 {
+            gathered.push(None);
+            continue;
+        }
+        let previous = gathered
+            .iter()
+            .rev()
+            .flatten()
+            .next()
+            .copied()
+            .or(sent.iter().rev().flatten().next().copied());
+        let op = message(&mut s, &left, b, deps, previous, Phase::AllGather, i as u32);
+        gathered.push(Some(op));
+    }
+    s
+}
+
+/// gloo's binomial broadcast: virtual rank v (root is 0) receives from v − 2^⌊log2 v⌋ and then
+/// sends to v + 2^j for every 2^j > v, all at once. Every receiver's notification leaves at
+/// the start (each rank posts its one receive first).
+fn broadcast(bytes: u64, n: u32, root: u32) -> Schedule {
+    let mut s = Schedule::new(Collective::Broadcast, "gloo binomial", n, bytes);
+    if n < 2 {
+        return s;
+    }
+    let real = |v: u32| (v + root) % n;
+    let parent = |v: u32| v - (1 << (31 - v.leading_zeros()));
+    let notify_pairs: Vec<(Endpoint, Endpoint)> =
+        (1..n).map(|v| (real(v), real(parent(v)))).collect();
+    let pattern = s.add_pattern(notify_pairs);
+    let ready = s.push(
+        OpKind::Transfer {
+            pattern,
+            bytes: PREAMBLE_BYTES,
+        },
+        vec![],
+        Phase::Broadcast,
+        0,
+        0,
+    );
+    let mut received: Vec<Option<OpId>> = vec![None; n as usize];
+    for v in 1..n {
+        let p = parent(v);
+        let mut deps = vec![ready];
+        deps.extend(received[p as usize]);
+        let pattern = s.push_pattern(vec![(real(p), real(v))]);
+        let step = 32 - v.leading_zeros();
+        received[v as usize] =
+            Some(s.push(OpKind::Transfer { pattern, bytes }, deps, Phase::Broadcast, 0, step));
+    }
+    s
+}
+
+/// gloo's ring all-gather of a gathered size `bytes`: 2(n − 1) iterations of half a block,
+/// each waiting for the one two before it (whose half it forwards).
+fn all_gather(bytes: u64, n: u32) -> Schedule {
+    let mut s = Schedule::new(Collective::AllGather, "gloo ring", n, bytes);
+    if n < 2 {
+        return s;
+    }
+    let block = bytes / u64::from(n);
+    let halves = [block / 2, block - block / 2];
+    let right = to_right(n);
+    let mut ops: Vec<Option<OpId>> = Vec::new();
+    for i in 0..2 * (n as usize - 1) {
+        let deps: Vec<OpId> = if i >= 2 { ops[i - 2].into_iter().collect() } else { vec![] };
+        let b = halves[i & 1];
+        if b == 0 {
+            ops.push(ops.get(i.wrapping_sub(2)).copied().flatten());
+            continue;
+        }
+        let previous = ops.iter().rev().flatten().next().copied();
+        ops.push(Some(message(&mut s, &right, b, deps, previous, Phase::AllGather, i as u32)));
+    }
+    s
+}
+
+/// gloo's all-to-all: every rank's n − 1 blocks of `bytes / n` posted at once.
+fn all_to_all(bytes: u64, n: u32) -> Schedule {
+    let mut s = Schedule::new(Collective::AllToAll, "gloo direct", n, bytes);
+    if n < 2 {
+        return s;
+    }
+    let block = split_even(bytes, u64::from(n))[0];
+    let pairs: Vec<(Endpoint, Endpoint)> = (0..n)
+        .flat_map(|i| (0..n).filter(move |&j| j != i).map(move |j| (i, j)))
+        .collect();
+    message(&mut s, &pairs, block, vec![], None, Phase::AllToAll, 0);
+    s
+}
+
+fn send_recv(bytes: u64, n: u32, root: u32, peer: u32) -> Schedule {
+    let mut s = Schedule::new(Collective::SendRecv, "gloo send/recv", n, bytes);
+    if root != peer {
+        message(&mut s, &[(root, peer)], bytes, vec![], None, Phase::SendRecv, 0);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn payload_bytes(s: &Schedule) -> u128 {
+        s.ops
+            .iter()
+            .map(|op| match op.kind {
+                OpKind::Transfer { pattern, bytes } if bytes != PREAMBLE_BYTES => {
+                    s.patterns[pattern.0 as usize].pairs.len() as u128 * bytes as u128
+                }
+                _ => 0,
+            })
+            .sum()
+    }
+
+    #[test]
+    fn all_reduce_segments_follow_gloo_allreduce_cc() {
+        // At least two segments per rank, a multiple of the ranks, at most 1 MiB each.
+        assert_eq!(ring_segments(256 << 10, 4), (8, 32 << 10));
+        assert_eq!(ring_segments(16 << 20, 4), (16, 1 << 20));
+        assert_eq!(ring_segments(16 << 20, 3), (18, 932_068));
+        assert_eq!(ring_segments(100, 4), (8, 16));
+    }
+
+    #[test]
+    fn ring_all_reduce_moves_two_n_minus_one_over_n_of_the_buffer_per_rank() {
+        for (bytes, n) in [(256u64 << 10, 4u32), (16 << 20, 4), (48 << 20, 6), (64 << 20, 8)] {
+            let s = all_reduce(bytes, n);
+            s.validate().unwrap();
+            let per_rank = payload_bytes(&s) / u128::from(n);
+            assert_eq!(per_rank, u128::from(2 * bytes * u64::from(n - 1) / u64::from(n)));
+        }
+    }
+
+    #[test]
+    fn ring_messages_wait_for_their_notification_and_leave_the_socket_in_order() {
+        let s = all_reduce(4 << 20, 4);
+        let mut previous: Option<usize> = None;
+        for (i, op) in s.ops.iter().enumerate() {
+            if let OpKind::Transfer { bytes, .. } = op.kind {
+                if bytes != PREAMBLE_BYTES {
+                    let dep = &s.ops[op.deps[0].0 as usize];
+                    assert!(
+                        matches!(dep.kind, OpKind::Transfer { bytes: PREAMBLE_BYTES, .. }),
+                        "op {i}"
+                    );
+                    if let Some(p) = previous {
+                        assert!(op.deps.contains(&OpId(p as u32)), "op {i} after op {p}");
+                    }
+                    previous = Some(i);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn broadcast_is_binomial_with_concurrent_sends() {
+        // 8 ranks, root 0: 0 sends to 1, 2, 4 with no dependency among them; 1 forwards to
+        // 3 and 5 after it received; 3 forwards to 7.
+        let s = broadcast(1 << 20, 8, 0);
+        s.validate().unwrap();
+        let sends: Vec<((u32, u32), Vec<(u32, u32)>)> = s
+            .ops
+            .iter()
+            .filter(|op| matches!(op.kind, OpKind::Transfer { bytes, .. } if bytes == 1 << 20))
+            .map(|op| {
+                let OpKind::Transfer { pattern, .. } = op.kind else { unreachable!() };
+                let pair = s.patterns[pattern.0 as usize].pairs[0];
+                let after: Vec<(u32, u32)> = op
+                    .deps
+                    .iter()
+                    .filter_map(|d| match s.ops[d.0 as usize].kind {
+                        OpKind::Transfer { pattern, bytes } if bytes == 1 << 20 => {
+                            Some(s.patterns[pattern.0 as usize].pairs[0])
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                (pair, after)
+            })
+            .collect();
+        let after = |p: (u32, u32)| sends.iter().find(|(q, _)| *q == p).unwrap().1.clone();
+        assert_eq!(sends.len(), 7);
+        for child in [1, 2, 4] {
+            assert!(after((0, child)).is_empty());
+        }
+        assert_eq!(after((1, 3)), vec![(0, 1)]);
+        assert_eq!(after((1, 5)), vec![(0, 1)]);
+        assert_eq!(after((2, 6)), vec![(0, 2)]);
+        assert_eq!(after((3, 7)), vec![(1, 3)]);
+        // A root other than 0 shifts the tree.
+        let s = broadcast(1 << 20, 4, 2);
+        let first: Vec<(u32, u32)> = s.patterns.iter().map(|p| p.pairs[0]).collect();
+        assert!(first.contains(&(2, 3)) && first.contains(&(2, 0)) && first.contains(&(3, 1)));
+    }
+
+    #[test]
+    fn all_gather_sends_halves_to_the_right() {
+        let s = all_gather(4 << 20, 4);
+        s.validate().unwrap();
+        assert_eq!(payload_bytes(&s), 3 * (4 << 20));
+        let payloads = s
+            .ops
+            .iter()
+            .filter(|op| matches!(op.kind, OpKind::Transfer { bytes, .. } if bytes == 512 << 10))
+            .count();
+        assert_eq!(payloads, 6);
+    }
+
+    #[test]
+    fn gloo_refuses_what_it_does_not_have() {
+        let sys = System {
+            ranks: 4,
+            nodes: 4,
+            ranks_per_node: 1,
+            gpu: None,
+            intra: None,
+            inter: None,
+            nvswitch: None,
+            nics_per_node: 1,
+        };
+        let req = |c| Request {
+            collective: c,
+            bytes: 1 << 20,
+            root: 0,
+            peer: 1,
+        };
+        let none = LibraryOptions::default();
+        let e = plan(&req(Collective::ReduceScatter), &sys, &none).unwrap_err();
+        assert_eq!(e.field, "collective.op");
+        let forced = LibraryOptions {
+            algorithm: Some("tree".into()),
+            ..Default::default()
+        };
+        let e = plan(&req(Collective::AllReduce), &sys, &forced).unwrap_err();
+        assert_eq!(e.field, "collective.algorithm");
+        let p = plan(&req(Collective::AllReduce), &sys, &none).unwrap();
+        assert!(p.decision.starts_with("gloo ring, 8 segments"), "{}", p.decision);
+    }
+}

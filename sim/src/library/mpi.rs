@@ -1,0 +1,579 @@
+//! OpenMPI 4.1 as it runs an all-reduce: `coll/tuned`'s fixed decision rules, the `coll/base`
+//! algorithms they pick, and the ob1 PML's eager and rendezvous messages over the TCP BTL.
+//! Facts read from OpenMPI v4.1.4's sources (no code taken):
+//!
+//! - **Choice** (`coll_tuned_decision_fixed.c`): by communicator size and message size, for
+//!   commutative operations (sums), one of 1 basic_linear, 2 nonoverlapping, 3
+//!   recursive_doubling, 4 ring, 5 segmented_ring, 6 rabenseifner ([`allreduce_fixed`]). A
+//!   scenario forces one as `--mca coll_tuned_allreduce_algorithm N` does, by name or number.
+//! - **Algorithms** (`coll_base_allreduce.c`): basic_linear is a linear reduce to rank 0 (its
+//!   blocking receives in order n − 1 … 1) and a linear broadcast; recursive_doubling exchanges
+//!   the whole buffer log2 n times (odd extra ranks fold in first); ring is a reduce-scatter
+//!   then an all-gather over n blocks, one blocking send per step (fewer elements than ranks:
+//!   recursive doubling); segmented_ring with the segment size the rules pass (0) is the ring;
+//!   rabenseifner halves the vector while doubling the distance, then gathers back (fewer
+//!   elements than the power of two below n: basic_linear).
+//! - **Messages** (ob1 + `btl_tcp_component.c`): up to the 64 KiB eager limit a message goes at
+//!   once; above it, the first fragment carries the rendezvous header and 64 KiB of data, the
+//!   receiver acknowledges once the receive is matched, then the rest follows. dtsim plays
+//!   those as three transfers (fragment, [`ACK_BYTES`] back, rest).
+//! - **Measured on the testbed** (`data/runs/calibration/testbed_mpi_p2p.json`): a sendrecv
+//!   of a rendezvous message with one peer takes 2.00× a one-way send of it (2 ranks, at 50
+//!   Mbit/s, 200 Mbit/s and 1 Gbit/s alike; 16 KiB eager messages overlap): over one TCP
+//!   connection the two directions do not overlap. So the pairwise exchanges of
+//!   recursive_doubling and rabenseifner are played one direction after the other.
+//!
+//! Not modelled, and refused: nonoverlapping (a tuned reduce then a tuned broadcast, each with
+//! its own rules), non-commutative operations, and the other collectives' rules.
+
+use super::{LibraryError, LibraryOptions, Plan, Request, System};
+use crate::collective::generate::split_even;
+use crate::collective::{Collective, Endpoint, OpId, OpKind, Phase, Schedule};
+
+/// The TCP BTL's eager limit (`btl_eager_limit`, `btl_rndv_eager_limit`): 64 KiB.
+pub const EAGER_LIMIT_BYTES: u64 = 64 << 10;
+/// ob1's match header, which an eager message carries within the eager limit.
+const MATCH_HEADER_BYTES: u64 = 16;
+/// ob1's rendezvous header, which the first fragment of a large message carries.
+const RNDV_HEADER_BYTES: u64 = 32;
+/// An ob1 acknowledgement (header only).
+pub const ACK_BYTES: u64 = 32;
+/// Element size dtsim assumes where OpenMPI counts elements (float32).
+const ELEMENT_BYTES: u64 = 4;
+
+/// `coll_tuned_allreduce_algorithm` numbers and names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllReduceAlg {
+    BasicLinear = 1,
+    Nonoverlapping = 2,
+    RecursiveDoubling = 3,
+    Ring = 4,
+    SegmentedRing = 5,
+    Rabenseifner = 6,
+}
+
+impl AllReduceAlg {
+    pub const ALL: [AllReduceAlg; 6] = [
+        AllReduceAlg::BasicLinear,
+        AllReduceAlg::Nonoverlapping,
+        AllReduceAlg::RecursiveDoubling,
+        AllReduceAlg::Ring,
+        AllReduceAlg::SegmentedRing,
+        AllReduceAlg::Rabenseifner,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AllReduceAlg::BasicLinear => "basic_linear",
+            AllReduceAlg::Nonoverlapping => "nonoverlapping",
+            AllReduceAlg::RecursiveDoubling => "recursive_doubling",
+            AllReduceAlg::Ring => "ring",
+            AllReduceAlg::SegmentedRing => "segmented_ring",
+            AllReduceAlg::Rabenseifner => "rabenseifner",
+        }
+    }
+    /// By name, or by number as `coll_tuned_allreduce_algorithm` takes it.
+    pub fn parse(s: &str) -> Option<AllReduceAlg> {
+        let s = s.trim().to_ascii_lowercase();
+        AllReduceAlg::ALL
+            .into_iter()
+            .find(|a| a.as_str() == s || (*a as u8).to_string() == s)
+    }
+}
+
+/// OpenMPI 4.1's fixed all-reduce rule for a commutative operation on `comm_size` ranks and
+/// `bytes` per rank (`ompi_coll_tuned_allreduce_intra_dec_fixed`).
+pub fn allreduce_fixed(comm_size: u32, bytes: u64) -> AllReduceAlg {
+    use AllReduceAlg::*;
+    // (communicator size below, [(message size below, algorithm)], algorithm above them all)
+    let rules: &[(u32, &[(u64, AllReduceAlg)], AllReduceAlg)] = &[
+        (
+            4,
+            &[
+                (8, Ring),
+                (4096, RecursiveDoubling),
+                (8192, Ring),
+                (16384, RecursiveDoubling),
+                (65536, Ring),
+                (262144, SegmentedRing),
+            ],
+            Rabenseifner,
+        ),
+        (8, &[(16, Ring), (8192, RecursiveDoubling)], Rabenseifner),
+        (16, &[(8192, RecursiveDoubling)], Rabenseifner),
+        (32, &[(64, SegmentedRing), (4096, RecursiveDoubling)], Rabenseifner),
+        (64, &[(128, SegmentedRing)], Rabenseifner),
+        (128, &[(262144, RecursiveDoubling)], Rabenseifner),
+        (256, &[(131072, Nonoverlapping), (262144, RecursiveDoubling)], Rabenseifner),
+        (512, &[(4096, Nonoverlapping)], Rabenseifner),
+        (2048, &[(2048, Nonoverlapping), (16384, RecursiveDoubling)], Rabenseifner),
+        (
+            4096,
+            &[(2048, Nonoverlapping), (4096, SegmentedRing), (16384, RecursiveDoubling)],
+            Rabenseifner,
+        ),
+        (
+            u32::MAX,
+            &[(2048, Nonoverlapping), (16384, SegmentedRing), (32768, RecursiveDoubling)],
+            Rabenseifner,
+        ),
+    ];
+    let (_, sizes, above) = rules
+        .iter()
+        .find(|(below, _, _)| comm_size < *below)
+        .copied()
+        .unwrap_or(rules[rules.len() - 1]);
+    sizes
+        .iter()
+        .find(|(below, _)| bytes < *below)
+        .map_or(above, |&(_, a)| a)
+}
+
+/// The schedule OpenMPI runs for `req` on `sys`.
+pub fn plan(req: &Request, sys: &System, opts: &LibraryOptions) -> Result<Plan, LibraryError> {
+    if let Some(gpu) = &sys.gpu {
+        return Err(LibraryError::new(
+            "collective.library",
+            format!(
+                "a topology of CPU hosts with library = \"mpi\": the ranks here are {gpu} GPUs, \
+                 and how mpi moves GPU buffers (copies to the host and back, over TCP) is not \
+                 modelled; use library = \"nccl\""
+            ),
+        ));
+    }
+    if opts.protocol.is_some()
+        || opts.min_channels.is_some()
+        || opts.max_channels.is_some()
+        || !opts.ring_orders.is_empty()
+    {
+        return Err(LibraryError::new(
+            "collective",
+            "no protocol, channel or ring-order settings with library = \"mpi\" (OpenMPI's \
+             coll/tuned has none); force an algorithm with collective.algorithm",
+        ));
+    }
+    if req.collective != Collective::AllReduce {
+        return Err(LibraryError::new(
+            "collective.op",
+            format!(
+                "all_reduce with library = \"mpi\" (OpenMPI's rules for {} are not modelled \
+                 yet)",
+                req.collective
+            ),
+        ));
+    }
+    let n = sys.ranks;
+    let (asked, how) = match &opts.algorithm {
+        Some(a) => (
+            AllReduceAlg::parse(a).ok_or_else(|| {
+                LibraryError::new(
+                    "collective.algorithm",
+                    format!(
+                        "an OpenMPI all-reduce algorithm (basic_linear, nonoverlapping, \
+                         recursive_doubling, ring, segmented_ring, rabenseifner, or 1-6), got \
+                         {a:?}"
+                    ),
+                )
+            })?,
+            "forced",
+        ),
+        None => (allreduce_fixed(n, req.bytes), "fixed rules"),
+    };
+    let count = req.bytes / ELEMENT_BYTES;
+    let pof2 = if n == 0 { 1 } else { 1u64 << (31 - n.leading_zeros()) };
+    // What coll/base then runs (its own fall-backs).
+    let runs = match asked {
+        AllReduceAlg::SegmentedRing => AllReduceAlg::Ring,
+        a => a,
+    };
+    let runs = match runs {
+        AllReduceAlg::Ring if count < u64::from(n) => AllReduceAlg::RecursiveDoubling,
+        AllReduceAlg::Rabenseifner if count < pof2 => AllReduceAlg::BasicLinear,
+        a => a,
+    };
+    if runs == AllReduceAlg::Nonoverlapping {
+        return Err(LibraryError::new(
+            "collective.algorithm",
+            format!(
+                "an algorithm dtsim plays: OpenMPI runs nonoverlapping here ({how}, {n} ranks, \
+                 {} B), a tuned reduce then a tuned broadcast, whose rules are not modelled; \
+                 force another one",
+                req.bytes
+            ),
+        ));
+    }
+    let mut s = Schedule::new(Collective::AllReduce, format!("mpi {}", runs.as_str()), n, req.bytes);
+    if n > 1 && req.bytes > 0 {
+        match runs {
+            AllReduceAlg::BasicLinear => basic_linear(&mut s, req.bytes, n),
+            AllReduceAlg::RecursiveDoubling => recursive_doubling(&mut s, req.bytes, n),
+            // Segmented ring was mapped to the ring and nonoverlapping refused above.
+            AllReduceAlg::Ring | AllReduceAlg::SegmentedRing => ring(&mut s, req.bytes, n),
+            AllReduceAlg::Rabenseifner => rabenseifner(&mut s, req.bytes, n),
+            AllReduceAlg::Nonoverlapping => {}
+        }
+    }
+    let mut decision = format!("OpenMPI 4.1 {} ({how})", asked.as_str());
+    if runs != asked {
+        decision.push_str(&format!(", runs {}", runs.as_str()));
+    }
+    Ok(Plan {
+        schedule: s,
+        placed_endpoints: Vec::new(),
+        decision,
+        parameters: Vec::new(),
+    })
+}
+
+/// True when ob1 sends `bytes` eagerly (within the eager limit with its match header).
+pub fn is_eager(bytes: u64) -> bool {
+    bytes + MATCH_HEADER_BYTES <= EAGER_LIMIT_BYTES
+}
+
+/// One message on every pair of `pairs` (same size): eager, or fragment + acknowledgement +
+/// rest. Returns the op after which the data has arrived.
+fn message(
+    s: &mut Schedule,
+    pairs: &[(Endpoint, Endpoint)],
+    bytes: u64,
+    deps: Vec<OpId>,
+    phase: Phase,
+    step: u32,
+) -> OpId {
+    let transfer = |s: &mut Schedule, pairs: Vec<(Endpoint, Endpoint)>, bytes, deps| {
+        let pattern = s.add_pattern(pairs);
+        s.push(OpKind::Transfer { pattern, bytes }, deps, phase, 0, step)
+    };
+    if is_eager(bytes) {
+        return transfer(s, pairs.to_vec(), bytes, deps);
+    }
+    let first = EAGER_LIMIT_BYTES - RNDV_HEADER_BYTES;
+    let frag = transfer(s, pairs.to_vec(), first, deps);
+    let back = pairs.iter().map(|&(a, b)| (b, a)).collect();
+    let ack = transfer(s, back, ACK_BYTES, vec![frag]);
+    transfer(s, pairs.to_vec(), bytes - first, vec![ack])
+}
+
+/// A sendrecv between partners (each pair `(a, b)` with a < b): both directions at once when
+/// eager, one after the other otherwise (measured, see the module doc).
+fn exchange(
+    s: &mut Schedule,
+    pairs: &[(Endpoint, Endpoint)],
+    bytes: u64,
+    deps: Vec<OpId>,
+    phase: Phase,
+    step: u32,
+) -> OpId {
+    let back: Vec<(Endpoint, Endpoint)> = pairs.iter().map(|&(a, b)| (b, a)).collect();
+    if is_eager(bytes) {
+        let both: Vec<(Endpoint, Endpoint)> = pairs.iter().chain(back.iter()).copied().collect();
+        return message(s, &both, bytes, deps, phase, step);
+    }
+    let first = message(s, pairs, bytes, deps, phase, step);
+    message(s, &back, bytes, vec![first], phase, step)
+}
+
+fn reduce(s: &mut Schedule, endpoints: u32, bytes: u64, after: OpId, phase: Phase, step: u32) -> OpId {
+    s.push(OpKind::Reduce { endpoints, bytes }, vec![after], phase, 0, step)
+}
+
+/// Linear reduce to rank 0 (receives in order n − 1 … 1, each reduced before the next is
+/// matched), then a linear broadcast from rank 0 (all sends at once).
+fn basic_linear(s: &mut Schedule, m: u64, n: u32) {
+    let senders: Vec<(Endpoint, Endpoint)> = (1..n).map(|r| (r, 0)).collect();
+    let mut last = if is_eager(m) {
+        // Every message lands at once (unexpected messages are buffered); the root reduces.
+        let all = message(s, &senders, m, vec![], Phase::Reduce, 0);
+        reduce(s, 1, m * u64::from(n - 1), all, Phase::Reduce, 0)
+    } else {
+        // Every first fragment arrives at once; the rest of each waits for its receive.
+        let first = EAGER_LIMIT_BYTES - RNDV_HEADER_BYTES;
+        let pattern = s.add_pattern(senders.clone());
+        let frags = s.push(
+            OpKind::Transfer {
+                pattern,
+                bytes: first,
+            },
+            vec![],
+            Phase::Reduce,
+            0,
+            0,
+        );
+        let mut last = frags;
+        for (k, r) in (1..n).rev().enumerate() {
+            let step = k as u32 + 1;
+            let ack_p = s.push_pattern(vec![(0, r)]);
+            let ack = s.push(
+                OpKind::Transfer {
+                    pattern: ack_p,
+                    bytes: ACK_BYTES,
+                },
+                vec![last],
+                Phase::Reduce,
+                0,
+                step,
+            );
+            let rest_p = s.push_pattern(vec![(r, 0)]);
+            let rest = s.push(
+                OpKind::Transfer {
+                    pattern: rest_p,
+                    bytes: m - first,
+                },
+                vec![ack],
+                Phase::Reduce,
+                0,
+                step,
+            );
+            last = reduce(s, 1, m, rest, Phase::Reduce, step);
+        }
+        last
+    };
+    let to_all: Vec<(Endpoint, Endpoint)> = (1..n).map(|r| (0, r)).collect();
+    last = message(s, &to_all, m, vec![last], Phase::Broadcast, n);
+    let _ = last;
+}
+
+/// Recursive doubling: odd ranks below 2·extra take their even neighbour's buffer, the
+/// remaining power of two exchange whole buffers at distance 1, 2, 4 …, then the folded-in
+/// ranks get the result back.
+fn recursive_doubling(s: &mut Schedule, m: u64, n: u32) {
+    let adj = 1u32 << (31 - n.leading_zeros());
+    let extra = n - adj;
+    let real = |v: u32| if v < extra { 2 * v + 1 } else { v + extra };
+    let mut last: Vec<OpId> = Vec::new();
+    let mut step = 0;
+    if extra > 0 {
+        let pairs: Vec<(Endpoint, Endpoint)> = (0..extra).map(|k| (2 * k, 2 * k + 1)).collect();
+        let got = message(s, &pairs, m, vec![], Phase::Reduce, step);
+        last = vec![reduce(s, extra, m, got, Phase::Reduce, step)];
+        step += 1;
+    }
+    let mut distance = 1;
+    while distance < adj {
+        let pairs: Vec<(Endpoint, Endpoint)> = (0..adj)
+            .filter(|v| v & distance == 0)
+            .map(|v| (real(v), real(v ^ distance)))
+            .collect();
+        let done = exchange(s, &pairs, m, last.clone(), Phase::ReduceScatter, step);
+        last = vec![reduce(s, adj, m, done, Phase::ReduceScatter, step)];
+        distance <<= 1;
+        step += 1;
+    }
+    if extra > 0 {
+        let pairs: Vec<(Endpoint, Endpoint)> = (0..extra).map(|k| (2 * k + 1, 2 * k)).collect();
+        message(s, &pairs, m, last, Phase::Broadcast, step);
+    }
+}
+
+/// OpenMPI's ring: n blocks (the first `count mod n` one element longer); reduce-scatter
+/// steps send a block to rank + 1 and reduce the one received before sending it on; the
+/// all-gather steps forward blocks. Each step's batch carries the longest block.
+fn ring(s: &mut Schedule, m: u64, n: u32) {
+    let count = m / ELEMENT_BYTES;
+    let block = split_even(count, u64::from(n))[0] * ELEMENT_BYTES;
+    let right: Vec<(Endpoint, Endpoint)> = (0..n).map(|r| (r, (r + 1) % n)).collect();
+    let mut last: Vec<OpId> = Vec::new();
+    for k in 0..n - 1 {
+        let got = message(s, &right, block, last.clone(), Phase::ReduceScatter, k);
+        last = vec![reduce(s, n, block, got, Phase::ReduceScatter, k)];
+    }
+    for k in 0..n - 1 {
+        last = vec![message(s, &right, block, last.clone(), Phase::AllGather, n + k)];
+    }
+}
+
+/// Rabenseifner (`allreduce_intra_redscat_allgather`): fold the ranks above the power of two
+/// into their even neighbours (halves exchanged, the odd one's reduced half sent back),
+/// reduce-scatter by vector halving and distance doubling, all-gather in reverse, and send the
+/// whole result to the folded-out ranks.
+fn rabenseifner(s: &mut Schedule, m: u64, n: u32) {
+    let count = m / ELEMENT_BYTES;
+    let pof2 = 1u32 << (31 - n.leading_zeros());
+    let rem = n - pof2;
+    let real = |v: u32| if v < rem { 2 * v } else { v + rem };
+    let mut last: Vec<OpId> = Vec::new();
+    let mut step = 0;
+    let half = count.div_ceil(2) * ELEMENT_BYTES;
+    if rem > 0 {
+        let pairs: Vec<(Endpoint, Endpoint)> = (0..rem).map(|k| (2 * k, 2 * k + 1)).collect();
+        let swapped = exchange(s, &pairs, half, vec![], Phase::ReduceScatter, step);
+        let reduced = reduce(s, 2 * rem, half, swapped, Phase::ReduceScatter, step);
+        let back: Vec<(Endpoint, Endpoint)> = (0..rem).map(|k| (2 * k + 1, 2 * k)).collect();
+        last = vec![message(s, &back, half, vec![reduced], Phase::ReduceScatter, step)];
+        step += 1;
+    }
+    // Window sizes: halved each step (the larger half is the one kept, as rcount/scount).
+    let mut windows = Vec::new();
+    let mut w = count;
+    let mut mask = 1;
+    while mask < pof2 {
+        let kept = w.div_ceil(2);
+        windows.push((mask, kept));
+        w = kept;
+        mask <<= 1;
+    }
+    let pairs_at = |mask: u32| -> Vec<(Endpoint, Endpoint)> {
+        (0..pof2)
+            .filter(|v| v & mask == 0)
+            .map(|v| (real(v), real(v ^ mask)))
+            .collect()
+    };
+    for &(mask, kept) in &windows {
+        let bytes = kept * ELEMENT_BYTES;
+        let done = exchange(s, &pairs_at(mask), bytes, last.clone(), Phase::ReduceScatter, step);
+        last = vec![reduce(s, pof2, bytes, done, Phase::ReduceScatter, step)];
+        step += 1;
+    }
+    for &(mask, kept) in windows.iter().rev() {
+        let bytes = kept * ELEMENT_BYTES;
+        last = vec![exchange(s, &pairs_at(mask), bytes, last.clone(), Phase::AllGather, step)];
+        step += 1;
+    }
+    if rem > 0 {
+        let pairs: Vec<(Endpoint, Endpoint)> = (0..rem).map(|k| (2 * k, 2 * k + 1)).collect();
+        message(s, &pairs, m, last, Phase::Broadcast, step);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use AllReduceAlg::*;
+
+    fn sys(n: u32) -> System {
+        System {
+            ranks: n,
+            nodes: n,
+            ranks_per_node: 1,
+            gpu: None,
+            intra: None,
+            inter: None,
+            nvswitch: None,
+            nics_per_node: 1,
+        }
+    }
+
+    fn req(bytes: u64) -> Request {
+        Request {
+            collective: Collective::AllReduce,
+            bytes,
+            root: 0,
+            peer: 1,
+        }
+    }
+
+    fn forced(a: &str) -> LibraryOptions {
+        LibraryOptions {
+            algorithm: Some(a.into()),
+            ..Default::default()
+        }
+    }
+
+    /// Payload bytes each pair direction carries, acknowledgements left out.
+    fn data_bytes(s: &Schedule) -> u128 {
+        s.ops
+            .iter()
+            .map(|op| match op.kind {
+                OpKind::Transfer { pattern, bytes } if bytes != ACK_BYTES => {
+                    s.patterns[pattern.0 as usize].pairs.len() as u128 * bytes as u128
+                }
+                _ => 0,
+            })
+            .sum()
+    }
+
+    #[test]
+    fn fixed_rules_at_the_documented_thresholds() {
+        // coll_tuned_decision_fixed.c (v4.1.4), commutative operations.
+        assert_eq!(allreduce_fixed(2, 4), Ring);
+        assert_eq!(allreduce_fixed(2, 4095), RecursiveDoubling);
+        assert_eq!(allreduce_fixed(3, 65535), Ring);
+        assert_eq!(allreduce_fixed(3, 65536), SegmentedRing);
+        assert_eq!(allreduce_fixed(3, 262144), Rabenseifner);
+        assert_eq!(allreduce_fixed(4, 8191), RecursiveDoubling);
+        assert_eq!(allreduce_fixed(4, 8192), Rabenseifner);
+        assert_eq!(allreduce_fixed(7, 16 << 20), Rabenseifner);
+        assert_eq!(allreduce_fixed(16, 100), RecursiveDoubling);
+        assert_eq!(allreduce_fixed(32, 64), SegmentedRing);
+        assert_eq!(allreduce_fixed(100, 262143), RecursiveDoubling);
+        assert_eq!(allreduce_fixed(128, 131071), Nonoverlapping);
+        assert_eq!(allreduce_fixed(128, 200_000), RecursiveDoubling);
+        assert_eq!(allreduce_fixed(1024, 8192), RecursiveDoubling);
+        assert_eq!(allreduce_fixed(3000, 3000), SegmentedRing);
+        assert_eq!(allreduce_fixed(8192, 10000), SegmentedRing);
+        assert_eq!(allreduce_fixed(8192, 20000), RecursiveDoubling);
+        assert_eq!(allreduce_fixed(8192, 1 << 20), Rabenseifner);
+    }
+
+    #[test]
+    fn algorithms_by_name_or_number() {
+        assert_eq!(AllReduceAlg::parse("6"), Some(Rabenseifner));
+        assert_eq!(AllReduceAlg::parse("Ring"), Some(Ring));
+        assert_eq!(AllReduceAlg::parse("7"), None);
+        let e = plan(&req(1 << 20), &sys(4), &forced("tree")).unwrap_err();
+        assert_eq!(e.field, "collective.algorithm");
+    }
+
+    #[test]
+    fn every_algorithm_moves_what_it_should() {
+        let m: u64 = 16 << 20;
+        // Per-rank data sent, over the 4 ranks of a power of two.
+        for (alg, per_rank) in [
+            ("ring", 2 * m * 3 / 4),
+            ("segmented_ring", 2 * m * 3 / 4),
+            ("rabenseifner", 2 * (m / 2 + m / 4)),
+            ("recursive_doubling", 2 * m),
+        ] {
+            let p = plan(&req(m), &sys(4), &forced(alg)).unwrap();
+            p.schedule.validate().unwrap();
+            assert_eq!(data_bytes(&p.schedule), 4 * u128::from(per_rank), "{alg}");
+        }
+        // basic_linear: n − 1 buffers in, n − 1 out.
+        let p = plan(&req(m), &sys(4), &forced("basic_linear")).unwrap();
+        assert_eq!(data_bytes(&p.schedule), 6 * u128::from(m));
+    }
+
+    #[test]
+    fn odd_communicators_fold_ranks_in_and_out() {
+        let m: u64 = 1 << 20;
+        for alg in ["recursive_doubling", "rabenseifner", "ring", "basic_linear"] {
+            for n in [3, 5, 6, 7] {
+                let p = plan(&req(m), &sys(n), &forced(alg)).unwrap();
+                p.schedule.validate().unwrap();
+                let touched: std::collections::BTreeSet<u32> = p
+                    .schedule
+                    .patterns
+                    .iter()
+                    .flat_map(|pat| pat.pairs.iter().flat_map(|&(a, b)| [a, b]))
+                    .collect();
+                assert_eq!(touched.len() as u32, n, "{alg} on {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn library_fallbacks_are_openmpis() {
+        // Segmented ring with the segment size the rules pass (0) is the ring.
+        let p = plan(&req(1 << 20), &sys(4), &forced("5")).unwrap();
+        assert!(p.decision.contains("runs ring"), "{}", p.decision);
+        // Fewer elements than ranks: the ring runs recursive doubling.
+        let p = plan(&req(8), &sys(4), &forced("ring")).unwrap();
+        assert!(p.decision.contains("runs recursive_doubling"), "{}", p.decision);
+        // Nonoverlapping is refused, whether chosen or forced.
+        let e = plan(&req(1024), &sys(200), &LibraryOptions::default()).unwrap_err();
+        assert!(e.expected.contains("nonoverlapping"), "{}", e.expected);
+    }
+
+    #[test]
+    fn rendezvous_exchanges_run_one_direction_at_a_time() {
+        let mut s = Schedule::new(Collective::AllReduce, "t", 2, 1 << 20);
+        exchange(&mut s, &[(0, 1)], 1 << 20, vec![], Phase::ReduceScatter, 0);
+        // fragment, ack, rest one way, then the same the other way, in a chain.
+        assert_eq!(s.ops.len(), 6);
+        for (i, op) in s.ops.iter().enumerate().skip(1) {
+            assert_eq!(op.deps, vec![OpId(i as u32 - 1)]);
+        }
+        let mut s = Schedule::new(Collective::AllReduce, "t", 2, 1 << 20);
+        exchange(&mut s, &[(0, 1)], 16 << 10, vec![], Phase::ReduceScatter, 0);
+        assert_eq!(s.ops.len(), 1, "eager messages cross at once");
+    }
+}
