@@ -2,7 +2,8 @@
 
 use sim::net::factors::FactorRow;
 use sim::profile::{
-    CollectiveFit, FactorTable, HoldoutError, PathMeasurement, Profile, Provenance, SCHEMA_VERSION,
+    CollectiveFit, FactorTable, HoldoutError, LinkEfficiency, PathMeasurement, Profile,
+    Provenance, SCHEMA_VERSION,
 };
 use sim::topology::LinkClass;
 use sim::units::Bandwidth;
@@ -272,6 +273,74 @@ pub fn iperf3_path(
             ),
         ),
     }
+}
+
+/// Most spread (max − min over the median) of the total rates of iperf3 runs with different
+/// stream counts through one link for the link to count as shared: the total then does not
+/// depend on how many flows share it, so its efficiency is the link's, not each flow's.
+pub const SHARED_SPREAD: f64 = 0.03;
+
+/// The link efficiency of a class from iperf3 runs with different numbers of parallel streams
+/// through the same bottleneck link of `nominal_bits_per_s`: the median total received rate
+/// over nominal, when the totals agree within [`SHARED_SPREAD`]; `Err` says why not.
+pub fn iperf3_link_efficiency(
+    runs: &[(String, Iperf3Run)],
+    nominal_bits_per_s: f64,
+    measured: &Provenance,
+) -> Result<LinkEfficiency, String> {
+    let mut streams: Vec<u32> = runs.iter().map(|(_, r)| r.streams).collect();
+    streams.sort_unstable();
+    streams.dedup();
+    if streams.len() < 2 {
+        return Err(format!(
+            "runs with at least two different stream counts (iperf3 -P), got {streams:?}"
+        ));
+    }
+    let rates: Vec<f64> = runs.iter().map(|(_, r)| r.received_bits_per_s).collect();
+    let median = sim::stats::median(&rates);
+    let lo = rates.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = rates.iter().copied().fold(0.0, f64::max);
+    let spread = (hi - lo) / median;
+    if spread > SHARED_SPREAD {
+        return Err(format!(
+            "the total rate depends on the stream count ({:.2}-{:.2} Mbit/s, spread {:.1}% > \
+             {:.0}%): each flow is limited, not the link",
+            lo / 1e6,
+            hi / 1e6,
+            spread * 100.0,
+            SHARED_SPREAD * 100.0
+        ));
+    }
+    let value = sim::limits::factor(median / nominal_bits_per_s).map_err(|e| {
+        format!(
+            "the received rate {:.2} Mbit/s over nominal {:.2} Mbit/s: {e}; --nominal-bw is \
+             the bottleneck link's rate",
+            median / 1e6,
+            nominal_bits_per_s / 1e6
+        )
+    })?;
+    let each: Vec<String> = runs
+        .iter()
+        .map(|(origin, r)| {
+            format!("{} stream(s) {:.2} Mbit/s ({origin})", r.streams, r.received_bits_per_s / 1e6)
+        })
+        .collect();
+    Ok(LinkEfficiency {
+        value: (value * 1e4).round() / 1e4,
+        provenance: Provenance {
+            source: measured.source.clone(),
+            detail: format!(
+                "link efficiency {value:.4} = median total {:.2} of {:.2} Mbit/s nominal over \
+                 iperf3 runs through one link, totals within {:.1}% whatever the streams: {}; {}",
+                median / 1e6,
+                nominal_bits_per_s / 1e6,
+                spread * 100.0,
+                each.join(", "),
+                measured.detail
+            ),
+            date: measured.date.clone(),
+        },
+    })
 }
 
 /// One factor row for `link_class` from an iperf3 run over a path whose bottleneck link is

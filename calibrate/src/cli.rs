@@ -227,9 +227,13 @@ enum ImportCmd {
         #[command(flatten)]
         out: OutArgs,
     },
-    /// iperf3 JSON (iperf3 -J); with --nominal-bw also a factor table for the link class.
+    /// iperf3 JSON (iperf3 -J); with --nominal-bw also the link class's efficiency. Give runs
+    /// with 1, 2, 4, 8 parallel streams (-P) through the same link: when their totals agree
+    /// the link is shared and its efficiency scales the link (a link efficiency); otherwise
+    /// (or with one run) the single-stream rate caps each flow (a bandwidth factor).
     Iperf3 {
-        file: PathBuf,
+        #[arg(required = true, num_args = 1..)]
+        file: Vec<PathBuf>,
         #[arg(long, default_value = "ethernet", value_parser = parse_link_class)]
         link_class: LinkClass,
         /// Nominal rate of the measured path's bottleneck link (e.g. 200Mbps, as in the
@@ -729,21 +733,29 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 .map(sim::units::parse_bandwidth)
                 .transpose()
                 .map_err(|e| Failure(EXIT_INPUT, format!("--nominal-bw: {e}")))?;
-            let r = iperf3::load(&file)?;
-            println!(
-                "{} {} stream(s) to {}: sent {}, received {}{}",
-                r.protocol,
-                r.streams,
-                r.remote_host.as_deref().unwrap_or("?"),
-                fmt_bits_per_s(r.sent_bits_per_s),
-                fmt_bits_per_s(r.received_bits_per_s),
-                r.retransmits
-                    .map(|x| format!(", {x} retransmits"))
-                    .unwrap_or_default()
-            );
+            let mut runs = Vec::new();
+            for f in &file {
+                let r = iperf3::load(f)?;
+                println!(
+                    "{} {} stream(s) to {}: sent {}, received {}{}",
+                    r.protocol,
+                    r.streams,
+                    r.remote_host.as_deref().unwrap_or("?"),
+                    fmt_bits_per_s(r.sent_bits_per_s),
+                    fmt_bits_per_s(r.received_bits_per_s),
+                    r.retransmits
+                        .map(|x| format!(", {x} retransmits"))
+                        .unwrap_or_default()
+                );
+                runs.push((f.display().to_string(), r));
+            }
+            // The path measurement: the single-stream run (else the first).
+            let k = runs.iter().position(|(_, r)| r.streams == 1).unwrap_or(0);
+            let (origin, r) = (runs[k].0.clone(), runs[k].1.clone());
+            let names: Vec<&str> = runs.iter().map(|(o, _)| o.as_str()).collect();
             let mut prov = build::provenance(
                 "imported",
-                format!("calibrate import iperf3 {}", file.display()),
+                format!("calibrate import iperf3 {}", names.join(" ")),
             );
             if let Some(on) = &measured_on {
                 prov.source = "measured".into();
@@ -753,7 +765,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             if measured_on.is_some() && p.network.factors.is_empty() && p.network.paths.is_empty() {
                 p.provenance.source = prov.source.clone();
             }
-            let mut path = build::iperf3_path(&r, &file.display().to_string(), Some(link_class));
+            let mut path = build::iperf3_path(&r, &origin, Some(link_class));
             if measured_on.is_some() {
                 path.provenance.source = prov.source.clone();
                 path.provenance.detail = format!("{}; {}", prov.detail, path.provenance.detail);
@@ -772,13 +784,35 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 );
             }
             if let Some(nominal) = nominal_bits_per_s {
-                let table = build::iperf3_factors(
+                let mut table = build::iperf3_factors(
                     &r,
                     nominal,
                     latency_secs.zip(nominal_latency_secs),
                     &path.provenance,
                 )
                 .map_err(|e| Failure(EXIT_INPUT, e))?;
+                match build::iperf3_link_efficiency(&runs, nominal, &prov) {
+                    Ok(e) => {
+                        println!(
+                            "{link_class} link efficiency {:.4}: the total rate does not depend \
+                             on the stream count (shared by the flows on a link)",
+                            e.value
+                        );
+                        // The rate is the link's; each flow keeps only the latency factor.
+                        for row in &mut table.rows {
+                            row.bandwidth_factor = 1.0;
+                        }
+                        table.provenance.detail = format!(
+                            "bandwidth factor 1: the link efficiency carries the rate; {}",
+                            table.provenance.detail
+                        );
+                        p.network.link_efficiency.insert(link_class, e);
+                    }
+                    Err(why) if runs.len() > 1 => {
+                        println!("{link_class}: no link efficiency: {why}");
+                    }
+                    Err(_) => {}
+                }
                 println!(
                     "{link_class} factors: bandwidth {:.4}, latency {:.4}",
                     table.rows[0].bandwidth_factor, table.rows[0].latency_factor
@@ -1317,6 +1351,13 @@ pub fn describe(p: &Profile) -> String {
                 r.latency_factor
             );
         }
+    }
+    for (class, e) in &p.network.link_efficiency {
+        s += &format!(
+            "  link efficiency for {class}: {:.4} of every link, shared by its flows (from {})\n",
+            e.value,
+            prov(&e.provenance)
+        );
     }
     match &p.network.reduce_bandwidth {
         Some(m) => {

@@ -5,6 +5,13 @@
 //! get factor f of the bandwidth and g times the latency": a piecewise-constant table over the
 //! size. A flow's rate is then capped at `bandwidth_factor × bottleneck bandwidth` and its path
 //! latency scaled by `latency_factor`, using the factors of its bottleneck link's class.
+//!
+//! A *link efficiency* is different: the share of every link of a class that carries payload
+//! (TCP/IP over Ethernet: 1448 of the 1514 bytes of a full frame), whatever the number of
+//! flows on it. It scales the links' capacity, so flows that share a link share that, where a
+//! bandwidth factor would cap each of them and let two together exceed it. On the testbed
+//! 1, 2, 4 and 8 iperf3 streams and a 3-to-1 incast through one 200 Mbit/s link all received
+//! 191.3–191.4 Mbit/s in total (`data/runs/calibration/testbed_star4_200mbit.iperf3_P*.json`).
 
 use serde::{Deserialize, Serialize};
 
@@ -24,6 +31,9 @@ pub struct FactorRow {
 pub struct EfficiencyFactors {
     /// Sorted by `min_bytes` per class.
     pub tables: Vec<(LinkClass, Vec<FactorRow>)>,
+    /// Payload share of every link of a class (1 for a class not listed).
+    #[serde(default)]
+    pub link: Vec<(LinkClass, f64)>,
 }
 
 impl EfficiencyFactors {
@@ -38,15 +48,26 @@ impl EfficiencyFactors {
         }
     }
 
+    /// The payload share of a link of `class`.
+    pub fn link_efficiency(&self, class: LinkClass) -> f64 {
+        self.link
+            .iter()
+            .find(|(c, _)| *c == class)
+            .map_or(1.0, |&(_, e)| e)
+    }
+
     pub fn is_identity(&self) -> bool {
         self.tables.iter().all(|(_, rows)| {
             rows.iter()
                 .all(|r| r.bandwidth_factor == 1.0 && r.latency_factor == 1.0)
-        })
+        }) && self.link.iter().all(|&(_, e)| e == 1.0)
     }
 
     /// Checks bandwidth factors are in (0, 1], latency factors non-negative and rows sorted.
     pub fn validate(&self) -> Result<(), String> {
+        for (class, e) in &self.link {
+            crate::limits::factor(*e).map_err(|why| format!("link efficiency of {class}: {why}"))?;
+        }
         for (class, rows) in &self.tables {
             for (i, r) in rows.iter().enumerate() {
                 if let Err(e) = crate::limits::factor(r.bandwidth_factor) {
@@ -91,6 +112,7 @@ mod tests {
                     },
                 ],
             )],
+            link: vec![],
         };
         assert_eq!(f.lookup(LinkClass::Ib, 1024), (0.5, 3.0));
         assert_eq!(f.lookup(LinkClass::Ib, 65536), (0.9, 1.0));

@@ -177,7 +177,11 @@ const MAX_CACHED_RATES: usize = 32 << 20;
 impl FlowModel {
     pub fn new(topo: Arc<Topology>, factors: EfficiencyFactors, ecmp_salt: u64) -> Self {
         let router = Router::new(&topo, ecmp_salt);
-        let link_capacity_bps = topo.links().iter().map(|l| l.bandwidth_bps).collect();
+        let link_capacity_bps = topo
+            .links()
+            .iter()
+            .map(|l| l.bandwidth_bps * factors.link_efficiency(l.class))
+            .collect();
         let nl = topo.links().len();
         FlowModel {
             topo,
@@ -1090,6 +1094,7 @@ mod tests {
                     latency_factor: 1.0,
                 }],
             )],
+            link: vec![],
         };
         let (out, _) = run(
             &t,
@@ -1097,6 +1102,34 @@ mod tests {
             factors,
         );
         assert!((secs(out.end) - 0.400).abs() < 1e-9, "{}", out.end);
+    }
+
+    #[test]
+    fn a_link_efficiency_is_shared_by_the_flows_on_the_link() {
+        // 8 Gbit of payload into g2 over its 100 Gb/s link: a link efficiency of 0.8 leaves 80
+        // Gb/s of payload for the two flows together (0.1 s), where the same number as a
+        // bandwidth factor caps each flow at 80 and the pair still fills the link (0.08 s).
+        let t = star(3, 100.0 * GBPS, SimTime::ZERO);
+        let sched = schedule(3, &[(vec![(0, 2), (1, 2)], 500_000_000, vec![])]);
+        let shared = EfficiencyFactors {
+            link: vec![(LinkClass::Ethernet, 0.8)],
+            ..Default::default()
+        };
+        let (out, _) = run(&t, &sched, shared);
+        assert!((secs(out.end) - 0.100).abs() < 1e-9, "{}", out.end);
+        let per_flow = EfficiencyFactors {
+            tables: vec![(
+                LinkClass::Ethernet,
+                vec![FactorRow {
+                    min_bytes: 0,
+                    bandwidth_factor: 0.8,
+                    latency_factor: 1.0,
+                }],
+            )],
+            link: vec![],
+        };
+        let (out, _) = run(&t, &sched, per_flow);
+        assert!((secs(out.end) - 0.080).abs() < 1e-9, "{}", out.end);
     }
 
     #[test]

@@ -38,6 +38,14 @@ pub struct FactorTable {
     pub provenance: Provenance,
 }
 
+/// A link class's payload share (see [`crate::net::factors`]) with its provenance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkEfficiency {
+    pub value: f64,
+    pub provenance: Provenance,
+}
+
 /// A rate with its provenance.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -52,6 +60,9 @@ pub struct NetworkCalibration {
     /// Size-dependent bandwidth/latency factors per link class.
     #[serde(default)]
     pub factors: BTreeMap<LinkClass, FactorTable>,
+    /// Payload share of every link of a class, shared by the flows on it (protocol headers).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub link_efficiency: BTreeMap<LinkClass, LinkEfficiency>,
     /// Rate at which one GPU reduces received data when reductions are not fused into copies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reduce_bandwidth: Option<MeasuredBandwidth>,
@@ -323,6 +334,17 @@ impl Profile {
                 ));
             }
         }
+        for (class, e) in &p.network.link_efficiency {
+            if e.provenance.detail.trim().is_empty() {
+                return Err(err(
+                    &format!("network.link_efficiency.{class}.provenance.detail"),
+                    "where this efficiency came from".into(),
+                ));
+            }
+            if let Err(why) = crate::limits::factor(e.value) {
+                return Err(err(&format!("network.link_efficiency.{class}.value"), why));
+            }
+        }
         for (i, f) in p.network.collective_fits.iter().enumerate() {
             let field = format!("network.collective_fits[{i}]");
             if f.provenance.detail.trim().is_empty() {
@@ -384,6 +406,12 @@ impl Profile {
                 .factors
                 .iter()
                 .map(|(c, t)| (*c, t.rows.clone()))
+                .collect(),
+            link: self
+                .network
+                .link_efficiency
+                .iter()
+                .map(|(c, e)| (*c, e.value))
                 .collect(),
         }
     }
