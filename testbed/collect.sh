@@ -12,23 +12,39 @@ PY=/usr/bin/python3
 S=testbed/workloads/suite.py
 STAR=testbed/topologies/star4_200mbit.toml
 TWO=testbed/topologies/two_level_2to1.toml
+LEAF3=testbed/topologies/three_leaf_100mbit_uplinks.toml
 what=${1:-all}
 R=${REPEATS:-10}
 LINK="--nominal-bw 200Mbps --nominal-latency 50us --seconds 10"
 if [[ $what == all || $what == link || $what == collectives ]]; then
   $TB run $STAR -- $PY $S link --profile data/profiles/testbed_star4_200mbit.json $LINK
   $TB run $TWO -- $PY $S link --profile data/profiles/testbed_two_level_2to1.json $LINK
+  $TB run $STAR -- $PY $S incast --profile data/profiles/testbed_star4_200mbit.json --seconds 10
+  # host0-host1 share a leaf here: two 300 Mbit/s links.
+  $TB run $LEAF3 -- $PY $S link --profile data/profiles/testbed_three_leaf_100mbit_uplinks.json \
+    --nominal-bw 300Mbps --nominal-latency 50us --seconds 10
 fi
 if [[ $what == all || $what == collectives ]]; then
   $TB run $STAR -- $PY $S collectives --out data/runs/testbed_gloo_collectives.csv \
-    --profile data/profiles/testbed_star4_200mbit.json --methods allreduce,ps --repeats $R
+    --profile data/profiles/testbed_star4_200mbit.json --methods allreduce,broadcast,allgather,ps \
+    --repeats $R
   $TB run $TWO -- $PY $S collectives --out data/runs/testbed_gloo_collectives.csv \
     --profile data/profiles/testbed_two_level_2to1.json --methods allreduce,multiring,hierarchical,ps \
     --orders '[[0,1,2,3],[0,2,1,3]]' --groups '[[0,1],[2,3]]' --repeats $R
+  # 8 hosts on one switch, and 6 hosts behind 100 Mbit/s uplinks (gloo's own collectives).
+  $TB run --set generator.n=8 $STAR -- $PY $S collectives \
+    --out data/runs/testbed_gloo_collectives.csv --profile data/profiles/testbed_star4_200mbit.json \
+    --methods allreduce,broadcast,allgather --repeats $R
+  $TB run $LEAF3 -- $PY $S collectives --out data/runs/testbed_gloo_collectives.csv \
+    --profile data/profiles/testbed_three_leaf_100mbit_uplinks.json \
+    --methods allreduce,broadcast,allgather --repeats $R
 fi
 if [[ $what == all || $what == mpi ]]; then
   $TB run --prefix mp $STAR -- $PY $S mpi --out data/runs/testbed_mpi_allreduce.csv \
     --profile data/profiles/testbed_star4_200mbit.json --algorithms 0,1,3,4,5,6 --repeats $R
+  # Send vs Sendrecv between two hosts: why dtsim plays same-peer exchanges one way at a time.
+  $TB run --prefix mp $STAR -- $PY $S mpi_p2p --repeats $R \
+    --bytes 16384 131072 1048576 4194304 16777216
 fi
 if [[ $what == all || $what == training ]]; then
   $TB run --prefix tr $STAR -- $PY $S training --out data/runs/testbed_training.csv \

@@ -1,7 +1,10 @@
 """One rank of a gloo collective benchmark (launched by suite.py, one process per namespace).
 
-Methods (all-reduce of float32 tensors of --bytes per rank):
+Methods (float32 tensors; --bytes is nccl-tests' size: the all-reduce and broadcast buffer, the
+all-gather's gathered output):
   allreduce     torch.distributed.all_reduce (gloo's ring)
+  broadcast     torch.distributed.broadcast from rank 0 (gloo's binomial tree)
+  allgather     torch.distributed.all_gather of bytes / n per rank (gloo's ring)
   multiring     several rings over send/recv, each carrying an equal share, rank orders given
   hierarchical  subgroups: ring reduce-scatter within each node group, all_reduce across groups
                 of equal local index, all_gather within the group
@@ -84,10 +87,16 @@ def main():
     results = []
     for nbytes in a.bytes:
         x = torch.ones(nbytes // 4)
+        own = torch.ones(nbytes // 4 // n)
+        gathered = [torch.empty_like(own) for _ in range(n)]
 
         def once():
             if a.method == "allreduce":
                 dist.all_reduce(x)
+            elif a.method == "broadcast":
+                dist.broadcast(x, src=0)
+            elif a.method == "allgather":
+                dist.all_gather(gathered, own)
             elif a.method == "multiring":
                 parts = list(torch.tensor_split(x, len(orders)))
                 ring_reduce_scatter_allgather(parts, orders)

@@ -2,8 +2,10 @@
 
   suite.py collectives --out data/runs/X.csv [--methods allreduce,ps,...] [--bytes ...]
   suite.py mpi --out data/runs/X.csv [--algorithms 0,1,4,6] [--bytes ...]
+  suite.py mpi_p2p [--out data/runs/calibration/testbed_mpi_p2p.json]  (Send vs Sendrecv)
   suite.py training --out data/runs/X.csv --profile data/profiles/testbed_X.json
   suite.py link --profile data/profiles/testbed_X.json   (iperf3 + TCP ping-pong -> calibrate)
+  suite.py incast --profile data/profiles/testbed_X.json (every host -> host 1 at once, iperf3)
   suite.py trace [--ranks 2] [--out data/traces/testbed_ddp_cnn]  (a traced DDP step: ET + Kineto)
 
 Run under `dtsim-testbed run TOPOLOGY [--set ...] -- /usr/bin/python3 testbed/workloads/suite.py ...`.
@@ -21,21 +23,57 @@ import time
 import tb
 
 MIB = 1 << 20
+# What dtsim replays for each method: gloo's own collectives with library = "gloo"; the
+# methods this suite writes itself over send/recv with the ideal template that does the same.
 SIM_SET = {
-    "allreduce": "collective.algorithm=ring",
-    "ps": "collective.algorithm=parameter_server;collective.servers=1;collective.colocated=true",
-    "hierarchical": "collective.algorithm=hierarchical",
+    "allreduce": "collective.library=gloo",
+    "broadcast": "collective.library=gloo",
+    "allgather": "collective.library=gloo",
+    "ps": "collective.library=ideal;collective.algorithm=parameter_server;collective.servers=1;"
+          "collective.colocated=true",
+    "hierarchical": "collective.library=ideal;collective.algorithm=hierarchical",
 }
-# OpenMPI 4.1 coll/tuned all-reduce algorithm ids and the dtsim algorithm that does the same.
+OPS = {"broadcast": "broadcast", "allgather": "all_gather"}
+# OpenMPI 4.1 coll/tuned all-reduce algorithm ids (coll_tuned_allreduce_algorithm); dtsim's
+# library = "mpi" plays them by the same names (0: OpenMPI's own fixed rules).
 MPI_ALGORITHMS = {
-    0: ("default", None),
-    1: ("basic_linear", "collective.algorithm=parameter_server;collective.servers=1;collective.colocated=true"),
-    2: ("nonoverlapping", None),
-    3: ("recursive_doubling", None),
-    4: ("ring", "collective.algorithm=ring"),
-    5: ("segmented_ring", "collective.algorithm=ring"),
-    6: ("rabenseifner", "collective.algorithm=halving_doubling"),
+    0: "default",
+    1: "basic_linear",
+    2: "nonoverlapping",
+    3: "recursive_doubling",
+    4: "ring",
+    5: "segmented_ring",
+    6: "rabenseifner",
 }
+
+
+def mpi_sim_set(alg):
+    name = MPI_ALGORITHMS[alg]
+    return "collective.library=mpi" + ("" if alg == 0 else f";collective.algorithm={name}")
+
+
+def mpirun(hs, n, mca, script, args):
+    """The mpirun command line that runs `script args` on the first n testbed hosts, one rank
+    per namespace (nsexec.sh as the rsh agent), over the TCP BTL on the testbed's addresses;
+    returns (command, hostfile to remove)."""
+    hostfile = f"/tmp/dtsim-testbed-{os.getpid()}.hosts"
+    with open(hostfile, "w") as f:
+        for h in hs[:n]:
+            f.write(f"{h[2]} slots=1\n")
+    cmd = ["ip", "netns", "exec", hs[0][1], "mpirun", "--allow-run-as-root", "-np", str(n),
+           "--hostfile", hostfile, "--mca", "plm_rsh_agent", os.path.join(tb.HERE, "nsexec.sh"),
+           "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "10.77.0.0/16",
+           "--mca", "oob_tcp_if_include", "10.77.0.0/16", "-x", "DTSIM_TESTBED_HOSTS",
+           "-x", "OMP_NUM_THREADS=1", "--mca", "mpi_yield_when_idle", "1"] + mca + \
+          [tb.PY, os.path.join(tb.HERE, script)] + args
+    return cmd, hostfile
+
+
+def run_json(cmd, what):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    if p.returncode != 0:
+        sys.exit(f"{what} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+    return json.loads([l for l in p.stdout.splitlines() if l.startswith("{")][-1])
 
 
 def base_row(kind, n, command):
@@ -53,7 +91,8 @@ def collectives(a):
         if method.startswith("multiring"):
             orders = a.orders
             extra = ["--orders", orders]
-            sim_set = f"collective.algorithm=ring;collective.orders={orders.replace(' ', '')}"
+            sim_set = ("collective.library=ideal;collective.algorithm=ring;"
+                       f"collective.orders={orders.replace(' ', '')}")
         if method == "hierarchical":
             extra = ["--groups", a.groups]
         load0 = tb.load1()
@@ -64,7 +103,8 @@ def collectives(a):
         for res in out["results"]:
             med, lo, hi = tb.summary(res["secs"])
             r = base_row("collective", n, "gloo_collectives.py " + " ".join(args))
-            r.update(library="torch.distributed gloo", method=method, op="all_reduce",
+            r.update(library="torch.distributed gloo", method=method,
+                     op=OPS.get(method.split(":")[0], "all_reduce"),
                      bytes=res["bytes"], sim_set=sim_set, repeats=len(res["secs"]),
                      measured_secs=med, measured_min_secs=lo, measured_max_secs=hi,
                      load_avg_1m_start=load0, load_avg_1m_end=load1, profile=a.profile)
@@ -76,41 +116,50 @@ def collectives(a):
 
 def mpi(a):
     n = int(os.environ["DTSIM_TESTBED_RANKS"])
-    hs = tb.hosts()[:n]
-    hostfile = f"/tmp/dtsim-testbed-{os.getpid()}.hosts"
-    with open(hostfile, "w") as f:
-        for h in hs:
-            f.write(f"{h[2]} slots=1\n")
+    hs = tb.hosts()
     rows = []
     for alg in [int(x) for x in a.algorithms.split(",")]:
-        name, sim_set = MPI_ALGORITHMS[alg]
+        name = MPI_ALGORITHMS[alg]
         mca = ["--mca", "coll_tuned_use_dynamic_rules", "1",
                "--mca", "coll_tuned_allreduce_algorithm", str(alg)]
-        cmd = ["ip", "netns", "exec", hs[0][1], "mpirun", "--allow-run-as-root", "-np", str(n),
-               "--hostfile", hostfile, "--mca", "plm_rsh_agent", os.path.join(tb.HERE, "nsexec.sh"),
-               "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "10.77.0.0/16",
-               "--mca", "oob_tcp_if_include", "10.77.0.0/16", "-x", "DTSIM_TESTBED_HOSTS",
-               "-x", "OMP_NUM_THREADS=1", "--mca", "mpi_yield_when_idle", "1"] + mca + \
-              [tb.PY, os.path.join(tb.HERE, "mpi_allreduce.py"), "--repeats", str(a.repeats),
-               "--bytes"] + [str(b) for b in a.bytes]
+        cmd, hostfile = mpirun(hs, n, mca, "mpi_allreduce.py",
+                               ["--repeats", str(a.repeats), "--bytes"] + [str(b) for b in a.bytes])
         load0 = tb.load1()
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        if p.returncode != 0:
-            sys.exit(f"mpirun failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
-        out = json.loads([l for l in p.stdout.splitlines() if l.startswith("{")][-1])
+        out = run_json(cmd, "mpirun")
+        os.remove(hostfile)
         load1 = tb.load1()
         for res in out["results"]:
             med, lo, hi = tb.summary(res["secs"])
             r = base_row("collective", n, " ".join(cmd))
             r.update(library="openmpi coll/tuned + mpi4py", method=f"mpi_{name}", op="all_reduce",
-                     bytes=res["bytes"], sim_set=sim_set or "", repeats=len(res["secs"]),
+                     bytes=res["bytes"], sim_set=mpi_sim_set(alg), repeats=len(res["secs"]),
                      measured_secs=med, measured_min_secs=lo, measured_max_secs=hi,
                      load_avg_1m_start=load0, load_avg_1m_end=load1, profile=a.profile)
             rows.append(r)
             print(f"mpi {alg} {name:18} {res['bytes']:>10} B  median {med*1e3:9.2f} ms",
                   flush=True)
-    os.remove(hostfile)
     tb.append_rows(a.out, rows)
+
+
+def mpi_p2p(a):
+    """OpenMPI point to point between the first two hosts: a one-way Send and a Sendrecv of
+    the same size (mpi_p2p.py), written as a JSON log (the measurement behind dtsim's
+    one-direction-at-a-time exchanges over one TCP connection)."""
+    hs = tb.hosts()
+    cmd, hostfile = mpirun(hs, 2, [], "mpi_p2p.py",
+                           ["--repeats", str(a.repeats), "--bytes"] + [str(b) for b in a.bytes])
+    load0 = tb.load1()
+    out = run_json(cmd, "mpirun")
+    os.remove(hostfile)
+    out.update(tb.provenance(), load_avg_1m_start=load0, load_avg_1m_end=tb.load1(),
+               date_utc=tb.now(), command=" ".join(cmd))
+    path = a.out or os.path.join(tb.ROOT, "data", "runs", "calibration", "testbed_mpi_p2p.json")
+    with open(path, "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+    for r in out["results"]:
+        print(f"{r['bytes']:>10} B  one-way {r['oneway_secs']*1e3:9.3f} ms  sendrecv "
+              f"{r['sendrecv_secs']*1e3:9.3f} ms  ratio {r['sendrecv_secs']/r['oneway_secs']:.2f}")
 
 
 def training(a):
@@ -151,15 +200,19 @@ def link(a):
     stem = os.path.splitext(os.path.basename(a.profile))[0]
     logs = a.logs or os.path.join(tb.ROOT, "data", "runs", "calibration")
     os.makedirs(logs, exist_ok=True)
-    iperf_log = os.path.join(logs, f"{stem}.iperf3.json")
-    srv = subprocess.Popen(["ip", "netns", "exec", hs[1][1], "iperf3", "-s", "-1", "--json"],
-                           stdout=subprocess.DEVNULL)
-    time.sleep(0.5)
-    cli = subprocess.run(["ip", "netns", "exec", hs[0][1], "iperf3", "-c", hs[1][2], "-t",
-                          str(a.seconds), "--json"], capture_output=True, text=True, check=True)
-    srv.wait(timeout=30)
-    with open(iperf_log, "w") as f:
-        f.write(cli.stdout)
+    iperf_logs = []
+    for streams in [int(x) for x in a.streams.split(",")]:
+        iperf_log = os.path.join(logs, f"{stem}.iperf3_P{streams}.json")
+        srv = subprocess.Popen(["ip", "netns", "exec", hs[1][1], "iperf3", "-s", "-1", "--json"],
+                               stdout=subprocess.DEVNULL)
+        time.sleep(0.5)
+        cli = subprocess.run(["ip", "netns", "exec", hs[0][1], "iperf3", "-c", hs[1][2], "-t",
+                              str(a.seconds), "-P", str(streams), "--json"],
+                             capture_output=True, text=True, check=True)
+        srv.wait(timeout=30)
+        with open(iperf_log, "w") as f:
+            f.write(cli.stdout)
+        iperf_logs.append(tb.rel(iperf_log))
     load_bw = tb.load1()
     lat = tb.launch("pingpong.py", ["--count", str(a.pings)], 2)
     lat.update(load_avg_1m=tb.load1(), date_utc=tb.now(), hosts=[hs[0][1], hs[1][1]])
@@ -175,18 +228,51 @@ def link(a):
               f"load {lat['load_avg_1m']:.1f}")
     if os.path.exists(a.profile):
         os.remove(a.profile)  # a fresh profile, not a merge into the last one
-    cmd = [tb.calibrate_bin(), "import", "iperf3", tb.rel(iperf_log),
+    cmd = [tb.calibrate_bin(), "import", "iperf3"] + iperf_logs + [
            "--link-class", "ethernet", "--nominal-bw", a.nominal_bw,
            "--latency", f"{one_way_us:.2f}us", "--nominal-latency", a.nominal_latency,
            "--latency-source", source, "--measured-on", where,
            "--out", tb.rel(a.profile),
            "--description",
-           f"measured by calibrate on {where}: iperf3 -t {a.seconds} (load {load_bw:.1f}) and a "
+           f"measured by calibrate on {where}: iperf3 -t {a.seconds} -P {a.streams} "
+           f"(load {load_bw:.1f}) and a "
            f"TCP ping-pong between host0 and host1; {tb.provenance()['versions']}"]
     p = subprocess.run(cmd, cwd=tb.ROOT, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr}")
     print(p.stdout, end="")
+
+
+def incast(a):
+    """Every other host sends to host 1 at once (one iperf3 TCP stream each, --seconds), through
+    host 1's one capped link; one iperf3 --json log per sender into --logs (default
+    data/runs/calibration), named after --profile's stem. The totals check the link efficiency
+    (`sim/tests/testbed_link.rs`)."""
+    hs = tb.hosts()
+    stem = os.path.splitext(os.path.basename(a.profile))[0]
+    logs = a.logs or os.path.join(tb.ROOT, "data", "runs", "calibration")
+    os.makedirs(logs, exist_ok=True)
+    senders = [h for h in hs if h[0] != 1]
+    servers = [subprocess.Popen(["ip", "netns", "exec", hs[1][1], "iperf3", "-s", "-1", "--json",
+                                 "-p", str(5201 + i)], stdout=subprocess.DEVNULL)
+               for i in range(len(senders))]
+    time.sleep(0.5)
+    clients = [subprocess.Popen(["ip", "netns", "exec", h[1], "iperf3", "-c", hs[1][2], "-p",
+                                 str(5201 + i), "-t", str(a.seconds), "--json"],
+                                stdout=subprocess.PIPE, text=True)
+               for i, h in enumerate(senders)]
+    total = 0.0
+    for h, c in zip(senders, clients):
+        out, _ = c.communicate(timeout=a.seconds + 30)
+        path = os.path.join(logs, f"{stem}.iperf3_incast_from_h{h[0]}.json")
+        with open(path, "w") as f:
+            f.write(out)
+        rate = json.loads(out)["end"]["sum_received"]["bits_per_second"]
+        total += rate
+        print(f"host{h[0]} -> host1: {rate / 1e6:.2f} Mbit/s", flush=True)
+    for srv in servers:
+        srv.wait(timeout=30)
+    print(f"incast total into host1: {total / 1e6:.2f} Mbit/s")
 
 
 def trace(a):
@@ -207,7 +293,8 @@ def trace(a):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("suite", choices=["collectives", "mpi", "training", "link", "trace"])
+    ap.add_argument("suite", choices=["collectives", "mpi", "mpi_p2p", "training", "link",
+                                      "incast", "trace"])
     ap.add_argument("--ranks", type=int, default=0, help="trace: ranks (default: every host)")
     ap.add_argument("--out", default="")
     ap.add_argument("--profile", default="")
@@ -221,6 +308,8 @@ def main():
     ap.add_argument("--model", default="mlp")
     ap.add_argument("--bucket-mib", type=int, default=25)
     ap.add_argument("--seconds", type=int, default=5)
+    ap.add_argument("--streams", default="1,2,4,8",
+                    help="link: iperf3 parallel stream counts, one run each")
     ap.add_argument("--pings", type=int, default=500)
     ap.add_argument("--logs", default="", help="link: where the iperf3/ping-pong logs go "
                     "(default data/runs/calibration)")
@@ -229,8 +318,8 @@ def main():
     ap.add_argument("--nominal-latency", default="50us",
                     help="the topology's one-way latency host0->host1 (sum over the path's links)")
     a = ap.parse_args()
-    {"collectives": collectives, "mpi": mpi, "training": training, "link": link,
-     "trace": trace}[a.suite](a)
+    {"collectives": collectives, "mpi": mpi, "mpi_p2p": mpi_p2p, "training": training,
+     "link": link, "incast": incast, "trace": trace}[a.suite](a)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@
 //! ```toml
 //! name = "two-gpus"                    # required
 //! description = "free text"            # optional
+//! gpu = "H100-SXM5"                    # optional: the GPU model (libraries read its generation)
+//! library = "gloo"                     # optional: what the hosts run when a scenario names none
 //!
 //! [generator]                          # EITHER a generator ...
 //! kind = "ring"                        # see generators::GeneratorSpec for kinds and parameters

@@ -312,6 +312,14 @@ fn testbed_row(row: &Row, root: &Path) -> Replayed {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
     let sim = simulate(&text, &set, workload)?;
+    // Rows on the same topology file with other overrides (8 hosts instead of 4) are another
+    // system: their own group.
+    let overrides = row.get("topology_set").map(String::as_str).unwrap_or("").trim();
+    let topo_name = if overrides.is_empty() {
+        topo_name
+    } else {
+        format!("{topo_name} ({overrides})")
+    };
     Ok((
         format!("{method} @ {topo_name}"),
         label,

@@ -1,0 +1,78 @@
+//! The testbed's link calibration against the runs it was measured from: iperf3 with 1, 2, 4
+//! and 8 parallel TCP streams from host 0 to host 1, and every other host sending to host 1 at
+//! once, all through one 200 Mbit/s link of `testbed/topologies/star4_200mbit.toml`. The
+//! profile's link efficiency must give the total each run received, within 3%, whatever the
+//! number of flows sharing the link.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sim::collective::play::{play, PlayOptions};
+use sim::collective::{Collective, OpKind, Phase, Schedule};
+use sim::net::flow::FlowModel;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Total rate (bits/s) a logged iperf3 run received.
+fn received_bps(log: &Path) -> f64 {
+    let text = std::fs::read_to_string(log).unwrap_or_else(|e| panic!("{}: {e}", log.display()));
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{}: no end.sum_received", log.display()))
+}
+
+/// Total payload rate dtsim gives `pairs` (hosts of the star, repeated for parallel streams)
+/// all sending at once, with the testbed profile.
+fn simulated_bps(pairs: &[(u32, u32)]) -> f64 {
+    let r = root();
+    let topo = Arc::new(
+        sim::topology::file::load(&r.join("testbed/topologies/star4_200mbit.toml")).unwrap(),
+    );
+    let profile =
+        sim::profile::Profile::load(&r.join("data/profiles/testbed_star4_200mbit.json")).unwrap();
+    let mut model = FlowModel::new(topo.clone(), profile.efficiency_factors(), 0);
+    let bytes: u64 = 100_000_000;
+    let mut s = Schedule::new(Collective::AllToAll, "streams", 4, bytes);
+    let pattern = s.push_pattern(pairs.to_vec());
+    s.push(OpKind::Transfer { pattern, bytes }, vec![], Phase::SendRecv, 0, 0);
+    let endpoints = topo.gpus()[..4].to_vec();
+    let out = play(&s, &endpoints, &mut model, PlayOptions { reduce_bytes_per_s: None }).unwrap();
+    pairs.len() as f64 * bytes as f64 * 8.0 / (out.end.as_ps() as f64 * 1e-12)
+}
+
+fn assert_within_3_percent(what: &str, simulated: f64, measured: f64) {
+    let e = simulated / measured - 1.0;
+    assert!(
+        e.abs() <= 0.03,
+        "{what}: simulated {:.2} Mbit/s, measured {:.2} Mbit/s ({:+.1}%)",
+        simulated / 1e6,
+        measured / 1e6,
+        e * 100.0
+    );
+}
+
+#[test]
+fn parallel_streams_share_the_link_as_measured() {
+    let logs = root().join("data/runs/calibration");
+    for p in [1usize, 2, 4, 8] {
+        let measured = received_bps(&logs.join(format!("testbed_star4_200mbit.iperf3_P{p}.json")));
+        let simulated = simulated_bps(&vec![(0, 1); p]);
+        assert_within_3_percent(&format!("{p} stream(s) host0 -> host1"), simulated, measured);
+    }
+}
+
+#[test]
+fn an_incast_into_one_link_gets_that_link_as_measured() {
+    let logs = root().join("data/runs/calibration");
+    let measured: f64 = [0, 2, 3]
+        .iter()
+        .map(|h| {
+            received_bps(&logs.join(format!("testbed_star4_200mbit.iperf3_incast_from_h{h}.json")))
+        })
+        .sum();
+    let simulated = simulated_bps(&[(0, 1), (2, 1), (3, 1)]);
+    assert_within_3_percent("hosts 0, 2, 3 -> host 1", simulated, measured);
+}

@@ -1,0 +1,41 @@
+"""OpenMPI point to point between ranks 0 and 1 (mpi4py, launched by suite.py mpi_p2p): for each
+size, the median of a one-way Send (rank 0 to 1) and of a Sendrecv (both ways at once, one
+peer), each timed from a barrier to a barrier; prints JSON on rank 0."""
+import argparse
+import json
+
+import numpy as np
+from mpi4py import MPI
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--bytes", type=int, nargs="+", required=True)
+ap.add_argument("--repeats", type=int, default=10)
+ap.add_argument("--warmup", type=int, default=1)
+a = ap.parse_args()
+comm = MPI.COMM_WORLD
+me = comm.Get_rank()
+results = []
+for nbytes in a.bytes:
+    x = np.ones(nbytes // 4, dtype=np.float32)
+    y = np.empty_like(x)
+    row = {"bytes": nbytes}
+    for mode in ["oneway", "sendrecv"]:
+        ts = []
+        for i in range(a.warmup + a.repeats):
+            comm.Barrier()
+            t = MPI.Wtime()
+            if me < 2:
+                if mode == "sendrecv":
+                    comm.Sendrecv(x, 1 - me, recvbuf=y, source=1 - me)
+                elif me == 0:
+                    comm.Send(x, 1)
+                else:
+                    comm.Recv(y, 0)
+            comm.Barrier()
+            ts.append(MPI.Wtime() - t)
+        ts = sorted(ts[a.warmup:])
+        row[f"{mode}_secs"] = ts[len(ts) // 2]
+        row[f"{mode}_all_secs"] = ts
+    results.append(row)
+if me == 0:
+    print(json.dumps({"results": results}), flush=True)
