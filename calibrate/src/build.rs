@@ -2,8 +2,8 @@
 
 use sim::net::factors::FactorRow;
 use sim::profile::{
-    CollectiveFit, FactorTable, HoldoutError, LinkEfficiency, PathMeasurement, Profile,
-    Provenance, SCHEMA_VERSION,
+    CollectiveFit, FactorTable, HoldoutError, LinkEfficiency, PathMeasurement, Profile, Provenance,
+    SCHEMA_VERSION,
 };
 use sim::topology::LinkClass;
 use sim::units::Bandwidth;
@@ -322,7 +322,11 @@ pub fn iperf3_link_efficiency(
     let each: Vec<String> = runs
         .iter()
         .map(|(origin, r)| {
-            format!("{} stream(s) {:.2} Mbit/s ({origin})", r.streams, r.received_bits_per_s / 1e6)
+            format!(
+                "{} stream(s) {:.2} Mbit/s ({origin})",
+                r.streams,
+                r.received_bits_per_s / 1e6
+            )
         })
         .collect();
     Ok(LinkEfficiency {

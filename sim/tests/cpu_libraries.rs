@@ -22,9 +22,18 @@ fn run(topology: &Path, bytes: &str, extra: &str) -> Result<sim::metrics::Summar
 fn the_testbed_runs_gloo_by_default() {
     let star = root().join("testbed/topologies/star4_200mbit.toml");
     let s = run(&star, "16MiB", "").unwrap();
-    assert!(s.library.starts_with("gloo ring, 16 segments"), "{}", s.library);
+    assert!(
+        s.library.starts_with("gloo ring, 16 segments"),
+        "{}",
+        s.library
+    );
     // The ideal templates stay one line away.
-    let s = run(&star, "16MiB", "library = \"ideal\"\nalgorithm = \"ring\"\n").unwrap();
+    let s = run(
+        &star,
+        "16MiB",
+        "library = \"ideal\"\nalgorithm = \"ring\"\n",
+    )
+    .unwrap();
     assert!(s.library.starts_with("ideal"), "{}", s.library);
 }
 
@@ -34,9 +43,17 @@ fn openmpi_follows_its_fixed_rules_on_four_ranks() {
     // 8 KiB, Rabenseifner from there.
     let star = root().join("testbed/topologies/star4_200mbit.toml");
     let small = run(&star, "4KiB", "library = \"mpi\"\n").unwrap();
-    assert!(small.library.contains("recursive_doubling (fixed rules)"), "{}", small.library);
+    assert!(
+        small.library.contains("recursive_doubling (fixed rules)"),
+        "{}",
+        small.library
+    );
     let big = run(&star, "1MiB", "library = \"mpi\"\n").unwrap();
-    assert!(big.library.contains("rabenseifner (fixed rules)"), "{}", big.library);
+    assert!(
+        big.library.contains("rabenseifner (fixed rules)"),
+        "{}",
+        big.library
+    );
     let e = run(&star, "1MiB", "library = \"mpi\"\nalgorithm = \"bruck\"\n").unwrap_err();
     assert!(e.contains("collective.algorithm"), "{e}");
 }
@@ -53,6 +70,9 @@ fn a_topology_naming_an_unknown_library_is_an_error_naming_the_file_and_field() 
     )
     .unwrap();
     let e = run(&topo, "1MiB", "").unwrap_err();
-    assert!(e.contains("bad.toml") && e.contains("library") && e.contains("gloo"), "{e}");
+    assert!(
+        e.contains("bad.toml") && e.contains("library") && e.contains("gloo"),
+        "{e}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

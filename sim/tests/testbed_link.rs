@@ -37,9 +37,23 @@ fn simulated_bps(pairs: &[(u32, u32)]) -> f64 {
     let bytes: u64 = 100_000_000;
     let mut s = Schedule::new(Collective::AllToAll, "streams", 4, bytes);
     let pattern = s.push_pattern(pairs.to_vec());
-    s.push(OpKind::Transfer { pattern, bytes }, vec![], Phase::SendRecv, 0, 0);
+    s.push(
+        OpKind::Transfer { pattern, bytes },
+        vec![],
+        Phase::SendRecv,
+        0,
+        0,
+    );
     let endpoints = topo.gpus()[..4].to_vec();
-    let out = play(&s, &endpoints, &mut model, PlayOptions { reduce_bytes_per_s: None }).unwrap();
+    let out = play(
+        &s,
+        &endpoints,
+        &mut model,
+        PlayOptions {
+            reduce_bytes_per_s: None,
+        },
+    )
+    .unwrap();
     pairs.len() as f64 * bytes as f64 * 8.0 / (out.end.as_ps() as f64 * 1e-12)
 }
 
@@ -60,7 +74,11 @@ fn parallel_streams_share_the_link_as_measured() {
     for p in [1usize, 2, 4, 8] {
         let measured = received_bps(&logs.join(format!("testbed_star4_200mbit.iperf3_P{p}.json")));
         let simulated = simulated_bps(&vec![(0, 1); p]);
-        assert_within_3_percent(&format!("{p} stream(s) host0 -> host1"), simulated, measured);
+        assert_within_3_percent(
+            &format!("{p} stream(s) host0 -> host1"),
+            simulated,
+            measured,
+        );
     }
 }
 
@@ -70,7 +88,9 @@ fn an_incast_into_one_link_gets_that_link_as_measured() {
     let measured: f64 = [0, 2, 3]
         .iter()
         .map(|h| {
-            received_bps(&logs.join(format!("testbed_star4_200mbit.iperf3_incast_from_h{h}.json")))
+            received_bps(&logs.join(format!(
+                "testbed_star4_200mbit.iperf3_incast_from_h{h}.json"
+            )))
         })
         .sum();
     let simulated = simulated_bps(&[(0, 1), (2, 1), (3, 1)]);

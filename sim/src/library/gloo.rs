@@ -66,8 +66,7 @@ pub fn plan(req: &Request, sys: &System, opts: &LibraryOptions) -> Result<Plan, 
             format!("nothing with library = \"gloo\" (gloo has one TCP protocol), got {p:?}"),
         ));
     }
-    if opts.min_channels.is_some() || opts.max_channels.is_some() || !opts.ring_orders.is_empty()
-    {
+    if opts.min_channels.is_some() || opts.max_channels.is_some() || !opts.ring_orders.is_empty() {
         return Err(LibraryError::new(
             "collective",
             "no channel or ring-order settings with library = \"gloo\" (gloo runs one ring in \
@@ -202,7 +201,15 @@ fn all_reduce(bytes: u64, n: u32) -> Schedule {
             continue;
         }
         let previous = sent.iter().rev().flatten().next().copied();
-        let op = message(&mut s, &left, b, deps, previous, Phase::ReduceScatter, i as u32);
+        let op = message(
+            &mut s,
+            &left,
+            b,
+            deps,
+            previous,
+            Phase::ReduceScatter,
+            i as u32,
+        );
         sent.push(Some(op));
         // The CPU reduces received segments one after another.
         let mut rdeps = vec![op];
@@ -235,13 +242,12 @@ fn all_reduce(bytes: u64, n: u32) -> Schedule {
             gathered.push(None);
             continue;
         }
-        let previous = gathered
+        let previous = gathered.iter().rev().flatten().next().copied().or(sent
             .iter()
             .rev()
             .flatten()
             .next()
-            .copied()
-            .or(sent.iter().rev().flatten().next().copied());
+            .copied());
         let op = message(&mut s, &left, b, deps, previous, Phase::AllGather, i as u32);
         gathered.push(Some(op));
     }
@@ -278,8 +284,13 @@ fn broadcast(bytes: u64, n: u32, root: u32) -> Schedule {
         deps.extend(received[p as usize]);
         let pattern = s.push_pattern(vec![(real(p), real(v))]);
         let step = 32 - v.leading_zeros();
-        received[v as usize] =
-            Some(s.push(OpKind::Transfer { pattern, bytes }, deps, Phase::Broadcast, 0, step));
+        received[v as usize] = Some(s.push(
+            OpKind::Transfer { pattern, bytes },
+            deps,
+            Phase::Broadcast,
+            0,
+            step,
+        ));
     }
     s
 }
@@ -296,14 +307,26 @@ fn all_gather(bytes: u64, n: u32) -> Schedule {
     let right = to_right(n);
     let mut ops: Vec<Option<OpId>> = Vec::new();
     for i in 0..2 * (n as usize - 1) {
-        let deps: Vec<OpId> = if i >= 2 { ops[i - 2].into_iter().collect() } else { vec![] };
+        let deps: Vec<OpId> = if i >= 2 {
+            ops[i - 2].into_iter().collect()
+        } else {
+            vec![]
+        };
         let b = halves[i & 1];
         if b == 0 {
             ops.push(ops.get(i.wrapping_sub(2)).copied().flatten());
             continue;
         }
         let previous = ops.iter().rev().flatten().next().copied();
-        ops.push(Some(message(&mut s, &right, b, deps, previous, Phase::AllGather, i as u32)));
+        ops.push(Some(message(
+            &mut s,
+            &right,
+            b,
+            deps,
+            previous,
+            Phase::AllGather,
+            i as u32,
+        )));
     }
     s
 }
@@ -325,7 +348,15 @@ fn all_to_all(bytes: u64, n: u32) -> Schedule {
 fn send_recv(bytes: u64, n: u32, root: u32, peer: u32) -> Schedule {
     let mut s = Schedule::new(Collective::SendRecv, "gloo send/recv", n, bytes);
     if root != peer {
-        message(&mut s, &[(root, peer)], bytes, vec![], None, Phase::SendRecv, 0);
+        message(
+            &mut s,
+            &[(root, peer)],
+            bytes,
+            vec![],
+            None,
+            Phase::SendRecv,
+            0,
+        );
     }
     s
 }
@@ -357,11 +388,19 @@ mod tests {
 
     #[test]
     fn ring_all_reduce_moves_two_n_minus_one_over_n_of_the_buffer_per_rank() {
-        for (bytes, n) in [(256u64 << 10, 4u32), (16 << 20, 4), (48 << 20, 6), (64 << 20, 8)] {
+        for (bytes, n) in [
+            (256u64 << 10, 4u32),
+            (16 << 20, 4),
+            (48 << 20, 6),
+            (64 << 20, 8),
+        ] {
             let s = all_reduce(bytes, n);
             s.validate().unwrap();
             let per_rank = payload_bytes(&s) / u128::from(n);
-            assert_eq!(per_rank, u128::from(2 * bytes * u64::from(n - 1) / u64::from(n)));
+            assert_eq!(
+                per_rank,
+                u128::from(2 * bytes * u64::from(n - 1) / u64::from(n))
+            );
         }
     }
 
@@ -374,7 +413,13 @@ mod tests {
                 if bytes != PREAMBLE_BYTES {
                     let dep = &s.ops[op.deps[0].0 as usize];
                     assert!(
-                        matches!(dep.kind, OpKind::Transfer { bytes: PREAMBLE_BYTES, .. }),
+                        matches!(
+                            dep.kind,
+                            OpKind::Transfer {
+                                bytes: PREAMBLE_BYTES,
+                                ..
+                            }
+                        ),
                         "op {i}"
                     );
                     if let Some(p) = previous {
@@ -392,12 +437,15 @@ mod tests {
         // 3 and 5 after it received; 3 forwards to 7.
         let s = broadcast(1 << 20, 8, 0);
         s.validate().unwrap();
-        let sends: Vec<((u32, u32), Vec<(u32, u32)>)> = s
+        type Send = ((u32, u32), Vec<(u32, u32)>);
+        let sends: Vec<Send> = s
             .ops
             .iter()
             .filter(|op| matches!(op.kind, OpKind::Transfer { bytes, .. } if bytes == 1 << 20))
             .map(|op| {
-                let OpKind::Transfer { pattern, .. } = op.kind else { unreachable!() };
+                let OpKind::Transfer { pattern, .. } = op.kind else {
+                    unreachable!()
+                };
                 let pair = s.patterns[pattern.0 as usize].pairs[0];
                 let after: Vec<(u32, u32)> = op
                     .deps
@@ -468,6 +516,10 @@ mod tests {
         let e = plan(&req(Collective::AllReduce), &sys, &forced).unwrap_err();
         assert_eq!(e.field, "collective.algorithm");
         let p = plan(&req(Collective::AllReduce), &sys, &none).unwrap();
-        assert!(p.decision.starts_with("gloo ring, 8 segments"), "{}", p.decision);
+        assert!(
+            p.decision.starts_with("gloo ring, 8 segments"),
+            "{}",
+            p.decision
+        );
     }
 }

@@ -80,12 +80,15 @@ impl AllReduceAlg {
     }
 }
 
+/// One row of a fixed rule table: (communicator size below, [(message size below, algorithm)],
+/// the algorithm for larger messages).
+type Rule = (u32, &'static [(u64, AllReduceAlg)], AllReduceAlg);
+
 /// OpenMPI 4.1's fixed all-reduce rule for a commutative operation on `comm_size` ranks and
 /// `bytes` per rank (`ompi_coll_tuned_allreduce_intra_dec_fixed`).
 pub fn allreduce_fixed(comm_size: u32, bytes: u64) -> AllReduceAlg {
     use AllReduceAlg::*;
-    // (communicator size below, [(message size below, algorithm)], algorithm above them all)
-    let rules: &[(u32, &[(u64, AllReduceAlg)], AllReduceAlg)] = &[
+    let rules: &[Rule] = &[
         (
             4,
             &[
@@ -100,20 +103,40 @@ pub fn allreduce_fixed(comm_size: u32, bytes: u64) -> AllReduceAlg {
         ),
         (8, &[(16, Ring), (8192, RecursiveDoubling)], Rabenseifner),
         (16, &[(8192, RecursiveDoubling)], Rabenseifner),
-        (32, &[(64, SegmentedRing), (4096, RecursiveDoubling)], Rabenseifner),
+        (
+            32,
+            &[(64, SegmentedRing), (4096, RecursiveDoubling)],
+            Rabenseifner,
+        ),
         (64, &[(128, SegmentedRing)], Rabenseifner),
         (128, &[(262144, RecursiveDoubling)], Rabenseifner),
-        (256, &[(131072, Nonoverlapping), (262144, RecursiveDoubling)], Rabenseifner),
+        (
+            256,
+            &[(131072, Nonoverlapping), (262144, RecursiveDoubling)],
+            Rabenseifner,
+        ),
         (512, &[(4096, Nonoverlapping)], Rabenseifner),
-        (2048, &[(2048, Nonoverlapping), (16384, RecursiveDoubling)], Rabenseifner),
+        (
+            2048,
+            &[(2048, Nonoverlapping), (16384, RecursiveDoubling)],
+            Rabenseifner,
+        ),
         (
             4096,
-            &[(2048, Nonoverlapping), (4096, SegmentedRing), (16384, RecursiveDoubling)],
+            &[
+                (2048, Nonoverlapping),
+                (4096, SegmentedRing),
+                (16384, RecursiveDoubling),
+            ],
             Rabenseifner,
         ),
         (
             u32::MAX,
-            &[(2048, Nonoverlapping), (16384, SegmentedRing), (32768, RecursiveDoubling)],
+            &[
+                (2048, Nonoverlapping),
+                (16384, SegmentedRing),
+                (32768, RecursiveDoubling),
+            ],
             Rabenseifner,
         ),
     ];
@@ -179,7 +202,11 @@ pub fn plan(req: &Request, sys: &System, opts: &LibraryOptions) -> Result<Plan, 
         None => (allreduce_fixed(n, req.bytes), "fixed rules"),
     };
     let count = req.bytes / ELEMENT_BYTES;
-    let pof2 = if n == 0 { 1 } else { 1u64 << (31 - n.leading_zeros()) };
+    let pof2 = if n == 0 {
+        1
+    } else {
+        1u64 << (31 - n.leading_zeros())
+    };
     // What coll/base then runs (its own fall-backs).
     let runs = match asked {
         AllReduceAlg::SegmentedRing => AllReduceAlg::Ring,
@@ -201,7 +228,12 @@ pub fn plan(req: &Request, sys: &System, opts: &LibraryOptions) -> Result<Plan, 
             ),
         ));
     }
-    let mut s = Schedule::new(Collective::AllReduce, format!("mpi {}", runs.as_str()), n, req.bytes);
+    let mut s = Schedule::new(
+        Collective::AllReduce,
+        format!("mpi {}", runs.as_str()),
+        n,
+        req.bytes,
+    );
     if n > 1 && req.bytes > 0 {
         match runs {
             AllReduceAlg::BasicLinear => basic_linear(&mut s, req.bytes, n),
@@ -272,8 +304,21 @@ fn exchange(
     message(s, &back, bytes, vec![first], phase, step)
 }
 
-fn reduce(s: &mut Schedule, endpoints: u32, bytes: u64, after: OpId, phase: Phase, step: u32) -> OpId {
-    s.push(OpKind::Reduce { endpoints, bytes }, vec![after], phase, 0, step)
+fn reduce(
+    s: &mut Schedule,
+    endpoints: u32,
+    bytes: u64,
+    after: OpId,
+    phase: Phase,
+    step: u32,
+) -> OpId {
+    s.push(
+        OpKind::Reduce { endpoints, bytes },
+        vec![after],
+        phase,
+        0,
+        step,
+    )
 }
 
 /// Linear reduce to rank 0 (receives in order n − 1 … 1, each reduced before the next is
@@ -377,7 +422,14 @@ fn ring(s: &mut Schedule, m: u64, n: u32) {
         last = vec![reduce(s, n, block, got, Phase::ReduceScatter, k)];
     }
     for k in 0..n - 1 {
-        last = vec![message(s, &right, block, last.clone(), Phase::AllGather, n + k)];
+        last = vec![message(
+            s,
+            &right,
+            block,
+            last.clone(),
+            Phase::AllGather,
+            n + k,
+        )];
     }
 }
 
@@ -398,7 +450,14 @@ fn rabenseifner(s: &mut Schedule, m: u64, n: u32) {
         let swapped = exchange(s, &pairs, half, vec![], Phase::ReduceScatter, step);
         let reduced = reduce(s, 2 * rem, half, swapped, Phase::ReduceScatter, step);
         let back: Vec<(Endpoint, Endpoint)> = (0..rem).map(|k| (2 * k + 1, 2 * k)).collect();
-        last = vec![message(s, &back, half, vec![reduced], Phase::ReduceScatter, step)];
+        last = vec![message(
+            s,
+            &back,
+            half,
+            vec![reduced],
+            Phase::ReduceScatter,
+            step,
+        )];
         step += 1;
     }
     // Window sizes: halved each step (the larger half is the one kept, as rcount/scount).
@@ -419,13 +478,27 @@ fn rabenseifner(s: &mut Schedule, m: u64, n: u32) {
     };
     for &(mask, kept) in &windows {
         let bytes = kept * ELEMENT_BYTES;
-        let done = exchange(s, &pairs_at(mask), bytes, last.clone(), Phase::ReduceScatter, step);
+        let done = exchange(
+            s,
+            &pairs_at(mask),
+            bytes,
+            last.clone(),
+            Phase::ReduceScatter,
+            step,
+        );
         last = vec![reduce(s, pof2, bytes, done, Phase::ReduceScatter, step)];
         step += 1;
     }
     for &(mask, kept) in windows.iter().rev() {
         let bytes = kept * ELEMENT_BYTES;
-        last = vec![exchange(s, &pairs_at(mask), bytes, last.clone(), Phase::AllGather, step)];
+        last = vec![exchange(
+            s,
+            &pairs_at(mask),
+            bytes,
+            last.clone(),
+            Phase::AllGather,
+            step,
+        )];
         step += 1;
     }
     if rem > 0 {
@@ -557,7 +630,11 @@ mod tests {
         assert!(p.decision.contains("runs ring"), "{}", p.decision);
         // Fewer elements than ranks: the ring runs recursive doubling.
         let p = plan(&req(8), &sys(4), &forced("ring")).unwrap();
-        assert!(p.decision.contains("runs recursive_doubling"), "{}", p.decision);
+        assert!(
+            p.decision.contains("runs recursive_doubling"),
+            "{}",
+            p.decision
+        );
         // Nonoverlapping is refused, whether chosen or forced.
         let e = plan(&req(1024), &sys(200), &LibraryOptions::default()).unwrap_err();
         assert!(e.expected.contains("nonoverlapping"), "{}", e.expected);

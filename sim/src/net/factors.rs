@@ -66,7 +66,8 @@ impl EfficiencyFactors {
     /// Checks bandwidth factors are in (0, 1], latency factors non-negative and rows sorted.
     pub fn validate(&self) -> Result<(), String> {
         for (class, e) in &self.link {
-            crate::limits::factor(*e).map_err(|why| format!("link efficiency of {class}: {why}"))?;
+            crate::limits::factor(*e)
+                .map_err(|why| format!("link efficiency of {class}: {why}"))?;
         }
         for (class, rows) in &self.tables {
             for (i, r) in rows.iter().enumerate() {

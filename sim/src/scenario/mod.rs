@@ -546,12 +546,17 @@ impl Scenario {
 /// The library a topology's collectives default to (see [`Library::default_for`]); its
 /// `library` name was checked when the scenario was prepared ([`check_topology_library`]).
 pub fn topology_default_library(topology: &crate::topology::Topology) -> Library {
-    let named = topology.library.as_deref().and_then(|n| Library::parse(n).ok());
+    let named = topology
+        .library
+        .as_deref()
+        .and_then(|n| Library::parse(n).ok());
     Library::default_for(named, topology.gpu.as_deref())
 }
 
 /// The topology file's `library`, when it names one, must be a library: (field, expected).
-pub fn check_topology_library(topology: &crate::topology::Topology) -> Result<(), (String, String)> {
+pub fn check_topology_library(
+    topology: &crate::topology::Topology,
+) -> Result<(), (String, String)> {
     match topology.library.as_deref().map(Library::parse) {
         Some(Err(e)) => Err(("library".into(), e.expected)),
         _ => Ok(()),

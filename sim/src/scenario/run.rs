@@ -204,7 +204,7 @@ pub fn prepare(s: &Scenario) -> Result<Prepared, RunError> {
         None => Profile::nominal(),
     };
     super::check_topology_library(&topology).map_err(|(field, expected)| {
-        ScenarioError::new(&s.topology_path.display().to_string(), field, expected)
+        ScenarioError::new(s.topology_path.display().to_string(), field, expected)
     })?;
     let gpus = topology.gpus();
     let p = &s.file.placement;

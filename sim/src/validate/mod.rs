@@ -314,7 +314,11 @@ fn testbed_row(row: &Row, root: &Path) -> Replayed {
     let sim = simulate(&text, &set, workload)?;
     // Rows on the same topology file with other overrides (8 hosts instead of 4) are another
     // system: their own group.
-    let overrides = row.get("topology_set").map(String::as_str).unwrap_or("").trim();
+    let overrides = row
+        .get("topology_set")
+        .map(String::as_str)
+        .unwrap_or("")
+        .trim();
     let topo_name = if overrides.is_empty() {
         topo_name
     } else {
