@@ -42,9 +42,12 @@ fi
 if [[ $what == all || $what == mpi ]]; then
   $TB run --prefix mp $STAR -- $PY $S mpi --out data/runs/testbed_mpi_allreduce.csv \
     --profile data/profiles/testbed_star4_200mbit.json --algorithms 0,1,3,4,5,6 --repeats $R
-  # Send vs Sendrecv between two hosts: why dtsim plays same-peer exchanges one way at a time.
-  $TB run --prefix mp $STAR -- $PY $S mpi_p2p --repeats $R \
-    --bytes 16384 131072 1048576 4194304 16777216
+  # Send vs Sendrecv between two hosts, with two ranks and with four (then also a ring
+  # exchange over all four): data/runs/calibration/testbed_mpi_p2p_{2,4}ranks.json.
+  for n in 2 4; do
+    $TB run --prefix mp $STAR -- $PY $S mpi_p2p --ranks $n --repeats $R \
+      --bytes 16384 131072 1048576 4194304 16777216
+  done
 fi
 if [[ $what == all || $what == training ]]; then
   $TB run --prefix tr $STAR -- $PY $S training --out data/runs/testbed_training.csv \

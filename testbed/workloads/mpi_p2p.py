@@ -1,6 +1,8 @@
-"""OpenMPI point to point between ranks 0 and 1 (mpi4py, launched by suite.py mpi_p2p): for each
-size, the median of a one-way Send (rank 0 to 1) and of a Sendrecv (both ways at once, one
-peer), each timed from a barrier to a barrier; prints JSON on rank 0."""
+"""OpenMPI point to point (mpi4py, launched by suite.py mpi_p2p): for each size, the median of a
+one-way Send (rank 0 to 1), of a Sendrecv between ranks 0 and 1 (both ways at once, one peer),
+and of a ring exchange (every rank sends to rank + 1 and receives from rank - 1 at once, as a
+ring step does; with 3 ranks or more), each timed from a barrier to a barrier; prints JSON on
+rank 0."""
 import argparse
 import json
 
@@ -14,17 +16,21 @@ ap.add_argument("--warmup", type=int, default=1)
 a = ap.parse_args()
 comm = MPI.COMM_WORLD
 me = comm.Get_rank()
+n = comm.Get_size()
+modes = ["oneway", "sendrecv"] + (["ring"] if n >= 3 else [])
 results = []
 for nbytes in a.bytes:
     x = np.ones(nbytes // 4, dtype=np.float32)
     y = np.empty_like(x)
     row = {"bytes": nbytes}
-    for mode in ["oneway", "sendrecv"]:
+    for mode in modes:
         ts = []
         for i in range(a.warmup + a.repeats):
             comm.Barrier()
             t = MPI.Wtime()
-            if me < 2:
+            if mode == "ring":
+                comm.Sendrecv(x, (me + 1) % n, recvbuf=y, source=(me - 1) % n)
+            elif me < 2:
                 if mode == "sendrecv":
                     comm.Sendrecv(x, 1 - me, recvbuf=y, source=1 - me)
                 elif me == 0:
@@ -38,4 +44,4 @@ for nbytes in a.bytes:
         row[f"{mode}_all_secs"] = ts
     results.append(row)
 if me == 0:
-    print(json.dumps({"results": results}), flush=True)
+    print(json.dumps({"ranks": n, "results": results}), flush=True)

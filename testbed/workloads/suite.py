@@ -2,7 +2,7 @@
 
   suite.py collectives --out data/runs/X.csv [--methods allreduce,ps,...] [--bytes ...]
   suite.py mpi --out data/runs/X.csv [--algorithms 0,1,4,6] [--bytes ...]
-  suite.py mpi_p2p [--out data/runs/calibration/testbed_mpi_p2p.json]  (Send vs Sendrecv)
+  suite.py mpi_p2p [--ranks N] [--out ...]  (Send vs Sendrecv vs ring exchange, OpenMPI)
   suite.py training --out data/runs/X.csv --profile data/profiles/testbed_X.json
   suite.py link --profile data/profiles/testbed_X.json   (iperf3 + TCP ping-pong -> calibrate)
   suite.py incast --profile data/profiles/testbed_X.json (every host -> host 1 at once, iperf3)
@@ -142,24 +142,29 @@ def mpi(a):
 
 
 def mpi_p2p(a):
-    """OpenMPI point to point between the first two hosts: a one-way Send and a Sendrecv of
-    the same size (mpi_p2p.py), written as a JSON log (the measurement behind dtsim's
-    one-direction-at-a-time exchanges over one TCP connection)."""
+    """OpenMPI point to point on every host: a one-way Send and a Sendrecv between the first
+    two, and a ring exchange over all (mpi_p2p.py), written as a JSON log (the measurements
+    behind dtsim's one-direction-at-a-time exchanges over one TCP connection)."""
     hs = tb.hosts()
-    cmd, hostfile = mpirun(hs, 2, [], "mpi_p2p.py",
+    n = a.ranks or int(os.environ["DTSIM_TESTBED_RANKS"])
+    cmd, hostfile = mpirun(hs, n, [], "mpi_p2p.py",
                            ["--repeats", str(a.repeats), "--bytes"] + [str(b) for b in a.bytes])
     load0 = tb.load1()
     out = run_json(cmd, "mpirun")
     os.remove(hostfile)
     out.update(tb.provenance(), load_avg_1m_start=load0, load_avg_1m_end=tb.load1(),
                date_utc=tb.now(), command=" ".join(cmd))
-    path = a.out or os.path.join(tb.ROOT, "data", "runs", "calibration", "testbed_mpi_p2p.json")
+    path = a.out or os.path.join(tb.ROOT, "data", "runs", "calibration",
+                                 f"testbed_mpi_p2p_{n}ranks.json")
     with open(path, "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")
     for r in out["results"]:
+        ring = (f"  ring {r['ring_secs']*1e3:9.3f} ms  ratio {r['ring_secs']/r['oneway_secs']:.2f}"
+                if "ring_secs" in r else "")
         print(f"{r['bytes']:>10} B  one-way {r['oneway_secs']*1e3:9.3f} ms  sendrecv "
-              f"{r['sendrecv_secs']*1e3:9.3f} ms  ratio {r['sendrecv_secs']/r['oneway_secs']:.2f}")
+              f"{r['sendrecv_secs']*1e3:9.3f} ms  ratio {r['sendrecv_secs']/r['oneway_secs']:.2f}"
+              + ring)
 
 
 def training(a):
@@ -295,7 +300,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("suite", choices=["collectives", "mpi", "mpi_p2p", "training", "link",
                                       "incast", "trace"])
-    ap.add_argument("--ranks", type=int, default=0, help="trace: ranks (default: every host)")
+    ap.add_argument("--ranks", type=int, default=0,
+                    help="trace, mpi_p2p: ranks (default: every host)")
     ap.add_argument("--out", default="")
     ap.add_argument("--profile", default="")
     ap.add_argument("--methods", default="allreduce,ps")

@@ -17,11 +17,14 @@
 //!   once; above it, the first fragment carries the rendezvous header and 64 KiB of data, the
 //!   receiver acknowledges once the receive is matched, then the rest follows. dtsim plays
 //!   those as three transfers (fragment, [`ACK_BYTES`] back, rest).
-//! - **Measured on the testbed** (`data/runs/calibration/testbed_mpi_p2p.json`): a sendrecv
-//!   of a rendezvous message with one peer takes 2.00× a one-way send of it (2 ranks, at 50
-//!   Mbit/s, 200 Mbit/s and 1 Gbit/s alike; 16 KiB eager messages overlap): over one TCP
-//!   connection the two directions do not overlap. So the pairwise exchanges of
-//!   recursive_doubling and rabenseifner are played one direction after the other.
+//! - **Measured on the testbed** (`data/runs/calibration/testbed_mpi_p2p_{2,4}ranks.json`, `suite.py
+//!   mpi_p2p`): with two ranks, a Sendrecv of a rendezvous message with its one peer takes
+//!   2.00× a one-way Send of it (at 50 Mbit/s, 200 Mbit/s and 1 Gbit/s alike; 16 KiB eager
+//!   messages overlap). dtsim therefore plays the pairwise exchanges of recursive_doubling and
+//!   rabenseifner one direction after the other. This is the less certain part of the model:
+//!   with four ranks started and two of them idle the same Sendrecv took 1.00×, and
+//!   recursive doubling of 16 MiB on 4 ranks took 2.14, 2.25, 2.80 and 2.81 s in four
+//!   recordings (one direction at a time: 2.81 s; both at once: 1.40 s).
 //!
 //! Not modelled, and refused: nonoverlapping (a tuned reduce then a tuned broadcast, each with
 //! its own rules), non-commutative operations, and the other collectives' rules.
