@@ -20,6 +20,11 @@ if [[ $what == all || $what == link || $what == collectives ]]; then
   $TB run $STAR -- $PY $S link --profile data/profiles/testbed_star4_200mbit.json $LINK
   $TB run $TWO -- $PY $S link --profile data/profiles/testbed_two_level_2to1.json $LINK
   $TB run $STAR -- $PY $S incast --profile data/profiles/testbed_star4_200mbit.json --seconds 10
+  # Two flows through leaf 0's 2:1 uplink one way, then with two more the other way.
+  $TB run $TWO -- $PY $S pairs --profile data/profiles/testbed_two_level_2to1.json --seconds 10 \
+    --pairs 0:2,1:3 --name uplink_one_way
+  $TB run $TWO -- $PY $S pairs --profile data/profiles/testbed_two_level_2to1.json --seconds 10 \
+    --pairs 0:2,1:3,2:0,3:1 --name uplink_both_ways
   # host0-host1 share a leaf here: two 300 Mbit/s links.
   $TB run $LEAF3 -- $PY $S link --profile data/profiles/testbed_three_leaf_100mbit_uplinks.json \
     --nominal-bw 300Mbps --nominal-latency 50us --seconds 10

@@ -6,6 +6,7 @@
   suite.py training --out data/runs/X.csv --profile data/profiles/testbed_X.json
   suite.py link --profile data/profiles/testbed_X.json   (iperf3 + TCP ping-pong -> calibrate)
   suite.py incast --profile data/profiles/testbed_X.json (every host -> host 1 at once, iperf3)
+  suite.py pairs --pairs 0:2,1:3 --name NAME --profile ...  (iperf3 between host pairs at once)
   suite.py trace [--ranks 2] [--out data/traces/testbed_ddp_cnn]  (a traced DDP step: ET + Kineto)
 
 Run under `dtsim-testbed run TOPOLOGY [--set ...] -- /usr/bin/python3 testbed/workloads/suite.py ...`.
@@ -280,6 +281,35 @@ def incast(a):
     print(f"incast total into host1: {total / 1e6:.2f} Mbit/s")
 
 
+def pairs(a):
+    """iperf3 TCP streams between host pairs at once (--pairs "0:2,1:3", one stream each,
+    --seconds), one --json log per pair into --logs (default data/runs/calibration) named
+    {profile stem}.iperf3_{--name}_h{src}_to_h{dst}.json: how TCP flows share a link when
+    others cross it in the same or the opposite direction."""
+    hs = tb.hosts()
+    stem = os.path.splitext(os.path.basename(a.profile))[0]
+    logs = a.logs or os.path.join(tb.ROOT, "data", "runs", "calibration")
+    os.makedirs(logs, exist_ok=True)
+    want = [tuple(int(x) for x in p.split(":")) for p in a.pairs.split(",")]
+    servers = [subprocess.Popen(["ip", "netns", "exec", hs[d][1], "iperf3", "-s", "-1", "--json",
+                                 "-p", str(5201 + i)], stdout=subprocess.DEVNULL)
+               for i, (_, d) in enumerate(want)]
+    time.sleep(0.5)
+    clients = [subprocess.Popen(["ip", "netns", "exec", hs[s_][1], "iperf3", "-c", hs[d][2], "-p",
+                                 str(5201 + i), "-t", str(a.seconds), "--json"],
+                                stdout=subprocess.PIPE, text=True)
+               for i, (s_, d) in enumerate(want)]
+    for (s_, d), c in zip(want, clients):
+        out, _ = c.communicate(timeout=a.seconds + 30)
+        with open(os.path.join(logs, f"{stem}.iperf3_{a.name}_h{s_}_to_h{d}.json"), "w") as f:
+            f.write(out)
+        end = json.loads(out)["end"]
+        print(f"host{s_} -> host{d}: {end['sum_received']['bits_per_second'] / 1e6:.2f} Mbit/s, "
+              f"{end['sum_sent'].get('retransmits')} retransmits", flush=True)
+    for srv in servers:
+        srv.wait(timeout=30)
+
+
 def trace(a):
     """One DDP step of a small CNN traced on every rank (trace_step.py): PyTorch execution
     traces and Kineto traces into --out, with a README line of what was run."""
@@ -299,7 +329,7 @@ def trace(a):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("suite", choices=["collectives", "mpi", "mpi_p2p", "training", "link",
-                                      "incast", "trace"])
+                                      "incast", "pairs", "trace"])
     ap.add_argument("--ranks", type=int, default=0,
                     help="trace, mpi_p2p: ranks (default: every host)")
     ap.add_argument("--out", default="")
@@ -314,6 +344,8 @@ def main():
     ap.add_argument("--model", default="mlp")
     ap.add_argument("--bucket-mib", type=int, default=25)
     ap.add_argument("--seconds", type=int, default=5)
+    ap.add_argument("--pairs", default="0:2,1:3", help="pairs: src:dst host pairs at once")
+    ap.add_argument("--name", default="pairs", help="pairs: name in the log files")
     ap.add_argument("--streams", default="1,2,4,8",
                     help="link: iperf3 parallel stream counts, one run each")
     ap.add_argument("--pings", type=int, default=500)
@@ -325,7 +357,7 @@ def main():
                     help="the topology's one-way latency host0->host1 (sum over the path's links)")
     a = ap.parse_args()
     {"collectives": collectives, "mpi": mpi, "mpi_p2p": mpi_p2p, "training": training,
-     "link": link, "incast": incast, "trace": trace}[a.suite](a)
+     "link": link, "incast": incast, "pairs": pairs, "trace": trace}[a.suite](a)
 
 
 if __name__ == "__main__":
