@@ -366,15 +366,7 @@ mod tests {
     use super::*;
 
     fn payload_bytes(s: &Schedule) -> u128 {
-        s.ops
-            .iter()
-            .map(|op| match op.kind {
-                OpKind::Transfer { pattern, bytes } if bytes != PREAMBLE_BYTES => {
-                    s.patterns[pattern.0 as usize].pairs.len() as u128 * bytes as u128
-                }
-                _ => 0,
-            })
-            .sum()
+        crate::library::testing::payload_bytes(s, PREAMBLE_BYTES)
     }
 
     #[test]
@@ -490,16 +482,7 @@ mod tests {
 
     #[test]
     fn gloo_refuses_what_it_does_not_have() {
-        let sys = System {
-            ranks: 4,
-            nodes: 4,
-            ranks_per_node: 1,
-            gpu: None,
-            intra: None,
-            inter: None,
-            nvswitch: None,
-            nics_per_node: 1,
-        };
+        let sys = crate::library::testing::cpu_hosts(4);
         let req = |c| Request {
             collective: c,
             bytes: 1 << 20,

@@ -259,3 +259,38 @@ pub fn plan(
         )),
     }
 }
+
+/// What the CPU-host libraries' tests share: a system of hosts, and bytes put on the wire.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::System;
+    use crate::collective::{OpKind, Schedule};
+
+    /// `n` hosts, one rank each, no GPU (what gloo and OpenMPI run on).
+    pub fn cpu_hosts(n: u32) -> System {
+        System {
+            ranks: n,
+            nodes: n,
+            ranks_per_node: 1,
+            gpu: None,
+            intra: None,
+            inter: None,
+            nvswitch: None,
+            nics_per_node: 1,
+        }
+    }
+
+    /// Bytes every transfer op of `s` puts on its pairs, leaving out the ops of exactly
+    /// `control_bytes` (a library's notifications or acknowledgements).
+    pub fn payload_bytes(s: &Schedule, control_bytes: u64) -> u128 {
+        s.ops
+            .iter()
+            .map(|op| match op.kind {
+                OpKind::Transfer { pattern, bytes } if bytes != control_bytes => {
+                    s.patterns[pattern.0 as usize].pairs.len() as u128 * bytes as u128
+                }
+                _ => 0,
+            })
+            .sum()
+    }
+}

@@ -264,6 +264,27 @@ pub fn is_eager(bytes: u64) -> bool {
     bytes + MATCH_HEADER_BYTES <= EAGER_LIMIT_BYTES
 }
 
+/// Payload of a rendezvous message's first fragment.
+const FIRST_FRAGMENT_BYTES: u64 = EAGER_LIMIT_BYTES - RNDV_HEADER_BYTES;
+
+/// One batch: every pair of `pairs` sends `bytes` once `deps` are done.
+fn transfer(
+    s: &mut Schedule,
+    pairs: Vec<(Endpoint, Endpoint)>,
+    bytes: u64,
+    deps: Vec<OpId>,
+    phase: Phase,
+    step: u32,
+) -> OpId {
+    let pattern = s.add_pattern(pairs);
+    s.push(OpKind::Transfer { pattern, bytes }, deps, phase, 0, step)
+}
+
+/// The pairs the other way round (acknowledgements).
+fn reversed(pairs: &[(Endpoint, Endpoint)]) -> Vec<(Endpoint, Endpoint)> {
+    pairs.iter().map(|&(a, b)| (b, a)).collect()
+}
+
 /// One message on every pair of `pairs` (same size): eager, or fragment + acknowledgement +
 /// rest. Returns the op after which the data has arrived.
 fn message(
@@ -274,18 +295,19 @@ fn message(
     phase: Phase,
     step: u32,
 ) -> OpId {
-    let transfer = |s: &mut Schedule, pairs: Vec<(Endpoint, Endpoint)>, bytes, deps| {
-        let pattern = s.add_pattern(pairs);
-        s.push(OpKind::Transfer { pattern, bytes }, deps, phase, 0, step)
-    };
     if is_eager(bytes) {
-        return transfer(s, pairs.to_vec(), bytes, deps);
+        return transfer(s, pairs.to_vec(), bytes, deps, phase, step);
     }
-    let first = EAGER_LIMIT_BYTES - RNDV_HEADER_BYTES;
-    let frag = transfer(s, pairs.to_vec(), first, deps);
-    let back = pairs.iter().map(|&(a, b)| (b, a)).collect();
-    let ack = transfer(s, back, ACK_BYTES, vec![frag]);
-    transfer(s, pairs.to_vec(), bytes - first, vec![ack])
+    let frag = transfer(s, pairs.to_vec(), FIRST_FRAGMENT_BYTES, deps, phase, step);
+    let ack = transfer(s, reversed(pairs), ACK_BYTES, vec![frag], phase, step);
+    transfer(
+        s,
+        pairs.to_vec(),
+        bytes - FIRST_FRAGMENT_BYTES,
+        vec![ack],
+        phase,
+        step,
+    )
 }
 
 /// A sendrecv between partners (each pair `(a, b)` with a < b): both directions at once when
@@ -298,7 +320,7 @@ fn exchange(
     phase: Phase,
     step: u32,
 ) -> OpId {
-    let back: Vec<(Endpoint, Endpoint)> = pairs.iter().map(|&(a, b)| (b, a)).collect();
+    let back = reversed(pairs);
     if is_eager(bytes) {
         let both: Vec<(Endpoint, Endpoint)> = pairs.iter().chain(back.iter()).copied().collect();
         return message(s, &both, bytes, deps, phase, step);
@@ -328,56 +350,35 @@ fn reduce(
 /// matched), then a linear broadcast from rank 0 (all sends at once).
 fn basic_linear(s: &mut Schedule, m: u64, n: u32) {
     let senders: Vec<(Endpoint, Endpoint)> = (1..n).map(|r| (r, 0)).collect();
-    let mut last = if is_eager(m) {
+    let reduced = if is_eager(m) {
         // Every message lands at once (unexpected messages are buffered); the root reduces.
         let all = message(s, &senders, m, vec![], Phase::Reduce, 0);
         reduce(s, 1, m * u64::from(n - 1), all, Phase::Reduce, 0)
     } else {
         // Every first fragment arrives at once; the rest of each waits for its receive.
-        let first = EAGER_LIMIT_BYTES - RNDV_HEADER_BYTES;
-        let pattern = s.add_pattern(senders.clone());
-        let frags = s.push(
-            OpKind::Transfer {
-                pattern,
-                bytes: first,
-            },
-            vec![],
-            Phase::Reduce,
-            0,
-            0,
-        );
-        let mut last = frags;
+        let mut last = transfer(s, senders, FIRST_FRAGMENT_BYTES, vec![], Phase::Reduce, 0);
+        // One new single-pair pattern per rank (push_pattern: searching for an equal one
+        // would cost O(n) per rank).
+        let single = |s: &mut Schedule, pair, bytes, after, step| {
+            let pattern = s.push_pattern(vec![pair]);
+            s.push(
+                OpKind::Transfer { pattern, bytes },
+                vec![after],
+                Phase::Reduce,
+                0,
+                step,
+            )
+        };
         for (k, r) in (1..n).rev().enumerate() {
             let step = k as u32 + 1;
-            let ack_p = s.push_pattern(vec![(0, r)]);
-            let ack = s.push(
-                OpKind::Transfer {
-                    pattern: ack_p,
-                    bytes: ACK_BYTES,
-                },
-                vec![last],
-                Phase::Reduce,
-                0,
-                step,
-            );
-            let rest_p = s.push_pattern(vec![(r, 0)]);
-            let rest = s.push(
-                OpKind::Transfer {
-                    pattern: rest_p,
-                    bytes: m - first,
-                },
-                vec![ack],
-                Phase::Reduce,
-                0,
-                step,
-            );
-            last = reduce(s, 1, m, rest, Phase::Reduce, step);
+            let ack = single(s, (0, r), ACK_BYTES, last, step);
+            let got = single(s, (r, 0), m - FIRST_FRAGMENT_BYTES, ack, step);
+            last = reduce(s, 1, m, got, Phase::Reduce, step);
         }
         last
     };
     let to_all: Vec<(Endpoint, Endpoint)> = (1..n).map(|r| (0, r)).collect();
-    last = message(s, &to_all, m, vec![last], Phase::Broadcast, n);
-    let _ = last;
+    message(s, &to_all, m, vec![reduced], Phase::Broadcast, n);
 }
 
 /// Recursive doubling: odd ranks below 2·extra take their even neighbour's buffer, the
@@ -516,16 +517,7 @@ mod tests {
     use AllReduceAlg::*;
 
     fn sys(n: u32) -> System {
-        System {
-            ranks: n,
-            nodes: n,
-            ranks_per_node: 1,
-            gpu: None,
-            intra: None,
-            inter: None,
-            nvswitch: None,
-            nics_per_node: 1,
-        }
+        crate::library::testing::cpu_hosts(n)
     }
 
     fn req(bytes: u64) -> Request {
@@ -546,15 +538,7 @@ mod tests {
 
     /// Payload bytes each pair direction carries, acknowledgements left out.
     fn data_bytes(s: &Schedule) -> u128 {
-        s.ops
-            .iter()
-            .map(|op| match op.kind {
-                OpKind::Transfer { pattern, bytes } if bytes != ACK_BYTES => {
-                    s.patterns[pattern.0 as usize].pairs.len() as u128 * bytes as u128
-                }
-                _ => 0,
-            })
-            .sum()
+        crate::library::testing::payload_bytes(s, ACK_BYTES)
     }
 
     #[test]
