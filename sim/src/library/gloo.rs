@@ -160,6 +160,14 @@ fn to_right(n: u32) -> Vec<(Endpoint, Endpoint)> {
     (0..n).map(|r| (r, (r + 1) % n)).collect()
 }
 
+/// The longest segment any rank sends at iteration i of either ring phase (the batch's size).
+/// At iteration i the ranks send one segment from each rank's chunk of `segments / n`, all at
+/// the same offset i mod per_rank within their chunk of per_rank = segments / n; segments only get shorter towards
+/// the end of the buffer, so the first chunk's holds the longest.
+fn longest_segment(bytes: u64, per_rank: u64, seg: u64, i: u64) -> u64 {
+    bytes.saturating_sub((i % per_rank) * seg).min(seg)
+}
+
 /// gloo's segmented ring all-reduce (see the module doc). Iteration i of each phase sends one
 /// segment per rank; the batch carries the longest of the ranks' segments (equal whenever the
 /// size divides evenly).
@@ -171,21 +179,15 @@ fn all_reduce(bytes: u64, n: u32) -> Schedule {
     let (segments, seg) = ring_segments(bytes, u64::from(n));
     let per_rank = segments / u64::from(n);
     let iterations = segments - per_rank;
-    // Length of segment k (the last ones may be short or empty).
-    let len = |k: u64| bytes.saturating_sub(k * seg).min(seg);
-    // Longest segment any rank sends at iteration i when rank r sends segment
-    // ((r + first) * per_rank + i) mod segments.
-    let longest = |i: u64, first: u64| -> u64 {
-        (0..u64::from(n))
-            .map(|r| len(((r + first) * per_rank + i) % segments))
-            .max()
-            .unwrap_or(0)
-    };
+    let longest = |i: u64| longest_segment(bytes, per_rank, seg, i);
     let left = to_left(n);
     let mut sent: Vec<Option<OpId>> = Vec::new();
     let mut reduced: Vec<Option<OpId>> = Vec::new();
+    // The last payload on the ring's connections and the CPU's last reduction.
+    let mut last_sent: Option<OpId> = None;
+    let mut last_reduced: Option<OpId> = None;
     for i in 0..iterations {
-        let b = longest(i, 1);
+        let b = longest(i);
         let mut deps = Vec::new();
         // Two in flight: iteration i is issued after iteration i − 2's segment was reduced.
         if i >= 2 {
@@ -200,20 +202,20 @@ fn all_reduce(bytes: u64, n: u32) -> Schedule {
             reduced.push(None);
             continue;
         }
-        let previous = sent.iter().rev().flatten().next().copied();
         let op = message(
             &mut s,
             &left,
             b,
             deps,
-            previous,
+            last_sent,
             Phase::ReduceScatter,
             i as u32,
         );
         sent.push(Some(op));
+        last_sent = Some(op);
         // The CPU reduces received segments one after another.
         let mut rdeps = vec![op];
-        rdeps.extend(reduced.iter().rev().flatten().next().copied());
+        rdeps.extend(last_reduced);
         let r = s.push(
             OpKind::Reduce {
                 endpoints: n,
@@ -225,12 +227,13 @@ fn all_reduce(bytes: u64, n: u32) -> Schedule {
             i as u32,
         );
         reduced.push(Some(r));
+        last_reduced = Some(r);
     }
     // The all-gather loop starts once the reduce-scatter loop has waited for everything.
-    let rs_done: Vec<OpId> = reduced.iter().rev().flatten().take(1).copied().collect();
+    let rs_done: Vec<OpId> = last_reduced.into_iter().collect();
     let mut gathered: Vec<Option<OpId>> = Vec::new();
     for i in 0..iterations {
-        let b = longest(i, 0);
+        let b = longest(i);
         let mut deps = rs_done.clone();
         if i >= 2 {
             deps.extend(gathered[(i - 2) as usize]);
@@ -242,14 +245,17 @@ fn all_reduce(bytes: u64, n: u32) -> Schedule {
             gathered.push(None);
             continue;
         }
-        let previous = gathered.iter().rev().flatten().next().copied().or(sent
-            .iter()
-            .rev()
-            .flatten()
-            .next()
-            .copied());
-        let op = message(&mut s, &left, b, deps, previous, Phase::AllGather, i as u32);
+        let op = message(
+            &mut s,
+            &left,
+            b,
+            deps,
+            last_sent,
+            Phase::AllGather,
+            i as u32,
+        );
         gathered.push(Some(op));
+        last_sent = Some(op);
     }
     s
 }
@@ -376,6 +382,35 @@ mod tests {
         assert_eq!(ring_segments(16 << 20, 4), (16, 1 << 20));
         assert_eq!(ring_segments(16 << 20, 3), (18, 932_068));
         assert_eq!(ring_segments(100, 4), (8, 16));
+    }
+
+    #[test]
+    fn the_longest_segment_of_an_iteration_is_the_max_over_every_ranks_segment() {
+        // Slow reference: rank r sends segment ((r + first) * per_rank + i) mod segments.
+        for (bytes, n) in [
+            (100u64, 4u64),
+            (1000, 3),
+            (4 << 20, 4),
+            (5_000_011, 7),
+            (40, 8),
+        ] {
+            let (segments, seg) = ring_segments(bytes, n);
+            let per_rank = segments / n;
+            let len = |k: u64| bytes.saturating_sub(k * seg).min(seg);
+            for first in [0, 1] {
+                for i in 0..segments - per_rank {
+                    let every = (0..n)
+                        .map(|r| len(((r + first) * per_rank + i) % segments))
+                        .max()
+                        .unwrap();
+                    assert_eq!(
+                        longest_segment(bytes, per_rank, seg, i),
+                        every,
+                        "{bytes} B, {n}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
