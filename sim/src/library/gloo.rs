@@ -50,16 +50,6 @@ pub fn ring_segments(bytes: u64, ranks: u64) -> (u64, u64) {
 /// The schedule gloo runs for `req` on `sys`. `opts.algorithm` may only name what gloo would
 /// run anyway (`ring` for all_reduce): gloo has no tuner to override.
 pub fn plan(req: &Request, sys: &System, opts: &LibraryOptions) -> Result<Plan, LibraryError> {
-    if let Some(gpu) = &sys.gpu {
-        return Err(LibraryError::new(
-            "collective.library",
-            format!(
-                "a topology of CPU hosts with library = \"gloo\": the ranks here are {gpu} GPUs, \
-                 and how gloo moves GPU buffers (copies to the host and back, over TCP) is not \
-                 modelled; use library = \"nccl\""
-            ),
-        ));
-    }
     if let Some(p) = &opts.protocol {
         return Err(LibraryError::new(
             "collective.protocol",
@@ -132,8 +122,7 @@ fn message(
     phase: Phase,
     step: u32,
 ) -> OpId {
-    let back: Vec<(Endpoint, Endpoint)> = pairs.iter().map(|&(a, b)| (b, a)).collect();
-    let notify = s.add_pattern(back);
+    let notify = s.add_pattern(super::reversed(pairs));
     let ready = s.push(
         OpKind::Transfer {
             pattern: notify,
@@ -312,6 +301,7 @@ fn all_gather(bytes: u64, n: u32) -> Schedule {
     let halves = [block / 2, block - block / 2];
     let right = to_right(n);
     let mut ops: Vec<Option<OpId>> = Vec::new();
+    let mut last: Option<OpId> = None;
     for i in 0..2 * (n as usize - 1) {
         let deps: Vec<OpId> = if i >= 2 {
             ops[i - 2].into_iter().collect()
@@ -323,16 +313,16 @@ fn all_gather(bytes: u64, n: u32) -> Schedule {
             ops.push(ops.get(i.wrapping_sub(2)).copied().flatten());
             continue;
         }
-        let previous = ops.iter().rev().flatten().next().copied();
-        ops.push(Some(message(
+        last = Some(message(
             &mut s,
             &right,
             b,
             deps,
-            previous,
+            last,
             Phase::AllGather,
             i as u32,
-        )));
+        ));
+        ops.push(last);
     }
     s
 }

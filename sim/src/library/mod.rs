@@ -29,7 +29,7 @@ use std::fmt;
 
 use std::collections::BTreeMap;
 
-use crate::collective::{Collective, Fabric, Schedule};
+use crate::collective::{Collective, Endpoint, Fabric, Schedule};
 use crate::topology::{DeviceId, LinkClass};
 
 /// Which library runs the collectives of a scenario or workload.
@@ -238,6 +238,11 @@ pub fn choice(decision: &str) -> &str {
     }
 }
 
+/// `pairs` the other way round (a message's notification or acknowledgement).
+pub(crate) fn reversed(pairs: &[(Endpoint, Endpoint)]) -> Vec<(Endpoint, Endpoint)> {
+    pairs.iter().map(|&(a, b)| (b, a)).collect()
+}
+
 /// What `library` runs for `req` on `sys`: its choice and schedule. `calibration` is NCCL's
 /// fitted parameters (the other libraries have none yet). Not for [`Library::Ideal`], whose
 /// templates the scenario configures itself.
@@ -249,6 +254,16 @@ pub fn plan(
     calibration: Option<&crate::profile::NcclCalibration>,
     fabric: &dyn Fabric,
 ) -> Result<Plan, LibraryError> {
+    if let (Library::Gloo | Library::Mpi, Some(gpu)) = (library, &sys.gpu) {
+        return Err(LibraryError::new(
+            "collective.library",
+            format!(
+                "a topology of CPU hosts with library = \"{library}\": the ranks here are {gpu} \
+                 GPUs, and how {library} moves GPU buffers (copies to the host and back, over \
+                 TCP) is not modelled; use library = \"nccl\""
+            ),
+        ));
+    }
     match library {
         Library::Nccl => nccl::plan(req, sys, opts, calibration, fabric),
         Library::Gloo => gloo::plan(req, sys, opts),

@@ -29,7 +29,7 @@
 //! Not modelled, and refused: nonoverlapping (a tuned reduce then a tuned broadcast, each with
 //! its own rules), non-commutative operations, and the other collectives' rules.
 
-use super::{LibraryError, LibraryOptions, Plan, Request, System};
+use super::{reversed, LibraryError, LibraryOptions, Plan, Request, System};
 use crate::collective::generate::split_even;
 use crate::collective::{Collective, Endpoint, OpId, OpKind, Phase, Schedule};
 
@@ -156,16 +156,6 @@ pub fn allreduce_fixed(comm_size: u32, bytes: u64) -> AllReduceAlg {
 
 /// The schedule OpenMPI runs for `req` on `sys`.
 pub fn plan(req: &Request, sys: &System, opts: &LibraryOptions) -> Result<Plan, LibraryError> {
-    if let Some(gpu) = &sys.gpu {
-        return Err(LibraryError::new(
-            "collective.library",
-            format!(
-                "a topology of CPU hosts with library = \"mpi\": the ranks here are {gpu} GPUs, \
-                 and how mpi moves GPU buffers (copies to the host and back, over TCP) is not \
-                 modelled; use library = \"nccl\""
-            ),
-        ));
-    }
     if opts.protocol.is_some()
         || opts.min_channels.is_some()
         || opts.max_channels.is_some()
@@ -278,11 +268,6 @@ fn transfer(
 ) -> OpId {
     let pattern = s.add_pattern(pairs);
     s.push(OpKind::Transfer { pattern, bytes }, deps, phase, 0, step)
-}
-
-/// The pairs the other way round (acknowledgements).
-fn reversed(pairs: &[(Endpoint, Endpoint)]) -> Vec<(Endpoint, Endpoint)> {
-    pairs.iter().map(|&(a, b)| (b, a)).collect()
 }
 
 /// One message on every pair of `pairs` (same size): eager, or fragment + acknowledgement +
