@@ -4,7 +4,9 @@
 //! the same time. Transfer ops become batches of the network model (after their transport's
 //! setup time, with its per-flow rate ceiling, when a library set one); reduce ops are delays of
 //! `bytes / reduce rate`; compute ops are delays of their duration. The loop owns the event queue; the network model schedules its own
-//! events through [`NetContext`] and never sees the loop's event type.
+//! events through [`NetContext`] and never sees the loop's event type. When no event is left
+//! at the current time and nothing more is ready, the loop lets the model settle
+//! ([`NetworkModel::settle`]) before time moves on.
 //!
 //! The loop stops with an error, never a wrapped clock, when an event lands on the horizon of
 //! simulated time ([`SimTime::MAX`], where sums saturate), or when a [`Watch`]'s event budget is
@@ -352,6 +354,15 @@ pub fn play_watched(
                 continue;
             }
             break;
+        }
+        // The instant is over (nothing else is due now): the network settles its rates once
+        // for everything that started and ended during it.
+        if net.unsettled() && queue.peek_time().is_none_or(|t| t > queue.now()) {
+            net.settle(&mut Ctx {
+                queue: &mut queue,
+                finished: &mut finished,
+            });
+            continue;
         }
         let Some((at, event)) = queue.pop() else {
             break;

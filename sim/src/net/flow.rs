@@ -18,6 +18,13 @@
 //!   after it, reuses the first step's solutions instead of solving again;
 //! - one completion event per batch (its earliest finishing flows), rescheduled when rates
 //!   change;
+//! - rates are re-solved once per instant, not once per event: batches that start, lose flows
+//!   or end are noted, and their components are re-solved when the event loop settles the
+//!   instant (several steps of a pipelined tree end together; each used to re-solve alone);
+//! - a component's problem is split into link-disjoint parts, and each part is looked up among
+//!   the parts solved before ([`SplitSolver`]): the same collective fused over eight rails is
+//!   one part solved once, and parts that a change elsewhere in the component left as they were
+//!   are not solved again;
 //! - a batch that runs alone (no other active batch shares its links) from start to end is
 //!   recorded as a *trajectory*: the solutions in force and for how long. The next batch of the
 //!   same pattern, size and factors that starts alone replays it with one event instead of one
@@ -31,7 +38,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::factors::EfficiencyFactors;
-use super::maxmin::{MaxMinSolver, Problem};
+use super::maxmin::{Problem, SplitSolver};
 use super::series::{self, IntervalLog, LinkSeries, LinkSeriesEntry, SeriesOptions};
 use super::{LinkTraffic, NetContext, NetCounters, NetEvent, NetPatternId, NetworkModel};
 use crate::engine::{EventHandle, SimTime};
@@ -134,6 +141,8 @@ struct Batch {
     replay: Option<Arc<Trajectory>>,
     /// Scratch mark for component search.
     mark: bool,
+    /// The settle pass that last re-solved this batch's component.
+    settled_in: u64,
 }
 
 /// The fluid model over one topology.
@@ -152,6 +161,9 @@ pub struct FlowModel {
     batches: Vec<Batch>,
     free_slots: Vec<u32>,
     active: Vec<u32>,
+    /// Batches whose components must be re-solved before time moves (in the order noted).
+    unsettled: Vec<u32>,
+    settle_pass: u64,
     cache: BTreeMap<Vec<BatchState>, Vec<Arc<BatchSolution>>>,
     trajectories: BTreeMap<TrajectoryKey, Arc<Trajectory>>,
     replay_enabled: bool,
@@ -160,7 +172,7 @@ pub struct FlowModel {
     /// When each record was in force, for link utilization over time.
     series_log: IntervalLog,
     link_bytes: Vec<f64>,
-    solver: MaxMinSolver,
+    solver: SplitSolver,
     counters: NetCounters,
     // Scratch for building problems.
     p_offsets: Vec<u32>,
@@ -196,6 +208,8 @@ impl FlowModel {
             batches: Vec::new(),
             free_slots: Vec::new(),
             active: Vec::new(),
+            unsettled: Vec::new(),
+            settle_pass: 0,
             cache: BTreeMap::new(),
             trajectories: BTreeMap::new(),
             replay_enabled: true,
@@ -203,7 +217,7 @@ impl FlowModel {
             records: Vec::new(),
             series_log: IntervalLog::new(),
             link_bytes: vec![0.0; nl],
-            solver: MaxMinSolver::new(),
+            solver: SplitSolver::new(),
             counters: NetCounters::default(),
             p_offsets: Vec::new(),
             p_links: Vec::new(),
@@ -599,7 +613,7 @@ impl FlowModel {
         } else if self.batches[slot as usize].live.is_empty() {
             self.complete(ctx, slot);
         } else {
-            let _ = self.resolve(ctx, slot);
+            self.unsettled.push(slot);
         }
     }
 
@@ -631,14 +645,10 @@ impl FlowModel {
         self.active.retain(|&a| a != slot);
         let p = self.batches[slot as usize].pattern as usize;
         self.active_by_pattern[p].retain(|&a| a != slot);
-        // The batches that shared links with it get its capacity; removing it may have
-        // split their component in several.
-        let mut resolved: Vec<u32> = vec![slot];
-        for n in neighbours {
-            if !resolved.contains(&n) {
-                resolved.extend(self.resolve(ctx, n));
-            }
-        }
+        // The batches that shared links with it get its capacity when the instant settles;
+        // removing it may have split their component in several.
+        self.unsettled
+            .extend(neighbours.into_iter().filter(|&n| n != slot));
     }
 
     /// Rebuilds the per-flow state of a replaying batch at `now` by playing its trajectory's
@@ -847,7 +857,7 @@ impl NetworkModel for FlowModel {
             }
             self.batches[slot as usize].recording = Some(Vec::new());
         }
-        let _ = self.resolve(ctx, slot);
+        self.unsettled.push(slot);
     }
 
     fn on_event(&mut self, ctx: &mut dyn NetContext, event: NetEvent) {
@@ -894,6 +904,33 @@ impl NetworkModel for FlowModel {
             .iter()
             .map(|&bytes| LinkTraffic { bytes })
             .collect()
+    }
+
+    fn unsettled(&self) -> bool {
+        !self.unsettled.is_empty()
+    }
+
+    /// Re-solves, once each, the components of the batches noted during the instant that are
+    /// still transmitting.
+    fn settle(&mut self, ctx: &mut dyn NetContext) {
+        self.settle_pass += 1;
+        let pass = self.settle_pass;
+        let mut i = 0;
+        // Re-solving may complete a batch (a replay materialized at its very end), which notes
+        // its neighbours: the list can grow while it is walked.
+        while i < self.unsettled.len() {
+            let seed = self.unsettled[i];
+            i += 1;
+            // Still transmitting (a completed batch has no live flows left).
+            let b = &self.batches[seed as usize];
+            if !b.in_use || b.live.is_empty() || b.settled_in == pass {
+                continue;
+            }
+            for c in self.resolve(ctx, seed) {
+                self.batches[c as usize].settled_in = pass;
+            }
+        }
+        self.unsettled.clear();
     }
 
     fn counters(&self) -> NetCounters {
@@ -1038,6 +1075,34 @@ mod tests {
             Default::default(),
         );
         assert_eq!(out.end.as_ps(), 80_000_000_000 + 2_000_000);
+    }
+
+    #[test]
+    fn rates_are_solved_once_per_instant_however_many_batches_change_in_it() {
+        // g0, g1, g2 → g3, one batch each, all over sw → g3 (100 Gb/s): a third each. g1's and
+        // g2's 0.5 GB end together at 120 ms; g0's last 0.5 GB then runs alone, ending at
+        // 160 ms. Three batches starting at 0 are one solve, two ending at 120 ms another.
+        let t = star(4, 100.0 * GBPS, SimTime::ZERO);
+        let (out, _) = run(
+            &t,
+            &schedule(
+                4,
+                &[
+                    (vec![(0, 3)], 1_000_000_000, vec![]),
+                    (vec![(1, 3)], 500_000_000, vec![]),
+                    (vec![(2, 3)], 500_000_000, vec![]),
+                ],
+            ),
+            Default::default(),
+        );
+        assert!(
+            (secs(out.ops[1].end) - 0.120).abs() < 1e-9,
+            "{}",
+            out.ops[1].end
+        );
+        assert_eq!(out.ops[1].end, out.ops[2].end);
+        assert!((secs(out.end) - 0.160).abs() < 1e-9, "{}", out.end);
+        assert_eq!(out.net.solves, 2);
     }
 
     #[test]

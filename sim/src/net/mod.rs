@@ -109,6 +109,18 @@ pub trait NetworkModel {
     );
     /// Handles an event the model scheduled.
     fn on_event(&mut self, ctx: &mut dyn NetContext, event: NetEvent);
+    /// Whether the model deferred work to the end of the current instant (see [`settle`]).
+    ///
+    /// [`settle`]: NetworkModel::settle
+    fn unsettled(&self) -> bool {
+        false
+    }
+    /// The owner of the event queue calls this once no event is left at the current time and
+    /// every batch that becomes ready at it has started: a model that deferred work (rates
+    /// re-solved once per instant instead of once per event) does it now. It may schedule
+    /// events at the current time and report batches done; the owner then goes on as after
+    /// any event, and settles again before time moves.
+    fn settle(&mut self, _ctx: &mut dyn NetContext) {}
     /// Per directed link (indexed by `LinkId`), what it carried so far.
     fn link_traffic(&mut self) -> Vec<LinkTraffic>;
     fn counters(&self) -> NetCounters;

@@ -22,6 +22,8 @@
 //! used links, no allocation once warm) and [`solve_reference`] (deliberately simple: scans every
 //! link and flow each round) perform exactly the same floating-point operations in exactly the
 //! same order, so their rates are **bit-identical**, not merely close; the tests assert that.
+//! [`SplitSolver`] runs the fast solver once per distinct link-disjoint part of a problem (the
+//! same collective on every rail is one part solved once), with the same bit-identical rates.
 //!
 //! Conventions and edge cases:
 //! - a flow with an empty path gets its cap, or `f64::INFINITY` when uncapped; so does a flow
@@ -37,11 +39,13 @@
 
 mod fast;
 mod reference;
+mod split;
 #[cfg(test)]
 mod tests;
 
 pub use fast::MaxMinSolver;
 pub use reference::solve_reference;
+pub use split::SplitSolver;
 
 /// A max-min problem: flows over links. Links are identified by global indices into
 /// `link_capacity_bps` (the whole topology's directed links); only links used by some flow matter.

@@ -354,3 +354,148 @@ proptest! {
         prop_assert_eq!(bits(&first), bits(&second));
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The split solver: link-disjoint parts solved apart, each distinct part once.
+
+/// `copies` copies of `s` side by side, copy c on links `c * L + l` (L = `s`'s link count),
+/// except that copies listed in `reversed` number their links backwards (`c * L + L - 1 - l`);
+/// flows interleaved copy by copy (flow f of every copy, then flow f + 1).
+fn copies_of(s: &System, copies: u32, reversed: &[u32]) -> System {
+    let links = s.link_capacity_bps.len() as u32;
+    let mut capacity = vec![0.0; (links * copies) as usize];
+    for c in 0..copies {
+        for l in 0..links {
+            let to = if reversed.contains(&c) {
+                links - 1 - l
+            } else {
+                l
+            };
+            capacity[(c * links + to) as usize] = s.link_capacity_bps[l as usize];
+        }
+    }
+    let p = s.problem();
+    let mut paths = Vec::new();
+    for f in 0..p.flow_count() {
+        for c in 0..copies {
+            let path: Vec<u32> = p
+                .links_of(f)
+                .iter()
+                .map(|&l| {
+                    c * links
+                        + if reversed.contains(&c) {
+                            links - 1 - l
+                        } else {
+                            l
+                        }
+                })
+                .collect();
+            paths.push((path, p.flow_cap_bps[f]));
+        }
+    }
+    let flows: Vec<(&[u32], f64)> = paths.iter().map(|(p, c)| (p.as_slice(), *c)).collect();
+    System::new(&capacity, &flows)
+}
+
+/// Rates from the split solver, after checking they are the fast solver's bit for bit.
+fn split_rates(solver: &mut SplitSolver, s: &System) -> Vec<f64> {
+    let p = s.problem();
+    let mut split = vec![0.0; p.flow_count()];
+    solver.solve(&p, &mut split);
+    let mut whole = vec![0.0; p.flow_count()];
+    MaxMinSolver::new().solve(&p, &mut whole);
+    assert_eq!(
+        bits(&split),
+        bits(&whole),
+        "split {split:?} vs whole {whole:?}"
+    );
+    split
+}
+
+/// One rail:
+/// ```text
+///   f0 ──▶ ┌─────────┐ ──▶ ┌────────┐ ──▶      f2 capped at 20: L1 leaves 40 to f0,
+///   f1 ──▶ │ L0: 100 │     │ L1: 60 │          L0 leaves 60 to f1
+///          └─────────┘ f2 ─▶ (cap 20)
+/// ```
+fn rail() -> System {
+    System::new(&[100.0, 60.0], &[(&[0, 1], INF), (&[0], INF), (&[1], 20.0)])
+}
+
+#[test]
+fn eight_copies_of_one_rail_are_solved_once() {
+    let rails = copies_of(&rail(), 8, &[]);
+    let mut solver = SplitSolver::new().splitting_every_problem();
+    let rates = split_rates(&mut solver, &rails);
+    // Flows are interleaved rail by rail: f0 of every rail, then f1, then f2.
+    assert_close(&rates[..8], &[40.0; 8]);
+    assert_close(&rates[8..16], &[60.0; 8]);
+    assert_close(&rates[16..], &[20.0; 8]);
+    assert_eq!((solver.parts_solved, solver.parts_reused), (1, 7));
+    // The same parts in the next problem are not solved again.
+    split_rates(&mut solver, &rails);
+    assert_eq!((solver.parts_solved, solver.parts_reused), (1, 15));
+}
+
+#[test]
+fn a_copy_whose_links_are_in_another_order_is_solved_on_its_own() {
+    // The tie rule (lower link index first) could order its steps differently.
+    let rails = copies_of(&rail(), 4, &[2]);
+    let mut solver = SplitSolver::new().splitting_every_problem();
+    split_rates(&mut solver, &rails);
+    assert_eq!((solver.parts_solved, solver.parts_reused), (2, 2));
+}
+
+#[test]
+fn a_flow_across_two_rails_joins_them_into_one_part() {
+    let mut rails = copies_of(&rail(), 3, &[]);
+    // A flow over rail 0's L1 and rail 1's L0 (link 2): rails 0 and 1 are one part, rail 2
+    // another, and neither is a copy of the other.
+    rails.flow_links.extend_from_slice(&[1, 2]);
+    rails.flow_offsets.push(rails.flow_links.len() as u32);
+    rails.flow_cap_bps.push(INF);
+    let mut solver = SplitSolver::new().splitting_every_problem();
+    split_rates(&mut solver, &rails);
+    assert_eq!((solver.parts_solved, solver.parts_reused), (2, 0));
+}
+
+/// A random system in 1 to 4 copies, some numbered backwards, with a few flows that join
+/// copies.
+fn random_copies() -> impl Strategy<Value = System> {
+    (
+        random_system(),
+        1..=4_u32,
+        prop::collection::vec(0..4_u32, 0..2),
+        0..3_usize,
+    )
+        .prop_map(|(s, copies, reversed, bridges)| {
+            let mut c = copies_of(&s, copies, &reversed);
+            let links = c.link_capacity_bps.len() as u32;
+            for b in 0..bridges as u32 {
+                let (x, y) = ((b * 7) % links, (b * 13 + links / 2) % links);
+                if x != y {
+                    c.flow_links.extend_from_slice(&[x, y]);
+                    c.flow_offsets.push(c.flow_links.len() as u32);
+                    c.flow_cap_bps.push(INF);
+                }
+            }
+            c
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Split or whole, seen before or not: the same rates, bit for bit.
+    #[test]
+    fn the_split_solver_gives_the_fast_solvers_rates(
+        systems in prop::collection::vec(random_copies(), 1..=3)
+    ) {
+        let mut solver = SplitSolver::new().splitting_every_problem();
+        for s in &systems {
+            split_rates(&mut solver, s);
+            // Again: now every part has been seen.
+            split_rates(&mut solver, s);
+        }
+    }
+}

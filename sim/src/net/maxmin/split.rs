@@ -1,0 +1,400 @@
+//! Max-min over the parts of a problem that share no link, each distinct part solved once.
+//!
+//! Flows that share no link, directly or through other flows, cannot change each other's rates:
+//! a problem is as many independent problems as it has link-connected parts. Training steps
+//! make many parts that are the same problem on other links: a data-parallel all-reduce fused
+//! over the eight rails of a rail-optimized fabric is eight copies of one rail's flows, and a
+//! pipelined tree re-solves them all whenever one of its steps starts or ends, most parts
+//! unchanged since the last time. [`SplitSolver`] finds the parts (union-find over links),
+//! looks each up among the parts it solved before, and solves with [`MaxMinSolver`] only the
+//! parts it has not seen.
+//!
+//! A part matches one seen before when it lists the same flows in the same order (caps, path
+//! lengths), over links numbered by first use with the same capacities, and its links are in
+//! the same relative order (the renaming keeps the order of link indices). Keeping the order
+//! keeps the bottleneck algorithm's tie rule (lower link index first), so a match's rates are
+//! exactly what solving it would give. And solving a part alone performs the same
+//! floating-point operations in the same order as solving it inside the whole problem: each
+//! step of the algorithm on one part depends only on that part's shares and caps. So the rates
+//! are bit-identical to [`MaxMinSolver`] on the whole problem; the tests check it against the
+//! reference solver.
+//!
+//! Finding and encoding the parts costs O(F·h) for F flows of h hops, a fraction of a solve of
+//! the same flows; problems under [`SplitSolver::MIN_FLOWS`] flows, or of a single part, go to
+//! the solver directly. Seen parts are kept up to [`SplitSolver::MAX_SEEN_WORDS`] words, then
+//! forgotten all at once (a pure function of the solves so far: runs stay deterministic).
+
+use std::collections::BTreeMap;
+
+use super::{fair_share, non_negative, MaxMinSolver, Problem};
+
+const NONE: u32 = u32::MAX;
+
+/// A part solved before: where its encoding, link order and rates lie in the arenas.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    enc: (usize, usize),
+    /// Local link numbers sorted by the global index they had.
+    order: (usize, usize),
+    rates: (usize, usize),
+    /// The next seen part with the same hash, or `NONE`.
+    next: u32,
+}
+
+/// A max-min solver that splits a problem into link-disjoint parts and solves only the parts
+/// it has not solved before. All scratch is reused between solves.
+#[derive(Debug, Default)]
+pub struct SplitSolver {
+    inner: MaxMinSolver,
+    /// Problems with fewer flows are solved whole ([`SplitSolver::MIN_FLOWS`] unless a test
+    /// sets it).
+    whole_below: Option<usize>,
+    /// Union-find over links (global index): parent, `NONE` for links this solve does not use.
+    parent: Vec<u32>,
+    /// Per link: the part whose root it is, or its local number while a part is encoded.
+    link_scratch: Vec<u32>,
+    touched: Vec<u32>,
+    /// Flows of each part, in flow order: `part_flows[part_start[p]..part_start[p + 1]]`.
+    part_start: Vec<u32>,
+    part_flows: Vec<u32>,
+    flow_part: Vec<u32>,
+    /// The part being looked up: its encoding and its links by local number.
+    enc: Vec<u64>,
+    part_links: Vec<u32>,
+    // Parts seen: first by hash, then chained; their words in three arenas.
+    seen_by_hash: BTreeMap<u64, u32>,
+    seen: Vec<Seen>,
+    seen_enc: Vec<u64>,
+    seen_order: Vec<u32>,
+    seen_rates: Vec<f64>,
+    // The sub-problem of one part.
+    sub_offsets: Vec<u32>,
+    sub_links: Vec<u32>,
+    sub_caps: Vec<f64>,
+    sub_rates: Vec<f64>,
+    /// Parts solved, and parts that took the rates of a part seen before, over the solver's
+    /// life.
+    pub parts_solved: u64,
+    pub parts_reused: u64,
+}
+
+impl SplitSolver {
+    /// Below this many flows a problem is solved whole.
+    pub const MIN_FLOWS: usize = 64;
+    /// Words (encodings, link orders and rates) kept for seen parts: 64 MiB.
+    pub const MAX_SEEN_WORDS: usize = 8 << 20;
+
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Splits problems of any size (tests: small problems exercise the splitting).
+    #[cfg(test)]
+    pub(super) fn splitting_every_problem(mut self) -> Self {
+        self.whole_below = Some(0);
+        self
+    }
+
+    /// Writes each flow's max-min fair rate into `rates_bps`, bit-identical to
+    /// [`MaxMinSolver::solve`] on the whole problem.
+    pub fn solve(&mut self, p: &Problem, rates_bps: &mut [f64]) {
+        let flows = p.flow_count();
+        p.assert_shape(rates_bps.len());
+        if flows < self.whole_below.unwrap_or(Self::MIN_FLOWS) {
+            self.inner.solve(p, rates_bps);
+            return;
+        }
+        let parts = self.find_parts(p);
+        if parts <= 1 {
+            self.inner.solve(p, rates_bps);
+            return;
+        }
+        // Flows with no link share nothing: their cap, or unlimited (as the solver gives).
+        for (flow, rate) in rates_bps.iter_mut().enumerate() {
+            if self.flow_part[flow] == NONE {
+                let cap = p.flow_cap_bps[flow];
+                *rate = if cap < f64::INFINITY {
+                    non_negative(cap)
+                } else {
+                    f64::INFINITY
+                };
+            }
+        }
+        if self.seen_enc.len() + self.seen_order.len() + self.seen_rates.len()
+            > Self::MAX_SEEN_WORDS
+        {
+            self.forget_seen();
+        }
+        for part in 0..parts {
+            if let [flow] = *self.flows_of(part) {
+                let path = p.links_of(flow as usize);
+                if !has_repeated_link(path) {
+                    rates_bps[flow as usize] = lone_flow_rate(p, flow as usize);
+                    self.parts_solved += 1;
+                    continue;
+                }
+            }
+            self.encode(p, part);
+            let hash = hash_words(&self.enc);
+            match self.find_seen(hash) {
+                Some(seen) => {
+                    self.parts_reused += 1;
+                    let rates = &self.seen_rates[seen.rates.0..seen.rates.1];
+                    for (&flow, &rate) in self.flows_of(part).iter().zip(rates) {
+                        rates_bps[flow as usize] = rate;
+                    }
+                }
+                None => {
+                    self.parts_solved += 1;
+                    self.solve_part(p, part, rates_bps);
+                    self.remember(hash);
+                }
+            }
+        }
+    }
+
+    /// Groups the flows into link-connected parts (numbered in order of their first flow);
+    /// returns how many.
+    fn find_parts(&mut self, p: &Problem) -> usize {
+        if self.parent.len() < p.link_capacity_bps.len() {
+            self.parent.resize(p.link_capacity_bps.len(), NONE);
+            self.link_scratch.resize(p.link_capacity_bps.len(), NONE);
+        }
+        for flow in 0..p.flow_count() {
+            let path = p.links_of(flow);
+            let Some(&first) = path.first() else {
+                continue;
+            };
+            if self.parent[first as usize] == NONE {
+                self.parent[first as usize] = first;
+                self.touched.push(first);
+            }
+            let mut root = self.find(first);
+            for &link in &path[1..] {
+                if self.parent[link as usize] == NONE {
+                    // A link first seen here joins the flow's set directly.
+                    self.parent[link as usize] = root;
+                    self.touched.push(link);
+                    continue;
+                }
+                let other = self.find(link);
+                if other != root {
+                    let (lo, hi) = (root.min(other), root.max(other));
+                    self.parent[hi as usize] = lo;
+                    root = lo;
+                }
+            }
+        }
+        self.number_parts(p)
+    }
+
+    /// Numbers the parts, lists their flows, and resets the union-find.
+    fn number_parts(&mut self, p: &Problem) -> usize {
+        let flows = p.flow_count();
+        self.flow_part.clear();
+        self.flow_part.resize(flows, NONE);
+        let mut parts = 0u32;
+        for flow in 0..flows {
+            if let Some(&first) = p.links_of(flow).first() {
+                let root = self.find(first) as usize;
+                if self.link_scratch[root] == NONE {
+                    self.link_scratch[root] = parts;
+                    parts += 1;
+                }
+                self.flow_part[flow] = self.link_scratch[root];
+            }
+        }
+        for &link in &self.touched {
+            self.parent[link as usize] = NONE;
+            self.link_scratch[link as usize] = NONE;
+        }
+        self.touched.clear();
+
+        self.part_start.clear();
+        self.part_start.resize(parts as usize + 2, 0);
+        for &part in &self.flow_part {
+            if part != NONE {
+                self.part_start[part as usize + 2] += 1;
+            }
+        }
+        for i in 2..parts as usize + 2 {
+            self.part_start[i] += self.part_start[i - 1];
+        }
+        // part_start[p + 1] is where part p's next flow goes; filled, it is p's end.
+        self.part_flows.clear();
+        self.part_flows
+            .resize(self.part_start[parts as usize + 1] as usize, 0);
+        for (flow, &part) in self.flow_part.iter().enumerate() {
+            if part != NONE {
+                let at = &mut self.part_start[part as usize + 1];
+                self.part_flows[*at as usize] = flow as u32;
+                *at += 1;
+            }
+        }
+        self.part_start.truncate(parts as usize + 1);
+        parts as usize
+    }
+
+    fn find(&mut self, mut link: u32) -> u32 {
+        while self.parent[link as usize] != link {
+            let up = self.parent[self.parent[link as usize] as usize];
+            self.parent[link as usize] = up;
+            link = up;
+        }
+        link
+    }
+
+    fn flows_of(&self, part: usize) -> &[u32] {
+        &self.part_flows[self.part_start[part] as usize..self.part_start[part + 1] as usize]
+    }
+
+    /// Encodes a part into `enc`: per flow its cap and its path as local link numbers (in
+    /// order of first use), then its links' capacities by local number; `part_links` maps
+    /// local numbers back to links.
+    fn encode(&mut self, p: &Problem, part: usize) {
+        self.enc.clear();
+        self.part_links.clear();
+        let (start, end) = (
+            self.part_start[part] as usize,
+            self.part_start[part + 1] as usize,
+        );
+        for &flow in &self.part_flows[start..end] {
+            let path = p.links_of(flow as usize);
+            self.enc.push(p.flow_cap_bps[flow as usize].to_bits());
+            self.enc.push(path.len() as u64);
+            for &link in path {
+                let local = &mut self.link_scratch[link as usize];
+                if *local == NONE {
+                    *local = self.part_links.len() as u32;
+                    self.part_links.push(link);
+                }
+                self.enc.push(u64::from(*local));
+            }
+        }
+        for &link in &self.part_links {
+            self.enc.push(p.link_capacity_bps[link as usize].to_bits());
+            self.link_scratch[link as usize] = NONE;
+        }
+    }
+
+    /// A seen part equal to the encoded one, with its links in the same relative order.
+    fn find_seen(&self, hash: u64) -> Option<Seen> {
+        let mut at = self.seen_by_hash.get(&hash).copied();
+        while let Some(i) = at {
+            let seen = self.seen[i as usize];
+            let same_order = || {
+                self.seen_order[seen.order.0..seen.order.1]
+                    .windows(2)
+                    .all(|w| self.part_links[w[0] as usize] < self.part_links[w[1] as usize])
+            };
+            if self.seen_enc[seen.enc.0..seen.enc.1] == self.enc[..] && same_order() {
+                return Some(seen);
+            }
+            at = Some(seen.next).filter(|&n| n != NONE);
+        }
+        None
+    }
+
+    /// Keeps the part just solved (its encoding, link order and the rates in `sub_rates`).
+    fn remember(&mut self, hash: u64) {
+        let enc = (self.seen_enc.len(), self.seen_enc.len() + self.enc.len());
+        self.seen_enc.extend_from_slice(&self.enc);
+        let order_start = self.seen_order.len();
+        self.seen_order.extend(0..self.part_links.len() as u32);
+        let links = &self.part_links;
+        self.seen_order[order_start..].sort_unstable_by_key(|&local| links[local as usize]);
+        let rates = (
+            self.seen_rates.len(),
+            self.seen_rates.len() + self.sub_rates.len(),
+        );
+        self.seen_rates.extend_from_slice(&self.sub_rates);
+        let id = self.seen.len() as u32;
+        let next = self.seen_by_hash.insert(hash, id).unwrap_or(NONE);
+        self.seen.push(Seen {
+            enc,
+            order: (order_start, self.seen_order.len()),
+            rates,
+            next,
+        });
+    }
+
+    fn forget_seen(&mut self) {
+        self.seen_by_hash.clear();
+        self.seen.clear();
+        self.seen_enc.clear();
+        self.seen_order.clear();
+        self.seen_rates.clear();
+    }
+
+    /// Solves one part alone, writes its flows' rates and leaves them in `sub_rates`.
+    fn solve_part(&mut self, p: &Problem, part: usize, rates_bps: &mut [f64]) {
+        let (start, end) = (
+            self.part_start[part] as usize,
+            self.part_start[part + 1] as usize,
+        );
+        self.sub_offsets.clear();
+        self.sub_links.clear();
+        self.sub_caps.clear();
+        self.sub_offsets.push(0);
+        for &flow in &self.part_flows[start..end] {
+            self.sub_links.extend_from_slice(p.links_of(flow as usize));
+            self.sub_offsets.push(self.sub_links.len() as u32);
+            self.sub_caps.push(p.flow_cap_bps[flow as usize]);
+        }
+        self.sub_rates.clear();
+        self.sub_rates.resize(end - start, 0.0);
+        let sub = Problem {
+            link_capacity_bps: p.link_capacity_bps,
+            flow_offsets: &self.sub_offsets,
+            flow_links: &self.sub_links,
+            flow_cap_bps: &self.sub_caps,
+        };
+        self.inner.solve(&sub, &mut self.sub_rates);
+        for (&flow, &rate) in self.part_flows[start..end].iter().zip(&self.sub_rates) {
+            rates_bps[flow as usize] = rate;
+        }
+    }
+}
+
+/// Whether a path lists a link twice (such a flow counts twice on it: not a lone flow).
+fn has_repeated_link(path: &[u32]) -> bool {
+    path.iter()
+        .enumerate()
+        .any(|(i, l)| path[i + 1..].contains(l))
+}
+
+/// The rate of a flow that shares none of its links: the bottleneck algorithm freezes it at its
+/// effective cap (its cap and its links' capacities, all private), or leaves it unlimited.
+fn lone_flow_rate(p: &Problem, flow: usize) -> f64 {
+    let cap = p.flow_cap_bps[flow];
+    let mut rate = if cap < f64::INFINITY {
+        non_negative(cap)
+    } else {
+        f64::INFINITY
+    };
+    for &link in p.links_of(flow) {
+        let capacity = fair_share(p.link_capacity_bps[link as usize], 1);
+        if capacity < rate {
+            rate = capacity;
+        }
+    }
+    rate
+}
+
+/// A fixed (unseeded) hash of words in four independent lanes (a part's encoding is long; one
+/// chain of multiplies would wait on each).
+fn hash_words(words: &[u64]) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut lanes = [1u64, 2, 3, 4];
+    let mut chunks = words.chunks_exact(4);
+    for c in &mut chunks {
+        for (lane, &w) in lanes.iter_mut().zip(c) {
+            *lane = (lane.rotate_left(23) ^ w).wrapping_mul(K);
+        }
+    }
+    let mut h = words.len() as u64;
+    for &w in chunks.remainder().iter().chain(&lanes) {
+        h = (h.rotate_left(23) ^ w).wrapping_mul(K);
+    }
+    h
+}
