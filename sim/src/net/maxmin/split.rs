@@ -61,6 +61,7 @@ pub struct SplitSolver {
     /// The part being looked up: its encoding and its links by local number.
     enc: Vec<u64>,
     part_links: Vec<u32>,
+    order_scratch: Vec<u64>,
     // Parts seen: first by hash, then chained; their words in three arenas.
     seen_by_hash: BTreeMap<u64, u32>,
     seen: Vec<Seen>,
@@ -299,10 +300,18 @@ impl SplitSolver {
     fn remember(&mut self, hash: u64) {
         let enc = (self.seen_enc.len(), self.seen_enc.len() + self.enc.len());
         self.seen_enc.extend_from_slice(&self.enc);
+        // Local numbers by link index: (link, local) packed in one word sorts fastest.
+        self.order_scratch.clear();
+        self.order_scratch.extend(
+            self.part_links
+                .iter()
+                .enumerate()
+                .map(|(local, &link)| (u64::from(link) << 32) | local as u64),
+        );
+        self.order_scratch.sort_unstable();
         let order_start = self.seen_order.len();
-        self.seen_order.extend(0..self.part_links.len() as u32);
-        let links = &self.part_links;
-        self.seen_order[order_start..].sort_unstable_by_key(|&local| links[local as usize]);
+        self.seen_order
+            .extend(self.order_scratch.iter().map(|&w| w as u32));
         let rates = (
             self.seen_rates.len(),
             self.seen_rates.len() + self.sub_rates.len(),
