@@ -253,3 +253,54 @@ fn a_channel_rate_makes_nccl_2_18_nvls_slower_than_2_20_only_below_one_loop() {
     assert!((old / new - 1.0).abs() < 1e-4, "{old} vs {new}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A row of an nccl-tests table (the 2080 Ti table's columns), as `validate` reads it.
+fn nccl_tests_row(collective: &str, bytes: u64, time_us: f64) -> sim::validate::Row {
+    [
+        ("system", "AutoDL container, 2x RTX 2080 Ti"),
+        ("num_nodes", "1"),
+        ("num_gpus", "2"),
+        ("collective", collective),
+        ("root", if collective == "broadcast" { "0" } else { "-1" }),
+        ("size_bytes", &bytes.to_string()),
+        ("oop_time_us", &time_us.to_string()),
+        ("command", "./build/x_perf -b 8 -e 1024M -f 2 -g2"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+#[test]
+fn nccl_tests_rows_of_every_collective_nccl_runs_are_replayed_and_grouped_apart() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let all_reduce =
+        sim::validate::nccl::case(&nccl_tests_row("all_reduce", 1 << 24, 4210.0), &root).unwrap();
+    assert!(all_reduce.all_reduce);
+    assert_eq!(all_reduce.group, "AutoDL container, 2x RTX 2080 Ti");
+    for (name, expect_root) in [
+        ("broadcast", true),
+        ("reduce", false),
+        ("all_gather", false),
+    ] {
+        let row = nccl_tests_row(name, 1 << 24, 1539.1);
+        let c = sim::validate::nccl::case(&row, &root).unwrap();
+        assert!(!c.all_reduce);
+        assert_eq!(
+            c.group,
+            format!("AutoDL container, 2x RTX 2080 Ti · {name}")
+        );
+        assert!(c.text.contains(&format!("op = \"{name}\"")), "{}", c.text);
+        assert_eq!(c.text.contains("root = 0"), expect_root, "{}", c.text);
+        // Played by NCCL with the system's bundled profile.
+        let (group, _, measured, simulated) = sim::validate::nccl::replay(&row, &root).unwrap();
+        assert_eq!(group, c.group);
+        assert!((measured - 1539.1e-6).abs() < 1e-12);
+        assert!(simulated > 0.0 && simulated.is_finite());
+    }
+    // nccl-tests' alltoall runs NCCL's point-to-point operations: said, not guessed.
+    let e = sim::validate::nccl::case(&nccl_tests_row("alltoall", 1 << 24, 1060.7), &root)
+        .err()
+        .unwrap();
+    assert!(e.contains("alltoall rows are not replayed"), "{e}");
+}

@@ -10,6 +10,10 @@
 //! | GCP `a3-megagpu-8g`, 2 nodes | `h100_rail_cluster.toml`, 2 nodes | `gcp_a3mega_2node_h100.json` |
 //! | 2x RTX 2080 Ti | `pcie_box_2gpu.toml` | `rtx2080ti_pcie_box.json` |
 //!
+//! Rows of all_reduce, all_gather, reduce_scatter, broadcast and reduce are replayed (nccl-tests'
+//! `size` is dtsim's `bytes`); profiles are fitted, and leave-one-system-out fits, on all-reduce
+//! rows only, so the other collectives score how a fit carries over to them.
+//!
 //! A row whose command forced `NCCL_ALGO=NVLS` is replayed with NVLS forced where the system
 //! can run it; where it cannot (the A100 table carries the label, but NCCL refuses NVLS
 //! without NVLink SHARP), the row runs NCCL's default choice and its group name says so.
@@ -17,12 +21,15 @@
 use std::path::{Path, PathBuf};
 
 use super::{num, toml_str, Row};
+use crate::collective::{bus_factor, Collective};
 use crate::profile::Profile;
 use crate::scenario::{self, fit_nccl::FitRow, run::prepare};
 
 /// A row as a scenario.
 pub struct Case {
     pub system: String,
+    /// Profiles are fitted on all-reduce rows only; other collectives are scored against them.
+    pub all_reduce: bool,
     pub group: String,
     pub label: String,
     pub measured_secs: f64,
@@ -31,12 +38,32 @@ pub struct Case {
     pub profile: PathBuf,
 }
 
-/// The scenario replaying `row` (without its profile: callers add it or fit one).
+/// The collectives of nccl-tests' `*_perf` programs that NCCL runs with its collective
+/// algorithms: (column `collective`, dtsim op). `alltoall_perf` and `sendrecv_perf` run NCCL's
+/// point-to-point operations, which the `nccl` library does not model.
+const COLLECTIVES: [(&str, Collective); 5] = [
+    ("all_reduce", Collective::AllReduce),
+    ("all_gather", Collective::AllGather),
+    ("reduce_scatter", Collective::ReduceScatter),
+    ("broadcast", Collective::Broadcast),
+    ("reduce", Collective::Reduce),
+];
+
+/// The scenario replaying `row` (without its profile: callers add it or fit one). Rows of other
+/// collectives than all-reduce are grouped apart (`<system> · <collective>`).
 pub fn case(row: &Row, root: &Path) -> Result<Case, String> {
     let system = row.get("system").cloned().unwrap_or_default();
-    if row.get("collective").map(String::as_str) != Some("all_reduce") {
-        return Err(format!("{system}: only all_reduce rows are replayed"));
-    }
+    let name = row
+        .get("collective")
+        .map(String::as_str)
+        .unwrap_or("all_reduce");
+    let Some(&(op_name, op)) = COLLECTIVES.iter().find(|(n, _)| *n == name) else {
+        return Err(format!(
+            "{system}: {name} rows are not replayed (NCCL point-to-point; dtsim's nccl library \
+             models {})",
+            COLLECTIVES.map(|c| c.0).join(", ")
+        ));
+    };
     let bytes = num(row, "size_bytes")?;
     let gpus = row
         .get("total_gpus")
@@ -52,8 +79,7 @@ pub fn case(row: &Row, root: &Path) -> Result<Case, String> {
         t * 1e-6
     } else {
         let busbw = num(row, "busbw_GBps")? * 1e9;
-        let n = gpus as f64;
-        bytes / (busbw / (2.0 * (n - 1.0) / n))
+        bytes / (busbw / bus_factor(op, gpus))
     };
     let mut set = Vec::new();
     let (topo, profile, nvls_capable) = if nodes > 1 {
@@ -76,12 +102,20 @@ pub fn case(row: &Row, root: &Path) -> Result<Case, String> {
     );
     let forced_nvls = command.contains("NCCL_ALGO=NVLS");
     let mut group = system.clone();
+    if op != Collective::AllReduce {
+        group.push_str(&format!(" · {op_name}"));
+    }
     let mut text = format!(
         "name = \"validate\"\n[topology]\nfile = {}\n[placement]\nranks = {gpus}\n\
-         [collective]\nop = \"all_reduce\"\nbytes = \"{}B\"\nlibrary = \"nccl\"\n",
+         [collective]\nop = \"{op_name}\"\nbytes = \"{}B\"\nlibrary = \"nccl\"\n",
         toml_str(&root.join("topologies").join(format!("{topo}.toml"))),
         bytes as u64,
     );
+    if let Some(r) = row.get("root").and_then(|v| v.parse::<u32>().ok()) {
+        if matches!(op, Collective::Broadcast | Collective::Reduce) {
+            text.push_str(&format!("root = {r}\n"));
+        }
+    }
     if let Some(v) = row
         .get("nccl_version")
         .and_then(|v| crate::library::nccl::Version::parse(v))
@@ -97,6 +131,7 @@ pub fn case(row: &Row, root: &Path) -> Result<Case, String> {
     }
     Ok(Case {
         system,
+        all_reduce: op == Collective::AllReduce,
         group,
         label: format!("{} B", bytes as u64),
         measured_secs: measured,
@@ -136,8 +171,8 @@ impl FittedOn {
     }
 }
 
-/// Fit rows (nominal profile) for every replayable row of `datasets` whose system `keep`
-/// accepts.
+/// Fit rows (nominal profile) for every replayable all-reduce row of `datasets` whose system
+/// `keep` accepts.
 pub fn fit_rows(
     datasets: &[PathBuf],
     keep: &dyn Fn(&str) -> bool,
@@ -152,7 +187,11 @@ pub fn fit_rows(
             .unwrap_or_default();
         for (i, row) in rows.iter().enumerate() {
             let Ok(c) = case(row, &root) else { continue };
-            if !keep(&c.system) || c.measured_secs.is_nan() || c.measured_secs <= 0.0 {
+            if !c.all_reduce
+                || !keep(&c.system)
+                || c.measured_secs.is_nan()
+                || c.measured_secs <= 0.0
+            {
                 continue;
             }
             let s = scenario::parse(&c.text, Path::new("fit-row.toml"), &c.set)
@@ -246,6 +285,9 @@ pub fn measured_us(
     let mut systems = Vec::new();
     for row in &rows {
         let Ok(c) = case(row, &root) else { continue };
+        if !c.all_reduce {
+            continue;
+        }
         if !systems.contains(&c.system) {
             systems.push(c.system.clone());
         }
