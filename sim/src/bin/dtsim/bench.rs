@@ -1,0 +1,224 @@
+//! `dtsim bench`: runs the benchmark cases of `sim::bench` once each and prints what they did
+//! and how fast (the same cases as `cargo bench -p sim`, as one table a person reads).
+
+use sim::collective::play::Watch;
+use sim::scenario;
+
+/// Bench (c): training steps at growing GPU counts, each with its wall time, events and the
+/// process's peak memory, the growth exponent between consecutive sizes and the least-squares
+/// exponent over all of them (issue 12 tracks these towards near-linear).
+fn step_bench(gpus_max: u32) {
+    use sim::bench::{growth_exponent, peak_memory_bytes, GPT_1_3B_STEP, LLAMA3_405B_STEP};
+    let root = std::path::Path::new(".");
+    if !root.join("topologies/h100_rail_cluster.toml").is_file() {
+        println!("    skipped: run from the repository root (it reads topologies/ and data/)");
+        return;
+    }
+    println!(
+        "    {:<21} {:>7} {:>9} {:>8} {:>9} {:>11} {:>10} {:>17}",
+        "case", "GPUs", "wall s", "ops", "events", "step ms", "peak mem", "growth (t, m)"
+    );
+    let cases = [
+        (GPT_1_3B_STEP, 1024u32),
+        (GPT_1_3B_STEP, 4096),
+        (GPT_1_3B_STEP, 16384),
+        (GPT_1_3B_STEP, 131072),
+        (LLAMA3_405B_STEP, 16384),
+    ];
+    let mut series: Vec<(f64, f64, f64)> = Vec::new();
+    for (case, n) in cases {
+        if n > gpus_max {
+            continue;
+        }
+        let s = match case.scenario(root, n) {
+            Ok(s) => s,
+            Err(e) => {
+                println!("    {n}: {e}");
+                return;
+            }
+        };
+        let t = std::time::Instant::now();
+        let r = match scenario::workload::run_workload(&s, Watch::default()) {
+            Ok(r) => r,
+            Err(e) => {
+                println!("    {n}: {e}");
+                return;
+            }
+        };
+        let wall = t.elapsed().as_secs_f64();
+        let mem = peak_memory_bytes().unwrap_or(0) as f64;
+        let same_case = case.name == GPT_1_3B_STEP.name;
+        let growth = match (same_case, series.last()) {
+            (true, Some(&(n0, w0, m0))) => {
+                let k = (n as f64 / n0).ln();
+                format!(
+                    "N^{:.2}, N^{:.2}",
+                    (wall / w0).ln() / k,
+                    (mem / m0).ln() / k
+                )
+            }
+            _ => String::new(),
+        };
+        if same_case {
+            series.push((n as f64, wall, mem));
+        }
+        println!(
+            "    {:<21} {:>7} {:>9.2} {:>8} {:>9} {:>11.3} {:>6.0} MiB {:>17}",
+            case.name,
+            n,
+            wall,
+            r.summary.ops,
+            r.summary.events,
+            r.summary.metrics.step_secs * 1e3,
+            mem / (1u64 << 20) as f64,
+            growth
+        );
+    }
+    let fit = |f: fn(&(f64, f64, f64)) -> f64| {
+        growth_exponent(&series.iter().map(|p| (p.0, f(p))).collect::<Vec<_>>())
+    };
+    if let (Some(t), Some(m)) = (fit(|p| p.1), fit(|p| p.2)) {
+        println!("    gpt-1.3b fitted growth: wall N^{t:.2}, peak memory N^{m:.2}");
+    }
+    println!(
+        "    (peak memory is the process's so far; growth exponents between consecutive sizes)"
+    );
+}
+
+/// Runs the benchmark cases of `sim::bench` once each and prints what they did and how fast.
+pub fn run(quick: bool) {
+    use sim::bench::{
+        fat_tree, fat_tree_k_for, peak_memory_bytes, place, ring_all_reduce, Hold, Placement,
+        RingStep,
+    };
+    use std::time::Instant;
+    let mib = |b: Option<u64>| {
+        b.map(|b| format!("{:.0} MiB", b as f64 / (1u64 << 20) as f64))
+            .unwrap_or("?".into())
+    };
+    let gpus_max: u32 = if quick { 4096 } else { 16384 };
+
+    println!("(a) one max-min solve of a ring step on a three-tier fat-tree (k=32, 32 hosts per edge, 16,384 GPUs)");
+    let topo = fat_tree(32, 16384, Some(32));
+    let mut solver = sim::net::maxmin::MaxMinSolver::new();
+    let mut rates = Vec::new();
+    for placement in [Placement::RankOrdered, Placement::Random] {
+        let step = RingStep::new(&topo, &place(&topo, 16384, placement));
+        step.solve(&mut solver, &mut rates);
+        let reps = 20;
+        let t = Instant::now();
+        let mut slowest = 0.0;
+        for _ in 0..reps {
+            slowest = step.solve(&mut solver, &mut rates);
+        }
+        let per = t.elapsed().as_secs_f64() / reps as f64;
+        println!(
+            "    {:<13} {:>8.3} ms per solve   {} flows, {} link crossings, slowest flow {}",
+            format!("{placement:?}"),
+            per * 1e3,
+            step.caps.len(),
+            step.links.len(),
+            sim::units::fmt_bits_per_s(slowest)
+        );
+        // The flow model's solver: split into link-disjoint parts, parts seen before reused.
+        let problem = step.problem();
+        let mut split_rates = vec![0.0; step.caps.len()];
+        let t = Instant::now();
+        let mut parts = (0, 0);
+        for _ in 0..reps {
+            let mut split = sim::net::maxmin::SplitSolver::new();
+            split.solve(&problem, &mut split_rates);
+            parts = (split.parts_solved, split.parts_reused);
+        }
+        let first = t.elapsed().as_secs_f64() / reps as f64;
+        let mut split = sim::net::maxmin::SplitSolver::new();
+        split.solve(&problem, &mut split_rates);
+        let t = Instant::now();
+        for _ in 0..reps {
+            split.solve(&problem, &mut split_rates);
+        }
+        let seen = t.elapsed().as_secs_f64() / reps as f64;
+        assert_eq!(
+            split_rates, rates,
+            "the split solver gives the solver's rates"
+        );
+        println!(
+            "    {:<13} {:>8.3} ms split ({} parts solved, {} copies), {:.3} ms with every part seen",
+            "",
+            first * 1e3,
+            parts.0,
+            parts.1,
+            seen * 1e3
+        );
+    }
+
+    println!("\n(b) ring all-reduce of 1 GiB on a non-blocking fat-tree (400 Gb/s, 1 us per hop)");
+    println!(
+        "    {:<24} {:>9} {:>10} {:>12} {:>12} {:>12} {:>7} {:>14} {:>9} {:>10}",
+        "case",
+        "wall s",
+        "events",
+        "flows",
+        "flows/s",
+        "events/s",
+        "solves",
+        "simulated",
+        "vs ideal",
+        "peak mem"
+    );
+    let cases = [
+        (1024, Placement::RankOrdered),
+        (4096, Placement::RankOrdered),
+        (4096, Placement::Random),
+        (16384, Placement::RankOrdered),
+        (16384, Placement::Random),
+    ];
+    for (n, placement) in cases {
+        if n > gpus_max {
+            continue;
+        }
+        let topo = fat_tree(fat_tree_k_for(n), n, None);
+        let ranks = place(&topo, n, placement);
+        let t = Instant::now();
+        let run = ring_all_reduce(&topo, &ranks, 1 << 30);
+        let wall = t.elapsed().as_secs_f64();
+        let o = &run.outcome;
+        let err = o.end.as_secs_f64() / run.closed_form.as_secs_f64() - 1.0;
+        println!(
+            "    {:<24} {:>9.3} {:>10} {:>12} {:>12.3e} {:>12.3e} {:>7} {:>14} {:>+8.3}% {:>10}",
+            format!("{n} GPUs {placement:?}"),
+            wall,
+            o.events,
+            o.net.flows,
+            o.net.flows as f64 / wall,
+            o.events as f64 / wall,
+            o.net.solves,
+            o.end.to_string(),
+            err * 100.0,
+            mib(peak_memory_bytes())
+        );
+    }
+    println!("    (peak memory is the process's so far: cases run in increasing size)");
+
+    println!(
+        "\n(c) training steps: GPT-1.3B bf16, TP 8 x PP 4 (1F1B, 8 micro-batches) x DP, and \
+         Llama-3.1 405B, TP 8 x PP 16 x DP 128 (zero1, recompute), NCCL, on"
+    );
+    println!(
+        "    topologies/h100_rail_cluster.toml grown to N/8 nodes, profile h100_sxm_node.json \
+         (--quick: up to 4,096 GPUs)"
+    );
+    step_bench(if quick { 4096 } else { 131072 });
+
+    println!("\n(d) event-queue hold with 10^6 pending events");
+    let mut hold = Hold::new(1_000_000);
+    hold.run(1_000_000);
+    let n = 5_000_000;
+    let t = Instant::now();
+    let sum = hold.run(n);
+    let per = t.elapsed().as_secs_f64() / n as f64;
+    println!(
+        "    {:.1} ns per hold (pop + schedule), checksum {sum}",
+        per * 1e9
+    );
+}
