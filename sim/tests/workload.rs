@@ -703,14 +703,79 @@ fn expert_parallelism_under_tensor_parallelism_dispatches_each_ranks_share_of_th
         ep1.summary.memory.params_bytes - r.summary.memory.params_bytes,
         experts * 7 / 8 * (4 + 2)
     );
-    // ZeRO with experts is not modelled: said so.
-    let e = mixtral_on_h100(&[
-        "workload.tensor_parallel=2",
-        "workload.parallelism=\"zero1\"",
-    ])
-    .unwrap_err();
-    assert!(
-        e.contains("workload.expert_parallel") && e.contains("ZeRO"),
-        "{e}"
+    // FSDP with experts, and ZeRO-2 under Megatron's mesh, are not modelled: said so.
+    for set in [
+        &["workload.parallelism=\"fsdp\""][..],
+        &[
+            "workload.parallelism=\"zero2\"",
+            "workload.tensor_parallel=2",
+        ][..],
+    ] {
+        let e = mixtral_on_h100(set).unwrap_err();
+        assert!(
+            e.contains("workload.expert_parallel") && e.contains("not with FSDP"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn the_distributed_optimizer_shards_experts_over_the_replicas_that_hold_them() {
+    // Mixtral 8x7B on 16 GPUs, experts over groups of 8 (EP 8): every expert is held by 2
+    // replicas, every dense weight by 16. Megatron-core's distributed optimizer shards each
+    // over its own group: dense optimizer state 1/16, expert state 1/2.
+    let ddp = mixtral_on_h100(&[]).unwrap();
+    let zero1 = mixtral_on_h100(&["workload.parallelism=\"zero1\""]).unwrap();
+    let experts_here = 32u64 * 8 * 3 * 4096 * 14336 / 8;
+    let dense = 46_702_792_704u64 - 32 * 8 * 3 * 4096 * 14336;
+    let adam = 8;
+    assert_eq!(
+        ddp.summary.memory.optimizer_bytes,
+        (dense + experts_here) * adam
     );
+    assert_eq!(
+        zero1.summary.memory.optimizer_bytes,
+        (dense * adam).div_ceil(16) + (experts_here * adam).div_ceil(2)
+    );
+    // Gradients stay whole under ZeRO-1 (sharded from ZeRO-2 on).
+    assert_eq!(
+        zero1.summary.memory.grads_bytes,
+        ddp.summary.memory.grads_bytes
+    );
+    // No all-reduce is left: dense and expert gradients are reduce-scattered and the
+    // parameters all-gathered, the experts' among their 2 replicas.
+    assert_eq!(class_bytes(&zero1, "all-reduce"), 0.0);
+    assert!(class_bytes(&zero1, "reduce-scatter") > 0.0);
+    assert!(class_bytes(&zero1, "all-gather") > 0.0);
+    // The same expert all-to-alls as under DDP.
+    assert_eq!(
+        class_bytes(&zero1, "point-to-point"),
+        class_bytes(&ddp, "point-to-point")
+    );
+    // ZeRO-2 (DeepSpeed-MoE) also shards the gradients, each over the same group.
+    let zero2 = mixtral_on_h100(&["workload.parallelism=\"zero2\""]).unwrap();
+    let bf16 = 2;
+    assert_eq!(
+        zero2.summary.memory.grads_bytes,
+        (dense * bf16).div_ceil(16) + (experts_here * bf16).div_ceil(2)
+    );
+    // Sharding changes who updates what, not what is exchanged: the same buckets move as
+    // reduce-scatters and all-gathers instead of all-reduces.
+    assert_eq!(
+        class_bytes(&zero2, "reduce-scatter"),
+        class_bytes(&zero1, "reduce-scatter")
+    );
+    // Under tensor parallelism, Megatron's distributed optimizer: dense state over the DP
+    // group of 8, expert state whole (each expert has one replica per TP rank).
+    let tp2 = |method: &str| {
+        let m = format!("workload.parallelism=\"{method}\"");
+        mixtral_on_h100(&["workload.tensor_parallel=2", &m]).unwrap()
+    };
+    let (ddp2, zero1_2) = (tp2("ddp"), tp2("zero1"));
+    let dense_tp = ddp2.summary.memory.optimizer_bytes / adam - experts_here;
+    assert_eq!(
+        zero1_2.summary.memory.optimizer_bytes,
+        (dense_tp * adam).div_ceil(8) + experts_here * adam
+    );
+    assert!(class_bytes(&zero1_2, "reduce-scatter") > 0.0);
 }

@@ -6,7 +6,8 @@
 //! (see [`catalog`](super::catalog)) for every micro-batch a stage holds at once: one without
 //! pipelining, all `m` under GPipe, `min(pp − stage, m)` under 1F1B. Tensor parallelism splits
 //! the parameters and activations of attention and MLP blocks; ZeRO stages 1–3 shard master
-//! weights and optimizer state, gradients, and working weights over the data-parallel ranks. Framework workspace and
+//! weights and optimizer state, gradients, and working weights over the data-parallel ranks
+//! (expert weights over the ranks that hold the same experts). Framework workspace and
 //! fragmentation are not modelled, so real limits are somewhat lower.
 
 use super::catalog::Model;
@@ -111,13 +112,27 @@ pub fn per_gpu(model: &Model, cfg: &StepConfig, dag: &StepDag, micro_batch: u64)
         // which two layers are gathered at a time).
         // ... over the data-parallel and context-parallel ranks together (Megatron's DP x CP
         // group: context-parallel ranks hold the same parameters).
+        // Expert weights held here are sharded over the replicas holding the same experts (the
+        // expert-data-parallel group: DP / EP x CP ranks), the dense ones over DP x CP.
         let dp = dag.data_parallel.max(1) as u64 * cp;
+        let expert_dp = (dag.data_parallel.max(1) as u64 / ep).max(1) * cp;
+        let expert_held: u64 = layers
+            .iter()
+            .map(|l| match (l.kind, model.moe) {
+                (super::catalog::LayerKind::MoeBlock, Some(m)) => m.expert_params_per_block / ep,
+                _ => 0,
+            })
+            .sum();
         let zero = cfg.method.zero_stage();
-        let shard = |bytes: u64, from: u8| {
-            if zero >= from {
-                bytes.div_ceil(dp)
+        // `bytes_per_param` of every parameter held, sharded from ZeRO stage `from` on.
+        let shard = |bytes_per_param: u64, from: u8| {
+            if zero < from {
+                params * bytes_per_param
+            } else if expert_dp == dp {
+                (params * bytes_per_param).div_ceil(dp)
             } else {
-                bytes
+                ((params - expert_held) * bytes_per_param).div_ceil(dp)
+                    + (expert_held * bytes_per_param).div_ceil(expert_dp)
             }
         };
         let gathered: u64 = if zero >= 3 {
@@ -127,11 +142,11 @@ pub fn per_gpu(model: &Model, cfg: &StepConfig, dag: &StepDag, micro_batch: u64)
         } else {
             0
         };
-        let working = if master > 4 { params * e } else { 0 };
+        let working = if master > 4 { e } else { 0 };
         let u = MemoryUse {
-            params_bytes: shard(params * 4, 1) + shard(working, 3) + gathered,
-            grads_bytes: shard(params * e, 2),
-            optimizer_bytes: shard(params * cfg.optimizer.state_bytes_per_param(), 1),
+            params_bytes: shard(4, 1) + shard(working, 3) + gathered,
+            grads_bytes: shard(e, 2),
+            optimizer_bytes: shard(cfg.optimizer.state_bytes_per_param(), 1),
             activation_bytes: saved_peak * e * micro_batch,
         };
         if u.total_bytes() > worst.total_bytes() {

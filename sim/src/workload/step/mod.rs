@@ -685,13 +685,16 @@ pub fn build_with(
             ));
         };
         let megatron = tp * cp * pp > 1;
-        let modelled = cfg.method == DpMethod::Ddp
+        let modelled = matches!(cfg.method, DpMethod::Ddp | DpMethod::Zero1)
+            || (!megatron && cfg.method == DpMethod::Zero2)
             || (megatron && cfg.method == DpMethod::AllreduceAfterBackward);
         if !modelled {
             return Err(err(
                 "workload.expert_parallel",
-                "expert parallelism under parallelism = \"ddp\" (or allreduce_after_backward \
-                 with tensor, context or pipeline parallelism); not with ZeRO or FSDP (the \
+                "expert parallelism under parallelism = \"ddp\", \"zero1\" (with tensor, \
+                 context or pipeline parallelism: Megatron's distributed optimizer) or \"zero2\" \
+                 (data parallelism alone), or allreduce_after_backward with tensor, context or \
+                 pipeline parallelism; not with FSDP, nor ZeRO-2 under Megatron's mesh (the \
                  combinations dtsim models so far)",
             ));
         }

@@ -11,7 +11,10 @@ use super::*;
 /// rank (the buffers padded to the experts' capacity), and the experts' compute is padded the
 /// same way. Dense gradients go in DDP buckets over all ranks; each MoE block's expert
 /// gradients are all-reduced among the `n / ep` ranks holding the same experts, on the same
-/// stream in the order the backward pass produces them.
+/// stream in the order the backward pass produces them. Under ZeRO-1/2 (DeepSpeed-MoE) the
+/// same exchanges are reduce-scatters, each rank updates its shard of the dense weights (1/n)
+/// and of its experts (1 / (n / ep)), and the parameters are all-gathered in the same order
+/// over the same groups.
 pub(super) fn moe_step(
     b: &mut StepBuilder,
     model: &Model,
@@ -121,32 +124,56 @@ pub(super) fn moe_step(
         );
     }
     items.sort_by(|a, b| b.0.cmp(&a.0).then(a.2.cmp(&b.2)));
-    let mut stream: Option<OpId> = None;
-    let mut done = Vec::new();
-    for (layer, bytes, expert) in items {
-        let mut after = vec![bwd_op[layer]];
-        after.extend(stream);
-        let spec = b.spec(Collective::AllReduce, bytes, cfg.algorithm.clone());
-        let groups = if expert {
-            &replicas
+    let sharded = cfg.method.zero_stage() > 0;
+    let (exchange, algorithm) = if sharded {
+        let c = Collective::ReduceScatter;
+        (c, cfg.algorithm_for(c))
+    } else {
+        (Collective::AllReduce, cfg.algorithm.clone())
+    };
+    let groups_of = |expert: bool| {
+        if expert {
+            &replicas[..]
         } else {
             std::slice::from_ref(&all)
-        };
-        let op = b.collective(spec, groups, after, &|op| op.kind.clone())?;
+        }
+    };
+    let mut stream: Option<OpId> = None;
+    let mut done = Vec::new();
+    for &(layer, bytes, expert) in &items {
+        let mut after = vec![bwd_op[layer]];
+        after.extend(stream);
+        let spec = b.spec(exchange, bytes, algorithm.clone());
+        let op = b.collective(spec, groups_of(expert), after, &|op| op.kind.clone())?;
         stream = Some(op);
         done.push(op);
     }
     dag.buckets = plan;
-    let params = dense.params()
-        + moe.expert_params_per_block / ep as u64
-            * model
-                .layers
-                .iter()
-                .filter(|l| l.kind == LayerKind::MoeBlock)
-                .count() as u64;
+    let expert_params = moe.expert_params_per_block / ep as u64
+        * model
+            .layers
+            .iter()
+            .filter(|l| l.kind == LayerKind::MoeBlock)
+            .count() as u64;
     let mut deps: Vec<OpId> = prev.into_iter().collect();
     deps.extend(done);
-    let update = cm.optimizer_time(params, model.param_tensors(), cfg.optimizer);
-    b.compute(n, update, deps, Phase::Optimizer, 0, 0);
+    if !sharded {
+        let params = dense.params() + expert_params;
+        let update = cm.optimizer_time(params, model.param_tensors(), cfg.optimizer);
+        b.compute(n, update, deps, Phase::Optimizer, 0, 0);
+        return Ok(dag);
+    }
+    let shard = dense.params().div_ceil(n as u64) + expert_params.div_ceil((n / ep) as u64);
+    let tensors = model.param_tensors().div_ceil(n).max(1);
+    let update = cm.optimizer_time(shard, tensors, cfg.optimizer);
+    let mut last = b.compute(n, update, deps, Phase::Optimizer, 0, 0);
+    let mut gathers = Vec::new();
+    for &(_, bytes, expert) in &items {
+        let c = Collective::AllGather;
+        let spec = b.spec(c, bytes, cfg.algorithm_for(c));
+        last = b.collective(spec, groups_of(expert), vec![last], &|op| op.kind.clone())?;
+        gathers.push(last);
+    }
+    b.join(gathers);
     Ok(dag)
 }

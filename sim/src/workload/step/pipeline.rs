@@ -450,8 +450,11 @@ impl<'a> Megatron<'a> {
 
     /// Stage `s`'s gradient exchange after `after`, then its optimizer: an all-reduce over
     /// every replica of the parameters (Megatron's DP x CP group) and, for experts, among the
-    /// replicas holding the same ones; or, under the distributed optimizer, a reduce-scatter,
-    /// the update of the shard and an all-gather. Returns the stage's last op.
+    /// replicas holding the same ones (the expert-data-parallel group); or, under the
+    /// distributed optimizer, reduce-scatters over the same groups (dense, then experts), the
+    /// update of both shards and all-gathers in the same order (Megatron-core keeps dense and
+    /// expert parameters in separate buffers, each sharded over its own group). Returns the
+    /// stage's last op.
     fn exchange(
         &self,
         b: &mut StepBuilder,
@@ -486,22 +489,6 @@ impl<'a> Megatron<'a> {
             Vec::new()
         };
         let lane = s as u16;
-        if cfg.method == DpMethod::Zero1 && !groups.is_empty() {
-            let spec = |c: Collective| CollectiveSpec {
-                collective: c,
-                algorithm: cfg.algorithm_for(c),
-                ..self.tp_spec(params * e)
-            };
-            let rs = b.collective(spec(Collective::ReduceScatter), &groups, after, &|op| {
-                op.kind.clone()
-            })?;
-            let shard = params.div_ceil((dp * cp) as u64);
-            let opt = cm.optimizer_time(shard, tensors.div_ceil(dp * cp).max(1), cfg.optimizer);
-            let opt = b.compute(self.per_stage(), opt, vec![rs], Phase::Optimizer, lane, 0);
-            return b.collective(spec(Collective::AllGather), &groups, vec![opt], &|op| {
-                op.kind.clone()
-            });
-        }
         // Expert gradients, on the same stream after the dense ones: among the ranks holding
         // the same experts (one of every `ep` replicas, every context rank).
         let replicas: Vec<Vec<u32>> = (0..tp)
@@ -513,6 +500,49 @@ impl<'a> Megatron<'a> {
                     .collect()
             })
             .collect();
+        let expert_replicas = replicas[0].len() as u64;
+        let sharded_experts = expert_shard > 0 && expert_replicas > 1;
+        if cfg.method == DpMethod::Zero1 && (!groups.is_empty() || sharded_experts) {
+            let spec = |c: Collective, bytes: u64| CollectiveSpec {
+                collective: c,
+                algorithm: cfg.algorithm_for(c),
+                ..self.tp_spec(bytes * e)
+            };
+            // Each buffer over its group: (bytes, groups); a group of one is nothing to do.
+            let mut buffers: Vec<(u64, &[Vec<u32>])> = Vec::new();
+            if !groups.is_empty() {
+                buffers.push((params, &groups));
+            }
+            if sharded_experts {
+                buffers.push((expert_shard, &replicas));
+            }
+            let mut last = after;
+            for &(bytes, g) in &buffers {
+                let rs = b.collective(spec(Collective::ReduceScatter, bytes), g, last, &|op| {
+                    op.kind.clone()
+                })?;
+                last = vec![rs];
+            }
+            let dense_shard = if groups.is_empty() {
+                params
+            } else {
+                params.div_ceil((dp * cp) as u64)
+            };
+            let expert_part = expert_shard.div_ceil(expert_replicas.max(1));
+            let opt = cm.optimizer_time(
+                dense_shard + expert_part,
+                tensors.div_ceil(dp * cp).max(1),
+                cfg.optimizer,
+            );
+            let mut last = vec![b.compute(self.per_stage(), opt, last, Phase::Optimizer, lane, 0)];
+            for &(bytes, g) in &buffers {
+                let ag = b.collective(spec(Collective::AllGather, bytes), g, last, &|op| {
+                    op.kind.clone()
+                })?;
+                last = vec![ag];
+            }
+            return Ok(last[0]);
+        }
         let mut exchanged: Option<OpId> = None;
         if !groups.is_empty() {
             exchanged = Some(b.collective(
@@ -522,7 +552,7 @@ impl<'a> Megatron<'a> {
                 &|op| op.kind.clone(),
             )?);
         }
-        if expert_shard > 0 && replicas[0].len() > 1 {
+        if sharded_experts {
             let deps = exchanged.map_or(after.clone(), |op| vec![op]);
             exchanged = Some(b.collective(
                 self.tp_spec(expert_shard * e),
