@@ -766,7 +766,9 @@ fn the_distributed_optimizer_shards_experts_over_the_replicas_that_hold_them() {
         class_bytes(&zero1, "reduce-scatter")
     );
     // Under tensor parallelism, Megatron's distributed optimizer: dense state over the DP
-    // group of 8, expert state whole (each expert has one replica per TP rank).
+    // group of 8; the experts are whole on both ranks of a TP pair (one replica per DP group
+    // of 8), which route different tokens through them: their gradients are reduced, and
+    // their state sharded, over the pair.
     let tp2 = |method: &str| {
         let m = format!("workload.parallelism=\"{method}\"");
         mixtral_on_h100(&["workload.tensor_parallel=2", &m]).unwrap()
@@ -775,7 +777,7 @@ fn the_distributed_optimizer_shards_experts_over_the_replicas_that_hold_them() {
     let dense_tp = ddp2.summary.memory.optimizer_bytes / adam - experts_here;
     assert_eq!(
         zero1_2.summary.memory.optimizer_bytes,
-        (dense_tp * adam).div_ceil(8) + experts_here * adam
+        (dense_tp * adam).div_ceil(8) + (experts_here * adam).div_ceil(2)
     );
     assert!(class_bytes(&zero1_2, "reduce-scatter") > 0.0);
 }

@@ -112,10 +112,11 @@ pub fn per_gpu(model: &Model, cfg: &StepConfig, dag: &StepDag, micro_batch: u64)
         // which two layers are gathered at a time).
         // ... over the data-parallel and context-parallel ranks together (Megatron's DP x CP
         // group: context-parallel ranks hold the same parameters).
-        // Expert weights held here are sharded over the replicas holding the same experts (the
-        // expert-data-parallel group: DP / EP x CP ranks), the dense ones over DP x CP.
+        // Expert weights held here are sharded over the ranks holding the same experts (the
+        // expert-data-parallel group: DP / EP x CP x TP ranks, the experts being whole on each
+        // TP rank), the dense ones over DP x CP.
         let dp = dag.data_parallel.max(1) as u64 * cp;
-        let expert_dp = (dag.data_parallel.max(1) as u64 / ep).max(1) * cp;
+        let expert_dp = (dag.data_parallel.max(1) as u64 / ep).max(1) * cp * tp;
         let expert_held: u64 = layers
             .iter()
             .map(|l| match (l.kind, model.moe) {

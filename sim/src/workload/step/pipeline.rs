@@ -468,9 +468,17 @@ impl<'a> Megatron<'a> {
             (0..self.v)
                 .flat_map(|c| self.model.layers[self.stages[(c * pp + s) as usize].clone()].iter())
         };
-        // Expert weights (1/ep of each MoE block's) apart from the dense ones.
+        // Expert weights (1/ep of each MoE block's) apart from the dense ones when their
+        // group differs: under EP, or under TP (experts whole on every TP rank).
         let expert_params = self.model.moe.map_or(0, |m| m.expert_params_per_block);
-        let experts = |l: &Layer| if self.moe_ep(l) { expert_params } else { 0 };
+        let apart = ep > 1 || tp > 1;
+        let experts = |l: &Layer| {
+            if apart && l.kind == LayerKind::MoeBlock {
+                expert_params
+            } else {
+                0
+            }
+        };
         let params: u64 = held()
             .map(|l| (l.params - experts(l)) / self.param_split(l))
             .sum();
@@ -490,13 +498,14 @@ impl<'a> Megatron<'a> {
         };
         let lane = s as u16;
         // Expert gradients, on the same stream after the dense ones: among the ranks holding
-        // the same experts (one of every `ep` replicas, every context rank).
-        let replicas: Vec<Vec<u32>> = (0..tp)
-            .flat_map(|t| (0..ep).map(move |p| (t, p)))
-            .map(|(t, p)| {
+        // the same experts (one of every `ep` replicas, every context rank, and every tensor
+        // rank: the experts are whole on each rank of a TP group, which routes a different
+        // share of the tokens through them, so their gradients are summed across it too).
+        let replicas: Vec<Vec<u32>> = (0..ep)
+            .map(|p| {
                 (0..dp / ep)
-                    .flat_map(|g| (0..cp).map(move |c| (g * ep + p, c)))
-                    .map(|(r, c)| self.rank(s, r, c, t))
+                    .flat_map(|g| (0..cp).flat_map(move |c| (0..tp).map(move |t| (g, c, t))))
+                    .map(|(g, c, t)| self.rank(s, g * ep + p, c, t))
                     .collect()
             })
             .collect();
