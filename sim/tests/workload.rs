@@ -648,6 +648,66 @@ fn context_parallelism_passes_keys_and_values_round_its_ring_and_halves_the_work
 }
 
 #[test]
+fn context_parallelism_by_all_gather_or_all_to_all_moves_what_each_exchange_sends() {
+    // The same GPT 1.3B TP 8 x CP 2 step (2,048 x 2,048 queries, keys and values each, 2
+    // samples, 2 bytes, heads over TP 8): 24 attention blocks, each CP pair's ranks on two
+    // nodes.
+    let run = |comm: &str| {
+        let c = format!("workload.context_parallel_comm=\"{comm}\"");
+        gpt_on_h100_nodes(&[
+            "workload.context_parallel=2",
+            "workload.memory_check=false",
+            &c,
+        ])
+        .unwrap()
+    };
+    let (ring, gathered, ulysses) = (run("p2p"), run("all_gather"), run("a2a"));
+    let q = 2048.0 * 2048.0;
+    let kv = 2.0 * q;
+    let share = |elems: f64| elems / 2.0 * 2.0 * 2.0 / 8.0;
+    // Ulysses: per block and rank, queries + keys + values out and the output back, forward
+    // and backward: half of each buffer leaves the rank (the other half is its own heads).
+    let a2a = 24.0 * 16.0 * 2.0 * (share(q + kv) + share(q)) / 2.0;
+    assert_eq!(class_bytes(&ulysses, "point-to-point"), a2a);
+    // All-gather: keys and values gathered forward and backward, their gradients scattered
+    // backward; each rank sends its half of the whole once per exchange, where the ring sent
+    // the same bytes as point-to-point shifts (and not its gradients: 3 exchanges, not 3 x 1).
+    assert_eq!(class_bytes(&gathered, "point-to-point"), 0.0);
+    let exchanged = |r: &sim::metrics::workload::WorkloadReport| {
+        class_bytes(r, "all-gather") + class_bytes(r, "reduce-scatter")
+    };
+    let moved = exchanged(&gathered) - exchanged(&ring);
+    let expected = 24.0 * 16.0 * 3.0 * share(kv);
+    assert!(
+        (moved / expected - 1.0).abs() < 1e-9,
+        "{moved} vs {expected}"
+    );
+    // Each way computes the same half of the attention.
+    for r in [&gathered, &ulysses] {
+        let work = r.summary.metrics.compute_secs / ring.summary.metrics.compute_secs;
+        assert!((work - 1.0).abs() < 1e-9, "compute x{work}");
+    }
+    // Bad input: a way Megatron does not have; heads that TP x CP does not divide (GPT 1.3B's
+    // 16 heads over TP 8 x CP 8).
+    let e = gpt_on_h100_nodes(&[
+        "workload.context_parallel=2",
+        "workload.context_parallel_comm=\"ulysses\"",
+    ])
+    .unwrap_err();
+    assert!(e.contains("context_parallel_comm"), "{e}");
+    let e = gpt_on_h100_nodes(&[
+        "topology.generator.nodes=8",
+        "workload.context_parallel=8",
+        "workload.context_parallel_comm=\"a2a\"",
+    ])
+    .unwrap_err();
+    assert!(
+        e.contains("workload.context_parallel_comm") && e.contains("16 key/value heads"),
+        "{e}"
+    );
+}
+
+#[test]
 fn context_parallelism_a_model_cannot_split_is_a_clear_error() {
     // No attention blocks.
     let e = gpt_on_h100_nodes(&["workload.model=\"resnet50\"", "workload.context_parallel=2"])

@@ -152,6 +152,10 @@ pub struct Layer {
     /// context parallelism passes round its ring. 0 for every other layer.
     #[serde(skip_serializing_if = "is_zero")]
     pub kv_elems: u64,
+    /// Key/value heads (query groups) of an attention block: what Ulysses context parallelism
+    /// splits over TP x CP ranks. 0 for every other layer.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub kv_heads: u64,
 }
 
 fn is_zero(x: &u64) -> bool {
@@ -328,6 +332,7 @@ impl CnnBuilder {
             saved_elems: out.elems(),
             gemms,
             kv_elems: 0,
+            kv_heads: 0,
         });
         self.shape = out;
     }
@@ -1064,6 +1069,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
         saved_elems: s * h,
         gemms: Vec::new(),
         kv_elems: 0,
+        kv_heads: 0,
     });
     // Saved activations per layer (Korthikanti et al.): attention 13·s·h bytes plus 5·a·s²
     // for the scores unless FlashAttention recomputes them; a plain MLP 21·s·h bytes; a gated
@@ -1094,6 +1100,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
             saved_elems: attn_saved_bytes / 2,
             gemms: attention_gemms(s, h, a, qkv),
             kv_elems: 2 * s * kv,
+            kv_heads: c.kv_heads.unwrap_or(a).min(a),
         });
         let mlp_macs = mlp_mats * s * h * f;
         if c.experts > 0 {
@@ -1116,6 +1123,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
                     GemmShape::rows(k * s, h, f, 1),
                 ],
                 kv_elems: 0,
+                kv_heads: 0,
             });
             continue;
         }
@@ -1133,6 +1141,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
                 GemmShape::rows(s, h, f, 1),
             ],
             kv_elems: 0,
+            kv_heads: 0,
         });
     }
     if c.final_norm {
@@ -1147,6 +1156,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
             saved_elems: s * h,
             gemms: Vec::new(),
             kv_elems: 0,
+            kv_heads: 0,
         });
     }
     if c.pooler {
@@ -1161,6 +1171,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
             saved_elems: h,
             gemms: vec![GemmShape::rows(1, h, h, 1)],
             kv_elems: 0,
+            kv_heads: 0,
         });
     }
     if c.tied_lm_head || c.untied_lm_head {
@@ -1176,6 +1187,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
             saved_elems: s * v,
             gemms: vec![GemmShape::rows(s, v, h, 1)],
             kv_elems: 0,
+            kv_heads: 0,
         });
     }
     Model {
@@ -1297,6 +1309,7 @@ pub fn parse_model_file(text: &str, origin: &str) -> Result<Model, ModelError> {
                 saved_elems: e.saved_elements.unwrap_or(e.output_elements),
                 gemms: Vec::new(),
                 kv_elems: 0,
+                kv_heads: 0,
             };
             input = e.output_elements;
             l

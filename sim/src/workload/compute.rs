@@ -403,6 +403,7 @@ mod tests {
             saved_elems: 1,
             gemms: Vec::new(),
             kv_elems: 0,
+            kv_heads: 0,
         };
         let (f, b) = m.modelled_secs(&layer, 1, 1);
         // (1e12 + 1e9) / (10e12 × 0.5) + 10 us

@@ -16,6 +16,7 @@
 //! pipeline_parallel = 1            # stages; microbatches = 4, pipeline_schedule = "1f1b" | "gpipe"
 //! virtual_stages = 1               # model chunks per stage: > 1 is interleaved 1F1B (Megatron)
 //! context_parallel = 1             # sequence split over this many ranks (ring attention)
+//! context_parallel_comm = "p2p"    # p2p (ring) | all_gather | a2a (Ulysses): Megatron's cp_comm_type
 //! rank_order = "tp-cp-dp-pp"       # mesh axes innermost first: which groups share a node
 //! servers = 1                      # parameter server shards; colocated = true (servers are ranks)
 //! steps_per_epoch = 100            # epoch time and traffic per epoch = steps × one step
@@ -117,6 +118,8 @@ pub struct WorkloadTable {
     pub rank_order: Option<String>,
     #[serde(default = "one")]
     pub context_parallel: u32,
+    #[serde(default)]
+    pub context_parallel_comm: crate::workload::step::CpComm,
     #[serde(default = "one")]
     pub servers: u32,
     #[serde(default = "yes")]
@@ -332,6 +335,7 @@ impl WorkloadTable {
             virtual_stages: self.virtual_stages,
             rank_order: self.rank_order()?,
             context_parallel: self.context_parallel,
+            context_parallel_comm: self.context_parallel_comm,
             algorithm: spec.algorithm,
             slices: spec.slices,
             servers: self.servers,

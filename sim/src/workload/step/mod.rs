@@ -116,6 +116,22 @@ pub enum PipelineSchedule {
     OneFOneB,
 }
 
+/// How context-parallel ranks exchange attention's keys and values (Megatron-core's
+/// `--cp-comm-type`, Transformer Engine's implementations).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CpComm {
+    /// Ring attention: keys and values shifted round the CP ring, overlapping the pieces.
+    #[default]
+    P2p,
+    /// Keys and values all-gathered over the CP group before attention (again before its
+    /// backward), their gradients reduce-scattered after it.
+    AllGather,
+    /// DeepSpeed-Ulysses: an all-to-all turns sequence shards of queries, keys and values into
+    /// head shards of the whole sequence, and one turns the output back.
+    A2a,
+}
+
 /// What-if switches: make communication or compute free (the DAG keeps its shape).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -147,6 +163,8 @@ pub struct StepConfig {
     /// Context-parallel group size: each sequence split over this many ranks, attention's
     /// keys and values passed round their ring.
     pub context_parallel: u32,
+    /// How the context-parallel ranks exchange keys and values.
+    pub context_parallel_comm: CpComm,
     /// Gradient all-reduce algorithm (data-parallel and tensor-parallel groups).
     pub algorithm: Algorithm,
     pub slices: u32,
@@ -185,6 +203,7 @@ impl StepConfig {
             virtual_stages: 1,
             rank_order: RankOrder::default(),
             context_parallel: 1,
+            context_parallel_comm: CpComm::P2p,
             algorithm: crate::collective::default_algorithm(Collective::AllReduce),
             slices: 1,
             servers: 1,
@@ -650,6 +669,25 @@ pub fn build_with(
                     "1 for {}, which has no attention blocks with known keys and values \
                      (context parallelism needs a catalog or [workload.transformer] model)",
                     model.name
+                ),
+            ));
+        }
+        // Ulysses gives each rank whole heads: the key/value heads (query groups) of every
+        // attention block split over the TP x CP ranks (Transformer Engine's a2a check).
+        let split_heads = |l: &&crate::workload::catalog::Layer| {
+            l.kv_heads > 0 && !l.kv_heads.is_multiple_of((tp * cp) as u64)
+        };
+        if let (CpComm::A2a, Some(l)) = (
+            cfg.context_parallel_comm,
+            model.layers.iter().find(split_heads),
+        ) {
+            return Err(err(
+                "workload.context_parallel_comm",
+                format!(
+                    "\"p2p\" or \"all_gather\" for {}: \"a2a\" (Ulysses) splits the {} key/value \
+                     heads of each attention block over tensor_parallel x context_parallel \
+                     ({tp} x {cp}) ranks, which must divide them",
+                    model.name, l.kv_heads
                 ),
             ));
         }

@@ -1,5 +1,6 @@
 //! Tensor-, pipeline-, context- and expert-parallel steps as Megatron lays them out: the mesh's
-//! groups, Megatron tensor-parallel all-reduces, ring attention, expert all-to-alls,
+//! groups, Megatron tensor-parallel all-reduces, context parallelism (ring attention,
+//! all-gathered keys and values, or Ulysses all-to-alls), expert all-to-alls,
 //! point-to-point activations between stages in the order [`super::stages`] gives, per-stage
 //! gradient exchange (all-reduce or the distributed optimizer).
 //!
@@ -64,6 +65,22 @@ enum Inner<'g> {
         spec: CollectiveSpec,
         groups: &'g [Vec<u32>],
     },
+    /// Context parallelism by all-gather (Transformer Engine's `all_gather`): the keys and
+    /// values (`gather`: the gathered size) all-gathered over the CP group before the pass;
+    /// backward, gathered again, and their gradients reduce-scattered after it.
+    Gathered {
+        gather: CollectiveSpec,
+        scatter: CollectiveSpec,
+        groups: &'g [Vec<u32>],
+    },
+    /// DeepSpeed-Ulysses (`a2a`): forward, queries, keys and values all-to-all'd from
+    /// sequence shards to head shards (`qkv`), the pass, the output back (`out`); backward,
+    /// the output's gradient first, the inputs' gradients after.
+    Ulysses {
+        qkv: CollectiveSpec,
+        out: CollectiveSpec,
+        groups: &'g [Vec<u32>],
+    },
 }
 
 impl Inner<'_> {
@@ -99,6 +116,24 @@ impl Inner<'_> {
                 let op = b.compute(n, time, vec![out], phase, lane, layer);
                 b.collective(spec.clone(), groups, vec![op], &|op| op.kind.clone())
             }
+            Inner::Gathered {
+                gather,
+                scatter,
+                groups,
+            } => {
+                let kv = b.collective(gather.clone(), groups, deps, &|op| op.kind.clone())?;
+                let op = b.compute(n, time, vec![kv], phase, lane, layer);
+                if forward {
+                    return Ok(op);
+                }
+                b.collective(scatter.clone(), groups, vec![op], &|op| op.kind.clone())
+            }
+            Inner::Ulysses { qkv, out, groups } => {
+                let (before, after) = if forward { (qkv, out) } else { (out, qkv) };
+                let a = b.collective(before.clone(), groups, deps, &|op| op.kind.clone())?;
+                let op = b.compute(n, time, vec![a], phase, lane, layer);
+                b.collective(after.clone(), groups, vec![op], &|op| op.kind.clone())
+            }
         }
     }
 }
@@ -127,6 +162,9 @@ struct Megatron<'a> {
     /// consecutive replicas of the same context and tensor rank; empty without EP).
     tp_groups: Vec<Vec<Vec<u32>>>,
     rings: Vec<Vec<(u32, u32)>>,
+    /// Per GPU stage, its CP groups (every context rank of one replica and tensor rank; empty
+    /// without CP).
+    cp_groups: Vec<Vec<Vec<u32>>>,
     ep_groups: Vec<Vec<Vec<u32>>>,
 }
 
@@ -192,6 +230,7 @@ impl<'a> Megatron<'a> {
             ranks: Vec::new(),
             tp_groups: Vec::new(),
             rings: Vec::new(),
+            cp_groups: Vec::new(),
             ep_groups: Vec::new(),
         };
         g.ranks = (0..pp).map(|s| g.mesh.stage_ranks(s)).collect();
@@ -208,6 +247,14 @@ impl<'a> Megatron<'a> {
                 .map(|s| {
                     coords()
                         .map(|(r, c, t)| (g.rank(s, r, c, t), g.rank(s, r, (c + 1) % cp, t)))
+                        .collect()
+                })
+                .collect();
+            g.cp_groups = (0..pp)
+                .map(|s| {
+                    (0..dp)
+                        .flat_map(|r| (0..tp).map(move |t| (r, t)))
+                        .map(|(r, t)| (0..cp).map(|c| g.rank(s, r, c, t)).collect())
                         .collect()
                 })
                 .collect();
@@ -310,10 +357,32 @@ impl<'a> Megatron<'a> {
     fn inner(&self, b: &StepBuilder, s: u32, l: usize) -> Option<Inner<'_>> {
         let (layer, tp, cp) = (&self.model.layers[l], self.mesh.tp, self.mesh.cp);
         if cp > 1 && layer.kv_elems > 0 {
-            return Some(Inner::Ring {
-                ring: &self.rings[s as usize],
-                bytes: layer.kv_elems / cp as u64 * self.mb * self.e / tp as u64,
-                cp,
+            // One rank's share of the keys and values (heads split over TP, tokens over CP).
+            let share = |elems: u64| elems / cp as u64 * self.mb * self.e / tp as u64;
+            let groups = &self.cp_groups[s as usize];
+            let spec = |c: Collective, bytes: u64| b.spec(c, bytes, self.cfg.algorithm_for(c));
+            return Some(match self.cfg.context_parallel_comm {
+                CpComm::P2p => Inner::Ring {
+                    ring: &self.rings[s as usize],
+                    bytes: share(layer.kv_elems),
+                    cp,
+                },
+                // nccl-tests sizes: an all-gather's is its output, a reduce-scatter's its
+                // input: the whole keys and values.
+                CpComm::AllGather => Inner::Gathered {
+                    gather: spec(Collective::AllGather, share(layer.kv_elems) * cp as u64),
+                    scatter: spec(Collective::ReduceScatter, share(layer.kv_elems) * cp as u64),
+                    groups,
+                },
+                // Queries are as wide as the block's input; the output as its output.
+                CpComm::A2a => Inner::Ulysses {
+                    qkv: spec(
+                        Collective::AllToAll,
+                        share(layer.input_elems + layer.kv_elems),
+                    ),
+                    out: spec(Collective::AllToAll, share(layer.output_elems)),
+                    groups,
+                },
             });
         }
         if !self.moe_ep(layer) {
