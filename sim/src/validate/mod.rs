@@ -7,8 +7,8 @@
 //!   are timed with [`crate::scenario::run::run`], training steps with
 //!   [`crate::scenario::workload::run_workload`]; rows with an empty `sim_set` (an algorithm
 //!   dtsim does not have) are skipped and counted.
-//! - **nccl-tests tables** (`size_bytes` with `busbw_GBps`, or `oop_time_us`): all-reduce on
-//!   the topology the system's name selects (HGX H100 / H200 / A100 node, two HGX H100 nodes
+//! - **nccl-tests tables** (`size_bytes` with `busbw_GBps`, or `oop_time_us`): all-reduce (and
+//!   all-gather, reduce-scatter, broadcast, reduce) on the topology the system's name selects (HGX H100 / H200 / A100 node, two HGX H100 nodes
 //!   on a rail cluster, or the 2x RTX 2080 Ti PCIe box without P2P); measured time = `oop_time_us`, else size / algbw from busbw.
 //! - **DDP step times** (`sec_per_iter`, `model`, `num_gpus`): p50 rows, DDP with the row's
 //!   bucket cap on one DGX-1 (`topologies/dgx1_v100.toml`) or two (`dgx1_v100_x2.toml`, 16 GPUs
@@ -22,15 +22,24 @@
 //!
 //! A filter is `;`-separated conditions `column OP value` with OP one of `= != < <= > >=`;
 //! `=` accepts alternatives `a|b|c`; numbers compare numerically.
+//!
+//! Here: reading datasets, filters, calibration and the run over every row; [`nccl`] replays
+//! nccl-tests tables (and leave-one-system-out), `datasets` the other layouts, `tables` writes
+//! the outputs.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::metrics::output::CsvText;
 use crate::scenario;
 
+mod datasets;
 pub mod nccl;
+mod tables;
+
+use datasets::{ddp_row, single_device_rows, testbed_row, tf_cnn_row};
+
+/// (group, label, measured secs, simulated secs) of one row, or why it was skipped.
+type Replayed = Result<(String, String, f64, f64), String>;
 
 /// One condition of a row filter.
 #[derive(Debug, Clone, PartialEq)]
@@ -257,303 +266,6 @@ fn simulate(text: &str, set: &[String], workload: bool) -> Result<f64, String> {
     }
 }
 
-/// (group, label, measured secs, simulated secs) of one row, or why it was skipped.
-type Replayed = Result<(String, String, f64, f64), String>;
-
-fn testbed_row(row: &Row, root: &Path) -> Replayed {
-    let sim_set = row.get("sim_set").map(String::as_str).unwrap_or("");
-    let method = row.get("method").cloned().unwrap_or_default();
-    if sim_set.trim().is_empty() {
-        return Err(format!("method {method}: no dtsim algorithm does the same"));
-    }
-    let topo = resolve(&row["topology"], root);
-    let mut set: Vec<String> = row
-        .get("topology_set")
-        .map(String::as_str)
-        .unwrap_or("")
-        .split(';')
-        .filter(|s| !s.trim().is_empty())
-        .map(|s| format!("topology.{}", s.trim()))
-        .collect();
-    set.extend(
-        sim_set
-            .split(';')
-            .filter(|s| !s.trim().is_empty())
-            .map(|s| s.trim().to_string()),
-    );
-    let ranks = num(row, "ranks")? as u32;
-    let bytes = num(row, "bytes")? as u64;
-    let profile = row.get("profile").filter(|p| !p.is_empty());
-    let mut text = String::from("name = \"validate\"\n");
-    if let Some(p) = profile {
-        let _ = writeln!(text, "profile = {}", toml_str(&resolve(p, root)));
-    }
-    let _ = writeln!(text, "[topology]\nfile = {}", toml_str(&topo));
-    let _ = writeln!(text, "[placement]\nranks = {ranks}");
-    let kind = row.get("kind").map(String::as_str).unwrap_or("collective");
-    let workload = kind == "training";
-    let label = if workload {
-        let model = resolve(&row["model"], root);
-        let batch = num(row, "batch_per_gpu")? as u64;
-        let bucket = num(row, "bucket_bytes")? as u64;
-        let _ = writeln!(
-            text,
-            "[workload]\nmodel_file = {}\nbatch_per_gpu = {batch}\nbucket = \"{bucket}B\"\noptimizer = \"sgd\"",
-            toml_str(&model)
-        );
-        format!("{method} {ranks} ranks batch {batch}")
-    } else {
-        let op = row.get("op").map(String::as_str).unwrap_or("all_reduce");
-        let _ = writeln!(text, "[collective]\nop = \"{op}\"\nbytes = \"{bytes}B\"");
-        format!("{op} {bytes} B {ranks} ranks")
-    };
-    let topo_name = Path::new(&row["topology"])
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let sim = simulate(&text, &set, workload)?;
-    // Rows on the same topology file with other overrides (8 hosts instead of 4) are another
-    // system: their own group.
-    let overrides = row
-        .get("topology_set")
-        .map(String::as_str)
-        .unwrap_or("")
-        .trim();
-    let topo_name = if overrides.is_empty() {
-        topo_name
-    } else {
-        format!("{topo_name} ({overrides})")
-    };
-    Ok((
-        format!("{method} @ {topo_name}"),
-        label,
-        num(row, "measured_secs")?,
-        sim,
-    ))
-}
-
-/// NCCL rings over the DGX-1's NVLinks for n GPUs of one machine, or all 16 of two
-/// (as scenarios/ddp_validation_dgx1_v100.toml, whose comments say how they are built).
-fn dgx1_orders(machines: u32, n: u32) -> Option<&'static str> {
-    match (machines, n) {
-        (1, 1) => Some("[[0]]"),
-        (1, 2) => Some("[[0, 1], [1, 0]]"),
-        (1, 4) => Some("[[0, 2, 3, 1], [0, 1, 3, 2]]"),
-        (1, 8) => Some("[[0, 2, 3, 1, 5, 7, 6, 4], [0, 4, 6, 7, 5, 1, 3, 2]]"),
-        // Four rings, each through all 8 GPUs of a node over NVLink (cycle 0-2-3-7-6-4-5-1,
-        // either direction), leaving each node through the NIC of one PCIe switch.
-        (2, 16) => Some(
-            "[[0, 2, 3, 7, 6, 4, 5, 1, 8, 10, 11, 15, 14, 12, 13, 9], \
-             [3, 7, 6, 4, 5, 1, 0, 2, 11, 15, 14, 12, 13, 9, 8, 10], \
-             [4, 6, 7, 3, 2, 0, 1, 5, 12, 14, 15, 11, 10, 8, 9, 13], \
-             [7, 3, 2, 0, 1, 5, 4, 6, 15, 11, 10, 8, 9, 13, 12, 14]]",
-        ),
-        _ => None,
-    }
-}
-
-/// PyTorch DDP benchmark row (p50) on one DGX-1 (`topologies/dgx1_v100.toml`) or on two
-/// joined by EDR InfiniBand (`topologies/dgx1_v100_x2.toml`).
-fn ddp_row(row: &Row, root: &Path) -> Replayed {
-    let model = row.get("model").cloned().unwrap_or_default();
-    if row.get("percentile").map(String::as_str) != Some("p50") {
-        return Err("only p50 rows are replayed".into());
-    }
-    let machines = num(row, "num_machines")? as u32;
-    let topology = match machines {
-        1 => "topologies/dgx1_v100.toml",
-        2 => "topologies/dgx1_v100_x2.toml",
-        _ => {
-            return Err(format!(
-                "{machines} machines: only one or two DGX-1 are modelled"
-            ))
-        }
-    };
-    if crate::workload::catalog::by_name(&model).is_err() {
-        return Err(format!("model {model}: not in the catalog"));
-    }
-    let gpus = num(row, "num_gpus")? as u32;
-    let orders = dgx1_orders(machines, gpus)
-        .ok_or_else(|| format!("{gpus} GPUs on {machines} machines: no ring order"))?;
-    let batch = num(row, "batch_per_gpu")? as u64;
-    let bucket_mb = row
-        .get("bucket_cap_mb")
-        .and_then(|v| v.parse::<f64>().ok())
-        .unwrap_or(25.0);
-    let text = format!(
-        "name = \"validate\"\nprofile = {}\n[topology]\nfile = {}\n[placement]\nranks = {gpus}\n\
-         [workload]\nmodel = \"{model}\"\nbatch_per_gpu = {batch}\nparallelism = \"ddp\"\n\
-         bucket = \"{}B\"\n[workload.allreduce]\nalgorithm = \"ring\"\norders = {orders}\n",
-        toml_str(&root.join("data/profiles/v100_dgx1_public.json")),
-        toml_str(&root.join(topology)),
-        (bucket_mb * 1024.0 * 1024.0) as u64
-    );
-    let sim = simulate(&text, &[], true)?;
-    let label = format!(
-        "{model} {gpus} GPUs {}",
-        row.get("config_label").cloned().unwrap_or_default()
-    );
-    Ok((model, label, num(row, "sec_per_iter")?, sim))
-}
-
-/// A single-device training row of `calibrate/scripts/torch_bench.py` (`step_times.csv`): one
-/// step of the model on one GPU (or CPU) of the profile(s) the row names (`profile`, separated
-/// by `;`, relative to the repository root), one prediction per profile.
-fn single_device_rows(row: &Row, root: &Path) -> Vec<Replayed> {
-    let get = |c: &str| row.get(c).map(String::as_str).unwrap_or("").trim();
-    let model = get("model").to_string();
-    if crate::workload::catalog::by_name(&model).is_err() {
-        return vec![Err(format!("model {model}: not in the catalog"))];
-    }
-    let profiles: Vec<&str> = get("profile")
-        .split(';')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .collect();
-    if profiles.is_empty() {
-        return vec![Err(
-            "profile: the dtsim profile(s) to predict with (torch_bench.py --profile)".into(),
-        )];
-    }
-    let dtype = match get("dtype") {
-        "" => "fp32",
-        d => d,
-    };
-    let machine = match get("machine") {
-        "" => get("device_name"),
-        m => m,
-    };
-    profiles
-        .into_iter()
-        .map(|profile| {
-            let batch = num(row, "batch")? as u64;
-            let text = format!(
-                "name = \"validate\"\nprofile = {}\n[topology]\nfile = {}\n[placement]\nranks = 1\n\
-                 [workload]\nmodel = \"{model}\"\nbatch_per_gpu = {batch}\nparallelism = \"ddp\"\n\
-                 dtype = \"{dtype}\"\n",
-                toml_str(&resolve(profile, root)),
-                toml_str(&root.join("topologies/pcie_box_2gpu.toml")),
-            );
-            let sim = simulate(&text, &[], true)?;
-            let stem = Path::new(profile)
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            Ok((
-                format!("{machine} {model} {dtype} · {stem}"),
-                format!("{model} batch {batch} ({stem})"),
-                num(row, "step_secs_median")?,
-                sim,
-            ))
-        })
-        .collect()
-}
-
-/// TensorFlow tf_cnn_benchmarks row (May 2017, images/s over all GPUs) on the single machine
-/// it names: a DGX-1 with P100s (`topologies/dgx1_p100.toml`) or 8 K80 GPUs on PCIe
-/// (`topologies/k80x8_pcie.toml`, GCE and AWS alike), with the compute profile fitted on that
-/// GPU's 1-GPU synthetic rows. Step time = batch per GPU × GPUs / images per second.
-/// `variable_update`: parameter_server on the CPU → one server on the host (every GPU pushes its
-/// gradients over PCIe and pulls the parameters); parameter_server on the GPUs, and replicated
-/// without NCCL (each variable summed on one GPU and copied back) → the parameter server sharded
-/// over the GPUs; replicated with NCCL → one ring all-reduce after the backward pass over an
-/// NVLink Hamiltonian cycle (TF 1.x does not overlap it). Plain SGD, tf_cnn_benchmarks'
-/// default. Real-data rows form their own groups: their input pipeline is not simulated.
-/// Multi-instance rows are skipped (the network is not stated), as are the distributed table's
-/// one-instance rows (gRPC parameter servers, not modelled).
-fn tf_cnn_row(row: &Row, root: &Path) -> Replayed {
-    let field = |c: &str| row.get(c).map(String::as_str).unwrap_or("");
-    let (system, update) = (
-        field("system"),
-        field("variable_update / local_parameter_device"),
-    );
-    if num(row, "num_nodes")? > 1.0 {
-        return Err("multi-instance cluster: network not stated".into());
-    }
-    if update.starts_with("distributed_replicated") {
-        return Err(
-            "distributed_replicated on one instance: gRPC parameter servers, not modelled".into(),
-        );
-    }
-    let (short, topology, profile, host) = if system.starts_with("NVIDIA DGX-1") {
-        let p = "data/profiles/p100_dgx1_tf_cnn_calibrated.json";
-        ("DGX-1 P100", "topologies/dgx1_p100.toml", p, "n0.cpu0")
-    } else if system.starts_with("GCE") || system == "AWS p2.8xlarge" {
-        let p = "data/profiles/k80_tf_cnn_calibrated.json";
-        let short = if system.starts_with("GCE") {
-            "GCE K80"
-        } else {
-            "AWS K80"
-        };
-        (short, "topologies/k80x8_pcie.toml", p, "n0.host")
-    } else {
-        return Err(format!("system {system:?}: no topology"));
-    };
-    let model_name = field("model");
-    let model = match model_name {
-        "InceptionV3" => "inception_v3",
-        "ResNet-50" => "resnet50",
-        "ResNet-152" => "resnet152",
-        "AlexNet" => "alexnet",
-        "VGG16" => "vgg16",
-        other => return Err(format!("model {other:?}: not in the catalog")),
-    };
-    let gpus = num(row, "num_gpus")? as u32;
-    let batch = num(row, "batch_per_gpu")? as u64;
-    let (method, parallelism) = match update {
-        "parameter_server / cpu" => (
-            "ps/cpu",
-            "parallelism = \"parameter_server\"\nservers = 1\ncolocated = false".to_string(),
-        ),
-        "parameter_server / gpu" => (
-            "ps/gpu",
-            format!("parallelism = \"parameter_server\"\nservers = {gpus}"),
-        ),
-        "replicated (without NCCL) / gpu" => (
-            "replicated/no-nccl",
-            format!("parallelism = \"parameter_server\"\nservers = {gpus}"),
-        ),
-        "replicated (with NCCL) / n/a" => {
-            // One ring (NCCL 1.x's ring count is not stated) along NVLink: GPUs 0-3 are fully
-            // connected, 4-7 too, and GPU i links to i+4.
-            let order = match (short, gpus) {
-                (_, 1) => "[[0]]",
-                ("DGX-1 P100", 2) => "[[0, 1]]",
-                ("DGX-1 P100", 4) => "[[0, 1, 2, 3]]",
-                ("DGX-1 P100", 8) => "[[0, 1, 2, 3, 7, 6, 5, 4]]",
-                _ => return Err(format!("NCCL on {gpus} GPUs of {short}: no ring order")),
-            };
-            let ring = format!("algorithm = \"ring\"\norders = {order}");
-            (
-                "replicated/nccl",
-                format!("parallelism = \"allreduce_after_backward\"\n[workload.allreduce]\n{ring}"),
-            )
-        }
-        other => return Err(format!("variable_update {other:?}: not modelled")),
-    };
-    let mut text = format!(
-        "name = \"validate\"\nprofile = {}\n[topology]\nfile = {}\n[placement]\nranks = {gpus}\n",
-        toml_str(&root.join(profile)),
-        toml_str(&root.join(topology)),
-    );
-    if update == "parameter_server / cpu" {
-        let _ = writeln!(text, "[placement.endpoints]\nps0 = \"{host}\"");
-    }
-    let _ = writeln!(
-        text,
-        "[workload]\nmodel = \"{model}\"\nbatch_per_gpu = {batch}"
-    );
-    let _ = writeln!(text, "optimizer = \"sgd\"\n{parallelism}");
-    let sim = simulate(&text, &[], true)?;
-    let real = field("data") == "real";
-    let group = format!(
-        "{short} {model_name} {method}{}",
-        if real { " real data" } else { "" }
-    );
-    let measured = batch as f64 * gpus as f64 / num(row, "throughput")?;
-    Ok((group, format!("{gpus} GPUs batch {batch}"), measured, sim))
-}
-
 /// Fits `measured = a + b × simulated` minimising squared relative error; `b` alone when the
 /// simulated values are nearly equal (a and b would not be identifiable).
 pub fn fit(points: &[(f64, f64)]) -> Option<(f64, f64)> {
@@ -741,141 +453,6 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
     Ok(report)
 }
 
-impl Report {
-    /// `predictions.csv`: one line per replayed row.
-    pub fn predictions_csv(&self) -> String {
-        let mut t = CsvText::new([
-            "dataset",
-            "group",
-            "row",
-            "label",
-            "measured_secs",
-            "simulated_secs",
-            "predicted_secs",
-            "error_pct",
-            "calibration",
-            "scored",
-        ]);
-        for p in &self.predictions {
-            t.row([
-                p.dataset.clone(),
-                p.group.clone(),
-                p.row.to_string(),
-                p.label.clone(),
-                format!("{:.6e}", p.measured_secs),
-                format!("{:.6e}", p.simulated_secs),
-                format!("{:.6e}", p.predicted_secs),
-                format!("{:.3}", p.error_pct()),
-                p.calibration.to_string(),
-                p.scored.to_string(),
-            ]);
-        }
-        t.finish()
-    }
-
-    /// `errors.csv`: one line per dataset × group.
-    pub fn errors_csv(&self) -> String {
-        let mut t = CsvText::new([
-            "dataset",
-            "group",
-            "scored_rows",
-            "calibration_rows",
-            "median_abs_error_pct",
-            "max_abs_error_pct",
-            "fit_a_secs",
-            "fit_b",
-        ]);
-        for g in &self.groups {
-            let (a, b) = g
-                .fit
-                .map(|(a, b)| (format!("{a:.6e}"), format!("{b:.6}")))
-                .unwrap_or_default();
-            t.row([
-                g.dataset.clone(),
-                g.group.clone(),
-                g.rows.to_string(),
-                g.calibration_rows.to_string(),
-                format!("{:.3}", g.median_abs_pct),
-                format!("{:.3}", g.max_abs_pct),
-                a,
-                b,
-            ]);
-        }
-        t.finish()
-    }
-
-    /// The largest median absolute error over groups with scored rows.
-    pub fn worst_median_pct(&self) -> f64 {
-        self.groups
-            .iter()
-            .filter(|g| g.rows > 0)
-            .map(|g| g.median_abs_pct)
-            .fold(0.0, f64::max)
-    }
-
-    /// Writes `predictions.csv` and `errors.csv` into `dir`, each atomically.
-    pub fn write_dir(&self, dir: &Path) -> std::io::Result<()> {
-        use crate::metrics::output::write_atomic;
-        write_atomic(
-            &dir.join("predictions.csv"),
-            self.predictions_csv().as_bytes(),
-        )?;
-        write_atomic(&dir.join("errors.csv"), self.errors_csv().as_bytes())
-    }
-}
-
-impl std::fmt::Display for Report {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(
-            f,
-            "{:<34} {:<40} {:>12} {:>12} {:>8}",
-            "dataset", "row", "measured", "predicted", "error"
-        )?;
-        for p in &self.predictions {
-            let tag = if p.calibration {
-                "(calibration)"
-            } else if !p.scored {
-                "(not scored)"
-            } else {
-                ""
-            };
-            writeln!(
-                f,
-                "{:<34} {:<40} {:>10.3}ms {:>10.3}ms {:>+7.1}%  {tag}",
-                p.dataset,
-                format!("{}: {}", p.group, p.label),
-                p.measured_secs * 1e3,
-                p.predicted_secs * 1e3,
-                p.error_pct()
-            )?;
-        }
-        writeln!(
-            f,
-            "\n{:<34} {:<34} {:>5} {:>5} {:>9} {:>9}",
-            "dataset", "method", "rows", "calib", "median|e|", "max|e|"
-        )?;
-        for g in &self.groups {
-            writeln!(
-                f,
-                "{:<34} {:<34} {:>5} {:>5} {:>8.2}% {:>8.2}%",
-                g.dataset, g.group, g.rows, g.calibration_rows, g.median_abs_pct, g.max_abs_pct
-            )?;
-        }
-        if !self.skipped.is_empty() {
-            let mut by: BTreeMap<(String, String), usize> = BTreeMap::new();
-            for (d, why) in &self.skipped {
-                let why = why.split_once(": ").map(|(_, w)| w).unwrap_or(why);
-                *by.entry((d.clone(), why.to_string())).or_default() += 1;
-            }
-            writeln!(f, "\nskipped:")?;
-            for ((d, why), n) in by {
-                writeln!(f, "  {d}: {n} rows: {why}")?;
-            }
-        }
-        Ok(())
-    }
-}
-
 /// `dtsim validate`: parses the filters, validates, prints the tables, writes `--out`, and
 /// fails when the worst group median exceeds `max_median_error_pct`.
 pub fn run_cli(
@@ -929,6 +506,7 @@ pub fn run_cli(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fmt::Write as _;
 
     fn row(pairs: &[(&str, &str)]) -> Row {
         pairs

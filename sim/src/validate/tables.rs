@@ -1,0 +1,140 @@
+//! A validation's outputs: `predictions.csv`, the per-group error table, and the report as
+//! text.
+
+use super::*;
+use crate::metrics::output::CsvText;
+
+impl Report {
+    /// `predictions.csv`: one line per replayed row.
+    pub fn predictions_csv(&self) -> String {
+        let mut t = CsvText::new([
+            "dataset",
+            "group",
+            "row",
+            "label",
+            "measured_secs",
+            "simulated_secs",
+            "predicted_secs",
+            "error_pct",
+            "calibration",
+            "scored",
+        ]);
+        for p in &self.predictions {
+            t.row([
+                p.dataset.clone(),
+                p.group.clone(),
+                p.row.to_string(),
+                p.label.clone(),
+                format!("{:.6e}", p.measured_secs),
+                format!("{:.6e}", p.simulated_secs),
+                format!("{:.6e}", p.predicted_secs),
+                format!("{:.3}", p.error_pct()),
+                p.calibration.to_string(),
+                p.scored.to_string(),
+            ]);
+        }
+        t.finish()
+    }
+
+    /// `errors.csv`: one line per dataset × group.
+    pub fn errors_csv(&self) -> String {
+        let mut t = CsvText::new([
+            "dataset",
+            "group",
+            "scored_rows",
+            "calibration_rows",
+            "median_abs_error_pct",
+            "max_abs_error_pct",
+            "fit_a_secs",
+            "fit_b",
+        ]);
+        for g in &self.groups {
+            let (a, b) = g
+                .fit
+                .map(|(a, b)| (format!("{a:.6e}"), format!("{b:.6}")))
+                .unwrap_or_default();
+            t.row([
+                g.dataset.clone(),
+                g.group.clone(),
+                g.rows.to_string(),
+                g.calibration_rows.to_string(),
+                format!("{:.3}", g.median_abs_pct),
+                format!("{:.3}", g.max_abs_pct),
+                a,
+                b,
+            ]);
+        }
+        t.finish()
+    }
+
+    /// The largest median absolute error over groups with scored rows.
+    pub fn worst_median_pct(&self) -> f64 {
+        self.groups
+            .iter()
+            .filter(|g| g.rows > 0)
+            .map(|g| g.median_abs_pct)
+            .fold(0.0, f64::max)
+    }
+
+    /// Writes `predictions.csv` and `errors.csv` into `dir`, each atomically.
+    pub fn write_dir(&self, dir: &Path) -> std::io::Result<()> {
+        use crate::metrics::output::write_atomic;
+        write_atomic(
+            &dir.join("predictions.csv"),
+            self.predictions_csv().as_bytes(),
+        )?;
+        write_atomic(&dir.join("errors.csv"), self.errors_csv().as_bytes())
+    }
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "{:<34} {:<40} {:>12} {:>12} {:>8}",
+            "dataset", "row", "measured", "predicted", "error"
+        )?;
+        for p in &self.predictions {
+            let tag = if p.calibration {
+                "(calibration)"
+            } else if !p.scored {
+                "(not scored)"
+            } else {
+                ""
+            };
+            writeln!(
+                f,
+                "{:<34} {:<40} {:>10.3}ms {:>10.3}ms {:>+7.1}%  {tag}",
+                p.dataset,
+                format!("{}: {}", p.group, p.label),
+                p.measured_secs * 1e3,
+                p.predicted_secs * 1e3,
+                p.error_pct()
+            )?;
+        }
+        writeln!(
+            f,
+            "\n{:<34} {:<34} {:>5} {:>5} {:>9} {:>9}",
+            "dataset", "method", "rows", "calib", "median|e|", "max|e|"
+        )?;
+        for g in &self.groups {
+            writeln!(
+                f,
+                "{:<34} {:<34} {:>5} {:>5} {:>8.2}% {:>8.2}%",
+                g.dataset, g.group, g.rows, g.calibration_rows, g.median_abs_pct, g.max_abs_pct
+            )?;
+        }
+        if !self.skipped.is_empty() {
+            let mut by: BTreeMap<(String, String), usize> = BTreeMap::new();
+            for (d, why) in &self.skipped {
+                let why = why.split_once(": ").map(|(_, w)| w).unwrap_or(why);
+                *by.entry((d.clone(), why.to_string())).or_default() += 1;
+            }
+            writeln!(f, "\nskipped:")?;
+            for ((d, why), n) in by {
+                writeln!(f, "  {d}: {n} rows: {why}")?;
+            }
+        }
+        Ok(())
+    }
+}
