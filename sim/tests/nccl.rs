@@ -169,9 +169,10 @@ fn one_scenario_reproduces_the_shape_of_an_nccl_tests_sweep() {
     // Beside a measured table: an unknown system is named with the ones there are.
     let table = root.join("../shared/validation/azure_nd_single_node_allreduce.csv");
     if table.exists() {
-        let e = sim::validate::nccl::measured_us(&table, "ND X").unwrap_err();
+        let all_reduce = sim::collective::Collective::AllReduce;
+        let e = sim::validate::nccl::measured_us(&table, "ND X", all_reduce).unwrap_err();
         assert!(e.contains("--system") && e.contains("ND H100 v5"), "{e}");
-        let m = sim::validate::nccl::measured_us(&table, "ND H100 v5").unwrap();
+        let m = sim::validate::nccl::measured_us(&table, "ND H100 v5", all_reduce).unwrap();
         let t = sim::scenario::size_sweep::table(&points, Some(&m));
         assert!(t.contains("24 sizes measured"), "{t}");
     }
@@ -303,4 +304,16 @@ fn nccl_tests_rows_of_every_collective_nccl_runs_are_replayed_and_grouped_apart(
         .err()
         .unwrap();
     assert!(e.contains("alltoall rows are not replayed"), "{e}");
+    // `dtsim nccl-tests --measured` reads the rows of the scenario's collective.
+    let table = root.join("../shared/validation/autodl_2x2080ti_pcie_noP2P_nccl.csv");
+    if table.exists() {
+        let system = "AutoDL container, 2x RTX 2080 Ti";
+        let broadcast = sim::collective::Collective::Broadcast;
+        let m = sim::validate::nccl::measured_us(&table, system, broadcast).unwrap();
+        assert_eq!(m.len(), 28);
+        assert_eq!(m.get(&1073741824), Some(&96800.0));
+        let all_to_all = sim::collective::Collective::AllToAll;
+        let e = sim::validate::nccl::measured_us(&table, system, all_to_all).unwrap_err();
+        assert!(e.contains("--system"), "{e}");
+    }
 }

@@ -28,6 +28,8 @@ use crate::scenario::{self, fit_nccl::FitRow, run::prepare};
 /// A row as a scenario.
 pub struct Case {
     pub system: String,
+    /// The row's collective.
+    pub op: Collective,
     /// Profiles are fitted on all-reduce rows only; other collectives are scored against them.
     pub all_reduce: bool,
     pub group: String,
@@ -131,6 +133,7 @@ pub fn case(row: &Row, root: &Path) -> Result<Case, String> {
     }
     Ok(Case {
         system,
+        op,
         all_reduce: op == Collective::AllReduce,
         group,
         label: format!("{} B", bytes as u64),
@@ -273,11 +276,12 @@ pub fn leave_one_out(datasets: &[PathBuf]) -> Result<Vec<super::Prediction>, Str
     Ok(out)
 }
 
-/// The measured all-reduce times (µs by size) of one system in a table, for printing a
-/// simulated sweep beside them (`dtsim nccl-tests --measured`).
+/// The measured times (µs by size) of one system's `op` rows in a table, for printing a
+/// simulated sweep of that collective beside them (`dtsim nccl-tests --measured`).
 pub fn measured_us(
     path: &Path,
     system: &str,
+    op: Collective,
 ) -> Result<std::collections::BTreeMap<u64, f64>, String> {
     let rows = super::read_csv(path)?;
     let root = super::repo_root(path);
@@ -285,7 +289,7 @@ pub fn measured_us(
     let mut systems = Vec::new();
     for row in &rows {
         let Ok(c) = case(row, &root) else { continue };
-        if !c.all_reduce {
+        if c.op != op {
             continue;
         }
         if !systems.contains(&c.system) {
@@ -297,7 +301,7 @@ pub fn measured_us(
     }
     if out.is_empty() {
         return Err(format!(
-            "{}: --system: one of {systems:?}, got {system:?}",
+            "{}: --system: one of {systems:?} (systems with {op} rows), got {system:?}",
             path.display()
         ));
     }

@@ -332,7 +332,15 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             };
             let measured = match (&measured, &system) {
                 (Some(t), Some(sys)) => {
-                    Some(sim::validate::nccl::measured_us(t, sys).map_err(|e| anyhow::anyhow!(e))?)
+                    let op = s
+                        .file
+                        .collective
+                        .as_ref()
+                        .map_or(sim::collective::Collective::AllReduce, |c| c.op);
+                    Some(
+                        sim::validate::nccl::measured_us(t, sys, op)
+                            .map_err(|e| anyhow::anyhow!(e))?,
+                    )
                 }
                 _ => None,
             };
