@@ -251,7 +251,10 @@ impl Target {
                 calibrate::import::validation_csv::load(&p).map_err(|e| s(&e))?;
                 let rows = sim::validate::read_csv(&p)?;
                 if let Some(system) = rows.first().and_then(|r| r.get("system")) {
-                    sim::validate::nccl::measured_us(&p, system)?;
+                    use sim::collective::Collective;
+                    for op in [Collective::AllReduce, Collective::Broadcast] {
+                        sim::validate::nccl::measured_us(&p, system, op)?;
+                    }
                 }
                 Ok(())
             }
