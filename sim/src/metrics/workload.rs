@@ -224,7 +224,19 @@ impl fmt::Display for WorkloadReport {
                 .iter()
                 .map(|x| format!("{:.1}%", x * 100.0))
                 .collect();
-            writeln!(f, "  idle per stage       {}", b.join(" "))?;
+            // What the schedule alone leaves idle with equal stages and free communication:
+            // (p - 1) / (v m + p - 1) of the step; the rest is communication the stage waits
+            // on (tensor-parallel collectives, activations, gradients) and unequal stages.
+            let (p, m) = (s.pipeline_parallel.max(1), s.microbatches.max(1));
+            let v = s.virtual_stages.max(1);
+            let bubble = (p - 1) as f64 / (v * m + p - 1) as f64;
+            writeln!(
+                f,
+                "  idle per stage       {}  (no compute running; the schedule's own bubble is \
+                 {:.1}%, the rest waits on communication or on unequal stages)",
+                b.join(" "),
+                bubble * 100.0
+            )?;
         }
         if s.buckets > 0 {
             writeln!(f, "  gradient buckets     {}", s.buckets)?;
