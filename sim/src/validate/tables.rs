@@ -89,12 +89,30 @@ impl Report {
 
 impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Columns as wide as their longest entry (group names run long: "<system> · <op>").
+        let width =
+            |items: &mut dyn Iterator<Item = usize>, min: usize| items.max().unwrap_or(0).max(min);
+        let wd = width(
+            &mut self
+                .predictions
+                .iter()
+                .map(|p| p.dataset.chars().count())
+                .chain(self.groups.iter().map(|g| g.dataset.chars().count())),
+            34,
+        );
+        let rows: Vec<String> = self
+            .predictions
+            .iter()
+            .map(|p| format!("{}: {}", p.group, p.label))
+            .collect();
+        let wr = width(&mut rows.iter().map(|r| r.chars().count()), 40);
+        let wg = width(&mut self.groups.iter().map(|g| g.group.chars().count()), 34);
         writeln!(
             f,
-            "{:<34} {:<40} {:>12} {:>12} {:>8}",
+            "{:<wd$} {:<wr$} {:>12} {:>12} {:>8}",
             "dataset", "row", "measured", "predicted", "error"
         )?;
-        for p in &self.predictions {
+        for (p, row) in self.predictions.iter().zip(&rows) {
             let tag = if p.calibration {
                 "(calibration)"
             } else if !p.scored {
@@ -104,9 +122,9 @@ impl std::fmt::Display for Report {
             };
             writeln!(
                 f,
-                "{:<34} {:<40} {:>10.3}ms {:>10.3}ms {:>+7.1}%  {tag}",
+                "{:<wd$} {:<wr$} {:>10.3}ms {:>10.3}ms {:>+7.1}%  {tag}",
                 p.dataset,
-                format!("{}: {}", p.group, p.label),
+                row,
                 p.measured_secs * 1e3,
                 p.predicted_secs * 1e3,
                 p.error_pct()
@@ -114,13 +132,13 @@ impl std::fmt::Display for Report {
         }
         writeln!(
             f,
-            "\n{:<34} {:<34} {:>5} {:>5} {:>9} {:>9}",
+            "\n{:<wd$} {:<wg$} {:>5} {:>5} {:>9} {:>9}",
             "dataset", "method", "rows", "calib", "median|e|", "max|e|"
         )?;
         for g in &self.groups {
             writeln!(
                 f,
-                "{:<34} {:<34} {:>5} {:>5} {:>8.2}% {:>8.2}%",
+                "{:<wd$} {:<wg$} {:>5} {:>5} {:>8.2}% {:>8.2}%",
                 g.dataset, g.group, g.rows, g.calibration_rows, g.median_abs_pct, g.max_abs_pct
             )?;
         }
