@@ -116,41 +116,7 @@ enum Command {
     },
     /// Run every point of a scenario's [sweep] (and [[compare]]) in parallel; resumes where an
     /// earlier call stopped.
-    Sweep {
-        scenario: PathBuf,
-        /// Override a scenario key for every point (repeatable).
-        #[arg(long = "set", value_name = "KEY=VALUE")]
-        set: Vec<String>,
-        /// Points run at once (default: the number of cores).
-        #[arg(long)]
-        jobs: Option<usize>,
-        /// Results directory (default: the scenario's [output] dir, else results/sweeps/NAME).
-        #[arg(long)]
-        out: Option<PathBuf>,
-        /// Run only points with index % n == i (default: from SLURM_ARRAY_TASK_ID/COUNT).
-        #[arg(long, value_name = "i/n")]
-        shard: Option<String>,
-        /// Run at most N pending points, then stop (a later call runs the rest).
-        #[arg(long, value_name = "N")]
-        limit: Option<usize>,
-        /// Write every result file per point (links.csv, traffic.csv, trace.json ...), not only
-        /// summary.json.
-        #[arg(long)]
-        all_files: bool,
-        /// Reuse an output directory that holds another sweep (other --set), dropping its points.
-        #[arg(long)]
-        force: bool,
-        /// Write a Slurm job-array script, a dependent merge job and submit.sh into DIR instead
-        /// of running.
-        #[arg(long, value_name = "DIR")]
-        emit_slurm: Option<PathBuf>,
-        /// Array tasks for --emit-slurm.
-        #[arg(long, default_value_t = 8)]
-        tasks: u32,
-        /// Print the outcome as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Sweep(sweep_command::SweepArgs),
     /// Combine the points of one or more sweep directories (e.g. shards) into results.csv.
     Merge {
         #[arg(required = true)]
@@ -359,31 +325,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Command::Sweep {
-            scenario: path,
-            set,
-            jobs,
-            out,
-            shard,
-            limit,
-            all_files,
-            force,
-            emit_slurm,
-            tasks,
-            json,
-        } => sweep_command::run(sweep_command::SweepArgs {
-            path,
-            set,
-            jobs,
-            out,
-            shard,
-            limit,
-            all_files,
-            force,
-            emit_slurm,
-            tasks,
-            json,
-        }),
+        Command::Sweep(args) => sweep_command::run(args),
         Command::Merge { dirs, out } => {
             let m = sweep::merge(&dirs)?;
             let path = out.unwrap_or_else(|| dirs[0].join("results.csv"));

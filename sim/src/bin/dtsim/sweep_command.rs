@@ -6,17 +6,41 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use sim::scenario::{self, sweep};
 
+/// What `dtsim sweep` takes.
+#[derive(clap::Args)]
 pub struct SweepArgs {
-    pub path: PathBuf,
+    pub scenario: PathBuf,
+    /// Override a scenario key for every point (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// Points run at once (default: the number of cores).
+    #[arg(long)]
     pub jobs: Option<usize>,
+    /// Results directory (default: the scenario's [output] dir, else results/sweeps/NAME).
+    #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Run only points with index % n == i (default: from SLURM_ARRAY_TASK_ID/COUNT).
+    #[arg(long, value_name = "i/n")]
     pub shard: Option<String>,
+    /// Run at most N pending points, then stop (a later call runs the rest).
+    #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
+    /// Write every result file per point (links.csv, traffic.csv, trace.json ...), not only
+    /// summary.json.
+    #[arg(long)]
     pub all_files: bool,
+    /// Reuse an output directory that holds another sweep (other --set), dropping its points.
+    #[arg(long)]
     pub force: bool,
+    /// Write a Slurm job-array script, a dependent merge job and submit.sh into DIR instead
+    /// of running.
+    #[arg(long, value_name = "DIR")]
     pub emit_slurm: Option<PathBuf>,
+    /// Array tasks for --emit-slurm.
+    #[arg(long, default_value_t = 8)]
     pub tasks: u32,
+    /// Print the outcome as JSON.
+    #[arg(long)]
     pub json: bool,
 }
 
@@ -24,8 +48,8 @@ pub struct SweepArgs {
 /// (on a terminal), or writes Slurm scripts.
 pub fn run(a: SweepArgs) -> anyhow::Result<()> {
     use std::io::IsTerminal as _;
-    let sw = sweep::expand(&a.path, &a.set)?;
-    let base = scenario::load(&a.path, &a.set)?;
+    let sw = sweep::expand(&a.scenario, &a.set)?;
+    let base = scenario::load(&a.scenario, &a.set)?;
     let out = a
         .out
         .or_else(|| base.file.output.dir.as_ref().map(PathBuf::from))
