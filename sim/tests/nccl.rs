@@ -277,7 +277,7 @@ fn nccl_tests_rows_of_every_collective_nccl_runs_are_replayed_and_grouped_apart(
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let all_reduce =
         sim::validate::nccl::case(&nccl_tests_row("all_reduce", 1 << 24, 4210.0), &root).unwrap();
-    assert!(all_reduce.all_reduce);
+    assert_eq!(all_reduce.op, sim::collective::Collective::AllReduce);
     assert_eq!(all_reduce.group, "AutoDL container, 2x RTX 2080 Ti");
     for (name, expect_root) in [
         ("broadcast", true),
@@ -286,7 +286,7 @@ fn nccl_tests_rows_of_every_collective_nccl_runs_are_replayed_and_grouped_apart(
     ] {
         let row = nccl_tests_row(name, 1 << 24, 1539.1);
         let c = sim::validate::nccl::case(&row, &root).unwrap();
-        assert!(!c.all_reduce);
+        assert_ne!(c.op, sim::collective::Collective::AllReduce);
         assert_eq!(
             c.group,
             format!("AutoDL container, 2x RTX 2080 Ti · {name}")

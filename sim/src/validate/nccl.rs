@@ -28,10 +28,9 @@ use crate::scenario::{self, fit_nccl::FitRow, run::prepare};
 /// A row as a scenario.
 pub struct Case {
     pub system: String,
-    /// The row's collective.
+    /// The row's collective. Profiles are fitted on all-reduce rows only; other collectives
+    /// are scored against them.
     pub op: Collective,
-    /// Profiles are fitted on all-reduce rows only; other collectives are scored against them.
-    pub all_reduce: bool,
     pub group: String,
     pub label: String,
     pub measured_secs: f64,
@@ -134,7 +133,6 @@ pub fn case(row: &Row, root: &Path) -> Result<Case, String> {
     Ok(Case {
         system,
         op,
-        all_reduce: op == Collective::AllReduce,
         group,
         label: format!("{} B", bytes as u64),
         measured_secs: measured,
@@ -190,7 +188,7 @@ pub fn fit_rows(
             .unwrap_or_default();
         for (i, row) in rows.iter().enumerate() {
             let Ok(c) = case(row, &root) else { continue };
-            if !c.all_reduce
+            if c.op != Collective::AllReduce
                 || !keep(&c.system)
                 || c.measured_secs.is_nan()
                 || c.measured_secs <= 0.0

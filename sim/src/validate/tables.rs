@@ -90,23 +90,21 @@ impl Report {
 impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Columns as wide as their longest entry (group names run long: "<system> · <op>").
-        let width =
-            |items: &mut dyn Iterator<Item = usize>, min: usize| items.max().unwrap_or(0).max(min);
-        let wd = width(
-            &mut self
-                .predictions
-                .iter()
-                .map(|p| p.dataset.chars().count())
-                .chain(self.groups.iter().map(|g| g.dataset.chars().count())),
-            34,
-        );
+        fn width<'s>(items: impl Iterator<Item = &'s str>, min: usize) -> usize {
+            items.map(|s| s.chars().count()).max().unwrap_or(0).max(min)
+        }
         let rows: Vec<String> = self
             .predictions
             .iter()
             .map(|p| format!("{}: {}", p.group, p.label))
             .collect();
-        let wr = width(&mut rows.iter().map(|r| r.chars().count()), 40);
-        let wg = width(&mut self.groups.iter().map(|g| g.group.chars().count()), 34);
+        let datasets = self.predictions.iter().map(|p| p.dataset.as_str());
+        let wd = width(
+            datasets.chain(self.groups.iter().map(|g| g.dataset.as_str())),
+            34,
+        );
+        let wr = width(rows.iter().map(String::as_str), 40);
+        let wg = width(self.groups.iter().map(|g| g.group.as_str()), 34);
         writeln!(
             f,
             "{:<wd$} {:<wr$} {:>12} {:>12} {:>8}",

@@ -57,14 +57,12 @@ pub fn per_gpu(model: &Model, cfg: &StepConfig, dag: &StepDag, micro_batch: u64)
         // Expert parallelism keeps 1/ep of each MoE block's experts on a GPU.
         let ep = cfg.expert_parallel.max(1) as u64;
         let experts = |l: &super::catalog::Layer| match (l.kind, model.moe) {
-            (super::catalog::LayerKind::MoeBlock, Some(m)) => {
-                m.expert_params_per_block - m.expert_params_per_block / ep
-            }
+            (super::catalog::LayerKind::MoeBlock, Some(m)) => m.expert_params_per_block,
             _ => 0,
         };
         let params: u64 = layers
             .iter()
-            .map(|l| (l.params - experts(l)) / split(l.kind))
+            .map(|l| (l.params - (experts(l) - experts(l) / ep)) / split(l.kind))
             .sum();
         // With full recomputation a layer keeps only its input (split like its activations:
         // Megatron's sequence parallelism shards the checkpointed inputs too).
@@ -117,13 +115,7 @@ pub fn per_gpu(model: &Model, cfg: &StepConfig, dag: &StepDag, micro_batch: u64)
         // TP rank), the dense ones over DP x CP.
         let dp = dag.data_parallel.max(1) as u64 * cp;
         let expert_dp = (dag.data_parallel.max(1) as u64 / ep).max(1) * cp * tp;
-        let expert_held: u64 = layers
-            .iter()
-            .map(|l| match (l.kind, model.moe) {
-                (super::catalog::LayerKind::MoeBlock, Some(m)) => m.expert_params_per_block / ep,
-                _ => 0,
-            })
-            .sum();
+        let expert_held: u64 = layers.iter().map(|l| experts(l) / ep).sum();
         let zero = cfg.method.zero_stage();
         // `bytes_per_param` of every parameter held, sharded from ZeRO stage `from` on.
         let shard = |bytes_per_param: u64, from: u8| {

@@ -142,17 +142,25 @@ fn effective_cap(
     link_flow_count: &[u32],
     link_capacity_bps: &[f64],
 ) -> f64 {
+    let private = path
+        .iter()
+        .copied()
+        .filter(|&link| link_flow_count[link as usize] == 1);
+    cap_within(cap_bps, private, link_capacity_bps)
+}
+
+/// A flow's cap (non-negative; NaN means none) lowered to the capacity of each of `links`, in
+/// order: its effective cap when they are the links it alone crosses.
+fn cap_within(cap_bps: f64, links: impl Iterator<Item = u32>, link_capacity_bps: &[f64]) -> f64 {
     let mut effective = if cap_bps < f64::INFINITY {
         non_negative(cap_bps)
     } else {
         f64::INFINITY
     };
-    for &link in path {
-        if link_flow_count[link as usize] == 1 {
-            let capacity = fair_share(link_capacity_bps[link as usize], 1);
-            if capacity < effective {
-                effective = capacity;
-            }
+    for link in links {
+        let capacity = fair_share(link_capacity_bps[link as usize], 1);
+        if capacity < effective {
+            effective = capacity;
         }
     }
     effective

@@ -28,7 +28,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{fair_share, non_negative, MaxMinSolver, Problem};
+use super::{cap_within, MaxMinSolver, Problem};
 
 const NONE: u32 = u32::MAX;
 
@@ -117,12 +117,11 @@ impl SplitSolver {
         // Flows with no link share nothing: their cap, or unlimited (as the solver gives).
         for (flow, rate) in rates_bps.iter_mut().enumerate() {
             if self.flow_part[flow] == NONE {
-                let cap = p.flow_cap_bps[flow];
-                *rate = if cap < f64::INFINITY {
-                    non_negative(cap)
-                } else {
-                    f64::INFINITY
-                };
+                *rate = cap_within(
+                    p.flow_cap_bps[flow],
+                    std::iter::empty(),
+                    p.link_capacity_bps,
+                );
             }
         }
         if self.seen_enc.len() + self.seen_order.len() + self.seen_rates.len()
@@ -400,19 +399,8 @@ fn has_repeated_link(path: &[u32]) -> bool {
 /// The rate of a flow that shares none of its links: the bottleneck algorithm freezes it at its
 /// effective cap (its cap and its links' capacities, all private), or leaves it unlimited.
 fn lone_flow_rate(p: &Problem, flow: usize) -> f64 {
-    let cap = p.flow_cap_bps[flow];
-    let mut rate = if cap < f64::INFINITY {
-        non_negative(cap)
-    } else {
-        f64::INFINITY
-    };
-    for &link in p.links_of(flow) {
-        let capacity = fair_share(p.link_capacity_bps[link as usize], 1);
-        if capacity < rate {
-            rate = capacity;
-        }
-    }
-    rate
+    let path = p.links_of(flow).iter().copied();
+    cap_within(p.flow_cap_bps[flow], path, p.link_capacity_bps)
 }
 
 /// A fixed (unseeded) hash of words in four independent lanes (a part's encoding is long; one
