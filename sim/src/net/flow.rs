@@ -1170,6 +1170,48 @@ mod tests {
     }
 
     #[test]
+    fn gpus_without_p2p_behind_one_switch_share_its_uplink_only_when_both_directions_send() {
+        // g0, g1 ─ sw ═ host, every link 100 Gb/s, no P2P: g0 → g1 goes g0 → sw → host → sw →
+        // g1. Alone it has the uplink each way to itself: 1 GB in 80 ms. A 2-GPU ring step
+        // (g0 → g1 and g1 → g0 at once) puts both flows on sw → host and on host → sw: 50 Gb/s
+        // each, 160 ms, though every GPU's own link carries one flow each way.
+        use crate::topology::generators::{LinkParams, PcieBox};
+        let pcie = LinkParams {
+            bandwidth: crate::units::Bandwidth(100.0 * GBPS),
+            latency: Default::default(),
+            buffer: None,
+            class: LinkClass::Pcie,
+        };
+        let generator = PcieBox {
+            gpus: 2,
+            pcie: pcie.clone(),
+            switch_uplink: Some(pcie),
+        };
+        let t = Arc::new(generator.build("box").unwrap());
+        let (one_way, traffic) = run(
+            &t,
+            &schedule(2, &[(vec![(0, 1)], 1_000_000_000, vec![])]),
+            Default::default(),
+        );
+        assert!((secs(one_way.end) - 0.080).abs() < 1e-9, "{}", one_way.end);
+        let crossed = traffic.iter().filter(|l| l.bytes > 0.0).count();
+        assert_eq!(
+            crossed, 4,
+            "up and down its own link, up and down the uplink"
+        );
+        let (both_ways, _) = run(
+            &t,
+            &schedule(2, &[(vec![(0, 1), (1, 0)], 1_000_000_000, vec![])]),
+            Default::default(),
+        );
+        assert!(
+            (secs(both_ways.end) - 0.160).abs() < 1e-9,
+            "{}",
+            both_ways.end
+        );
+    }
+
+    #[test]
     fn a_link_efficiency_is_shared_by_the_flows_on_the_link() {
         // 8 Gbit of payload into g2 over its 100 Gb/s link: a link efficiency of 0.8 leaves 80
         // Gb/s of payload for the two flows together (0.1 s), where the same number as a

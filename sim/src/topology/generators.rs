@@ -896,32 +896,45 @@ impl HybridCubeMesh {
 }
 
 /// `gpus` GPUs `n0.gpu<i>` in one server without GPU peer-to-peer (consumer GPUs, or P2P
-/// disabled): every GPU has its own `pcie` link to the host `n0.host`, and GPUs do not
-/// forward, so GPU→GPU traffic goes GPU→host→GPU, staged in host memory as CUDA does without
-/// P2P.
+/// disabled): GPU→GPU traffic is staged in the host's memory, as CUDA and NCCL's SHM transport
+/// do without P2P, so every GPU→GPU route goes up to `n0.host` and back down
+/// ([`crate::topology::Device::staged_via`]).
 ///
-/// A PCIe switch between the GPUs and the host is deliberately not a device: routes are
-/// shortest paths, so a forwarding switch would carry GPU→GPU traffic directly (that is P2P).
-/// The cost is that a shared switch uplink is not modelled; the per-GPU link stands for the
-/// GPU's own x16 lanes.
+/// Without `switch_uplink` every GPU has its own `pcie` link to the host. With it, the GPUs sit
+/// behind one PCIe switch `n0.pcie_sw` (each on its own `pcie` link, its x16 lanes) whose
+/// single `switch_uplink` reaches the host (`nvidia-smi topo -m` says `PIX` between them): a
+/// staged transfer crosses that uplink twice, up to host memory and down to the peer, so one
+/// transfer alone has the uplink each way to itself, and two in opposite directions (a
+/// 2-GPU ring) share both directions of it.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PcieBox {
     pub gpus: u32,
     pub pcie: LinkParams,
+    #[serde(default)]
+    pub switch_uplink: Option<LinkParams>,
 }
 
 impl PcieBox {
     pub fn build(&self, name: &str) -> Result<Topology, TopologyError> {
         at_least("gpus", self.gpus, 1)?;
-        not_too_many("gpus", self.gpus as u64 + 1)?;
+        not_too_many("gpus", self.gpus as u64 + 2)?;
         let mut b = Topology::builder(name);
         let gpus: Vec<_> = (0..self.gpus)
             .map(|i| b.add_device(format!("n0.gpu{i}"), DeviceKind::Gpu, Some(0)))
             .collect();
         let host = b.add_device("n0.host", DeviceKind::Host, Some(0));
+        let upstream = match &self.switch_uplink {
+            Some(uplink) => {
+                let sw = b.add_device("n0.pcie_sw", DeviceKind::PcieSwitch, Some(0));
+                b.add_link(sw, host, uplink.spec());
+                sw
+            }
+            None => host,
+        };
         for g in gpus {
-            b.add_link(g, host, self.pcie.spec());
+            b.add_link(g, upstream, self.pcie.spec());
+            b.set_staged_via(g, host);
         }
         b.build()
     }
@@ -1483,6 +1496,7 @@ mod tests {
         let t = PcieBox {
             gpus: 2,
             pcie: params("15.75GB/s", LinkClass::Pcie),
+            switch_uplink: None,
         }
         .build("box")
         .unwrap();
@@ -1491,6 +1505,40 @@ mod tests {
         assert_eq!(
             route(&t, "n0.gpu0", "n0.gpu1"),
             ["n0.gpu0", "n0.host", "n0.gpu1"]
+        );
+    }
+
+    #[test]
+    fn pcie_box_behind_one_switch_stages_through_the_host_across_its_uplink_twice() {
+        let t = PcieBox {
+            gpus: 2,
+            pcie: params("15.75GB/s", LinkClass::Pcie),
+            switch_uplink: Some(params("15.75GB/s", LinkClass::Pcie)),
+        }
+        .build("box")
+        .unwrap();
+        assert_eq!(t.devices().len(), 4);
+        assert_eq!(t.duplex_link_count(), 3);
+        // The switch would carry gpu0 -> gpu1 in two hops; without P2P the data goes up to
+        // host memory and back down, one direction of the uplink each way.
+        assert_eq!(
+            route(&t, "n0.gpu0", "n0.gpu1"),
+            ["n0.gpu0", "n0.pcie_sw", "n0.host", "n0.pcie_sw", "n0.gpu1"]
+        );
+        assert_eq!(
+            route(&t, "n0.gpu1", "n0.host"),
+            ["n0.gpu1", "n0.pcie_sw", "n0.host"]
+        );
+        let (gpu0, gpu1, host) = (
+            t.find("n0.gpu0").unwrap(),
+            t.find("n0.gpu1").unwrap(),
+            t.find("n0.host").unwrap(),
+        );
+        assert_eq!(t.staged_via(gpu0, gpu1), Some(host));
+        assert_eq!(
+            t.staged_via(gpu0, host),
+            None,
+            "the host itself is reached directly"
         );
     }
 

@@ -141,6 +141,13 @@ pub struct Device {
     pub node: Option<u32>,
     /// Whether traffic between other devices may pass through this one.
     pub forwards: bool,
+    /// Where this GPU's traffic to a GPU with the same staging device is staged, when the
+    /// two cannot reach each other's memory (no CUDA peer-to-peer): the host whose memory
+    /// holds the bounce buffers. Such a transfer is routed up to that device and back down
+    /// (NCCL's SHM transport), so it crosses a shared PCIe switch uplink twice, once each
+    /// way; see [`Topology::staged_via`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub staged_via: Option<DeviceId>,
 }
 
 /// One direction of a full-duplex link.
@@ -217,6 +224,14 @@ impl Topology {
     pub fn devices(&self) -> &[Device] {
         &self.devices
     }
+
+    /// The device a transfer from `src` to `dst` is staged through, when both are staged via
+    /// the same one (GPUs without peer-to-peer in one server): the route is then `src` to it
+    /// and it to `dst`.
+    pub fn staged_via(&self, src: DeviceId, dst: DeviceId) -> Option<DeviceId> {
+        let via = self.device(src).staged_via?;
+        (self.device(dst).staged_via == Some(via) && src != via && dst != via).then_some(via)
+    }
     pub fn links(&self) -> &[Link] {
         &self.links
     }
@@ -284,8 +299,15 @@ impl TopologyBuilder {
             kind,
             node,
             forwards: kind.forwards_by_default(),
+            staged_via: None,
         });
         id
+    }
+
+    /// Makes traffic from `id` to every other device staged via `host` go through `host`'s
+    /// memory instead of peer to peer (see [`Device::staged_via`]).
+    pub fn set_staged_via(&mut self, id: DeviceId, host: DeviceId) {
+        self.devices[id.index()].staged_via = Some(host);
     }
 
     /// Allows or forbids traffic of others through `id`.

@@ -8,6 +8,10 @@
 //! different pairs spread over the equal-cost links, and changing the salt (a scenario's seed)
 //! draws another ECMP assignment.
 //!
+//! GPUs without peer-to-peer in one server (see [`super::Device::staged_via`]) reach each
+//! other through the host's memory: their path is the path up to the host followed by the path
+//! down from it, which crosses a PCIe switch between them and the host twice.
+//!
 //! Distances and widths come from breadth-first searches backwards from the destination's
 //! *anchors*: the forwarding devices every path into it passes (a GPU's NVSwitch, and the leaf
 //! behind its own NIC; the leaf switch above a fat-tree host), which many destinations share,
@@ -488,7 +492,14 @@ impl Router {
         }
         let start = self.arena.len() as u32;
         if src != dst {
-            self.compute(topo, src, dst)?;
+            match topo.staged_via(src, dst) {
+                // No peer-to-peer: up to the staging host's memory, then down to `dst`.
+                Some(via) => {
+                    self.compute(topo, src, via)?;
+                    self.compute(topo, via, dst)?;
+                }
+                None => self.compute(topo, src, dst)?,
+            }
         }
         let len = self.arena.len() as u32 - start;
         self.routes.insert((src.0, dst.0), (start, len));

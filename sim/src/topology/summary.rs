@@ -9,8 +9,9 @@
 //!   max flow (Dinic's algorithm), not a minimum over all balanced cuts: it answers "how much
 //!   can ranks 0..n/2 send to ranks n/2..n at once", which is what data-parallel halves ask.
 //! - **diameter**: the largest routed hop count between two GPUs. Hop counts follow the rule
-//!   of [`super::routing::Router`] (shortest paths whose interior devices forward), computed by
-//!   one breadth-first search per source GPU. Above [`EXACT_DIAMETER_MAX_GPUS`] GPUs only
+//!   of [`super::routing::Router`] (shortest paths whose interior devices forward; GPUs without
+//!   P2P up to their staging host and down from it), computed by one breadth-first search per
+//!   source GPU. Above [`EXACT_DIAMETER_MAX_GPUS`] GPUs only
 //!   [`DIAMETER_SAMPLE_SOURCES`] evenly spaced source GPUs are searched (to all destinations),
 //!   and the output says "sampled".
 //! - **GPU pair bottleneck**: for each GPU pair examined for the diameter, the largest
@@ -309,6 +310,8 @@ fn gpu_pairs(topo: &Topology) -> PairStats {
         bottleneck_bps: None,
     };
     let mut search = RoutedSearch::new(topo.devices().len());
+    // GPUs without P2P are routed up to their staging host and down from it: its own search.
+    let mut from_via: Option<(DeviceId, RoutedSearch)> = None;
     for &src in &sources {
         search.run(topo, src);
         for &dst in gpus {
@@ -316,13 +319,31 @@ fn gpu_pairs(topo: &Topology) -> PairStats {
                 continue;
             }
             stats.examined += 1;
-            let hops = search.hops[dst.index()];
+            let (hops, w) = match topo.staged_via(src, dst) {
+                None => (search.hops[dst.index()], search.width_bps[dst.index()]),
+                Some(via) => {
+                    if from_via.as_ref().is_none_or(|(v, _)| *v != via) {
+                        let mut down = RoutedSearch::new(topo.devices().len());
+                        down.run(topo, via);
+                        from_via = Some((via, down));
+                    }
+                    let down = &from_via.as_ref().expect("just searched").1;
+                    let (up_hops, down_hops) = (search.hops[via.index()], down.hops[dst.index()]);
+                    if up_hops == UNREACHED || down_hops == UNREACHED {
+                        (UNREACHED, 0.0)
+                    } else {
+                        (
+                            up_hops + down_hops,
+                            search.width_bps[via.index()].min(down.width_bps[dst.index()]),
+                        )
+                    }
+                }
+            };
             if hops == UNREACHED {
                 stats.unreachable += 1;
                 continue;
             }
             stats.diameter_hops = stats.diameter_hops.max(hops);
-            let w = search.width_bps[dst.index()];
             stats.bottleneck_bps = Some(match stats.bottleneck_bps {
                 None => (w, w),
                 Some((lo, hi)) => (lo.min(w), hi.max(w)),
@@ -724,6 +745,19 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn gpus_without_p2p_are_as_far_apart_as_their_route_through_the_host() {
+        let topo = crate::topology::file::load(std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../topologies/pcie_box_2gpu.toml"
+        )))
+        .unwrap();
+        let (a, b) = (topo.gpus()[0], topo.gpus()[1]);
+        let routed = Router::new(&topo, 0).hops(&topo, a, b);
+        assert_eq!(routed, Some(4), "gpu -> switch -> host -> switch -> gpu");
+        assert_eq!(summarize(&topo).diameter_hops, 4);
     }
 
     #[test]
