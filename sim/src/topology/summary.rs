@@ -322,12 +322,14 @@ fn gpu_pairs(topo: &Topology) -> PairStats {
             let (hops, w) = match topo.staged_via(src, dst) {
                 None => (search.hops[dst.index()], search.width_bps[dst.index()]),
                 Some(via) => {
-                    if from_via.as_ref().is_none_or(|(v, _)| *v != via) {
-                        let mut down = RoutedSearch::new(topo.devices().len());
-                        down.run(topo, via);
-                        from_via = Some((via, down));
-                    }
-                    let down = &from_via.as_ref().expect("just searched").1;
+                    let down = match &mut from_via {
+                        Some((v, down)) if *v == via => down,
+                        slot => {
+                            let mut down = RoutedSearch::new(topo.devices().len());
+                            down.run(topo, via);
+                            &mut slot.insert((via, down)).1
+                        }
+                    };
                     let (up_hops, down_hops) = (search.hops[via.index()], down.hops[dst.index()]);
                     if up_hops == UNREACHED || down_hops == UNREACHED {
                         (UNREACHED, 0.0)
