@@ -23,6 +23,8 @@
 //! kind = "gpu"                         # gpu | nic | nvswitch | pcie_switch | host | switch
 //! node = 0                             # optional server index
 //! forwards = false                     # optional; default per kind (GPUs do not forward)
+//! staged_via = "host0"                 # optional, GPUs without peer-to-peer: the device whose
+//!                                      #   memory stages their transfers to each other
 //! count = 2                            # optional; expands to gpu0, gpu1
 //!
 //! [[link]]
@@ -128,6 +130,10 @@ pub struct DeviceEntry {
     pub node: Option<u32>,
     #[serde(default)]
     pub forwards: Option<bool>,
+    /// GPUs without peer-to-peer: the device (a host) whose memory stages their transfers to
+    /// the other GPUs staged via it ([`super::Device::staged_via`]).
+    #[serde(default)]
+    pub staged_via: Option<String>,
     #[serde(default)]
     pub count: Option<u32>,
 }
@@ -437,6 +443,24 @@ fn build_lists(file: &TopologyFile) -> Result<Topology, TopologyError> {
             let id = b.add_device(name.clone(), d.kind, d.node);
             b.set_forwards(id, d.forwards.unwrap_or(d.kind.forwards_by_default()));
             by_name.insert(name, (id, i));
+        }
+    }
+    // Staging devices may be listed after the GPUs that name them.
+    for (name, &(id, i)) in &by_name {
+        let Some(via) = &file.device[i].staged_via else {
+            continue;
+        };
+        match by_name.get(via) {
+            Some(&(via_id, _)) if via_id != id => b.set_staged_via(id, via_id),
+            _ => {
+                return Err(TopologyError::new(
+                    format!("device[{i}].staged_via"),
+                    format!(
+                        "the name of another device in [[device]] (the host whose memory \
+                         stages {name:?}'s transfers); got {via:?}"
+                    ),
+                ))
+            }
         }
     }
     let defaults = file.defaults.clone().unwrap_or_default();
@@ -864,6 +888,62 @@ b = "gpu1"
 bandwidth = "300GB/s"
 class = "nvlink"
 "#;
+
+    /// ```text
+    ///   gpu0 ─┐
+    ///         sw ══ host      (no P2P: gpu0 → gpu1 is staged in host memory)
+    ///   gpu1 ─┘
+    /// ```
+    const NO_P2P_BOX: &str = r#"
+name = "box"
+[[device]]
+name = "gpu{i}"
+kind = "gpu"
+node = 0
+count = 2
+staged_via = "host"
+[[device]]
+name = "sw"
+kind = "pcie_switch"
+[[device]]
+name = "host"
+kind = "host"
+[[link]]
+a = "gpu0"
+b = "sw"
+bandwidth = "15.75GB/s"
+class = "pcie"
+[[link]]
+a = "gpu1"
+b = "sw"
+bandwidth = "15.75GB/s"
+class = "pcie"
+[[link]]
+a = "sw"
+b = "host"
+bandwidth = "15.75GB/s"
+class = "pcie"
+"#;
+
+    #[test]
+    fn gpus_staged_via_a_host_are_routed_through_its_memory() {
+        let t = parse_str(NO_P2P_BOX, "box.toml").unwrap();
+        let (g0, g1) = (t.find("gpu0").unwrap(), t.find("gpu1").unwrap());
+        assert_eq!(t.staged_via(g0, g1), t.find("host"));
+        let mut router = crate::topology::routing::Router::new(&t, 0);
+        assert_eq!(
+            router.hops(&t, g0, g1),
+            Some(4),
+            "up to host memory and back down"
+        );
+        let e = parse_str(
+            &NO_P2P_BOX.replace("staged_via = \"host\"", "staged_via = \"hots\""),
+            "box.toml",
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "device[0].staged_via");
+        assert!(e.expected.contains("\"hots\""), "{}", e.expected);
+    }
 
     #[test]
     fn counted_devices_expand_and_class_defaults_fill_links() {

@@ -686,6 +686,11 @@ fn add_server_copy(b: &mut TopologyBuilder, t: &Topology, n: u32) -> Vec<DeviceI
             id
         })
         .collect();
+    for (d, &id) in t.devices().iter().zip(&ids) {
+        if let Some(via) = d.staged_via {
+            b.set_staged_via(id, ids[via.index()]);
+        }
+    }
     let spec = |l: &super::Link| LinkSpec {
         bandwidth_bps: l.bandwidth_bps,
         latency: l.latency,
@@ -1275,6 +1280,45 @@ mod tests {
         let r = route(&t, "n0.gpu0", "n1.gpu1");
         assert_eq!(r.len(), 7, "{r:?}");
         assert!(r[3].starts_with("spine"), "{r:?}");
+    }
+
+    #[test]
+    fn copied_servers_keep_their_gpus_staging_through_their_own_host() {
+        // Per node: gpu0, gpu1 and nic0 behind one PCIe switch, no P2P between the GPUs.
+        let mut b = Topology::builder("node");
+        let gpus = [
+            b.add_device("gpu0", DeviceKind::Gpu, Some(0)),
+            b.add_device("gpu1", DeviceKind::Gpu, Some(0)),
+        ];
+        let sw = b.add_device("sw", DeviceKind::PcieSwitch, Some(0));
+        let host = b.add_device("host", DeviceKind::Host, Some(0));
+        let nic = b.add_device("nic0", DeviceKind::Nic, Some(0));
+        let pcie = params("15.75GB/s", LinkClass::Pcie).spec();
+        for d in [gpus[0], gpus[1], host, nic] {
+            b.add_link(d, sw, pcie);
+        }
+        for g in gpus {
+            b.set_staged_via(g, host);
+        }
+        let node = b.build().unwrap();
+        let cluster = RailOptimized {
+            node_file: Some("node.toml".into()),
+            gpus_per_node: None,
+            nvswitches: None,
+            nvlink: None,
+            pcie: None,
+            ..rail(2, None)
+        };
+        let t = cluster.build_with_node("two", Some(&node)).unwrap();
+        assert_eq!(
+            route(&t, "n1.gpu0", "n1.gpu1"),
+            ["n1.gpu0", "n1.sw", "n1.host", "n1.sw", "n1.gpu1"]
+        );
+        assert_eq!(
+            hops(&t, "n0.gpu0", "n1.gpu0"),
+            6,
+            "across nodes: NIC to NIC, not staged"
+        );
     }
 
     #[test]

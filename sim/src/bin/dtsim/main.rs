@@ -183,28 +183,36 @@ enum TopoCommand {
     },
     /// Write a topology file from what a machine reports: NCCL's topology XML
     /// (NCCL_TOPO_DUMP_FILE, NCCL_TOPO_FILE) or `nvidia-smi topo -m` output.
-    Import {
-        input: PathBuf,
-        /// nccl-xml or nvidia-smi (default: detected from the text).
-        #[arg(long)]
-        format: Option<String>,
-        /// The GPU model, e.g. A100-SXM4 (required for nvidia-smi; XML dumps name it by PCI id).
-        #[arg(long)]
-        gpu: Option<String>,
-        /// PCIe bandwidth per link and direction for nvidia-smi input, e.g. 31.5GB/s (default:
-        /// the GPU model's PCIe generation, x16).
-        #[arg(long)]
-        pcie: Option<String>,
-        /// Bandwidth between NUMA nodes for nvidia-smi input, e.g. 32GB/s.
-        #[arg(long)]
-        smp: Option<String>,
-        /// The topology's name (default: the input file's stem).
-        #[arg(long)]
-        name: Option<String>,
-        /// Write the topology file here (atomically) instead of printing it.
-        #[arg(long)]
-        out: Option<PathBuf>,
-    },
+    Import(ImportArgs),
+}
+
+/// `dtsim topo import`'s arguments.
+#[derive(clap::Args)]
+struct ImportArgs {
+    input: PathBuf,
+    /// nccl-xml or nvidia-smi (default: detected from the text).
+    #[arg(long)]
+    format: Option<String>,
+    /// The GPU model, e.g. A100-SXM4 (required for nvidia-smi; XML dumps name it by PCI id).
+    #[arg(long)]
+    gpu: Option<String>,
+    /// PCIe bandwidth per link and direction for nvidia-smi input, e.g. 31.5GB/s (default:
+    /// the GPU model's PCIe generation, x16).
+    #[arg(long)]
+    pcie: Option<String>,
+    /// Bandwidth between NUMA nodes for nvidia-smi input, e.g. 32GB/s.
+    #[arg(long)]
+    smp: Option<String>,
+    /// The GPUs have no peer-to-peer (`nvidia-smi topo -p2p r` says NS): transfers between
+    /// them are staged in the memory of the host each reaches over PCIe.
+    #[arg(long)]
+    no_p2p: bool,
+    /// The topology's name (default: the input file's stem).
+    #[arg(long)]
+    name: Option<String>,
+    /// Write the topology file here (atomically) instead of printing it.
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -397,17 +405,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Topo {
-            command:
-                TopoCommand::Import {
-                    input,
-                    format,
-                    gpu,
-                    pcie,
-                    smp,
-                    name,
-                    out,
-                },
-        } => topo_import(&input, format, gpu, pcie, smp, name, out.as_deref()),
+            command: TopoCommand::Import(args),
+        } => topo_import(args),
         Command::Trace {
             command: TraceCommand::Show { dir, format },
         } => {
@@ -447,16 +446,18 @@ fn trace_format(f: Option<String>) -> anyhow::Result<Option<sim::workload::trace
 
 /// `dtsim topo import`: reads the machine's report, checks that the topology it writes builds,
 /// and prints or writes it.
-fn topo_import(
-    input: &std::path::Path,
-    format: Option<String>,
-    gpu: Option<String>,
-    pcie: Option<String>,
-    smp: Option<String>,
-    name: Option<String>,
-    out: Option<&std::path::Path>,
-) -> anyhow::Result<()> {
+fn topo_import(args: ImportArgs) -> anyhow::Result<()> {
     use sim::topology::import;
+    let ImportArgs {
+        input,
+        format,
+        gpu,
+        pcie,
+        smp,
+        no_p2p,
+        name,
+        out,
+    } = args;
     let bandwidth = |flag: &str, v: Option<String>| -> anyhow::Result<Option<f64>> {
         v.map(|t| {
             let bps = sim::units::parse_bandwidth(&t)
@@ -476,6 +477,7 @@ fn topo_import(
         pcie_bytes_per_s: bandwidth("pcie", pcie)?,
         smp_bytes_per_s: bandwidth("smp", smp)?,
         name,
+        no_p2p,
     };
     let origin = input.display().to_string();
     let text = std::fs::read_to_string(input)
@@ -485,7 +487,7 @@ fn topo_import(
     let toml = node.to_toml();
     match out {
         Some(path) => {
-            sim::metrics::output::write_atomic(path, toml.as_bytes())
+            sim::metrics::output::write_atomic(&path, toml.as_bytes())
                 .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
             eprintln!(
                 "wrote {} ({} devices, {} links): dtsim topo show {} summarizes it",

@@ -14,6 +14,7 @@
 pub mod nccl_xml;
 pub mod smi_matrix;
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::{DeviceKind, LinkClass, Topology, TopologyError};
@@ -37,6 +38,8 @@ pub struct NodeDevice {
     pub kind: DeviceKind,
     /// What the input called it (a PCI bus id, a NIC name), written as a comment.
     pub origin: String,
+    /// GPUs without peer-to-peer: the host whose memory stages their transfers.
+    pub staged_via: Option<String>,
 }
 
 /// A bundle of `count` identical links between two devices.
@@ -91,6 +94,13 @@ impl NodeFile {
                 quoted(&d.name),
                 d.kind
             );
+            if let Some(via) = &d.staged_via {
+                let _ = writeln!(
+                    s,
+                    "staged_via = {}  # no peer-to-peer: transfers to other GPUs go through its memory",
+                    quoted(via)
+                );
+            }
         }
         for l in &self.links {
             let _ = writeln!(
@@ -189,6 +199,10 @@ pub struct ImportOptions {
     pub smp_bytes_per_s: Option<f64>,
     /// The topology's name (default: the file's stem).
     pub name: Option<String>,
+    /// The GPUs cannot reach each other's memory (consumer GPUs, or P2P disabled: `nvidia-smi
+    /// topo -p2p r` says `NS`): each GPU's transfers to another are staged in the memory of the
+    /// host it reaches over PCIe, as NCCL's SHM transport does.
+    pub no_p2p: bool,
 }
 
 /// Reads `text` (from `origin`) in the given or detected format.
@@ -245,7 +259,84 @@ pub fn import(text: &str, origin: &str, opts: &ImportOptions) -> Result<NodeFile
     if let Some(n) = &opts.name {
         node.name = n.clone();
     }
+    if opts.no_p2p {
+        stage_through_hosts(&mut node, origin)?;
+    }
     Ok(node)
+}
+
+/// Marks every GPU as staged via the host nearest to it over PCIe (fewest PCIe hops, the first
+/// in device order on a tie), for `--no-p2p`. A GPU with NVLinks has peer-to-peer over them:
+/// an error says so.
+fn stage_through_hosts(node: &mut NodeFile, origin: &str) -> Result<(), ImportError> {
+    let index: BTreeMap<&str, usize> = node
+        .devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (d.name.as_str(), i))
+        .collect();
+    let mut pcie_neighbours = vec![Vec::new(); node.devices.len()];
+    for l in &node.links {
+        let (Some(&a), Some(&b)) = (index.get(l.a.as_str()), index.get(l.b.as_str())) else {
+            continue;
+        };
+        if l.class == LinkClass::Nvlink {
+            let gpu = if node.devices[a].kind == DeviceKind::Gpu {
+                &l.a
+            } else {
+                &l.b
+            };
+            return Err(ImportError::new(
+                origin,
+                None,
+                format!(
+                    "--no-p2p: GPUs without NVLinks, but {gpu} has NVLinks, over which CUDA                      peer-to-peer works"
+                ),
+            ));
+        }
+        if l.class == LinkClass::Pcie {
+            pcie_neighbours[a].push(b);
+            pcie_neighbours[b].push(a);
+        }
+    }
+    for g in 0..node.devices.len() {
+        if node.devices[g].kind != DeviceKind::Gpu {
+            continue;
+        }
+        // Breadth-first over PCIe links, neighbours in link order: the first host reached.
+        let mut seen = vec![false; node.devices.len()];
+        let mut queue = std::collections::VecDeque::from([g]);
+        seen[g] = true;
+        let mut host = None;
+        while let Some(d) = queue.pop_front() {
+            if node.devices[d].kind == DeviceKind::Host {
+                host = Some(d);
+                break;
+            }
+            for &n in &pcie_neighbours[d] {
+                if !seen[n] {
+                    seen[n] = true;
+                    queue.push_back(n);
+                }
+            }
+        }
+        let host = host.ok_or_else(|| {
+            ImportError::new(
+                origin,
+                None,
+                format!(
+                    "--no-p2p: a host (CPU) that {} reaches over PCIe, to stage its transfers",
+                    node.devices[g].name
+                ),
+            )
+        })?;
+        node.devices[g].staged_via = Some(node.devices[host].name.clone());
+    }
+    node.notes.push(
+        "No GPU peer-to-peer (--no-p2p): transfers between GPUs are staged in host memory."
+            .to_string(),
+    );
+    Ok(())
 }
 
 /// An import problem: which input, where in it (line:column or element), what was expected.
@@ -286,5 +377,38 @@ mod tests {
         let b: crate::units::Bandwidth =
             serde_json::from_value(serde_json::json!(bandwidth_text(12.5e9))).unwrap();
         assert_eq!(b.bits_per_s(), 100e9);
+    }
+
+    /// Two consumer GPUs behind one PCIe switch, as `nvidia-smi topo -m` prints them (the
+    /// AutoDL 2 x RTX 2080 Ti box of the shared nccl-tests table).
+    const PIX_PAIR: &str = "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\n\
+                            GPU0\t X \tPIX\t0-31\t0\n\
+                            GPU1\tPIX\t X \t0-31\t0\n";
+
+    fn import_pix_pair(no_p2p: bool) -> Result<NodeFile, ImportError> {
+        let opts = ImportOptions {
+            gpu: Some("RTX 2080 Ti".into()),
+            no_p2p,
+            ..Default::default()
+        };
+        import(PIX_PAIR, "pix.txt", &opts)
+    }
+
+    #[test]
+    fn without_p2p_gpus_behind_a_switch_are_staged_through_their_cpu() {
+        let p2p = import_pix_pair(false).unwrap().topology().unwrap();
+        let staged = import_pix_pair(true).unwrap().topology().unwrap();
+        let hops = |t: &Topology| {
+            let (a, b) = (t.gpus()[0], t.gpus()[1]);
+            crate::topology::routing::Router::new(t, 0).hops(t, a, b)
+        };
+        assert_eq!(hops(&p2p), Some(2), "peer to peer through the switch");
+        assert_eq!(
+            hops(&staged),
+            Some(4),
+            "up to the CPU's memory and back down"
+        );
+        let text = import_pix_pair(true).unwrap().to_toml();
+        assert!(text.contains("staged_via = \"cpu0\""), "{text}");
     }
 }

@@ -65,6 +65,7 @@ pub fn parse(text: &str, origin: &str) -> Result<NodeFile, ImportError> {
             return Err(r.error(cpu, format!("a unique numaid; {name} appears twice")));
         }
         r.devices.push(NodeDevice {
+            staged_via: None,
             name: name.clone(),
             kind: DeviceKind::Host,
             origin: format!(
@@ -210,6 +211,7 @@ impl Reader<'_, '_> {
             return Err(self.error(net, format!("a unique dev; {name} appears twice")));
         }
         self.devices.push(NodeDevice {
+            staged_via: None,
             name: name.clone(),
             kind: DeviceKind::Nic,
             origin: format!(
@@ -279,6 +281,7 @@ impl Reader<'_, '_> {
         let name = format!("pcisw{}", self.switches);
         self.switches += 1;
         self.devices.push(NodeDevice {
+            staged_via: None,
             name: name.clone(),
             kind: DeviceKind::PcieSwitch,
             origin: format!("PCI bridge {busid}"),
@@ -335,6 +338,7 @@ impl Reader<'_, '_> {
             .filter(|r| *r > 0.0)
             .unwrap_or_else(|| gpu_models::nvlink_rate_of_compute_capability(sm));
         self.devices.push(NodeDevice {
+            staged_via: None,
             name: name.clone(),
             kind: DeviceKind::Gpu,
             origin: format!(
@@ -439,6 +443,7 @@ impl Reader<'_, '_> {
         }
         if !to_switch.is_empty() {
             self.devices.push(NodeDevice {
+                staged_via: None,
                 name: "nvswitch".into(),
                 kind: DeviceKind::Nvswitch,
                 origin: "every NVSwitch chip of the dump, merged into one as NCCL does".into(),

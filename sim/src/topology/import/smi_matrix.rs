@@ -236,6 +236,7 @@ fn build(
     let mut links = Vec::new();
     for i in 0..n {
         devices.push(NodeDevice {
+            staged_via: None,
             name: name_of(i),
             kind: if is_gpu[i] {
                 DeviceKind::Gpu
@@ -257,6 +258,7 @@ fn build(
     cpus.dedup();
     for c in &cpus {
         devices.push(NodeDevice {
+            staged_via: None,
             name: format!("cpu{c}"),
             kind: DeviceKind::Host,
             origin: format!("NUMA node {c}"),
@@ -300,6 +302,7 @@ fn build(
             let sw = switches.entry(root).or_insert_with(|| {
                 let name = format!("pcisw{next}");
                 devices.push(NodeDevice {
+                    staged_via: None,
                     name: name.clone(),
                     kind: DeviceKind::PcieSwitch,
                     origin: "PCIe switch shared by devices PIX/PXB to each other".into(),
@@ -340,6 +343,7 @@ fn build(
     let rate = model.nvlink_bytes_per_s;
     if switched {
         devices.push(NodeDevice {
+            staged_via: None,
             name: "nvswitch".into(),
             kind: DeviceKind::Nvswitch,
             origin: format!(
