@@ -9,7 +9,7 @@
 //! - broadcast: the root sends M to every other rank; reduce: every other rank sends M to the
 //!   root, which reduces them; send/recv: `root` sends M to `peer`.
 
-use super::generate::ceil_div;
+use super::steps::ceil_div;
 use super::{Collective, CollectiveError, CollectiveSpec, OpId, OpKind, Phase, Schedule};
 
 pub(crate) fn generate(spec: &CollectiveSpec, ranks: u32) -> Result<Schedule, CollectiveError> {

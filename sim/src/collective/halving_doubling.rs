@@ -18,7 +18,7 @@
 //! own two output blocks (their own and their partner's). Slices are not used: halving steps
 //! change which bytes a rank forwards, so there is no slice-by-slice pipeline.
 
-use super::generate::{ceil_div, chain, ChainStep};
+use super::steps::{ceil_div, chain, ChainStep};
 use super::{Collective, CollectiveError, CollectiveSpec, Phase, Schedule};
 
 /// Rank of virtual (active) index `v` when `r` ranks sit out.

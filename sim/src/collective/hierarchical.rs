@@ -17,8 +17,8 @@
 
 use std::collections::BTreeMap;
 
-use super::generate::{chain, channel};
 use super::ring::{cyclic_steps, successor_pairs};
+use super::steps::{chain, channel};
 use super::{Collective, CollectiveError, CollectiveSpec, Fabric, Phase, Schedule};
 
 pub(crate) fn generate(

@@ -35,6 +35,7 @@ pub mod hierarchical;
 pub mod parameter_server;
 pub mod play;
 pub mod ring;
+pub mod steps;
 pub mod tree;
 
 pub use generate::{default_algorithm, generate};

@@ -11,7 +11,7 @@
 //! (`servers <= ranks`) and keeps its own shard locally instead of sending it to itself.
 //! Shards of zero bytes (fewer bytes than servers) are left out.
 
-use super::generate::{channel, split_even};
+use super::steps::{channel, split_even};
 use super::{CollectiveError, CollectiveSpec, OpKind, Phase, Schedule};
 
 pub(crate) fn generate(

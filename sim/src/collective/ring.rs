@@ -15,7 +15,7 @@
 //! hops the collective uses (all n hops for cyclic collectives, the n-1 chain hops for
 //! broadcast and reduce); a ring whose share is zero bytes is left out.
 
-use super::generate::{ceil_div, chain, channel, split_weighted, ChainStep};
+use super::steps::{ceil_div, chain, channel, split_weighted, ChainStep};
 use super::{
     Collective, CollectiveError, CollectiveSpec, Endpoint, Fabric, OpKind, Phase, RingOrder,
     Schedule,

@@ -18,7 +18,7 @@
 //! pipelined in `slices` chunks: chunk c at a level waits for chunk c at the previous level and
 //! chunk c-1 at the same level.
 
-use super::generate::{chain, split_even, ChainStep};
+use super::steps::{chain, split_even, ChainStep};
 use super::{Collective, CollectiveError, CollectiveSpec, Phase, Schedule};
 
 /// NCCL's binary-tree parent of position `p` among `n` positions (`None` for the root).

@@ -27,7 +27,7 @@
 //! reductions (copies into flat buffers, the work thread's hand-off) are not modelled either.
 
 use super::{LibraryError, LibraryOptions, Plan, Request, System};
-use crate::collective::generate::split_even;
+use crate::collective::steps::split_even;
 use crate::collective::{Collective, Endpoint, OpId, OpKind, Phase, Schedule};
 
 /// gloo's `AllreduceOptions::kMaxSegmentSize`: the largest send of the all-reduce ring.

@@ -30,7 +30,7 @@
 //! its own rules), non-commutative operations, and the other collectives' rules.
 
 use super::{reversed, LibraryError, LibraryOptions, Plan, Request, System};
-use crate::collective::generate::split_even;
+use crate::collective::steps::split_even;
 use crate::collective::{Collective, Endpoint, OpId, OpKind, Phase, Schedule};
 
 /// The TCP BTL's eager limit (`btl_eager_limit`, `btl_rndv_eager_limit`): 64 KiB.

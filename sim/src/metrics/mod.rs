@@ -21,9 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::collective::play::PlayOutcome;
 use crate::collective::{bus_factor, OpKind, Phase, Schedule};
 use crate::net::{LinkTraffic, NetCounters};
-use crate::scenario::run::Prepared;
-use crate::scenario::Scenario;
-use crate::topology::DeviceId;
+use crate::topology::{DeviceId, Topology};
 use crate::units::{fmt_bits_per_s, fmt_bytes, fmt_gbytes_per_s};
 
 /// Bytes from one endpoint to another in one phase of the algorithm.
@@ -119,17 +117,28 @@ pub struct RunReport {
 /// The per-rank timeline is skipped above this many rows (it grows as ranks × steps).
 pub const MAX_RANK_TIMELINE_ROWS: usize = 2_000_000;
 
+/// What names a run in its report: the caller's scenario, as plain values (so that metrics
+/// need not know what a scenario is).
+#[derive(Debug, Clone, Copy)]
+pub struct RunIdentity<'a> {
+    pub scenario: &'a str,
+    /// `flow` or `packet`.
+    pub network_model: &'a str,
+    pub seed: u64,
+    pub topology: &'a Topology,
+    pub profile: &'a str,
+}
+
 impl RunReport {
     pub fn new(
-        s: &Scenario,
-        prep: &Prepared,
+        run: RunIdentity<'_>,
         schedule: &Schedule,
         endpoints: &[DeviceId],
         outcome: &PlayOutcome,
         traffic: &[LinkTraffic],
         pairs: BTreeMap<TrafficKey, u128>,
     ) -> RunReport {
-        let topo = &prep.topology;
+        let topo = run.topology;
         let secs = outcome.end.as_secs_f64();
         let links: Vec<LinkRow> = topo
             .links()
@@ -167,11 +176,11 @@ impl RunReport {
             0.0
         };
         let summary = Summary {
-            scenario: s.file.name.clone(),
+            scenario: run.scenario.to_string(),
             topology: topo.name.clone(),
-            network_model: format!("{:?}", s.file.network.model).to_lowercase(),
-            profile: prep.profile.name.clone(),
-            seed: s.file.seed,
+            network_model: run.network_model.to_string(),
+            profile: run.profile.to_string(),
+            seed: run.seed,
             collective: schedule.collective.to_string(),
             algorithm: schedule.algorithm.clone(),
             library: "ideal".into(),
@@ -258,7 +267,7 @@ impl RunReport {
         let trace = trace::Trace::from_schedule(
             &format!(
                 "{} ({} {})",
-                s.file.name, schedule.collective, schedule.algorithm
+                run.scenario, schedule.collective, schedule.algorithm
             ),
             schedule,
             &outcome.ops,

@@ -10,7 +10,7 @@ use crate::collective::play::{play_watched, PlayError, PlayOptions, PlayOutcome,
 use crate::collective::{generate, CollectiveError, Fabric, OpKind, Phase, Schedule};
 use crate::engine::SimRng;
 use crate::library::{self, Library, PathFacts, Request, System};
-use crate::metrics::{RunReport, TrafficKey};
+use crate::metrics::{RunIdentity, RunReport, TrafficKey};
 use crate::net::flow::FlowModel;
 use crate::net::packet::PacketModel;
 use crate::net::series::SeriesOptions;
@@ -475,7 +475,15 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
             *pairs.entry(TrafficKey { src, dst, phase }).or_insert(0) += bytes;
         }
     }
-    let mut report = RunReport::new(s, &prep, &schedule, &endpoints, &outcome, &traffic, pairs);
+    let network_model = format!("{:?}", s.file.network.model).to_lowercase();
+    let run = RunIdentity {
+        scenario: &s.file.name,
+        network_model: &network_model,
+        seed: s.file.seed,
+        topology: &prep.topology,
+        profile: &prep.profile.name,
+    };
+    let mut report = RunReport::new(run, &schedule, &endpoints, &outcome, &traffic, pairs);
     report.summary.library = match decision {
         Some(d) => d,
         None => "ideal (dtsim's templates as configured)".into(),

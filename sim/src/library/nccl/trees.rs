@@ -11,7 +11,7 @@
 //! them (the caller caps its flows at their channels' rate). Inside one node the tree is the
 //! chain alone.
 
-use crate::collective::generate::{chain, split_even, ChainStep};
+use crate::collective::steps::{chain, split_even, ChainStep};
 use crate::collective::{tree, Collective, Fabric, Phase, Schedule};
 
 /// The tree all-reduce of `bytes` over `ranks` ranks (grouped into nodes by `fabric`), for
