@@ -17,30 +17,79 @@ fn tmp(name: &str) -> PathBuf {
     d
 }
 
-/// `calibrate import nccl-tests LOG --topology hgx_h100.toml --out OUT`, through the binary.
-fn import_on_hgx(log: &Path, out: &Path) -> std::process::Output {
+/// `calibrate import nccl-tests LOG --topology topologies/<topology> --out OUT`, through the
+/// binary.
+fn import_on(topology: &str, log: &Path, out: &Path) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_calibrate"))
         .args(["import", "nccl-tests"])
         .arg(log)
         .arg("--topology")
-        .arg(root().join("topologies/hgx_h100.toml"))
+        .arg(root().join("topologies").join(topology))
         .arg("--out")
         .arg(out)
         .output()
         .unwrap()
 }
 
-/// Simulated seconds of an 8-GPU all-reduce of `bytes` on HGX H100 under `profile`.
-fn simulate(profile: &Path, bytes: u64) -> f64 {
+fn import_on_hgx(log: &Path, out: &Path) -> std::process::Output {
+    import_on("hgx_h100.toml", log, out)
+}
+
+/// Simulated seconds of an all-reduce of `bytes` over every GPU of `topologies/<topology>`
+/// under `profile`.
+fn simulate_on(topology: &str, profile: &Path, bytes: u64) -> f64 {
     let q = |p: &Path| format!("{:?}", p.display().to_string());
     let text = format!(
         "name = \"rt\"\nprofile = {}\n[topology]\nfile = {}\n[collective]\nop = \"all_reduce\"\n\
          bytes = \"{bytes}B\"\nlibrary = \"nccl\"\nlibrary_version = \"2.20\"\n",
         q(profile),
-        q(&root().join("topologies/hgx_h100.toml"))
+        q(&root().join("topologies").join(topology))
     );
     let s = sim::scenario::parse(&text, Path::new("rt.toml"), &[]).unwrap();
     sim::scenario::run::run(&s).unwrap().summary.time_ps as f64 * 1e-12
+}
+
+fn simulate(profile: &Path, bytes: u64) -> f64 {
+    simulate_on("hgx_h100.toml", profile, bytes)
+}
+
+/// The nccl-tests all-reduce log `profile` predicts on `topologies/<topology>` (`gpus` GPUs
+/// named `gpu_name`), 1 KiB to 1 GiB.
+fn predicted_log(topology: &str, profile: &Path, gpus: u32, gpu_name: &str) -> NcclTestsRun {
+    let mut run = NcclTestsRun {
+        collective: Some("all_reduce".into()),
+        nccl_version: Some("2.20.5".into()),
+        gpus_per_process: Some(gpus),
+        ..NcclTestsRun::default()
+    };
+    run.devices = (0..gpus)
+        .map(|r| RankDevice {
+            rank: r,
+            host: "box".into(),
+            device: r,
+            name: gpu_name.into(),
+        })
+        .collect();
+    for b in (0..11).map(|i| 1024u64 << (2 * i)) {
+        let us = simulate_on(topology, profile, b) * 1e6;
+        let algbw = b as f64 / us / 1e3;
+        let t = Timing {
+            time_us: us,
+            algbw_gbps: algbw,
+            busbw_gbps: algbw * nccl_tests::busbw_factor("all_reduce", gpus),
+            wrong: Some(0.0),
+        };
+        run.rows.push(Row {
+            size_bytes: b,
+            count: b / 4,
+            dtype: "float".into(),
+            redop: "sum".into(),
+            root: -1,
+            out_of_place: Some(t),
+            in_place: Some(t),
+        });
+    }
+    run
 }
 
 fn truth() -> NcclCalibration {
@@ -83,40 +132,8 @@ fn a_profile_round_trips_through_an_nccl_tests_log_within_one_percent() {
     std::fs::write(&truth_path, serde_json::to_string_pretty(&prof).unwrap()).unwrap();
 
     // 2. The nccl-tests table it predicts, 1 KiB to 1 GiB, written as nccl-tests prints it.
-    let sizes: Vec<u64> = (0..11).map(|i| 1024u64 << (2 * i)).collect();
-    let mut run = NcclTestsRun {
-        collective: Some("all_reduce".into()),
-        nccl_version: Some("2.20.5".into()),
-        gpus_per_process: Some(8),
-        ..NcclTestsRun::default()
-    };
-    run.devices = (0..8)
-        .map(|r| RankDevice {
-            rank: r,
-            host: "hgx".into(),
-            device: r,
-            name: "NVIDIA H100 80GB HBM3".into(),
-        })
-        .collect();
-    for &b in &sizes {
-        let us = simulate(&truth_path, b) * 1e6;
-        let algbw = b as f64 / us / 1e3;
-        let t = Timing {
-            time_us: us,
-            algbw_gbps: algbw,
-            busbw_gbps: algbw * nccl_tests::busbw_factor("all_reduce", 8),
-            wrong: Some(0.0),
-        };
-        run.rows.push(Row {
-            size_bytes: b,
-            count: b / 4,
-            dtype: "float".into(),
-            redop: "sum".into(),
-            root: -1,
-            out_of_place: Some(t),
-            in_place: Some(t),
-        });
-    }
+    let run = predicted_log("hgx_h100.toml", &truth_path, 8, "NVIDIA H100 80GB HBM3");
+    let sizes: Vec<u64> = run.rows.iter().map(|r| r.size_bytes).collect();
     let log = dir.join("all_reduce.log");
     std::fs::write(&log, nccl_tests::to_text(&run)).unwrap();
 
@@ -145,6 +162,67 @@ fn a_profile_round_trips_through_an_nccl_tests_log_within_one_percent() {
         assert!(
             (again / logged - 1.0).abs() < 0.01,
             "{b} B: log {logged:.2} us, fitted profile {again:.2} us\n{out}"
+        );
+    }
+}
+
+#[test]
+fn a_pcie_box_without_p2p_round_trips_with_its_efficiency_shared_on_the_switch_uplink() {
+    // Two GPUs behind one PCIe switch, staged through host memory: both ring directions share
+    // the uplink, so the efficiency fitted back must be the one that made the log, not half
+    // or twice it (the key means payload share of the link, in calibrate as in the simulator).
+    let dir = tmp("pcie-round-trip");
+    let p = |v: f64| FittedParameter {
+        value: v,
+        ci95: None,
+        provenance: Provenance {
+            source: "assumed".into(),
+            detail: "round-trip test truth".into(),
+            date: None,
+        },
+    };
+    let mut truth = NcclCalibration::default();
+    // One rank count fits call and step latency as one factor on NCCL's own pair (6.6 and 1.0
+    // us for LL, 8.4 and 5.7 us for Simple on PCIe), so the truth keeps NCCL's ratio.
+    for (proto, base, step) in [("ll", 6.6, 1.0), ("simple", 8.4, 5.7)] {
+        truth
+            .base_latency_us
+            .insert(format!("ring/{proto}"), p(0.6 * base));
+        truth
+            .step_latency_us
+            .insert(format!("ring/{proto}/pcie"), p(0.6 * step));
+    }
+    truth.efficiency.insert("ring/pcie".into(), p(0.55));
+    let mut prof = Profile::load(&root().join("data/profiles/rtx2080ti_pcie_box.json")).unwrap();
+    prof.network.nccl = Some(truth);
+    let truth_path = dir.join("truth.json");
+    std::fs::write(&truth_path, serde_json::to_string_pretty(&prof).unwrap()).unwrap();
+
+    let box_file = "pcie_box_2gpu.toml";
+    let run = predicted_log(box_file, &truth_path, 2, "NVIDIA GeForce RTX 2080 Ti");
+    let log = dir.join("all_reduce.log");
+    std::fs::write(&log, nccl_tests::to_text(&run)).unwrap();
+    let fitted = dir.join("fitted.json");
+    let o = import_on(box_file, &log, &fitted);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let n = Profile::load(&fitted).unwrap().network.nccl.unwrap();
+    let efficiency = n.efficiency["ring/pcie"].value;
+    assert!(
+        (efficiency / 0.55 - 1.0).abs() < 0.01,
+        "{efficiency}\n{out}"
+    );
+    for r in &run.rows {
+        let logged = r.out_of_place.unwrap().time_us;
+        let again = simulate_on(box_file, &fitted, r.size_bytes) * 1e6;
+        assert!(
+            (again / logged - 1.0).abs() < 0.01,
+            "{} B: log {logged:.2} us, fitted profile {again:.2} us\n{out}",
+            r.size_bytes
         );
     }
 }
