@@ -1,7 +1,8 @@
 //! The packet model against the flow model and its own invariants.
 //!
 //! - cross-model agreement: ring, hierarchical and double-binary-tree all-reduces of 64 MiB on
-//!   the bundled topologies finish within 3% of the flow model's time (the larger cases, 64 to
+//!   the bundled topologies (16 MiB staged through host memory on the PCIe box) finish within
+//!   3% of the flow model's time (the larger cases, 64 to
 //!   256 ranks, take 10 s to minutes in a debug build and are `#[ignore]`d: run them with
 //!   `cargo test --release -p sim --test packet -- --ignored`);
 //! - a single flow through an idle path takes size/B + hops·latency + (hops−1)·packet/B;
@@ -129,6 +130,14 @@ const MIB: u64 = 1 << 20;
 #[test]
 fn packet_and_flow_models_agree_on_a_ring_all_reduce_over_an_hgx_h100() {
     let err = agreement(topology("hgx_h100.toml", ""), 8, ring(), 64 * MIB);
+    assert!(err.abs() < 0.03, "{err}");
+}
+
+#[test]
+fn packet_and_flow_models_agree_on_a_ring_staged_through_host_memory_behind_one_switch() {
+    // No P2P: each ring step goes up the switch's uplink to host memory and back down, both
+    // directions of the 2-GPU ring sharing the uplink (a path that visits the switch twice).
+    let err = agreement(topology("pcie_box_2gpu.toml", ""), 2, ring(), 16 * MIB);
     assert!(err.abs() < 0.03, "{err}");
 }
 
