@@ -290,7 +290,8 @@ fn stage_through_hosts(node: &mut NodeFile, origin: &str) -> Result<(), ImportEr
                 origin,
                 None,
                 format!(
-                    "--no-p2p: GPUs without NVLinks, but {gpu} has NVLinks, over which CUDA                      peer-to-peer works"
+                    "--no-p2p: GPUs without NVLinks, but {gpu} has NVLinks, over which CUDA \
+                     peer-to-peer works"
                 ),
             ));
         }
@@ -410,5 +411,22 @@ mod tests {
         );
         let text = import_pix_pair(true).unwrap().to_toml();
         assert!(text.contains("staged_via = \"cpu0\""), "{text}");
+    }
+
+    #[test]
+    fn no_p2p_is_refused_for_gpus_with_nvlinks() {
+        let nvlinked = PIX_PAIR.replace("PIX", "NV2");
+        let opts = ImportOptions {
+            gpu: Some("A100-SXM4".into()),
+            no_p2p: true,
+            ..Default::default()
+        };
+        let e = import(&nvlinked, "nv.txt", &opts).unwrap_err().to_string();
+        assert!(
+            e.contains(
+                "--no-p2p: GPUs without NVLinks, but gpu0 has NVLinks, over which CUDA peer"
+            ),
+            "{e}"
+        );
     }
 }
