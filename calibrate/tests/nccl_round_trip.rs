@@ -49,10 +49,6 @@ fn simulate_on(topology: &str, profile: &Path, bytes: u64) -> f64 {
     sim::scenario::run::run(&s).unwrap().summary.time_ps as f64 * 1e-12
 }
 
-fn simulate(profile: &Path, bytes: u64) -> f64 {
-    simulate_on("hgx_h100.toml", profile, bytes)
-}
-
 /// The nccl-tests all-reduce log `profile` predicts on `topologies/<topology>` (`gpus` GPUs
 /// named `gpu_name`), 1 KiB to 1 GiB.
 fn predicted_log(topology: &str, profile: &Path, gpus: u32, gpu_name: &str) -> NcclTestsRun {
@@ -92,16 +88,70 @@ fn predicted_log(topology: &str, profile: &Path, gpus: u32, gpu_name: &str) -> N
     run
 }
 
-fn truth() -> NcclCalibration {
-    let p = |v: f64| FittedParameter {
-        value: v,
+/// A known parameter of a round trip's truth.
+fn assumed(value: f64) -> FittedParameter {
+    FittedParameter {
+        value,
         ci95: None,
         provenance: Provenance {
             source: "assumed".into(),
             detail: "round-trip test truth".into(),
             date: None,
         },
-    };
+    }
+}
+
+/// What a round trip gave back: the log it fitted, the fitted profile and the command's output.
+struct RoundTrip {
+    run: NcclTestsRun,
+    fitted: NcclCalibration,
+    out: String,
+}
+
+/// `base` (a bundled profile) with `truth` as its NCCL parameters -> the nccl-tests log it
+/// predicts on `topologies/<topology>` -> `calibrate import nccl-tests --topology` -> a
+/// fitted profile, which must predict every row of that log within 1%.
+fn round_trip(
+    name: &str,
+    topology: &str,
+    base: &str,
+    truth: NcclCalibration,
+    gpus: u32,
+    gpu_name: &str,
+) -> RoundTrip {
+    let dir = tmp(name);
+    let mut prof = Profile::load(&root().join("data/profiles").join(base)).unwrap();
+    prof.network.nccl = Some(truth);
+    let truth_path = dir.join("truth.json");
+    std::fs::write(&truth_path, serde_json::to_string_pretty(&prof).unwrap()).unwrap();
+
+    let run = predicted_log(topology, &truth_path, gpus, gpu_name);
+    let log = dir.join("all_reduce.log");
+    std::fs::write(&log, nccl_tests::to_text(&run)).unwrap();
+
+    let fitted_path = dir.join("fitted.json");
+    let o = import_on(topology, &log, &fitted_path);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for r in &run.rows {
+        let logged = r.out_of_place.unwrap().time_us;
+        let again = simulate_on(topology, &fitted_path, r.size_bytes) * 1e6;
+        assert!(
+            (again / logged - 1.0).abs() < 0.01,
+            "{} B: log {logged:.2} us, fitted profile {again:.2} us\n{out}",
+            r.size_bytes
+        );
+    }
+    let fitted = Profile::load(&fitted_path).unwrap().network.nccl.unwrap();
+    RoundTrip { run, fitted, out }
+}
+
+fn truth() -> NcclCalibration {
+    let p = assumed;
     let mut c = NcclCalibration::default();
     for (k, v) in [
         ("ring/ll", 9.0),
@@ -124,46 +174,24 @@ fn truth() -> NcclCalibration {
 
 #[test]
 fn a_profile_round_trips_through_an_nccl_tests_log_within_one_percent() {
-    let dir = tmp("round-trip");
-    // 1. A profile with known parameters.
-    let mut prof = Profile::load(&root().join("data/profiles/h100_sxm_node.json")).unwrap();
-    prof.network.nccl = Some(truth());
-    let truth_path = dir.join("truth.json");
-    std::fs::write(&truth_path, serde_json::to_string_pretty(&prof).unwrap()).unwrap();
-
-    // 2. The nccl-tests table it predicts, 1 KiB to 1 GiB, written as nccl-tests prints it.
-    let run = predicted_log("hgx_h100.toml", &truth_path, 8, "NVIDIA H100 80GB HBM3");
-    let sizes: Vec<u64> = run.rows.iter().map(|r| r.size_bytes).collect();
-    let log = dir.join("all_reduce.log");
-    std::fs::write(&log, nccl_tests::to_text(&run)).unwrap();
-
-    // 3. Fit it back through the real command.
-    let fitted = dir.join("fitted.json");
-    let o = import_on_hgx(&log, &fitted);
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{out}{}",
-        String::from_utf8_lossy(&o.stderr)
+    let rt = round_trip(
+        "round-trip",
+        "hgx_h100.toml",
+        "h100_sxm_node.json",
+        truth(),
+        8,
+        "NVIDIA H100 80GB HBM3",
     );
-    let p = Profile::load(&fitted).unwrap();
-    let n = p.network.nccl.as_ref().unwrap();
-    assert_eq!(n.fitted_on[0].file, "all_reduce.log");
-    assert_eq!(n.fitted_on[0].rows.len(), sizes.len());
-    assert!(n.channel_gbps["nvls/simple"]
-        .provenance
-        .detail
-        .contains("--topology hgx_h100.toml"));
-
-    // 4. The fitted profile predicts the same table.
-    for (b, r) in sizes.iter().zip(&run.rows) {
-        let logged = r.out_of_place.unwrap().time_us;
-        let again = simulate(&fitted, *b) * 1e6;
-        assert!(
-            (again / logged - 1.0).abs() < 0.01,
-            "{b} B: log {logged:.2} us, fitted profile {again:.2} us\n{out}"
-        );
-    }
+    assert_eq!(rt.fitted.fitted_on[0].file, "all_reduce.log");
+    assert_eq!(rt.fitted.fitted_on[0].rows.len(), rt.run.rows.len());
+    assert!(
+        rt.fitted.channel_gbps["nvls/simple"]
+            .provenance
+            .detail
+            .contains("--topology hgx_h100.toml"),
+        "{}",
+        rt.out
+    );
 }
 
 #[test]
@@ -171,16 +199,7 @@ fn a_pcie_box_without_p2p_round_trips_with_its_efficiency_shared_on_the_switch_u
     // Two GPUs behind one PCIe switch, staged through host memory: both ring directions share
     // the uplink, so the efficiency fitted back must be the one that made the log, not half
     // or twice it (the key means payload share of the link, in calibrate as in the simulator).
-    let dir = tmp("pcie-round-trip");
-    let p = |v: f64| FittedParameter {
-        value: v,
-        ci95: None,
-        provenance: Provenance {
-            source: "assumed".into(),
-            detail: "round-trip test truth".into(),
-            date: None,
-        },
-    };
+    let p = assumed;
     let mut truth = NcclCalibration::default();
     // One rank count fits call and step latency as one factor on NCCL's own pair (6.6 and 1.0
     // us for LL, 8.4 and 5.7 us for Simple on PCIe), so the truth keeps NCCL's ratio.
@@ -193,38 +212,20 @@ fn a_pcie_box_without_p2p_round_trips_with_its_efficiency_shared_on_the_switch_u
             .insert(format!("ring/{proto}/pcie"), p(0.6 * step));
     }
     truth.efficiency.insert("ring/pcie".into(), p(0.55));
-    let mut prof = Profile::load(&root().join("data/profiles/rtx2080ti_pcie_box.json")).unwrap();
-    prof.network.nccl = Some(truth);
-    let truth_path = dir.join("truth.json");
-    std::fs::write(&truth_path, serde_json::to_string_pretty(&prof).unwrap()).unwrap();
-
-    let box_file = "pcie_box_2gpu.toml";
-    let run = predicted_log(box_file, &truth_path, 2, "NVIDIA GeForce RTX 2080 Ti");
-    let log = dir.join("all_reduce.log");
-    std::fs::write(&log, nccl_tests::to_text(&run)).unwrap();
-    let fitted = dir.join("fitted.json");
-    let o = import_on(box_file, &log, &fitted);
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{out}{}",
-        String::from_utf8_lossy(&o.stderr)
+    let rt = round_trip(
+        "pcie-round-trip",
+        "pcie_box_2gpu.toml",
+        "rtx2080ti_pcie_box.json",
+        truth,
+        2,
+        "NVIDIA GeForce RTX 2080 Ti",
     );
-    let n = Profile::load(&fitted).unwrap().network.nccl.unwrap();
-    let efficiency = n.efficiency["ring/pcie"].value;
+    let efficiency = rt.fitted.efficiency["ring/pcie"].value;
     assert!(
         (efficiency / 0.55 - 1.0).abs() < 0.01,
-        "{efficiency}\n{out}"
+        "{efficiency}\n{}",
+        rt.out
     );
-    for r in &run.rows {
-        let logged = r.out_of_place.unwrap().time_us;
-        let again = simulate_on(box_file, &fitted, r.size_bytes) * 1e6;
-        assert!(
-            (again / logged - 1.0).abs() < 0.01,
-            "{} B: log {logged:.2} us, fitted profile {again:.2} us\n{out}",
-            r.size_bytes
-        );
-    }
 }
 
 #[test]
