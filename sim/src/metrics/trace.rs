@@ -44,6 +44,19 @@ fn each_event(
     f: &mut dyn FnMut(TraceEvent),
 ) {
     let ranks = schedule.ranks as usize;
+    // Each listed lane's ranks on the kept tracks, filtered once rather than per op (a stage of
+    // a 16,384-GPU step has 1,024 ranks, a trace keeps a few tracks).
+    let kept_lane_ranks: Option<Vec<Vec<usize>>> = lanes.and_then(|l| l.ranks).map(|listed| {
+        listed
+            .iter()
+            .map(|rs| {
+                rs.iter()
+                    .map(|&r| r as usize)
+                    .filter(|&r| r < n_tracks)
+                    .collect()
+            })
+            .collect()
+    });
     for (i, (op, t)) in schedule.ops.iter().zip(times).enumerate() {
         let (start_ps, end_ps) = (t.start.as_ps(), t.end.as_ps());
         let base = TraceEvent {
@@ -84,12 +97,8 @@ fn each_event(
                 match lanes.map(|l| (l, l.of_op.get(i).copied().flatten())) {
                     None => block(0, ranks).for_each(&mut on_track),
                     Some((_, None)) => {}
-                    Some((l, Some(lane))) => match l.ranks {
-                        Some(listed) => listed[lane as usize]
-                            .iter()
-                            .map(|&r| r as usize)
-                            .filter(|&r| r < n_tracks)
-                            .for_each(&mut on_track),
+                    Some((l, Some(lane))) => match &kept_lane_ranks {
+                        Some(kept) => kept[lane as usize].iter().copied().for_each(&mut on_track),
                         None => {
                             let per = ranks / l.count.max(1) as usize;
                             block(lane as usize * per, (lane as usize + 1) * per)
@@ -111,6 +120,73 @@ fn each_event(
             _ => {}
         }
     }
+}
+
+/// How many events [`each_event`] gives each of the tracks `0..n_tracks`, in time proportional
+/// to ops and transfer pairs rather than to events: a compute op of a stage counts once for
+/// the stage and is spread over the stage's ranks at the end (a 16,384-GPU step has hundreds
+/// of millions of per-rank compute events; counting them one by one was most of a run).
+fn events_per_track(
+    schedule: &Schedule,
+    times: &[OpTiming],
+    lanes: Option<Lanes<'_>>,
+    n_tracks: usize,
+) -> Vec<usize> {
+    let ranks = schedule.ranks as usize;
+    let mut counts = vec![0usize; n_tracks];
+    let mut on_every_rank = 0usize;
+    let mut per_lane: Vec<usize> = Vec::new();
+    for (i, (op, t)) in schedule.ops.iter().zip(times).enumerate() {
+        let lasts = t.end.as_ps() > t.start.as_ps();
+        match op.kind {
+            OpKind::Transfer { pattern, .. } => {
+                for &(a, b) in schedule.patterns[pattern.0 as usize].pairs.iter() {
+                    for track in [a as usize, b as usize] {
+                        if track < n_tracks {
+                            counts[track] += 1;
+                        }
+                    }
+                }
+            }
+            OpKind::Compute { .. } if lasts => {
+                match lanes.map(|l| l.of_op.get(i).copied().flatten()) {
+                    None => on_every_rank += 1,
+                    Some(None) => {}
+                    Some(Some(lane)) => {
+                        let lane = lane as usize;
+                        if per_lane.len() <= lane {
+                            per_lane.resize(lane + 1, 0);
+                        }
+                        per_lane[lane] += 1;
+                    }
+                }
+            }
+            OpKind::Reduce { .. } if lasts => on_every_rank += 1,
+            _ => {}
+        }
+    }
+    for c in counts.iter_mut().take(ranks) {
+        *c += on_every_rank;
+    }
+    if let Some(l) = lanes {
+        for (lane, &n) in per_lane.iter().enumerate().filter(|(_, &n)| n > 0) {
+            match l.ranks {
+                Some(listed) => {
+                    for &r in listed[lane].iter().filter(|&&r| (r as usize) < n_tracks) {
+                        counts[r as usize] += n;
+                    }
+                }
+                None => {
+                    let per = ranks / l.count.max(1) as usize;
+                    let to = ((lane + 1) * per).min(n_tracks);
+                    for c in counts.iter_mut().take(to).skip(lane * per) {
+                        *c += n;
+                    }
+                }
+            }
+        }
+    }
+    counts
 }
 
 /// Which ranks a training step's compute ops run on: op `i` of lane `l` (a pipeline stage)
@@ -141,10 +217,7 @@ impl Trace {
         // Count first, then build only the tracks that fit under MAX_TRACE_EVENTS: a
         // 16,384-GPU step has tens of millions of per-rank events, of which a trace keeps
         // half a million.
-        let mut counts = vec![0usize; tracks.len()];
-        each_event(schedule, times, lanes, tracks.len(), &mut |e| {
-            counts[e.track as usize] += 1
-        });
+        let counts = events_per_track(schedule, times, lanes, tracks.len());
         let (mut kept, mut total) = (0usize, 0usize);
         for &c in &counts {
             if total + c > MAX_TRACE_EVENTS && kept > 0 {
@@ -315,6 +388,72 @@ mod tests {
             .map(|e| e["args"]["name"].as_str().unwrap().to_string())
             .collect();
         assert_eq!(names, ["rank0", "rank1"]);
+    }
+
+    /// Eight ranks in four lanes; transfers, computes of every lane and of none, reductions,
+    /// zero-length ops that make no event.
+    fn eight_rank_step() -> (Schedule, Vec<OpTiming>, Vec<Option<u16>>) {
+        let (mut s, _) = two_rank_exchange();
+        s.ranks = 8;
+        s.patterns = vec![Pattern {
+            pairs: Arc::from(vec![(0, 5), (5, 0), (3, 7), (6, 2)]),
+        }];
+        let template = s.ops.clone();
+        let mut lanes = Vec::new();
+        s.ops.clear();
+        for k in 0..40u32 {
+            let mut op = template[(k % 2) as usize].clone();
+            if k % 5 == 4 {
+                op.kind = OpKind::Reduce {
+                    endpoints: 8,
+                    bytes: 64,
+                };
+            }
+            s.ops.push(op);
+            lanes.push((k % 7 != 3).then_some((k % 4) as u16));
+        }
+        let times = (0..40u64)
+            .map(|k| OpTiming {
+                start: SimTime::from_ps(k * 10),
+                end: SimTime::from_ps(k * 10 + if k % 9 == 8 { 0 } else { 5 }),
+            })
+            .collect();
+        (s, times, lanes)
+    }
+
+    #[test]
+    fn counting_events_per_track_agrees_with_visiting_each_event() {
+        let (s, times, of_op) = eight_rank_step();
+        let listed: Vec<Vec<u32>> = vec![vec![7, 0], vec![1, 6], vec![2, 5], vec![3, 4]];
+        let lane_sets = [
+            None,
+            Some(Lanes {
+                of_op: &of_op,
+                count: 4,
+                ranks: None,
+            }),
+            Some(Lanes {
+                of_op: &of_op,
+                count: 4,
+                ranks: Some(&listed),
+            }),
+        ];
+        for lanes in lane_sets {
+            for n_tracks in [0, 1, 3, 6, 8, 9] {
+                let mut visited = vec![0usize; n_tracks];
+                each_event(&s, &times, lanes, n_tracks, &mut |e| {
+                    visited[e.track as usize] += 1
+                });
+                let counted = events_per_track(&s, &times, lanes, n_tracks);
+                assert_eq!(
+                    counted,
+                    visited,
+                    "{n_tracks} tracks, lanes {:?}",
+                    lanes.map(|l| l.ranks.is_some())
+                );
+                assert!(visited.iter().sum::<usize>() > 0 || n_tracks == 0);
+            }
+        }
     }
 
     #[test]
