@@ -57,6 +57,10 @@ fn each_event(
             })
             .collect()
     });
+    // Each pattern's (track, peer, role) on the kept tracks, listed the first time an op uses
+    // it: a pattern of a fused collective has thousands of pairs, a trace keeps a few tracks.
+    let mut kept_ends: Vec<Option<Vec<(u32, u32, &'static str)>>> =
+        vec![None; schedule.patterns.len()];
     for (i, (op, t)) in schedule.ops.iter().zip(times).enumerate() {
         let (start_ps, end_ps) = (t.start.as_ps(), t.end.as_ps());
         let base = TraceEvent {
@@ -72,18 +76,22 @@ fn each_event(
         };
         match op.kind {
             OpKind::Transfer { pattern, bytes } => {
-                for &(a, b) in schedule.patterns[pattern.0 as usize].pairs.iter() {
-                    for (track, peer, role) in [(a, b, "send"), (b, a, "recv")] {
-                        if (track as usize) < n_tracks {
-                            f(TraceEvent {
-                                track,
-                                role,
-                                peer: Some(peer),
-                                bytes,
-                                ..base.clone()
-                            });
-                        }
-                    }
+                let ends = kept_ends[pattern.0 as usize].get_or_insert_with(|| {
+                    schedule.patterns[pattern.0 as usize]
+                        .pairs
+                        .iter()
+                        .flat_map(|&(a, b)| [(a, b, "send"), (b, a, "recv")])
+                        .filter(|&(track, _, _)| (track as usize) < n_tracks)
+                        .collect()
+                });
+                for &(track, peer, role) in ends.iter() {
+                    f(TraceEvent {
+                        track,
+                        role,
+                        peer: Some(peer),
+                        bytes,
+                        ..base.clone()
+                    });
                 }
             }
             OpKind::Compute { .. } if end_ps > start_ps => {
@@ -123,8 +131,8 @@ fn each_event(
 }
 
 /// How many events [`each_event`] gives each of the tracks `0..n_tracks`, in time proportional
-/// to ops and transfer pairs rather than to events: a compute op of a stage counts once for
-/// the stage and is spread over the stage's ranks at the end (a 16,384-GPU step has hundreds
+/// to ops, patterns and stages rather than to events: a transfer counts once for its pattern, a
+/// compute op once for its stage, and both are spread over their tracks at the end (a 16,384-GPU step has hundreds
 /// of millions of per-rank compute events; counting them one by one was most of a run).
 fn events_per_track(
     schedule: &Schedule,
@@ -136,18 +144,11 @@ fn events_per_track(
     let mut counts = vec![0usize; n_tracks];
     let mut on_every_rank = 0usize;
     let mut per_lane: Vec<usize> = Vec::new();
+    let mut per_pattern = vec![0usize; schedule.patterns.len()];
     for (i, (op, t)) in schedule.ops.iter().zip(times).enumerate() {
         let lasts = t.end.as_ps() > t.start.as_ps();
         match op.kind {
-            OpKind::Transfer { pattern, .. } => {
-                for &(a, b) in schedule.patterns[pattern.0 as usize].pairs.iter() {
-                    for track in [a as usize, b as usize] {
-                        if track < n_tracks {
-                            counts[track] += 1;
-                        }
-                    }
-                }
-            }
+            OpKind::Transfer { pattern, .. } => per_pattern[pattern.0 as usize] += 1,
             OpKind::Compute { .. } if lasts => {
                 match lanes.map(|l| l.of_op.get(i).copied().flatten()) {
                     None => on_every_rank += 1,
@@ -163,6 +164,17 @@ fn events_per_track(
             }
             OpKind::Reduce { .. } if lasts => on_every_rank += 1,
             _ => {}
+        }
+    }
+    for (pattern, &n) in schedule.patterns.iter().zip(&per_pattern) {
+        if n > 0 {
+            for &(a, b) in pattern.pairs.iter() {
+                for track in [a as usize, b as usize] {
+                    if track < n_tracks {
+                        counts[track] += n;
+                    }
+                }
+            }
         }
     }
     for c in counts.iter_mut().take(ranks) {
@@ -395,14 +407,23 @@ mod tests {
     fn eight_rank_step() -> (Schedule, Vec<OpTiming>, Vec<Option<u16>>) {
         let (mut s, _) = two_rank_exchange();
         s.ranks = 8;
-        s.patterns = vec![Pattern {
-            pairs: Arc::from(vec![(0, 5), (5, 0), (3, 7), (6, 2)]),
-        }];
+        s.patterns = vec![
+            Pattern {
+                pairs: Arc::from(vec![(0, 5), (5, 0), (3, 7), (6, 2)]),
+            },
+            Pattern {
+                pairs: Arc::from(vec![(1, 2), (7, 4)]),
+            },
+        ];
         let template = s.ops.clone();
         let mut lanes = Vec::new();
         s.ops.clear();
         for k in 0..40u32 {
             let mut op = template[(k % 2) as usize].clone();
+            if let OpKind::Transfer { bytes, .. } = op.kind {
+                let pattern = PatternId(u32::from(k % 3 == 2));
+                op.kind = OpKind::Transfer { pattern, bytes };
+            }
             if k % 5 == 4 {
                 op.kind = OpKind::Reduce {
                     endpoints: 8,
