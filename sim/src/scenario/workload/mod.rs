@@ -375,8 +375,29 @@ impl WorkloadTable {
     }
 }
 
-/// One request's plans, by the group they were planned for.
-type PlansByGroup = std::collections::HashMap<Vec<u32>, Planned>;
+/// One request's plans, by the group they were planned for, and the distinct schedules among
+/// them: groups whose plans are equal share one schedule, so that the step builder knows them
+/// for the same plan by pointer instead of comparing every op (thousands of tensor-parallel
+/// groups ask the same all-reduce hundreds of times each).
+#[derive(Default)]
+struct PlansByGroup {
+    by_group: std::collections::HashMap<Vec<u32>, Planned>,
+    distinct: Vec<Arc<crate::collective::Schedule>>,
+}
+
+impl PlansByGroup {
+    /// Keeps `planned` for `group`, sharing an equal schedule among the last few distinct ones
+    /// (a bounded search: groups whose plans all differ cost no more than before).
+    fn insert(&mut self, group: &[u32], planned: &mut Planned) {
+        const SEARCHED: usize = 8;
+        let recent = self.distinct.iter().rev().take(SEARCHED);
+        match recent.into_iter().find(|s| **s == planned.schedule) {
+            Some(same) => planned.schedule = Arc::clone(same),
+            None => self.distinct.push(Arc::clone(&planned.schedule)),
+        }
+        self.by_group.insert(group.to_vec(), planned.clone());
+    }
+}
 
 /// A library (NCCL) planning each of the step's collectives for the group it runs on: the
 /// group's [`System`] (nodes, paths, NVSwitch) is what NCCL's topology detection would see
@@ -432,7 +453,7 @@ impl Planner for LibraryPlanner<'_> {
         let request = Request::of(spec);
         if let Some((r, plans)) = &*self.last.borrow() {
             if *r == request {
-                if let Some(p) = plans.get(members) {
+                if let Some(p) = plans.by_group.get(members) {
                     return Ok(p.clone());
                 }
             }
@@ -457,18 +478,17 @@ impl Planner for LibraryPlanner<'_> {
                 e.expected,
             )
         })?;
-        let planned = Planned {
+        let mut planned = Planned {
             schedule: Arc::new(plan.schedule),
             placed: plan.placed_endpoints,
             decision: Some(plan.decision),
         };
         let mut last = self.last.borrow_mut();
         match &mut *last {
-            Some((r, plans)) if *r == request => {
-                plans.insert(members.to_vec(), planned.clone());
-            }
+            Some((r, plans)) if *r == request => plans.insert(members, &mut planned),
             _ => {
-                let plans = std::iter::once((members.to_vec(), planned.clone())).collect();
+                let mut plans = PlansByGroup::default();
+                plans.insert(members, &mut planned);
                 *last = Some((request, plans));
             }
         }
