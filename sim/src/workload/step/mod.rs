@@ -519,11 +519,15 @@ impl<'a> StepBuilder<'a> {
     /// library-placed endpoint is named after its device, so groups sharing a device share
     /// the endpoint and groups on different ones do not.
     fn placed_names(&mut self, planned: &Planned) -> Vec<String> {
-        for (name, dev) in &planned.placed {
-            let global = format!("{name}@{}", dev.0);
-            if !self.endpoint_index.contains_key(&global) {
-                self.endpoint_position(&global);
-                self.placed.push((global, *dev));
+        let globals: Vec<String> = planned
+            .placed
+            .iter()
+            .map(|(name, dev)| format!("{name}@{}", dev.0))
+            .collect();
+        for (global, (_, dev)) in globals.iter().zip(&planned.placed) {
+            if !self.endpoint_index.contains_key(global) {
+                self.endpoint_position(global);
+                self.placed.push((global.clone(), *dev));
             }
         }
         planned
@@ -531,8 +535,8 @@ impl<'a> StepBuilder<'a> {
             .extra_endpoints
             .iter()
             .map(
-                |name| match planned.placed.iter().find(|(n, _)| n == name) {
-                    Some((_, dev)) => format!("{name}@{}", dev.0),
+                |name| match planned.placed.iter().position(|(n, _)| n == name) {
+                    Some(i) => globals[i].clone(),
                     None => name.clone(),
                 },
             )
