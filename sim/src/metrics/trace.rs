@@ -34,6 +34,9 @@ pub struct Trace {
     pub tracks_left_out: usize,
 }
 
+/// One end of a transfer on a track: (track, peer, `"send"` or `"recv"`).
+type TransferEnd = (u32, u32, &'static str);
+
 /// Calls `f` with every per-track event of a played schedule on tracks `0..n_tracks`, in op
 /// order (see [`Trace::from_schedule`] for what runs where).
 fn each_event(
@@ -59,8 +62,7 @@ fn each_event(
     });
     // Each pattern's (track, peer, role) on the kept tracks, listed the first time an op uses
     // it: a pattern of a fused collective has thousands of pairs, a trace keeps a few tracks.
-    let mut kept_ends: Vec<Option<Vec<(u32, u32, &'static str)>>> =
-        vec![None; schedule.patterns.len()];
+    let mut kept_ends: Vec<Option<Vec<TransferEnd>>> = vec![None; schedule.patterns.len()];
     for (i, (op, t)) in schedule.ops.iter().zip(times).enumerate() {
         let (start_ps, end_ps) = (t.start.as_ps(), t.end.as_ps());
         let base = TraceEvent {
