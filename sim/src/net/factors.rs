@@ -34,6 +34,10 @@ pub struct EfficiencyFactors {
     /// Payload share of every link of a class (1 for a class not listed).
     #[serde(default)]
     pub link: Vec<(LinkClass, f64)>,
+    /// Bytes a TCP connection keeps queued ahead in a FIFO egress queue of a link of a class
+    /// (none for a class not listed): see [`crate::net::flow`] on sends posted together.
+    #[serde(default)]
+    pub fifo_head: Vec<(LinkClass, f64)>,
 }
 
 impl EfficiencyFactors {
@@ -56,11 +60,20 @@ impl EfficiencyFactors {
             .map_or(1.0, |&(_, e)| e)
     }
 
+    /// Bytes a connection keeps queued ahead on a link of `class`; 0 when not measured.
+    pub fn fifo_head_bytes(&self, class: LinkClass) -> f64 {
+        self.fifo_head
+            .iter()
+            .find(|(c, _)| *c == class)
+            .map_or(0.0, |&(_, b)| b)
+    }
+
     pub fn is_identity(&self) -> bool {
         self.tables.iter().all(|(_, rows)| {
             rows.iter()
                 .all(|r| r.bandwidth_factor == 1.0 && r.latency_factor == 1.0)
         }) && self.link.iter().all(|&(_, e)| e == 1.0)
+            && self.fifo_head.iter().all(|&(_, b)| b == 0.0)
     }
 
     /// Checks bandwidth factors are in (0, 1], latency factors non-negative and rows sorted.
@@ -113,7 +126,7 @@ mod tests {
                     },
                 ],
             )],
-            link: vec![],
+            ..Default::default()
         };
         assert_eq!(f.lookup(LinkClass::Ib, 1024), (0.5, 3.0));
         assert_eq!(f.lookup(LinkClass::Ib, 65536), (0.9, 1.0));

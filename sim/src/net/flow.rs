@@ -33,6 +33,15 @@
 //!   normally;
 //! - link traffic is integrated per solution (rate × time the solution was in force), not per
 //!   flow per event.
+//!
+//! Sends posted together. Where a profile gives a link class's FIFO head bytes `H` (a shaper's
+//! FIFO egress queue in front of TCP connections that each keep at most about `H` bytes queued:
+//! TCP small queues), batches posted at the same instant whose flows enter such a link first
+//! leave in the order posted: each waits until the ones posted before it have had their first
+//! `min(bytes, H)` bytes sent at the link's rate, then all share it. So a sender posting two
+//! 256 KiB sends finishes the first after 256 KiB and the second after 512 KiB, not both after
+//! 512 KiB (measured on the testbed: `testbed/workloads/fanout.py`). The wait is per batch (its
+//! longest flow's); flows of one batch start together.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -151,6 +160,10 @@ pub struct FlowModel {
     router: Router,
     factors: EfficiencyFactors,
     link_capacity_bps: Vec<f64>,
+    /// Per link, bytes a connection keeps queued ahead in its FIFO egress queue (0: none; see
+    /// "Sends posted together" above), and the head bytes posted on it at the latest instant.
+    fifo_head_bytes: Vec<f64>,
+    fifo_posted: Vec<(SimTime, f64)>,
     patterns: Vec<RoutedPattern>,
     /// Whether two patterns share a link, keyed (smaller id, larger id).
     overlap: BTreeMap<(u32, u32), bool>,
@@ -195,11 +208,23 @@ impl FlowModel {
             .map(|l| l.bandwidth_bps * factors.link_efficiency(l.class))
             .collect();
         let nl = topo.links().len();
+        let fifo_head_bytes: Vec<f64> = topo
+            .links()
+            .iter()
+            .map(|l| factors.fifo_head_bytes(l.class))
+            .collect();
+        let fifo_posted = if fifo_head_bytes.iter().any(|&h| h > 0.0) {
+            vec![(SimTime::ZERO, 0.0); nl]
+        } else {
+            Vec::new()
+        };
         FlowModel {
             topo,
             router,
             factors,
             link_capacity_bps,
+            fifo_head_bytes,
+            fifo_posted,
             patterns: Vec::new(),
             overlap: BTreeMap::new(),
             link_patterns: vec![Vec::new(); nl],
@@ -380,6 +405,65 @@ impl FlowModel {
             }
         }
         b.last_update = now;
+    }
+
+    /// How long a batch posted now waits behind the sends posted before it, at this same
+    /// instant, on the FIFO egress queues its flows enter first (the longest wait over its
+    /// flows); notes its own head bytes there for the sends posted after it.
+    fn fifo_wait(&mut self, pattern: usize, bytes: u64, now: SimTime) -> SimTime {
+        if self.fifo_posted.is_empty() {
+            return SimTime::ZERO;
+        }
+        let pat = &self.patterns[pattern];
+        let mut wait_secs: f64 = 0.0;
+        for f in 0..pat.flows() {
+            let Some(&first) = pat.path(f).first() else {
+                continue;
+            };
+            let l = first as usize;
+            let head = self.fifo_head_bytes[l];
+            if head <= 0.0 {
+                continue;
+            }
+            let (at, queued) = &mut self.fifo_posted[l];
+            if *at != now {
+                (*at, *queued) = (now, 0.0);
+            }
+            wait_secs = wait_secs.max(*queued * 8.0 / self.link_capacity_bps[l]);
+            *queued += head.min(bytes as f64);
+        }
+        SimTime::from_secs_f64(wait_secs)
+    }
+
+    /// Puts a started batch among the active ones: from now on it sends.
+    fn activate(&mut self, ctx: &mut dyn NetContext, slot: u32) {
+        let now = ctx.now();
+        let b = &mut self.batches[slot as usize];
+        let (pattern, bytes, factor_signature) = (b.pattern, b.bytes, b.factor_signature);
+        b.last_update = now;
+        b.deliver_at = now;
+        b.started = now;
+        self.active.push(slot);
+        self.active_by_pattern[pattern as usize].push(slot);
+        if self.replay_enabled && self.component(slot).len() == 1 {
+            let key = (pattern, bytes, factor_signature);
+            if let Some(trajectory) = self.trajectories.get(&key).cloned() {
+                let at = now + SimTime::from_ps(trajectory.tx_end_ps);
+                let b = &mut self.batches[slot as usize];
+                b.replay = Some(trajectory);
+                self.counters.replays += 1;
+                b.tx_event = Some(ctx.schedule(
+                    at,
+                    NetEvent::ReplayEnd {
+                        slot,
+                        generation: b.generation,
+                    },
+                ));
+                return;
+            }
+            self.batches[slot as usize].recording = Some(Vec::new());
+        }
+        self.unsettled.push(slot);
     }
 
     fn state_of(&self, slot: u32) -> BatchState {
@@ -837,27 +921,13 @@ impl NetworkModel for FlowModel {
             );
             return;
         }
-        self.active.push(slot);
-        self.active_by_pattern[pattern.0 as usize].push(slot);
-        if self.replay_enabled && self.component(slot).len() == 1 {
-            let key = (pattern.0, bytes, factor_signature);
-            if let Some(trajectory) = self.trajectories.get(&key).cloned() {
-                let at = now + SimTime::from_ps(trajectory.tx_end_ps);
-                let b = &mut self.batches[slot as usize];
-                b.replay = Some(trajectory);
-                self.counters.replays += 1;
-                b.tx_event = Some(ctx.schedule(
-                    at,
-                    NetEvent::ReplayEnd {
-                        slot,
-                        generation: b.generation,
-                    },
-                ));
-                return;
-            }
-            self.batches[slot as usize].recording = Some(Vec::new());
+        let wait = self.fifo_wait(pattern.0 as usize, bytes, now);
+        if wait > SimTime::ZERO {
+            let generation = self.batches[slot as usize].generation;
+            let _ = ctx.schedule(now + wait, NetEvent::Start { slot, generation });
+            return;
         }
-        self.unsettled.push(slot);
+        self.activate(ctx, slot);
     }
 
     fn on_event(&mut self, ctx: &mut dyn NetContext, event: NetEvent) {
@@ -873,6 +943,12 @@ impl NetworkModel for FlowModel {
                 let b = &self.batches[slot as usize];
                 if b.in_use && b.generation == generation && b.replay.is_some() {
                     self.on_replay_end(ctx, slot);
+                }
+            }
+            NetEvent::Start { slot, generation } => {
+                let b = &self.batches[slot as usize];
+                if b.in_use && b.generation == generation {
+                    self.activate(ctx, slot);
                 }
             }
             NetEvent::Delivered { slot, generation } => {
@@ -1159,7 +1235,7 @@ mod tests {
                     latency_factor: 1.0,
                 }],
             )],
-            link: vec![],
+            ..Default::default()
         };
         let (out, _) = run(
             &t,
@@ -1233,10 +1309,48 @@ mod tests {
                     latency_factor: 1.0,
                 }],
             )],
-            link: vec![],
+            ..Default::default()
         };
         let (out, _) = run(&t, &sched, per_flow);
         assert!((secs(out.end) - 0.080).abs() < 1e-9, "{}", out.end);
+    }
+
+    /// g0 posts two 1.25 GB sends at once, to g1 then g2, over its 100 Gb/s link (0.1 s
+    /// each alone); g1 posts one to g2 at the same instant. Op end times with head bytes `h`.
+    fn posted_together(h: Option<f64>) -> Vec<f64> {
+        let t = star(3, 100.0 * GBPS, SimTime::ZERO);
+        let s = 1_250_000_000;
+        let sched = schedule(
+            3,
+            &[
+                (vec![(0, 1)], s, vec![]),
+                (vec![(0, 2)], s, vec![]),
+                (vec![(1, 0)], s, vec![]),
+            ],
+        );
+        let factors = EfficiencyFactors {
+            fifo_head: h.map(|h| (LinkClass::Ethernet, h)).into_iter().collect(),
+            ..Default::default()
+        };
+        let (out, _) = run(&t, &sched, factors);
+        out.ops.iter().map(|o| secs(o.end)).collect()
+    }
+
+    #[test]
+    fn sends_posted_together_on_a_fifo_egress_leave_in_the_order_posted() {
+        let close =
+            |got: &[f64], want: [f64; 3]| got.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-9);
+        // Fair sharing: both of g0's sends end at 0.2 s; g1's has its link to itself.
+        let fair = posted_together(None);
+        assert!(close(&fair, [0.2, 0.2, 0.1]), "{fair:?}");
+        // Head 0.625 GB: the first send goes alone for 0.05 s, then they share: it ends at
+        // 0.05 + 0.625 GB / 6.25 GB/s = 0.15 s, the second at 0.2 s. g1's send, the only one
+        // posted on its own link, does not wait.
+        let half = posted_together(Some(625e6));
+        assert!(close(&half, [0.15, 0.2, 0.1]), "{half:?}");
+        // A head as large as the sends: one after the other.
+        let whole = posted_together(Some(2e9));
+        assert!(close(&whole, [0.1, 0.2, 0.1]), "{whole:?}");
     }
 
     #[test]

@@ -36,6 +36,8 @@ pub struct NetPatternId(pub u32);
 /// An event a network model scheduled for itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NetEvent {
+    /// A batch posted behind other sends on a FIFO egress queue starts sending.
+    Start { slot: u32, generation: u32 },
     /// Some flows of a batch finish transmitting (the earliest of its live flows).
     TxDone { slot: u32, generation: u32 },
     /// A batch replaying a recorded trajectory has finished transmitting.

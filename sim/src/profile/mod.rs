@@ -46,6 +46,14 @@ pub struct LinkEfficiency {
     pub provenance: Provenance,
 }
 
+/// A byte count with its provenance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeasuredBytes {
+    pub value: crate::units::Bytes,
+    pub provenance: Provenance,
+}
+
 /// A rate with its provenance.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -63,6 +71,11 @@ pub struct NetworkCalibration {
     /// Payload share of every link of a class, shared by the flows on it (protocol headers).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub link_efficiency: BTreeMap<LinkClass, LinkEfficiency>,
+    /// Bytes each TCP connection keeps queued ahead in the FIFO egress queue of a link of a
+    /// class (TCP small queues in front of a shaper): sends posted together on that link leave
+    /// in the order posted, each that far ahead of the next (see [`crate::net::flow`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub fifo_head_bytes: BTreeMap<LinkClass, MeasuredBytes>,
     /// Rate at which one GPU reduces received data when reductions are not fused into copies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reduce_bandwidth: Option<MeasuredBandwidth>,
@@ -345,6 +358,20 @@ impl Profile {
                 return Err(err(&format!("network.link_efficiency.{class}.value"), why));
             }
         }
+        for (class, h) in &p.network.fifo_head_bytes {
+            if h.provenance.detail.trim().is_empty() {
+                return Err(err(
+                    &format!("network.fifo_head_bytes.{class}.provenance.detail"),
+                    "where this queue depth came from".into(),
+                ));
+            }
+            if h.value.0 > 1 << 30 {
+                return Err(err(
+                    &format!("network.fifo_head_bytes.{class}.value"),
+                    format!("at most 1 GiB, got {} bytes", h.value.0),
+                ));
+            }
+        }
         for (i, f) in p.network.collective_fits.iter().enumerate() {
             let field = format!("network.collective_fits[{i}]");
             if f.provenance.detail.trim().is_empty() {
@@ -412,6 +439,12 @@ impl Profile {
                 .link_efficiency
                 .iter()
                 .map(|(c, e)| (*c, e.value))
+                .collect(),
+            fifo_head: self
+                .network
+                .fifo_head_bytes
+                .iter()
+                .map(|(c, h)| (*c, h.value.0 as f64))
                 .collect(),
         }
     }
