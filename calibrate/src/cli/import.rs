@@ -227,6 +227,65 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
                 .extend(build::p2p_paths(&ms, &origin, link_class));
             save(&p, &out.out)
         }
+        ImportCmd::Fanout {
+            file,
+            link_class,
+            measured_on,
+            out,
+        } => {
+            let mut pooled: Option<fanout::FanoutLog> = None;
+            for f in &file {
+                let log = fanout::load(f)?;
+                match &mut pooled {
+                    Some(p) => p.runs.extend(log.runs),
+                    None => pooled = Some(log),
+                }
+            }
+            let Some(log) = pooled else {
+                return Err(Failure(EXIT_INPUT, "a fanout.py log".into()));
+            };
+            let fit = fanout::fit(&log).map_err(|e| Failure(EXIT_INPUT, e))?;
+            let sizes: Vec<String> = fit
+                .sizes_used
+                .iter()
+                .map(|&b| fmt_bytes(b as f64))
+                .collect();
+            let detail = format!(
+                "FIFO head {:.0} B (interquartile {:.0}-{:.0}) = 2S - t1 x C over {} repetitions of \
+                 the sizes at which the first-posted of two sends always finished first, but \
+                 not alone ({}; {} repetitions went alone, {} of other sizes left out), C = {} \
+                 from the largest size's last answer; {}calibrate import fanout {}",
+                fit.head_bytes,
+                fit.head_iqr.0,
+                fit.head_iqr.1,
+                fit.used,
+                sizes.join(", "),
+                fit.alone,
+                fit.reordered,
+                fmt_bits_per_s(fit.rate_bytes_per_s * 8.0),
+                measured_on
+                    .as_ref()
+                    .map(|on| format!("measured on {on}; "))
+                    .unwrap_or_default(),
+                list(&file)
+            );
+            println!("{link_class}: {detail}");
+            let source = if measured_on.is_some() {
+                "measured"
+            } else {
+                "imported"
+            };
+            let prov = build::provenance(source, detail);
+            let mut p = open_profile(&out, prov.clone())?;
+            p.network.fifo_head_bytes.insert(
+                link_class,
+                sim::profile::MeasuredBytes {
+                    value: sim::units::Bytes(fit.head_bytes.round() as u64),
+                    provenance: prov,
+                },
+            );
+            save(&p, &out.out)
+        }
         ImportCmd::Iperf3 {
             file,
             link_class,

@@ -21,7 +21,9 @@ use sim::units::{fmt_bits_per_s, fmt_bytes, Bandwidth};
 use crate::build::{self, FitOptions, FittedRun};
 use crate::fit::Holdout;
 use crate::gpu;
-use crate::import::{iperf3, kineto, layer_times, nccl_tests, p2p, torch_device, validation_csv};
+use crate::import::{
+    fanout, iperf3, kineto, layer_times, nccl_tests, p2p, torch_device, validation_csv,
+};
 
 /// Exit status: bad input (unreadable log, bad option, invalid profile).
 pub const EXIT_INPUT: u8 = 2;
@@ -232,6 +234,21 @@ enum ImportCmd {
         file: PathBuf,
         #[arg(long, value_parser = parse_link_class)]
         link_class: Option<LinkClass>,
+        #[command(flatten)]
+        out: OutArgs,
+    },
+    /// testbed/workloads/fanout.py logs (one host sending to two at once): the FIFO head
+    /// bytes of the sender's link class (network.fifo_head_bytes): how far ahead the
+    /// first-posted of two sends gets. Several logs of one link are pooled.
+    Fanout {
+        #[arg(required = true, num_args = 1..)]
+        file: Vec<PathBuf>,
+        #[arg(long, default_value = "ethernet", value_parser = parse_link_class)]
+        link_class: LinkClass,
+        /// Where the runs were measured, kept in the provenance (e.g. "the dtsim testbed
+        /// (testbed/topologies/star4_200mbit.toml)").
+        #[arg(long)]
+        measured_on: Option<String>,
         #[command(flatten)]
         out: OutArgs,
     },

@@ -415,12 +415,17 @@ impl FlowModel {
             return SimTime::ZERO;
         }
         let pat = &self.patterns[pattern];
+        let first_links = || (0..pat.flows()).filter_map(|f| pat.path(f).first().copied());
+        // What was posted before this batch decides its wait; its own flows do not wait for
+        // each other.
         let mut wait_secs: f64 = 0.0;
-        for f in 0..pat.flows() {
-            let Some(&first) = pat.path(f).first() else {
-                continue;
-            };
-            let l = first as usize;
+        for l in first_links().map(|l| l as usize) {
+            let (at, queued) = self.fifo_posted[l];
+            if self.fifo_head_bytes[l] > 0.0 && at == now {
+                wait_secs = wait_secs.max(queued * 8.0 / self.link_capacity_bps[l]);
+            }
+        }
+        for l in first_links().map(|l| l as usize) {
             let head = self.fifo_head_bytes[l];
             if head <= 0.0 {
                 continue;
@@ -429,7 +434,6 @@ impl FlowModel {
             if *at != now {
                 (*at, *queued) = (now, 0.0);
             }
-            wait_secs = wait_secs.max(*queued * 8.0 / self.link_capacity_bps[l]);
             *queued += head.min(bytes as f64);
         }
         SimTime::from_secs_f64(wait_secs)
@@ -1351,6 +1355,15 @@ mod tests {
         // A head as large as the sends: one after the other.
         let whole = posted_together(Some(2e9));
         assert!(close(&whole, [0.1, 0.2, 0.1]), "{whole:?}");
+        // The flows of one batch (one op to both) start together and share the link.
+        let t = star(3, 100.0 * GBPS, SimTime::ZERO);
+        let one_op = schedule(3, &[(vec![(0, 1), (0, 2)], 1_250_000_000, vec![])]);
+        let factors = EfficiencyFactors {
+            fifo_head: vec![(LinkClass::Ethernet, 625e6)],
+            ..Default::default()
+        };
+        let (out, _) = run(&t, &one_op, factors);
+        assert!((secs(out.end) - 0.2).abs() < 1e-9, "{}", out.end);
     }
 
     #[test]
