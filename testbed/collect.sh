@@ -28,6 +28,24 @@ if [[ $what == all || $what == link || $what == collectives ]]; then
   # host0-host1 share a leaf here: two 300 Mbit/s links.
   $TB run $LEAF3 -- $PY $S link --profile data/profiles/testbed_three_leaf_100mbit_uplinks.json \
     --nominal-bw 300Mbps --nominal-latency 50us --seconds 10
+  # Host 0 sending to hosts 1 and 2 at once (gloo's broadcast root): the FIFO head bytes of
+  # the host links, on both 200 Mbit/s topologies and on a star with the three-leaf topology's
+  # 300 Mbit/s host links.
+  FAN="testbed/workloads/fanout.py driver --k 2 --repeats 7 --bytes 262144 393216 524288 786432 1048576 1572864 2097152 4194304 16777216"
+  CAL=${DTSIM_CALIBRATE_BIN:-target/debug/calibrate}
+  $TB run $STAR -- $PY $FAN --out data/runs/calibration/testbed_star4_200mbit.fanout.json
+  $CAL import fanout data/runs/calibration/testbed_star4_200mbit.fanout.json \
+    --measured-on "the dtsim testbed ($STAR, shaper htb), host 0 sending to hosts 1 and 2 at once" \
+    --out data/profiles/testbed_star4_200mbit.json
+  $TB run $TWO -- $PY $FAN --out data/runs/calibration/testbed_two_level_2to1.fanout.json
+  $CAL import fanout data/runs/calibration/testbed_two_level_2to1.fanout.json \
+    --measured-on "the dtsim testbed ($TWO, shaper htb), host 0 sending to hosts 1 and 2 at once" \
+    --out data/profiles/testbed_two_level_2to1.json
+  $TB run --set 'generator.link.bandwidth="300Mbps"' $STAR -- $PY $FAN \
+    --out data/runs/calibration/testbed_star4_300mbit.fanout.json
+  $CAL import fanout data/runs/calibration/testbed_star4_300mbit.fanout.json \
+    --measured-on "the dtsim testbed ($STAR with 300 Mbit/s links: the three-leaf topology's host link rate and shaper), host 0 sending to hosts 1 and 2 at once" \
+    --out data/profiles/testbed_three_leaf_100mbit_uplinks.json
 fi
 if [[ $what == all || $what == collectives ]]; then
   $TB run $STAR -- $PY $S collectives --out data/runs/testbed_gloo_collectives.csv \
