@@ -1,3 +1,6 @@
+//! The generators' tests: what each family builds, its parameter checks and its routes.
+#![cfg(test)]
+
 use super::*;
 use crate::topology::routing::Router;
 
