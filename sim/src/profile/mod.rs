@@ -73,7 +73,8 @@ pub struct NetworkCalibration {
     pub link_efficiency: BTreeMap<LinkClass, LinkEfficiency>,
     /// Bytes each TCP connection keeps queued ahead in the FIFO egress queue of a link of a
     /// class (TCP small queues in front of a shaper): sends posted together on that link leave
-    /// in the order posted, each that far ahead of the next (see [`crate::net::flow`]).
+    /// in the order posted, each that far ahead of the next (see [`crate::net::flow`]; the
+    /// packet model, which has no TCP, does not play it).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub fifo_head_bytes: BTreeMap<LinkClass, MeasuredBytes>,
     /// Rate at which one GPU reduces received data when reductions are not fused into copies.
