@@ -41,7 +41,8 @@
 //! `min(bytes, H)` bytes sent at the link's rate, then all share it. So a sender posting two
 //! 256 KiB sends finishes the first after 256 KiB and the second after 512 KiB, not both after
 //! 512 KiB (measured on the testbed: `testbed/workloads/fanout.py`). The wait is per batch (its
-//! longest flow's); flows of one batch start together.
+//! longest flow's); flows of one batch start together; a batch posted while others already
+//! send on the link does not wait for their queued heads (not measured yet).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
