@@ -74,17 +74,23 @@ def sender(a):
             sent = [0] * len(socks)
             done = [None] * len(socks)
             t0 = time.perf_counter()
-            # Posted in order: each written as far as its socket takes it now.
+            # Posted in order: each written as far as its socket takes it now; with --stagger,
+            # sends after the first are posted that long after it (a send joining a busy link).
+            posted = [a.stagger == 0 or i == 0 for i in range(len(socks))]
             for i, s in enumerate(socks):
+                if not posted[i]:
+                    continue
                 try:
                     sent[i] += s.send(payload[sent[i]:])
                 except BlockingIOError:
                     pass
             while any(d is None for d in done):
-                want_w = [s for i, s in enumerate(socks) if sent[i] < size]
+                if not all(posted) and time.perf_counter() - t0 >= a.stagger:
+                    posted = [True] * len(socks)
+                want_w = [s for i, s in enumerate(socks) if posted[i] and sent[i] < size]
                 want_r = [s for i, s in enumerate(socks) if done[i] is None]
-                r, w, _ = select.select(want_r, want_w, [], 30)
-                if not r and not w:
+                r, w, _ = select.select(want_r, want_w, [], 0.001 if not all(posted) else 30)
+                if not r and not w and all(posted):
                     raise RuntimeError("stalled")
                 for i, s in enumerate(socks):
                     if s in w:
@@ -98,7 +104,7 @@ def sender(a):
                         done[i] = time.perf_counter() - t0
             if rep > 0:  # the first repetition warms the connections up
                 results.append({"bytes": size, "secs": done})
-    print(json.dumps({"flows": len(socks), "runs": results}))
+    print(json.dumps({"flows": len(socks), "stagger": a.stagger, "runs": results}))
 
 
 def driver(a):
@@ -115,7 +121,7 @@ def driver(a):
     time.sleep(0.5)
     out = subprocess.run(
         ["ip", "netns", "exec", src[1], tb.PY, __file__, "send", "--to",
-         ",".join(d[2] for d in dsts), "--gap", str(a.gap)] + common,
+         ",".join(d[2] for d in dsts), "--gap", str(a.gap), "--stagger", str(a.stagger)] + common,
         capture_output=True, text=True, check=True).stdout
     for p in procs:
         p.wait(timeout=60)
@@ -143,6 +149,7 @@ def main():
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--gap", type=float, default=0.3)
     p.add_argument("--out")
+    p.add_argument("--stagger", type=float, default=0.0)
     a = p.parse_args()
     {"driver": driver, "send": sender, "recv": receiver}[a.mode](a)
 
