@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use sim::collective::play::{play, PlayOptions};
+use sim::collective::play::{play, PlayOptions, PlayOutcome};
 use sim::collective::{Collective, OpKind, Phase, Schedule};
 use sim::net::flow::FlowModel;
 
@@ -25,9 +25,8 @@ fn received_bps(log: &Path) -> f64 {
         .unwrap_or_else(|| panic!("{}: no end.sum_received", log.display()))
 }
 
-/// Total payload rate dtsim gives `pairs` (hosts of the star, repeated for parallel streams)
-/// all sending at once, with the testbed profile.
-fn simulated_bps(pairs: &[(u32, u32)]) -> f64 {
+/// Plays `s` on the testbed's 4-host star with the testbed profile (flow model).
+fn play_on_the_star(s: &Schedule) -> PlayOutcome {
     let r = root();
     let topo = Arc::new(
         sim::topology::file::load(&r.join("testbed/topologies/star4_200mbit.toml")).unwrap(),
@@ -35,6 +34,21 @@ fn simulated_bps(pairs: &[(u32, u32)]) -> f64 {
     let profile =
         sim::profile::Profile::load(&r.join("data/profiles/testbed_star4_200mbit.json")).unwrap();
     let mut model = FlowModel::new(topo.clone(), profile.efficiency_factors(), 0);
+    let endpoints = topo.gpus()[..4].to_vec();
+    play(
+        s,
+        &endpoints,
+        &mut model,
+        PlayOptions {
+            reduce_bytes_per_s: None,
+        },
+    )
+    .unwrap()
+}
+
+/// Total payload rate dtsim gives `pairs` (hosts of the star, repeated for parallel streams)
+/// all sending at once, with the testbed profile.
+fn simulated_bps(pairs: &[(u32, u32)]) -> f64 {
     let bytes: u64 = 100_000_000;
     let mut s = Schedule::new(Collective::AllToAll, "streams", 4, bytes);
     let pattern = s.push_pattern(pairs.to_vec());
@@ -45,16 +59,7 @@ fn simulated_bps(pairs: &[(u32, u32)]) -> f64 {
         0,
         0,
     );
-    let endpoints = topo.gpus()[..4].to_vec();
-    let out = play(
-        &s,
-        &endpoints,
-        &mut model,
-        PlayOptions {
-            reduce_bytes_per_s: None,
-        },
-    )
-    .unwrap();
+    let out = play_on_the_star(&s);
     pairs.len() as f64 * bytes as f64 * 8.0 / (out.end.as_ps() as f64 * 1e-12)
 }
 
@@ -101,13 +106,6 @@ fn an_incast_into_one_link_gets_that_link_as_measured() {
 /// Host 0 posts two sends of `bytes` at once, to hosts 1 then 2 (as `fanout.py` does), on the
 /// star with the testbed profile: when each ends (seconds).
 fn simulated_fanout(bytes: u64) -> [f64; 2] {
-    let r = root();
-    let topo = Arc::new(
-        sim::topology::file::load(&r.join("testbed/topologies/star4_200mbit.toml")).unwrap(),
-    );
-    let profile =
-        sim::profile::Profile::load(&r.join("data/profiles/testbed_star4_200mbit.json")).unwrap();
-    let mut model = FlowModel::new(topo.clone(), profile.efficiency_factors(), 0);
     let mut s = Schedule::new(Collective::SendRecv, "fanout", 4, bytes);
     for dst in [1, 2] {
         let pattern = s.push_pattern(vec![(0, dst)]);
@@ -119,16 +117,7 @@ fn simulated_fanout(bytes: u64) -> [f64; 2] {
             0,
         );
     }
-    let endpoints = topo.gpus()[..4].to_vec();
-    let out = play(
-        &s,
-        &endpoints,
-        &mut model,
-        PlayOptions {
-            reduce_bytes_per_s: None,
-        },
-    )
-    .unwrap();
+    let out = play_on_the_star(&s);
     [out.ops[0].end.as_secs_f64(), out.ops[1].end.as_secs_f64()]
 }
 
