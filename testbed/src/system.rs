@@ -46,6 +46,9 @@ enum Made {
     Link(String),
 }
 
+const CC_AVAILABLE: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
+const CC_ALLOWED: &str = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
+
 /// A built testbed; dropping it tears it down unless [`Testbed::keep`] was called.
 pub struct Testbed {
     made: Vec<Made>,
@@ -60,6 +63,7 @@ impl Testbed {
     pub fn up(
         plan: &Plan,
         shaper: Shaper,
+        tcp_congestion: &str,
         state_dir: &Path,
         stop: &AtomicBool,
     ) -> anyhow::Result<Self> {
@@ -117,11 +121,23 @@ impl Testbed {
             ])?;
             sh(&["ip", "link", "set", b, "up"])?;
         }
+        tb.allow_congestion_control(tcp_congestion)?;
         for h in &plan.hosts {
             check(stop)?;
             sh(&["ip", "netns", "add", &h.namespace])?;
             tb.made.push(Made::Namespace(h.namespace.clone()));
             sh(&["ip", "-n", &h.namespace, "link", "set", "lo", "up"])?;
+            let setting = format!("net.ipv4.tcp_congestion_control={tcp_congestion}");
+            sh(&[
+                "ip",
+                "netns",
+                "exec",
+                &h.namespace,
+                "sysctl",
+                "-q",
+                "-w",
+                &setting,
+            ])?;
         }
         for v in &plan.veths {
             check(stop)?;
@@ -186,6 +202,33 @@ impl Testbed {
             )?;
         }
         Ok(tb)
+    }
+
+    /// Lets the host namespaces use `name` as their default TCP congestion control: Linux
+    /// lets a namespace other than the root pick only an algorithm the root namespace lists in
+    /// `tcp_allowed_congestion_control`, so `name` is added there when it is available but not
+    /// listed. It stays listed: taking it out at teardown would fail another testbed being
+    /// built at the same time, and listing an available algorithm only lets unprivileged
+    /// programs pick it for their own sockets.
+    fn allow_congestion_control(&self, name: &str) -> anyhow::Result<()> {
+        let read = |path: &str| {
+            std::fs::read_to_string(path)
+                .with_context(|| format!("reading {path}"))
+                .map(|s| s.trim().to_string())
+        };
+        let available = read(CC_AVAILABLE)?;
+        if !available.split_whitespace().any(|a| a == name) {
+            bail!(
+                "--tcp-congestion {name}: this kernel offers {available} ({CC_AVAILABLE}); \
+                 load the module (e.g. modprobe tcp_{name}) or pick one of those"
+            );
+        }
+        let allowed = read(CC_ALLOWED)?;
+        if !allowed.split_whitespace().any(|a| a == name) {
+            std::fs::write(CC_ALLOWED, format!("{allowed} {name}"))
+                .with_context(|| format!("adding {name} to {CC_ALLOWED}"))?;
+        }
+        Ok(())
     }
 
     /// Leaves the testbed up when this value is dropped (`dtsim-testbed up`).

@@ -1,6 +1,7 @@
 //! `dtsim-testbed run` leaves nothing behind: not after SIGINT or SIGTERM while COMMAND runs,
 //! not after a signal while the testbed is still being built, and not when COMMAND fails or
-//! cannot be started. Needs root and `ip netns`; skipped with a notice otherwise.
+//! cannot be started. The hosts run the TCP congestion control asked for. Needs root and `ip
+//! netns`; skipped with a notice otherwise.
 //!
 //! Each test uses its own `--prefix` and state directory, so the tests can run in parallel with
 //! each other and with a testbed someone else has up.
@@ -76,10 +77,15 @@ fn scratch(tag: &str) -> (String, PathBuf) {
 }
 
 fn start(prefix: &str, state: &Path, hosts: u32, command: &[&str]) -> Child {
+    start_with(prefix, state, hosts, &[], command)
+}
+
+fn start_with(prefix: &str, state: &Path, hosts: u32, options: &[&str], command: &[&str]) -> Child {
     Command::new(BIN)
         .arg("run")
         .arg(topology())
         .args(["--set", &format!("generator.n={hosts}")])
+        .args(options)
         .args(["--prefix", prefix])
         .arg("--state-dir")
         .arg(state)
@@ -248,4 +254,53 @@ fn a_command_that_cannot_start_tears_everything_down() {
     assert_eq!(status.code(), Some(2), "stderr: {err}");
     assert!(err.contains("dtsim-no-such-command"), "stderr: {err}");
     assert_clean(&prefix, &state);
+}
+
+const ALLOWED: &str = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
+
+/// Runs a 2-host testbed with `options`; returns what host 1's namespace reports as its TCP
+/// congestion control, and the exit status and stderr.
+fn congestion_seen_by_host1(tag: &str, options: &[&str]) -> (String, ExitStatus, String) {
+    let (prefix, state) = scratch(tag);
+    let seen = state.join("seen");
+    let script = format!(
+        "ip netns exec {prefix}-h1 sysctl -n net.ipv4.tcp_congestion_control > {}",
+        seen.display()
+    );
+    let mut child = start_with(&prefix, &state, 2, options, &["sh", "-c", &script]);
+    let status = wait_exit(&mut child, Duration::from_secs(60));
+    let err = stderr_of(&mut child);
+    let got = std::fs::read_to_string(&seen).unwrap_or_default();
+    assert_clean(&prefix, &state);
+    (got.trim().to_string(), status, err)
+}
+
+#[test]
+fn the_hosts_run_the_congestion_control_asked_for() {
+    require_root_and_netns!();
+    // Linux's default unless told otherwise, whatever the root namespace runs.
+    let (got, status, err) = congestion_seen_by_host1("cc", &[]);
+    assert!(status.success(), "stderr: {err}");
+    assert_eq!(got, "cubic");
+    let (got, status, err) = congestion_seen_by_host1("cr", &["--tcp-congestion", "reno"]);
+    assert!(status.success(), "stderr: {err}");
+    assert_eq!(got, "reno");
+    // Non-root namespaces may only pick what the root lists: cubic is listed now.
+    let allowed = std::fs::read_to_string(ALLOWED).unwrap();
+    assert!(
+        allowed.split_whitespace().any(|a| a == "cubic"),
+        "{ALLOWED}: {allowed}"
+    );
+}
+
+#[test]
+fn a_congestion_control_the_kernel_lacks_is_an_error_that_builds_nothing() {
+    require_root_and_netns!();
+    let (got, status, err) = congestion_seen_by_host1("cx", &["--tcp-congestion", "nosuch"]);
+    assert_eq!(status.code(), Some(2), "stderr: {err}");
+    assert!(
+        err.contains("--tcp-congestion nosuch") && err.contains("this kernel offers"),
+        "stderr: {err}"
+    );
+    assert_eq!(got, "");
 }

@@ -1,8 +1,10 @@
 """OpenMPI point to point (mpi4py, launched by suite.py mpi_p2p): for each size, the median of a
 one-way Send (rank 0 to 1), of a Sendrecv between ranks 0 and 1 (both ways at once, one peer),
-and of a ring exchange (every rank sends to rank + 1 and receives from rank - 1 at once, as a
-ring step does; with 3 ranks or more), each timed from a barrier to a barrier; prints JSON on
-rank 0."""
+of a ring exchange (every rank sends to rank + 1 and receives from rank - 1 at once, as a
+ring step does; with 3 ranks or more), of 2(n - 1) ring exchanges back to back (a ring
+all-reduce's steps, without its reductions), and of a Sendrecv of every rank with rank ^ 1 at
+once (a recursive-doubling step: one peer, both ways, every rank busy; with 4 ranks or more,
+an even number), each timed from a barrier to a barrier; prints JSON on rank 0."""
 import argparse
 import json
 
@@ -17,7 +19,8 @@ a = ap.parse_args()
 comm = MPI.COMM_WORLD
 me = comm.Get_rank()
 n = comm.Get_size()
-modes = ["oneway", "sendrecv"] + (["ring"] if n >= 3 else [])
+modes = ["oneway", "sendrecv"] + (["ring", "ring_steps"] if n >= 3 else []) + \
+    (["pairwise"] if n >= 4 and n % 2 == 0 else [])
 results = []
 for nbytes in a.bytes:
     x = np.ones(nbytes // 4, dtype=np.float32)
@@ -30,6 +33,11 @@ for nbytes in a.bytes:
             t = MPI.Wtime()
             if mode == "ring":
                 comm.Sendrecv(x, (me + 1) % n, recvbuf=y, source=(me - 1) % n)
+            elif mode == "pairwise":
+                comm.Sendrecv(x, me ^ 1, recvbuf=y, source=me ^ 1)
+            elif mode == "ring_steps":
+                for _ in range(2 * (n - 1)):
+                    comm.Sendrecv(x, (me + 1) % n, recvbuf=y, source=(me - 1) % n)
             elif me < 2:
                 if mode == "sendrecv":
                     comm.Sendrecv(x, 1 - me, recvbuf=y, source=1 - me)

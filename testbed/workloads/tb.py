@@ -114,7 +114,7 @@ COLUMNS = ["run_id", "date_utc", "kind", "topology", "topology_set", "ranks", "l
            "op", "bytes", "model", "batch_per_gpu", "bucket_bytes", "sim_set", "profile",
            "repeats", "measured_secs", "measured_min_secs", "measured_max_secs",
            "compute_secs", "comm_secs", "load_avg_1m_start", "load_avg_1m_end", "cpus",
-           "shaper", "versions", "command", "source"]
+           "shaper", "tcp_congestion", "versions", "command", "source"]
 
 
 def provenance():
@@ -122,6 +122,8 @@ def provenance():
         "topology": os.environ.get("DTSIM_TESTBED_TOPOLOGY", ""),
         "topology_set": os.environ.get("DTSIM_TESTBED_SET", ""),
         "shaper": os.environ.get("DTSIM_TESTBED_SHAPER", ""),
+        # The hosts' TCP congestion control (dtsim-testbed --tcp-congestion; cubic by default).
+        "tcp_congestion": os.environ.get("DTSIM_TESTBED_TCP_CONGESTION", ""),
         "cpus": os.cpu_count(),
         "versions": json.dumps(versions(), sort_keys=True),
         "source": f"dtsim testbed on {platform.node()} (namespaces + bridges + tc), this machine",
@@ -131,6 +133,13 @@ def provenance():
 def append_rows(path, rows):
     """Appends rows (dicts over COLUMNS) to the CSV at path, writing the header if new."""
     new = not os.path.exists(path) or os.path.getsize(path) == 0
+    if not new:
+        with open(path, newline="") as f:
+            header = next(csv.reader(f), [])
+        if header != COLUMNS:
+            sys.exit(f"{path}: its header lists other columns than this suite writes "
+                     f"({', '.join(c for c in COLUMNS if c not in header) or 'order differs'}); "
+                     "move it away to record a new dataset")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "a", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="raise")
