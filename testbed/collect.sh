@@ -5,6 +5,9 @@
 # ping-pong logs (suite.py link; logs in data/runs/calibration/). The host0-host1 path is two
 # 200 Mbit/s links of 25 us nominal each in both topologies (host0 and host1 share a leaf in
 # two_level_2to1), hence --nominal-bw 200Mbps --nominal-latency 50us. REPEATS sets repetitions.
+# The hosts run TCP cubic (dtsim-testbed's default --tcp-congestion, Linux's own default), so a
+# recording does not depend on this machine's root namespace; every row and log says which.
+# Recordings made before 2026-11-26 ran bbr (this machine's default): data/runs/testbed_bbr/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TB=${DTSIM_TESTBED_BIN:-target/debug/dtsim-testbed}

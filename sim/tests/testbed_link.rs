@@ -121,11 +121,11 @@ fn simulated_fanout(bytes: u64) -> [f64; 2] {
     [out.ops[0].end.as_secs_f64(), out.ops[1].end.as_secs_f64()]
 }
 
-/// The recorded fanout runs (`data/runs/calibration/testbed_star4_200mbit.fanout.json`): at the
-/// sizes where the send posted first always finished first, dtsim finishes it first too, each
-/// send within 12% of the measured median (the shaper's 50 KB burst after idle, not modelled,
-/// makes the rest: sends finish about 2 ms sooner than the rate allows), and the two together
-/// within 4% from 512 KiB.
+/// The recorded fanout runs (`data/runs/calibration/testbed_star4_200mbit.fanout.json`, TCP
+/// cubic): at the sizes where the send posted first always finished first, dtsim finishes it
+/// first too, each send within 12% of the measured median, and the two together within 8%,
+/// 3% at 1 MiB. The rest is the shapers' burst after idle (50 KB per link, not modelled): the
+/// pair finished 2.2-4.1 ms sooner than its bytes take at the link's rate.
 #[test]
 fn sends_posted_together_finish_in_the_order_posted_as_measured() {
     let log = root().join("data/runs/calibration/testbed_star4_200mbit.fanout.json");
@@ -156,9 +156,9 @@ fn sends_posted_together_finish_in_the_order_posted_as_measured() {
                 measured[i] * 1e3
             );
         }
-        if bytes >= 524_288 {
-            let err = (simulated[1] - measured[1]) / measured[1];
-            assert!(err.abs() < 0.04, "{bytes} B both: {err}");
-        }
+        // Both done: the byte time of the pair, less what the shapers let through at once.
+        let err = (simulated[1] - measured[1]) / measured[1];
+        let limit = if bytes >= 1_048_576 { 0.03 } else { 0.08 };
+        assert!(err.abs() < limit, "{bytes} B both: {err:+.3}");
     }
 }

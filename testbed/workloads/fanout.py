@@ -128,6 +128,7 @@ def driver(a):
     res = json.loads(out.splitlines()[-1])
     res.update({"topology": os.environ.get("DTSIM_TESTBED_TOPOLOGY"), "k": a.k,
                 "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "tcp_congestion": os.environ.get("DTSIM_TESTBED_TCP_CONGESTION", ""),
                 "versions": tb.versions()})
     if a.out:
         with open(a.out, "w") as f:

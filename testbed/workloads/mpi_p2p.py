@@ -7,6 +7,7 @@ once (a recursive-doubling step: one peer, both ways, every rank busy; with 4 ra
 an even number), each timed from a barrier to a barrier; prints JSON on rank 0."""
 import argparse
 import json
+import time
 
 import numpy as np
 from mpi4py import MPI
@@ -15,6 +16,8 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--bytes", type=int, nargs="+", required=True)
 ap.add_argument("--repeats", type=int, default=10)
 ap.add_argument("--warmup", type=int, default=1)
+ap.add_argument("--skew-ms", type=float, default=0.0,
+                help="odd ranks start the pairwise exchange this much after the even ones")
 a = ap.parse_args()
 comm = MPI.COMM_WORLD
 me = comm.Get_rank()
@@ -34,6 +37,8 @@ for nbytes in a.bytes:
             if mode == "ring":
                 comm.Sendrecv(x, (me + 1) % n, recvbuf=y, source=(me - 1) % n)
             elif mode == "pairwise":
+                if me % 2 and a.skew_ms > 0:
+                    time.sleep(a.skew_ms / 1e3)
                 comm.Sendrecv(x, me ^ 1, recvbuf=y, source=me ^ 1)
             elif mode == "ring_steps":
                 for _ in range(2 * (n - 1)):
@@ -52,4 +57,4 @@ for nbytes in a.bytes:
         row[f"{mode}_all_secs"] = ts
     results.append(row)
 if me == 0:
-    print(json.dumps({"ranks": n, "results": results}), flush=True)
+    print(json.dumps({"ranks": n, "skew_ms": a.skew_ms, "results": results}), flush=True)

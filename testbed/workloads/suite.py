@@ -2,7 +2,7 @@
 
   suite.py collectives --out data/runs/X.csv [--methods allreduce,ps,...] [--bytes ...]
   suite.py mpi --out data/runs/X.csv [--algorithms 0,1,4,6] [--bytes ...]
-  suite.py mpi_p2p [--ranks N] [--out ...]  (Send vs Sendrecv vs ring exchange, OpenMPI)
+  suite.py mpi_p2p [--ranks N] [--skew-ms MS] [--out ...]  (Send vs Sendrecv vs ring, OpenMPI)
   suite.py training --out data/runs/X.csv --profile data/profiles/testbed_X.json
   suite.py link --profile data/profiles/testbed_X.json   (iperf3 + TCP ping-pong -> calibrate)
   suite.py incast --profile data/profiles/testbed_X.json (every host -> host 1 at once, iperf3)
@@ -149,7 +149,8 @@ def mpi_p2p(a):
     hs = tb.hosts()
     n = a.ranks or int(os.environ["DTSIM_TESTBED_RANKS"])
     cmd, hostfile = mpirun(hs, n, [], "mpi_p2p.py",
-                           ["--repeats", str(a.repeats), "--bytes"] + [str(b) for b in a.bytes])
+                           ["--repeats", str(a.repeats), "--skew-ms", str(a.skew_ms), "--bytes"] +
+                           [str(b) for b in a.bytes])
     load0 = tb.load1()
     out = run_json(cmd, "mpirun")
     os.remove(hostfile)
@@ -349,6 +350,8 @@ def main():
     ap.add_argument("--streams", default="1,2,4,8",
                     help="link: iperf3 parallel stream counts, one run each")
     ap.add_argument("--pings", type=int, default=500)
+    ap.add_argument("--skew-ms", type=float, default=0.0,
+                    help="mpi_p2p: odd ranks enter the pairwise exchange this much later")
     ap.add_argument("--logs", default="", help="link: where the iperf3/ping-pong logs go "
                     "(default data/runs/calibration)")
     ap.add_argument("--nominal-bw", default="200Mbps",

@@ -18,13 +18,16 @@
 //!   receiver acknowledges once the receive is matched, then the rest follows. dtsim plays
 //!   those as three transfers (fragment, [`ACK_BYTES`] back, rest).
 //! - **Measured on the testbed** (`data/runs/calibration/testbed_mpi_p2p_{2,4}ranks.json`, `suite.py
-//!   mpi_p2p`): with two ranks, a Sendrecv of a rendezvous message with its one peer takes
-//!   2.00× a one-way Send of it (at 50 Mbit/s, 200 Mbit/s and 1 Gbit/s alike; 16 KiB eager
-//!   messages overlap). dtsim therefore plays the pairwise exchanges of recursive_doubling and
-//!   rabenseifner one direction after the other. This is the less certain part of the model:
-//!   with four ranks started and two of them idle the same Sendrecv took 1.00×, and
-//!   recursive doubling of 16 MiB on 4 ranks took 2.14, 2.25, 2.80 and 2.81 s in four
-//!   recordings (one direction at a time: 2.81 s; both at once: 1.40 s).
+//!   mpi_p2p`, TCP cubic, 10 repetitions per size): with two ranks, a Sendrecv of a rendezvous
+//!   message with its one peer takes 1.95-2.00× a one-way Send of it (16 KiB eager messages
+//!   overlap); with four ranks and two of them waiting in a barrier, 1.00×; with all four
+//!   exchanging in pairs at once (a recursive-doubling step), either 1.0× or 2.0× from one
+//!   repetition to the next, about half each (1 MiB: 6 of 10 at 1.0×; 4 and 16 MiB: 5 of 10),
+//!   and 1.0× every time when one rank of each pair enters 0.5 ms after the other. dtsim plays
+//!   the pairwise exchanges of recursive_doubling and rabenseifner one direction after the
+//!   other, the two-rank case. This is the less certain part of the model: recursive doubling
+//!   of 4 MiB on 4 ranks took 352 ms (both ways at once in both steps; dtsim: 702 ms), of
+//!   16 MiB 2.11 s (one step each way; dtsim: 2.81 s).
 //!
 //! Not modelled, and refused: nonoverlapping (a tuned reduce then a tuned broadcast, each with
 //! its own rules), non-commutative operations, and the other collectives' rules.

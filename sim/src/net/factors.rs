@@ -11,7 +11,7 @@
 //! flows on it. It scales the links' capacity, so flows that share a link share that, where a
 //! bandwidth factor would cap each of them and let two together exceed it. On the testbed
 //! 1, 2, 4 and 8 iperf3 streams and a 3-to-1 incast through one 200 Mbit/s link all received
-//! 191.3–191.4 Mbit/s in total (`data/runs/calibration/testbed_star4_200mbit.iperf3_P*.json`).
+//! 191.3–191.6 Mbit/s in total (`data/runs/calibration/testbed_star4_200mbit.iperf3_*.json`).
 
 use serde::{Deserialize, Serialize};
 

@@ -45,7 +45,7 @@
 //! send on the link does not wait here, though a real one waits behind their standing queue:
 //! posted 20 ms after a first send on the testbed, a second waited about 0.5 MB behind it
 //! (1 MiB sends) to 0.9 MB (4 MiB); 8 MiB sends posted 5, 50 and 200 ms after the first waited
-//! about 1.1, 1.2-1.5 and 0.16 MB (`testbed_star4_200mbit.fanout_stagger*.json`): the queue
+//! about 1.1, 1.2-1.5 and 0.16 MB (`data/runs/testbed_bbr/calibration/*.fanout_stagger*.json`, under TCP bbr): the queue
 //! follows the first connection's congestion window, not its age alone; not modelled yet.
 
 use std::collections::BTreeMap;
