@@ -268,6 +268,7 @@ pub fn leave_one_out(datasets: &[PathBuf]) -> Result<Vec<super::Prediction>, Str
                 predicted_secs: s,
                 calibration: false,
                 scored: true,
+                measured_range_secs: None,
             });
         }
     }

@@ -18,8 +18,15 @@ impl Report {
             "error_pct",
             "calibration",
             "scored",
+            "measured_min_secs",
+            "measured_max_secs",
+            "within_measured_range",
         ]);
         for p in &self.predictions {
+            let (lo, hi) = p
+                .measured_range_secs
+                .map(|(lo, hi)| (format!("{lo:.6e}"), format!("{hi:.6e}")))
+                .unwrap_or_default();
             t.row([
                 p.dataset.clone(),
                 p.group.clone(),
@@ -31,6 +38,11 @@ impl Report {
                 format!("{:.3}", p.error_pct()),
                 p.calibration.to_string(),
                 p.scored.to_string(),
+                lo,
+                hi,
+                p.within_measured_range()
+                    .map(|w| w.to_string())
+                    .unwrap_or_default(),
             ]);
         }
         t.finish()
@@ -47,6 +59,7 @@ impl Report {
             "max_abs_error_pct",
             "fit_a_secs",
             "fit_b",
+            "scored_rows_within_measured_range",
         ]);
         for g in &self.groups {
             let (a, b) = g
@@ -62,6 +75,9 @@ impl Report {
                 format!("{:.3}", g.max_abs_pct),
                 a,
                 b,
+                g.within_range
+                    .map(|(n, _)| n.to_string())
+                    .unwrap_or_default(),
             ]);
         }
         t.finish()
@@ -112,11 +128,23 @@ impl std::fmt::Display for Report {
         )?;
         for (p, row) in self.predictions.iter().zip(&rows) {
             let tag = if p.calibration {
-                "(calibration)"
+                "(calibration)".to_string()
             } else if !p.scored {
-                "(not scored)"
+                "(not scored)".to_string()
             } else {
-                ""
+                match p.measured_range_secs {
+                    Some((lo, hi)) => format!(
+                        "(runs {:.3}-{:.3}ms{})",
+                        lo * 1e3,
+                        hi * 1e3,
+                        if p.within_measured_range() == Some(true) {
+                            ": within"
+                        } else {
+                            ""
+                        }
+                    ),
+                    None => String::new(),
+                }
             };
             writeln!(
                 f,
@@ -128,15 +156,28 @@ impl std::fmt::Display for Report {
                 p.error_pct()
             )?;
         }
+        // "in runs": scored rows predicted within the range of their measured repetitions.
+        let any_range = self.groups.iter().any(|g| g.within_range.is_some());
         writeln!(
             f,
-            "\n{:<wd$} {:<wg$} {:>5} {:>5} {:>9} {:>9}",
-            "dataset", "method", "rows", "calib", "median|e|", "max|e|"
+            "\n{:<wd$} {:<wg$} {:>5} {:>5} {:>9} {:>9}{}",
+            "dataset",
+            "method",
+            "rows",
+            "calib",
+            "median|e|",
+            "max|e|",
+            if any_range { "   in runs" } else { "" }
         )?;
         for g in &self.groups {
+            let in_runs = match (any_range, g.within_range) {
+                (false, _) => String::new(),
+                (true, Some((n, of))) => format!(" {:>9}", format!("{n}/{of}")),
+                (true, None) => format!(" {:>9}", "-"),
+            };
             writeln!(
                 f,
-                "{:<wd$} {:<wg$} {:>5} {:>5} {:>8.2}% {:>8.2}%",
+                "{:<wd$} {:<wg$} {:>5} {:>5} {:>8.2}% {:>8.2}%{in_runs}",
                 g.dataset, g.group, g.rows, g.calibration_rows, g.median_abs_pct, g.max_abs_pct
             )?;
         }

@@ -1,0 +1,327 @@
+//! `dtsim validate`'s behaviour: filters, fits, which rows are scored, where rows are replayed.
+#![cfg(test)]
+
+use super::*;
+use std::fmt::Write as _;
+
+fn row(pairs: &[(&str, &str)]) -> Row {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn filters_compare_numbers_numerically_and_accept_alternatives() {
+    let f = Filter::parse("size_bytes>=1048576; system=ND H100 v5|ND H200 v5").unwrap();
+    assert!(f
+        .matches(&row(&[("size_bytes", "4194304"), ("system", "ND H200 v5")]))
+        .unwrap());
+    assert!(!f
+        .matches(&row(&[("size_bytes", "524288"), ("system", "ND H100 v5")]))
+        .unwrap());
+    assert!(!f
+        .matches(&row(&[("size_bytes", "4194304"), ("system", "ND A100 v4")]))
+        .unwrap());
+}
+
+#[test]
+fn a_filter_on_a_missing_column_is_an_error_naming_it() {
+    let f = Filter::parse("num_gpus=1").unwrap();
+    assert!(f
+        .matches(&row(&[("gpus", "1")]))
+        .unwrap_err()
+        .contains("num_gpus"));
+    assert!(Filter::parse("no operator here").is_err());
+}
+
+#[test]
+fn fit_recovers_latency_and_efficiency_from_exact_points() {
+    // measured = 10 us + 1.25 x simulated
+    let pts: Vec<(f64, f64)> = [1e-5, 1e-4, 1e-3, 1e-2]
+        .iter()
+        .map(|&s| (s, 1e-5 + 1.25 * s))
+        .collect();
+    let (a, b) = fit(&pts).unwrap();
+    assert!((a - 1e-5).abs() < 1e-9, "{a}");
+    assert!((b - 1.25).abs() < 1e-9, "{b}");
+}
+
+#[test]
+fn fit_uses_a_factor_alone_when_predictions_do_not_spread() {
+    let (a, b) = fit(&[(0.1, 0.2), (0.1, 0.2)]).unwrap();
+    assert_eq!(a, 0.0);
+    assert!((b - 2.0).abs() < 1e-12);
+}
+
+#[test]
+fn csv_fields_with_quotes_and_commas_survive() {
+    let rows = parse_rows("a,b\n\"x, y\",\"say \"\"hi\"\"\"\n\n", "t.csv").unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["a"], "x, y");
+    assert_eq!(rows[0]["b"], "say \"hi\"");
+    let e = parse_rows("a,b\n1,2,3\n", "t.csv").unwrap_err();
+    assert_eq!(e, "t.csv: row 1: 2 fields like the header, got 3");
+}
+
+#[test]
+fn calibration_rows_are_never_scored() {
+    let dir = std::env::temp_dir().join(format!("dtsim-validate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let topo = root.join("topologies/star8_100g.toml");
+    let csv = dir.join("runs.csv");
+    // Four all-reduce sizes on a star, "measured" exactly 2x the simulation + 1 ms.
+    let mut text = String::from(
+        "kind,topology,topology_set,ranks,method,op,bytes,sim_set,profile,measured_secs\n",
+    );
+    for bytes in [1u64 << 20, 1 << 22, 1 << 24, 1 << 26] {
+        let scen = format!(
+            "name = \"t\"\n[topology]\nfile = {}\n[placement]\nranks = 4\n[collective]\nop = \"all_reduce\"\nbytes = \"{bytes}B\"\n",
+            toml_str(&topo)
+        );
+        let sim = simulate(&scen, &["collective.algorithm=ring".into()], false).unwrap();
+        let _ = writeln!(
+            text,
+            "collective,{},,4,allreduce,all_reduce,{bytes},collective.algorithm=ring,,{}",
+            topo.display(),
+            1e-3 + 2.0 * sim
+        );
+    }
+    std::fs::write(&csv, text).unwrap();
+    let plain = validate(std::slice::from_ref(&csv), &Options::default()).unwrap();
+    assert_eq!(plain.groups[0].rows, 4);
+    assert!(plain.groups[0].median_abs_pct > 40.0);
+    let opts = Options {
+        calibrate_on: Some(Filter::parse("bytes=1048576|67108864").unwrap()),
+        ..Options::default()
+    };
+    let cal = validate(&[csv], &opts).unwrap();
+    assert_eq!(cal.groups[0].rows, 2);
+    assert_eq!(cal.groups[0].calibration_rows, 2);
+    assert!(
+        cal.groups[0].max_abs_pct < 0.01,
+        "{}",
+        cal.groups[0].max_abs_pct
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn rows_say_whether_the_prediction_lies_within_their_measured_repetitions() {
+    let dir = std::env::temp_dir().join(format!("dtsim-validate-range-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let topo = root.join("topologies/star8_100g.toml");
+    let scen = format!(
+        "name = \"t\"\n[topology]\nfile = {}\n[placement]\nranks = 4\n[collective]\nop = \"all_reduce\"\nbytes = \"4194304B\"\n",
+        toml_str(&topo)
+    );
+    let sim = simulate(&scen, &["collective.algorithm=ring".into()], false).unwrap();
+    let mut text = String::from(
+        "kind,topology,topology_set,ranks,method,op,bytes,sim_set,profile,measured_secs,\
+         measured_min_secs,measured_max_secs\n",
+    );
+    // Median 20% above the prediction: the fastest run reached it, then no run did, then
+    // no range given.
+    for (lo, hi) in [
+        (format!("{}", 0.9 * sim), format!("{}", 1.5 * sim)),
+        (format!("{}", 1.1 * sim), format!("{}", 1.5 * sim)),
+        (String::new(), String::new()),
+    ] {
+        let _ = writeln!(
+            text,
+            "collective,{},,4,allreduce,all_reduce,4194304,collective.algorithm=ring,,{},{lo},{hi}",
+            topo.display(),
+            1.2 * sim
+        );
+    }
+    let csv = dir.join("runs.csv");
+    std::fs::write(&csv, text).unwrap();
+    let r = validate(&[csv], &Options::default()).unwrap();
+    let within: Vec<Option<bool>> = r
+        .predictions
+        .iter()
+        .map(Prediction::within_measured_range)
+        .collect();
+    assert_eq!(within, [Some(true), Some(false), None]);
+    assert_eq!(r.groups[0].within_range, Some((1, 2)));
+    assert!((r.groups[0].median_abs_pct - 100.0 / 6.0).abs() < 1e-6);
+    let rows = r.predictions_csv();
+    assert!(rows
+        .lines()
+        .next()
+        .unwrap()
+        .ends_with("measured_min_secs,measured_max_secs,within_measured_range"));
+    assert!(rows.lines().nth(1).unwrap().ends_with(",true"));
+    assert!(rows.lines().nth(3).unwrap().ends_with(",,,"));
+    assert!(r.errors_csv().lines().nth(1).unwrap().ends_with(",1"));
+    assert!(r.to_string().contains("1/2"), "{r}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_single_device_step_is_predicted_once_per_profile_the_row_names() {
+    let dir = std::env::temp_dir().join(format!("dtsim-validate-1dev-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let profiles = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/profiles");
+    let both = format!(
+        "{};{}",
+        profiles.join("v100_dgx1_public.json").display(),
+        profiles.join("v100_dgx1_ddp_calibrated.json").display()
+    );
+    let csv = dir.join("step_times.csv");
+    let text = format!(
+        "model,batch,dtype,machine,step_secs_median,profile\n\
+         resnet50,16,fp32,V100,0.06,{both}\n\
+         resnet50,32,fp32,V100,0.10,{both}\n\
+         resnet50,64,fp32,V100,0.19,\n"
+    );
+    std::fs::write(&csv, text).unwrap();
+    let r = validate(std::slice::from_ref(&csv), &Options::default()).unwrap();
+    assert_eq!(r.predictions.len(), 4, "{:?}", r.skipped);
+    let groups: Vec<&str> = r.groups.iter().map(|g| g.group.as_str()).collect();
+    assert_eq!(
+        groups,
+        [
+            "V100 resnet50 fp32 · v100_dgx1_ddp_calibrated",
+            "V100 resnet50 fp32 · v100_dgx1_public"
+        ]
+    );
+    // Twice the batch, about twice the step, under either profile.
+    for g in &groups {
+        let t: Vec<f64> = r
+            .predictions
+            .iter()
+            .filter(|p| p.group == *g)
+            .map(|p| p.simulated_secs)
+            .collect();
+        assert!(t[1] > 1.7 * t[0] && t[1] < 2.1 * t[0], "{g}: {t:?}");
+    }
+    assert!(r.skipped[0].1.contains("profile"), "{:?}", r.skipped);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn ddp_rows_of_two_dgx1_are_replayed_on_the_two_node_topology() {
+    // Inside the repository, so that the topology and profile paths resolve.
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let csv = repo
+        .join("target")
+        .join(format!("ddp-{}.csv", std::process::id()));
+    let _ = std::fs::create_dir_all(csv.parent().unwrap());
+    std::fs::write(
+        &csv,
+        "model,batch_per_gpu,num_gpus,num_machines,gpus_per_machine,config_label,bucket_cap_mb,percentile,sec_per_iter\n\
+         resnet50,32,8,1,8,1M/8G,25,p50,0.104\n\
+         resnet50,32,16,2,8,2M/8G,25,p50,0.104\n\
+         resnet50,32,64,8,8,8M/8G,25,p50,0.105\n",
+    )
+    .unwrap();
+    let r = validate(std::slice::from_ref(&csv), &Options::default()).unwrap();
+    std::fs::remove_file(&csv).unwrap();
+    assert_eq!(r.predictions.len(), 2, "{:?}", r.skipped);
+    let (one, two) = (&r.predictions[0], &r.predictions[1]);
+    assert!(two.label.contains("16 GPUs"), "{}", two.label);
+    // Two nodes add the InfiniBand hop: never faster than one node, and still DDP-bound by
+    // compute (within a factor 2 of the 8-GPU step).
+    assert!(two.simulated_secs >= one.simulated_secs, "{one:?} {two:?}");
+    assert!(
+        two.simulated_secs < 2.0 * one.simulated_secs,
+        "{one:?} {two:?}"
+    );
+    assert_eq!(r.skipped.len(), 1);
+    assert!(r.skipped[0].1.contains("8 machines"), "{:?}", r.skipped);
+}
+
+#[test]
+fn the_2080_ti_table_is_replayed_on_the_pcie_box_not_an_nvlink_node() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let csv = repo
+        .join("target")
+        .join(format!("nccl-{}.csv", std::process::id()));
+    let _ = std::fs::create_dir_all(csv.parent().unwrap());
+    std::fs::write(
+        &csv,
+        "system,num_nodes,num_gpus,collective,size_bytes,oop_time_us\n\
+         \"AutoDL container, 2x RTX 2080 Ti\",1,2,all_reduce,268435456,67137\n\
+         ND H100 v5,1,2,all_reduce,268435456,1000\n",
+    )
+    .unwrap();
+    let r = validate(std::slice::from_ref(&csv), &Options::default()).unwrap();
+    std::fs::remove_file(&csv).unwrap();
+    assert_eq!(r.predictions.len(), 2, "{:?}", r.skipped);
+    let pcie = r
+        .predictions
+        .iter()
+        .find(|p| p.group.contains("2080"))
+        .unwrap();
+    let nvlink = r
+        .predictions
+        .iter()
+        .find(|p| p.group.contains("H100"))
+        .unwrap();
+    // 256 MiB between two GPUs staged through host memory over PCIe Gen3 x16 (15.75 GB/s)
+    // takes milliseconds; over NVLink a fraction of that.
+    assert!(pcie.simulated_secs > 1e-2, "{pcie:?}");
+    assert!(
+        pcie.simulated_secs > 10.0 * nvlink.simulated_secs,
+        "{pcie:?} {nvlink:?}"
+    );
+}
+
+#[test]
+fn tf_cnn_nccl_rows_all_reduce_over_nvlink_and_calibration_rows_are_not_scored() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let csv = repo
+        .join("target")
+        .join(format!("tf-cnn-{}.csv", std::process::id()));
+    let _ = std::fs::create_dir_all(csv.parent().unwrap());
+    let cols = "system,model,batch_per_gpu,num_gpus,num_nodes,data,throughput,\
+                variable_update / local_parameter_device";
+    let (dgx, nccl) = (
+        "NVIDIA DGX-1 (8x Tesla P100)",
+        "replicated (with NCCL) / n/a",
+    );
+    std::fs::write(
+        &csv,
+        format!(
+            "{cols}\n{dgx},AlexNet,512,1,1,synthetic,2987,{nccl}\n\
+             {dgx},AlexNet,512,8,1,synthetic,17822,{nccl}\n\
+             AWS p2.8xlarge cluster (up to 8 instances),ResNet-50,64,16,2,synthetic,751,\
+             distributed_replicated / n/a / True\n"
+        ),
+    )
+    .unwrap();
+    let opts = Options {
+        calibrate_on: Some(Filter::parse("num_gpus=1").unwrap()),
+        ..Options::default()
+    };
+    let r = validate(std::slice::from_ref(&csv), &opts).unwrap();
+    std::fs::remove_file(&csv).unwrap();
+    assert_eq!(r.predictions.len(), 2, "{:?}", r.skipped);
+    assert_eq!(r.skipped.len(), 1);
+    assert!(
+        r.skipped[0].1.contains("network not stated"),
+        "{:?}",
+        r.skipped
+    );
+    let (one, eight) = (&r.predictions[0], &r.predictions[1]);
+    assert!(one.group.starts_with("DGX-1 P100 AlexNet"), "{}", one.group);
+    assert_eq!(one.group, eight.group);
+    // images/s are over all GPUs: 512 x 8 / 17822 s per step.
+    assert!((eight.measured_secs - 512.0 * 8.0 / 17822.0).abs() < 1e-12);
+    // The 1-GPU row fits the group's calibration and is not scored; the 8-GPU row is.
+    assert!(one.calibration && !eight.calibration);
+    assert_eq!((r.groups[0].rows, r.groups[0].calibration_rows), (1, 1));
+    // 8 GPUs add one ring all-reduce of AlexNet's fp32 gradients after the backward pass,
+    // over single NVLink1 links (20 GB/s): 2 x 7/8 x bytes / 20 GB/s. Through PCIe and the
+    // CPUs (15.75 GB/s) it would take over a quarter longer.
+    let bytes = crate::workload::catalog::alexnet().params() as f64 * 4.0;
+    let ring = 2.0 * 7.0 / 8.0 * bytes / 20e9;
+    let added = eight.simulated_secs - one.simulated_secs;
+    assert!(
+        added > 0.95 * ring && added < 1.1 * ring,
+        "{added} s vs {ring} s"
+    );
+}
