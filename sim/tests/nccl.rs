@@ -317,3 +317,67 @@ fn nccl_tests_rows_of_every_collective_nccl_runs_are_replayed_and_grouped_apart(
         assert!(e.contains("--system"), "{e}");
     }
 }
+
+/// A tuner rules file in a fresh folder; its path as the scenario line naming it.
+fn tuner_config(tag: &str, rules: &str) -> (std::path::PathBuf, String) {
+    let dir = std::env::temp_dir().join(format!("dtsim-tuner-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("nccl_tuner.conf");
+    std::fs::write(&path, rules).unwrap();
+    let line = format!("tuner_config = {:?}\n", path.display().to_string());
+    (dir, line)
+}
+
+#[test]
+fn a_tuner_rules_file_overrides_nccls_choice_as_the_example_plugin_does() {
+    let (dir, line) = tuner_config(
+        "ok",
+        "# 8 ranks on one node: rings from 1 MiB on 8 channels\n\
+         allreduce,1048576,4294967295,nvls,simple,-1,1,8\n\
+         allreduce,1048576,4294967295,ring,simple,8,1,8\n",
+    );
+    // H100 node: NVLS runs, so the first matching rule wins; -1 means the plugin's 1 channel.
+    let s = run("hgx_h100.toml", "1GiB", &line).unwrap();
+    assert!(
+        s.library.contains("nvls/simple, 1 channels"),
+        "{}",
+        s.library
+    );
+    assert!(s.library.contains("nccl_tuner.conf:2)"), "{}", s.library);
+    // A100 node: no NVLS, so that rule is passed over and the ring rule applies.
+    let s = run("dgx_a100.toml", "1GiB", &line).unwrap();
+    assert!(
+        s.library.contains("ring/simple, 8 channels"),
+        "{}",
+        s.library
+    );
+    assert!(s.library.contains("nccl_tuner.conf:3)"), "{}", s.library);
+    // No rule for 1 KiB: NCCL's own choice, on the one channel the plugin answers.
+    let s = run("dgx_a100.toml", "1KiB", &line).unwrap();
+    assert!(s.library.contains("ring/ll, 1 channels"), "{}", s.library);
+    assert!(s.library.contains("no rule matched"), "{}", s.library);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_bad_tuner_rules_file_is_an_error_naming_the_field_the_file_and_the_line() {
+    let (dir, line) = tuner_config("bad", "\nallreduce,0,1024,rung,simple,-1,-1,-1\n");
+    let e = run("hgx_h100.toml", "1MiB", &line).unwrap_err();
+    assert!(
+        e.contains("collective.tuner_config") && e.contains("line 2") && e.contains("algorithm"),
+        "{e}"
+    );
+    let e = run("ring10_10GBps.toml", "1MiB", &line).unwrap_err();
+    assert!(e.contains("collective.tuner_config"), "{e}");
+    let e = run(
+        "hgx_h100.toml",
+        "1MiB",
+        "tuner_config = \"/no/such/tuner.conf\"\n",
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("collective.tuner_config") && e.contains("does not exist"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}

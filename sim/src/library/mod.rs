@@ -97,6 +97,8 @@ pub struct LibraryOptions {
     pub version: Option<String>,
     /// Explicit ring orders (NCCL_GRAPH_FILE-style): channel c follows `ring_orders[c % len]`.
     pub ring_orders: Vec<Vec<u32>>,
+    /// A tuner plugin's rules (NCCL's example plugin with `NCCL_TUNER_CONFIG_FILE`).
+    pub tuner_rules: Option<std::sync::Arc<nccl::plugin::TunerRules>>,
 }
 
 /// Where a path between two ranks is limited: its slowest link's class and rate.

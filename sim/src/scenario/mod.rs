@@ -133,6 +133,9 @@ pub struct CollectiveTable {
     pub max_channels: Option<u32>,
     /// `nccl`: the release whose decisions to follow, `"2.18"` to `"2.27"` (default 2.27).
     pub library_version: Option<String>,
+    /// A tuner plugin's rules file (NCCL's example plugin's `NCCL_TUNER_CONFIG_FILE`), relative
+    /// to the scenario file; NCCL only.
+    pub tuner_config: Option<String>,
     /// Ring: number of rings (rotations 0..k of the rank order) when neither `permutations`
     /// nor `orders` is given.
     pub rings: Option<u32>,
@@ -319,13 +322,27 @@ pub fn parse(text: &str, path: &Path, overrides: &[String]) -> Result<Scenario, 
     }
     // Re-serialize so that serde errors after overrides still point at a field; spans refer
     // to the original text only when there were no overrides.
-    let sf: ScenarioFile = if overrides.is_empty() {
+    let mut sf: ScenarioFile = if overrides.is_empty() {
         toml::from_str(text).map_err(|e| toml_error(&file, text, &e))?
     } else {
         let merged = toml::to_string(&table).expect("a TOML table serializes");
         toml::from_str(&merged).map_err(|e| after_set_error(&file, &merged, &e))?
     };
     let base = path.parent().unwrap_or(Path::new("."));
+    if let Some(t) = sf.collective.as_mut().and_then(|c| c.tuner_config.as_mut()) {
+        let resolved = resolve(base, t);
+        if !resolved.exists() {
+            return Err(ScenarioError::new(
+                &file,
+                "collective.tuner_config",
+                format!(
+                    "an existing tuner rules file; {} does not exist",
+                    resolved.display()
+                ),
+            ));
+        }
+        *t = resolved.display().to_string();
+    }
     let mut topology_overrides = sf.topology.clone();
     let topo_file = match topology_overrides.remove("file") {
         Some(toml::Value::String(s)) => s,
@@ -627,6 +644,22 @@ pub fn library_options_of(
             ),
         ));
     }
+    let tuner_rules = match &c.tuner_config {
+        None => None,
+        Some(_) if library != Library::Nccl => {
+            return Err((
+                field("tuner_config"),
+                format!(
+                    "nothing with library \"{library}\": tuner rules files are NCCL's (its \
+                     example tuner plugin's NCCL_TUNER_CONFIG_FILE)"
+                ),
+            ))
+        }
+        Some(path) => Some(std::sync::Arc::new(
+            crate::library::nccl::plugin::TunerRules::load(Path::new(path))
+                .map_err(|e| (field("tuner_config"), format!("a tuner rules file: {e}")))?,
+        )),
+    };
     Ok(LibraryOptions {
         algorithm: c.algorithm.clone(),
         protocol: c.protocol.clone(),
@@ -634,6 +667,7 @@ pub fn library_options_of(
         max_channels: c.max_channels,
         version: c.library_version.clone(),
         ring_orders: c.orders.clone().unwrap_or_default(),
+        tuner_rules,
     })
 }
 
@@ -675,6 +709,7 @@ fn reject_library_fields(c: &CollectiveTable) -> Result<(), (String, String)> {
         ("min_channels", c.min_channels.is_some()),
         ("max_channels", c.max_channels.is_some()),
         ("library_version", c.library_version.is_some()),
+        ("tuner_config", c.tuner_config.is_some()),
     ];
     match set.iter().find(|(_, s)| *s) {
         Some((name, _)) => Err((

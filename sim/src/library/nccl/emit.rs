@@ -19,7 +19,7 @@
 
 use super::params::Params;
 use super::trees;
-use super::tuner::{self, Choice, TunerInput};
+use super::tuner::{self, Choice, PluginPick, TunerInput};
 use super::{Algo, Proto, Version};
 use crate::collective::{
     generate, Algorithm, CollectiveSpec, Fabric, OpKind, Phase, RingOrder, Schedule, Transport,
@@ -177,7 +177,7 @@ pub(super) fn emit(
     }
     schedule.algorithm = format!("nccl-{}-{}({nc})", a.as_str(), p.as_str());
     let decision = format!(
-        "NCCL {} {}/{}, {nc} channels{}, {slices} slice(s); steps over {}: base {:.2} us, \
+        "NCCL {} {}/{}, {nc} channels{}{}, {slices} slice(s); steps over {}: base {:.2} us, \
          step {:.2} us, efficiency {:.3}{}; NCCL's own estimate {:.1} us",
         input.version,
         a.as_str(),
@@ -186,6 +186,17 @@ pub(super) fn emit(
             format!(" ({channels_per_flow:.2} with work)")
         } else {
             String::new()
+        },
+        match (choice.plugin, &opts.tuner_rules) {
+            (Some(PluginPick::Rule { line }), Some(r)) =>
+                format!(" (tuner rule {}:{line})", r.path),
+            (Some(PluginPick::NoRule), Some(r)) => {
+                format!(
+                    " (tuner {}: no rule matched, the plugin's 1 channel)",
+                    r.path
+                )
+            }
+            _ => String::new(),
         },
         class,
         base,

@@ -20,6 +20,7 @@
 
 pub mod emit;
 pub mod params;
+pub mod plugin;
 pub mod trees;
 pub mod tuner;
 
@@ -362,7 +363,8 @@ pub fn plan(
              operations dtsim plays with library = \"ideal\"",
         ));
     }
-    let choice = tuner::choose(&input, req.collective, req.bytes).ok_or_else(|| {
+    let rules = opts.tuner_rules.as_deref();
+    let choice = tuner::choose_with(&input, req.collective, req.bytes, rules).ok_or_else(|| {
         LibraryError::new(
             "collective.protocol",
             format!(

@@ -26,6 +26,7 @@
 //! - PAT (all-gather / reduce-scatter, one GPU per node, Simple) exists from 2.23.
 //! - NVLS for all-gather / reduce-scatter from 2.20 (single node).
 
+use super::plugin::TunerRules;
 use super::{Algo, Arch, Proto, Version};
 use crate::collective::Collective;
 
@@ -83,6 +84,17 @@ pub struct Choice {
     pub channels: u32,
     /// NCCL's own time estimate, µs (reported beside dtsim's, never used as the result).
     pub nccl_estimate_us: f64,
+    /// What a tuner plugin's rules decided (`None`: no plugin).
+    pub plugin: Option<PluginPick>,
+}
+
+/// What a tuner plugin's rules did for one collective.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PluginPick {
+    /// No rule matched: NCCL's own choice, on the one channel the plugin answers.
+    NoRule,
+    /// The rule on this line of the file was applied.
+    Rule { line: usize },
 }
 
 // ---- constants (µs and GB/s), indexed [algo][proto] with protos LL, LL128, Simple ----
@@ -442,18 +454,43 @@ pub fn runnable(t: &TunerInput, a: Algo) -> bool {
 
 /// NCCL's choice for `coll` of `bytes`: the fastest estimate, then its channel count.
 pub fn choose(t: &TunerInput, coll: Collective, bytes: u64) -> Option<Choice> {
-    let best =
-        estimates(t, coll, bytes)
-            .into_iter()
+    choose_with(t, coll, bytes, None)
+}
+
+/// [`choose`] with a tuner plugin's rules ([`TunerRules`]): the first matching rule NCCL can
+/// run here is picked (its cost set to 0), and the plugin's channel answer replaces NCCL's count
+/// (one channel unless the rule applied names one; capped at the algorithm's channels).
+pub fn choose_with(
+    t: &TunerInput,
+    coll: Collective,
+    bytes: u64,
+    rules: Option<&TunerRules>,
+) -> Option<Choice> {
+    let table = estimates(t, coll, bytes);
+    let rule = rules.and_then(|r| {
+        r.first_match(coll, bytes, t.nodes, t.ranks, |a, p| {
+            table.iter().any(|e| e.algo == a && e.proto == p)
+        })
+    });
+    let best = match rule {
+        Some(r) => table
+            .iter()
+            .copied()
+            .find(|e| e.algo == r.algo && e.proto == r.proto)?,
+        None => table
+            .iter()
+            .copied()
             .fold(None::<Estimate>, |best, e| match best {
                 Some(b) if b.time_us <= e.time_us => Some(b),
                 _ => Some(e),
-            })?;
-    let mut nc = match best.algo {
+            })?,
+    };
+    let graph_channels = match best.algo {
         Algo::Nvls | Algo::NvlsTree => t.nvls_channels.unwrap_or(1),
         Algo::Tree => t.tree.channels,
         _ => t.ring.channels,
     };
+    let mut nc = graph_channels;
     if let Some(max) = t.max_channels {
         nc = nc.min(max.max(1));
     }
@@ -464,10 +501,20 @@ pub fn choose(t: &TunerInput, coll: Collective, bytes: u64) -> Option<Choice> {
             nc -= 1;
         }
     }
+    // The plugin's channel answer replaces NCCL's count.
+    let (nc, plugin) = match (rules, rule) {
+        (None, _) => (nc, None),
+        (Some(_), Some(rule)) => (
+            rule.channels.unwrap_or(1).min(graph_channels),
+            Some(PluginPick::Rule { line: rule.line }),
+        ),
+        (Some(_), None) => (1, Some(PluginPick::NoRule)),
+    };
     Some(Choice {
         algo: best.algo,
         proto: best.proto,
         channels: nc.max(1),
         nccl_estimate_us: best.time_us,
+        plugin,
     })
 }

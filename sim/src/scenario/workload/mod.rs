@@ -268,6 +268,8 @@ impl WorkloadTable {
             min_channels: a.min_channels,
             max_channels: a.max_channels,
             library_version: a.library_version.clone(),
+            // Workloads run NCCL's own choice (a rules file is for [collective] scenarios).
+            tuner_config: None,
             rings: a.rings,
             permutations: a.permutations.clone(),
             orders: a.orders.clone(),
