@@ -841,3 +841,32 @@ fn the_distributed_optimizer_shards_experts_over_the_replicas_that_hold_them() {
     );
     assert!(class_bytes(&zero1_2, "reduce-scatter") > 0.0);
 }
+
+#[test]
+fn a_tuner_rules_file_steers_every_communicator_of_the_step_by_its_own_size() {
+    // TP groups (1 node, 8 ranks) match the rule and run rings on 4 channels instead of NVLS;
+    // the DP groups (2 nodes, 2 ranks) match none and keep NCCL's choice on the plugin's one
+    // channel.
+    let dir = std::env::temp_dir().join(format!("dtsim-tuner-workload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rules = dir.join("nccl_tuner.conf");
+    std::fs::write(
+        &rules,
+        "allreduce,0,18446744073709551615,ring,simple,4,1,8\n",
+    )
+    .unwrap();
+    let set = format!(
+        "workload.allreduce.tuner_config={:?}",
+        rules.display().to_string()
+    );
+    let r = gpt_on_h100_nodes(&[&set]).unwrap();
+    let alg = &r.summary.algorithm;
+    assert!(
+        alg.contains("ring/simple, 4 channels (tuner rule") && !alg.contains("nvls"),
+        "{alg}"
+    );
+    assert!(alg.contains("no rule matched"), "{alg}");
+    let e = gpt_on_h100_nodes(&["workload.allreduce.tuner_config=\"/no/such.conf\""]).unwrap_err();
+    assert!(e.contains("workload.allreduce.tuner_config"), "{e}");
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -329,12 +329,26 @@ pub fn parse(text: &str, path: &Path, overrides: &[String]) -> Result<Scenario, 
         toml::from_str(&merged).map_err(|e| after_set_error(&file, &merged, &e))?
     };
     let base = path.parent().unwrap_or(Path::new("."));
-    if let Some(t) = sf.collective.as_mut().and_then(|c| c.tuner_config.as_mut()) {
+    // Tuner rules files are read relative to the scenario, wherever the scenario runs from.
+    let tuner_configs = [
+        (
+            "collective.tuner_config",
+            sf.collective.as_mut().and_then(|c| c.tuner_config.as_mut()),
+        ),
+        (
+            "workload.allreduce.tuner_config",
+            sf.workload
+                .as_mut()
+                .and_then(|w| w.allreduce.tuner_config.as_mut()),
+        ),
+    ];
+    for (field, t) in tuner_configs {
+        let Some(t) = t else { continue };
         let resolved = resolve(base, t);
         if !resolved.exists() {
             return Err(ScenarioError::new(
                 &file,
-                "collective.tuner_config",
+                field,
                 format!(
                     "an existing tuner rules file; {} does not exist",
                     resolved.display()

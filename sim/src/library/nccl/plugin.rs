@@ -1,7 +1,8 @@
 //! A tuner plugin's rules: the CSV file of NCCL's example tuner plugin (`ext-tuner/example`,
 //! NCCL 2.28; `NCCL_TUNER_PLUGIN` with `NCCL_TUNER_CONFIG_FILE`), applied as that plugin applies
 //! it. Cloud images ship tuner plugins to override NCCL's own choice per size and scale; this
-//! is how a scenario says what such a plugin does (`[collective] tuner_config = "FILE"`).
+//! is how a scenario says what such a plugin does (`[collective] tuner_config = "FILE"`, and
+//! `[workload.allreduce] tuner_config` for every communicator of a training step).
 //!
 //! One rule per line, `#` comments and blank lines skipped:
 //! `collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks[,numPipeOps[,regBuff]]`

@@ -73,6 +73,9 @@ pub struct AllReduceTable {
     pub min_channels: Option<u32>,
     pub max_channels: Option<u32>,
     pub library_version: Option<String>,
+    /// A tuner plugin's rules file, as `[collective] tuner_config` (NCCL only): every
+    /// communicator of the step (TP groups, DP groups) asks it with its own nodes and ranks.
+    pub tuner_config: Option<String>,
     pub rings: Option<u32>,
     pub permutations: Option<Vec<u32>>,
     pub orders: Option<Vec<Vec<u32>>>,
@@ -268,8 +271,7 @@ impl WorkloadTable {
             min_channels: a.min_channels,
             max_channels: a.max_channels,
             library_version: a.library_version.clone(),
-            // Workloads run NCCL's own choice (a rules file is for [collective] scenarios).
-            tuner_config: None,
+            tuner_config: a.tuner_config.clone(),
             rings: a.rings,
             permutations: a.permutations.clone(),
             orders: a.orders.clone(),
@@ -319,6 +321,7 @@ impl WorkloadTable {
             plain.min_channels = None;
             plain.max_channels = None;
             plain.library_version = None;
+            plain.tuner_config = None;
             plain.orders = None;
             collective_spec_of(&plain, ranks)
                 .map_err(|(f, e)| (f.replacen("collective.", "workload.allreduce.", 1), e))?
