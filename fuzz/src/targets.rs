@@ -113,7 +113,7 @@ impl Target {
             Target::Iperf3 => files(&[
                 "calibrate/tests/fixtures/iperf3_tcp.json",
                 "calibrate/tests/fixtures/iperf3_error.json",
-                "data/runs/calibration/testbed_star4_200mbit.iperf3.json",
+                "data/runs/calibration/testbed_star4_200mbit.iperf3_P4.json",
             ]),
             Target::P2pMatrix => files(&["calibrate/tests/fixtures/nvbandwidth.txt"]),
             Target::TorchDevice => files(&["data/runs/compute/epyc_2vcpu/device.json"]),
