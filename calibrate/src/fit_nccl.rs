@@ -68,6 +68,8 @@ pub struct LogSystem<'a> {
     /// `NCCL_ALGO` / `NCCL_PROTO` the runs forced, if any.
     pub algorithm: Option<&'a str>,
     pub protocol: Option<&'a str>,
+    /// The tuner plugin rules the runs ran under (`NCCL_TUNER_CONFIG_FILE`), if any.
+    pub tuner_config: Option<&'a Path>,
 }
 
 /// The collectives NCCL runs with its collective algorithms, as nccl-tests names them.
@@ -142,6 +144,7 @@ pub fn from_logs(
                 algorithm: sys.algorithm,
                 protocol: sys.protocol,
                 version,
+                tuner_config: sys.tuner_config,
                 measured_secs: t.time_us * 1e-6,
                 file: file.clone(),
                 row: i as u32 + 1,
@@ -154,7 +157,7 @@ pub fn from_logs(
     }
     let files: Vec<PathBuf> = runs.iter().map(|(p, _)| p.clone()).collect();
     let detail = format!(
-        "calibrate import nccl-tests --topology {}{}{}: simulated fit of {} rows of {}",
+        "calibrate import nccl-tests --topology {}{}{}{}: simulated fit of {} rows of {}",
         sys.topology
             .file_name()
             .map(|f| f.to_string_lossy().into_owned())
@@ -164,6 +167,9 @@ pub fn from_logs(
             .unwrap_or_default(),
         sys.protocol
             .map(|p| format!(" --protocol {p}"))
+            .unwrap_or_default(),
+        sys.tuner_config
+            .map(|t| format!(" --tuner-config {}", t.display()))
             .unwrap_or_default(),
         rows.len(),
         file_names(&files)

@@ -381,3 +381,40 @@ fn a_bad_tuner_rules_file_is_an_error_naming_the_field_the_file_and_the_line() {
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn an_nccl_fit_replays_every_row_as_the_runs_tuner_rules_steered_it() {
+    // calibrate import nccl-tests --tuner-config: a row measured under a rule is simulated
+    // under the same rule, so the fit sees the algorithm that actually ran.
+    let (dir, _) = tuner_config("fit", "allreduce,0,18446744073709551615,ring,ll128,8,1,8\n");
+    let rules = dir.join("nccl_tuner.conf");
+    let topology = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies/hgx_h100.toml");
+    let measured = |tuner_config| sim::scenario::fit_nccl::Measured {
+        topology: &topology,
+        collective: "all_reduce",
+        bytes: 1 << 30,
+        ranks: 8,
+        algorithm: None,
+        protocol: None,
+        version: None,
+        tuner_config,
+        measured_secs: 1e-3,
+        file: "all_reduce.log".into(),
+        row: 1,
+    };
+    let library = |m: sim::scenario::fit_nccl::Measured| {
+        let row = m.fit_row().unwrap();
+        sim::scenario::run::run(&row.scenario)
+            .unwrap()
+            .summary
+            .library
+    };
+    let steered = library(measured(Some(&rules)));
+    assert!(
+        steered.contains("ring/ll128, 8 channels (tuner rule"),
+        "{steered}"
+    );
+    let own = library(measured(None));
+    assert!(own.contains("nvls/simple"), "{own}");
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -13,6 +13,7 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
             topology: Some(topology),
             algorithm,
             protocol,
+            tuner_config,
             date,
             out,
             ..
@@ -36,6 +37,7 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
                 topology: &topology,
                 algorithm: algorithm.as_deref(),
                 protocol: protocol.as_deref(),
+                tuner_config: tuner_config.as_deref(),
             };
             let summary = crate::fit_nccl::from_logs(
                 &runs,

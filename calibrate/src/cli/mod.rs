@@ -177,6 +177,10 @@ enum ImportCmd {
         /// The protocol the runs forced with NCCL_PROTO (ll, ll128, simple), with --topology.
         #[arg(long, requires = "topology")]
         protocol: Option<String>,
+        /// The rules file of the tuner plugin the runs ran under (NCCL's example plugin's
+        /// NCCL_TUNER_CONFIG_FILE), with --topology: every row is replayed as it steered NCCL.
+        #[arg(long, requires = "topology")]
+        tuner_config: Option<PathBuf>,
         /// Date to record in the provenance of NCCL-model fits (YYYY-MM-DD; default: today).
         #[arg(long, requires = "topology")]
         date: Option<String>,

@@ -48,6 +48,8 @@ pub struct Measured<'a> {
     pub protocol: Option<&'a str>,
     /// The NCCL release that ran (`"2.19.3"`); the newest modelled when `None`.
     pub version: Option<&'a str>,
+    /// The rules file of the tuner plugin the runs were steered by, if any.
+    pub tuner_config: Option<&'a std::path::Path>,
     pub measured_secs: f64,
     pub file: String,
     pub row: u32,
@@ -73,6 +75,12 @@ impl Measured<'_> {
             if let Some(v) = v {
                 text.push_str(&format!("{field} = {}\n", quote(v)));
             }
+        }
+        if let Some(t) = self.tuner_config {
+            text.push_str(&format!(
+                "tuner_config = {}\n",
+                quote(&t.display().to_string())
+            ));
         }
         let at = |e: String| format!("{} row {}: {e}", self.file, self.row);
         let scenario = super::parse(&text, std::path::Path::new("fit-row.toml"), &[])
