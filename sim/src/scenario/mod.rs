@@ -342,20 +342,24 @@ pub fn parse(text: &str, path: &Path, overrides: &[String]) -> Result<Scenario, 
                 .and_then(|w| w.allreduce.tuner_config.as_mut()),
         ),
     ];
-    for (field, t) in tuner_configs {
-        let Some(t) = t else { continue };
-        let resolved = resolve(base, t);
-        if !resolved.exists() {
-            return Err(ScenarioError::new(
+    // A path the scenario names, resolved; an error naming the field when nothing is there.
+    let existing = |p: &str, field: &str, what: &str| {
+        let resolved = resolve(base, p);
+        if resolved.exists() {
+            Ok(resolved)
+        } else {
+            Err(ScenarioError::new(
                 &file,
                 field,
-                format!(
-                    "an existing tuner rules file; {} does not exist",
-                    resolved.display()
-                ),
-            ));
+                format!("an existing {what}; {} does not exist", resolved.display()),
+            ))
         }
-        *t = resolved.display().to_string();
+    };
+    for (field, t) in tuner_configs {
+        let Some(t) = t else { continue };
+        *t = existing(t, field, "tuner rules file")?
+            .display()
+            .to_string();
     }
     let mut topology_overrides = sf.topology.clone();
     let topo_file = match topology_overrides.remove("file") {
@@ -375,29 +379,9 @@ pub fn parse(text: &str, path: &Path, overrides: &[String]) -> Result<Scenario, 
             ))
         }
     };
-    let topology_path = resolve(base, &topo_file);
-    if !topology_path.exists() {
-        return Err(ScenarioError::new(
-            &file,
-            "topology.file",
-            format!(
-                "an existing topology file; {} does not exist",
-                topology_path.display()
-            ),
-        ));
-    }
+    let topology_path = existing(&topo_file, "topology.file", "topology file")?;
     let profile_path = match &sf.profile {
-        Some(p) => {
-            let pp = resolve(base, p);
-            if !pp.exists() {
-                return Err(ScenarioError::new(
-                    &file,
-                    "profile",
-                    format!("an existing profile file; {} does not exist", pp.display()),
-                ));
-            }
-            Some(pp)
-        }
+        Some(p) => Some(existing(p, "profile", "profile file")?),
         None => None,
     };
     let scenario = Scenario {

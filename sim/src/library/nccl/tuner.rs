@@ -88,6 +88,24 @@ pub struct Choice {
     pub plugin: Option<PluginPick>,
 }
 
+/// NCCL's own channel count for `best`: the algorithm's channels within `NCCL_MAX_NCHANNELS`,
+/// then fewer while the size leaves threads idle (not below `NCCL_MIN_NCHANNELS`; NVLS keeps
+/// its channels).
+fn nccl_channels(t: &TunerInput, best: &Estimate, graph_channels: u32, bytes: u64) -> u32 {
+    let mut nc = graph_channels;
+    if let Some(max) = t.max_channels {
+        nc = nc.min(max.max(1));
+    }
+    if !matches!(best.algo, Algo::Nvls | Algo::NvlsTree) {
+        let (nt, threshold) = threads_and_threshold(best.algo, best.proto, t.ranks);
+        let floor = t.min_channels.unwrap_or(1).max(1);
+        while nc > floor && bytes < nc as u64 * nt * threshold {
+            nc -= 1;
+        }
+    }
+    nc
+}
+
 /// What a tuner plugin's rules did for one collective.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum PluginPick {
@@ -490,25 +508,15 @@ pub fn choose_with(
         Algo::Tree => t.tree.channels,
         _ => t.ring.channels,
     };
-    let mut nc = graph_channels;
-    if let Some(max) = t.max_channels {
-        nc = nc.min(max.max(1));
-    }
-    if !matches!(best.algo, Algo::Nvls | Algo::NvlsTree) {
-        let (nt, threshold) = threads_and_threshold(best.algo, best.proto, t.ranks);
-        let floor = t.min_channels.unwrap_or(1).max(1);
-        while nc > floor && bytes < nc as u64 * nt * threshold {
-            nc -= 1;
-        }
-    }
-    // The plugin's channel answer replaces NCCL's count.
+    // A tuner plugin's channel answer replaces NCCL's own count (one channel unless the rule
+    // applied names a count); without a plugin, NCCL shrinks its count for small sizes.
     let (nc, plugin) = match (rules, rule) {
-        (None, _) => (nc, None),
         (Some(_), Some(rule)) => (
             rule.channels.unwrap_or(1).min(graph_channels),
             Some(PluginPick::Rule { line: rule.line }),
         ),
         (Some(_), None) => (1, Some(PluginPick::NoRule)),
+        (None, _) => (nccl_channels(t, &best, graph_channels, bytes), None),
     };
     Some(Choice {
         algo: best.algo,
