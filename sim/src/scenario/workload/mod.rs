@@ -515,15 +515,29 @@ pub fn run_workload(s: &Scenario, watch: Watch) -> Result<WorkloadReport, RunErr
     if let Some(dir) = &w.trace {
         return super::trace::run_trace(s, w, dir, prep, watch);
     }
+    let mut net: Box<dyn NetworkModel> = network_model(s, &prep)?;
+    run_model_step(s, w, &prep, net.as_mut(), watch)
+}
+
+/// [`run_workload`]'s model step (not a recorded trace) on the network model `net` made for
+/// the scenario.
+fn run_model_step(
+    s: &Scenario,
+    w: &WorkloadTable,
+    prep: &super::run::Prepared,
+    net: &mut dyn NetworkModel,
+    watch: Watch,
+) -> Result<WorkloadReport, RunError> {
+    let file = s.path.display().to_string();
+    let fail = |(f, e): (String, String)| RunError::from(ScenarioError::new(&file, f, e));
     let n = prep.ranks.len() as u32;
     let model = w.model(&s.path).map_err(fail)?;
     let library = w.library(&prep.topology);
     let cfg = w.step_config(n, library).map_err(fail)?;
     let cm = ComputeModel::from_profile(&prep.profile, cfg.dtype)
         .map_err(|e| fail(("profile".into(), e)))?;
-    let mut net: Box<dyn NetworkModel> = network_model(s, &prep)?;
     let dag = {
-        let fabric = NetFabric::new(net.as_mut(), &prep);
+        let fabric = NetFabric::new(net, prep);
         if library == Library::Ideal {
             step::build(&model, &cm, &cfg, n, &fabric, &Templates).map_err(fail)?
         } else {
@@ -568,7 +582,7 @@ pub fn run_workload(s: &Scenario, watch: Watch) -> Result<WorkloadReport, RunErr
          or the links faster",
         cfg.batch_per_gpu
     );
-    let played = play_step(s, &prep, &dag, net.as_mut(), watch, hint)?;
+    let played = play_step(s, prep, &dag, net, watch, hint)?;
     let metrics = step_metrics(&dag, &played.outcome, model.tokens_per_sample);
     let micro = cfg.batch_per_gpu / cfg.microbatches.max(1) as u64;
     let mem = memory::per_gpu(&model, &cfg, &dag, micro);
@@ -612,7 +626,7 @@ pub fn run_workload(s: &Scenario, watch: Watch) -> Result<WorkloadReport, RunErr
         trace: None,
     };
     let title = format!("{}: one training step of {}", s.file.name, model.name);
-    Ok(played.into_report(summary, &title, &dag, &prep))
+    Ok(played.into_report(summary, &title, &dag, prep))
 }
 
 /// What ran the step's collectives: the templates' algorithm, or each distinct library

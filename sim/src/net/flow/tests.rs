@@ -1,0 +1,564 @@
+//! The flow model's specification: rates, sharing, FIFO heads, replay, caching, traffic and
+//! utilization series.
+
+#![cfg(test)]
+use super::*;
+use crate::collective::play::{play, PlayOptions};
+use crate::collective::Schedule;
+use crate::net::factors::FactorRow;
+
+use crate::net::testing::{schedule, OpSpec, GBPS};
+
+/// `n` GPUs on one Ethernet switch, every link `bw` bits/s and `lat` per hop.
+fn star(n: u32, bw: f64, lat: SimTime) -> Arc<Topology> {
+    crate::net::testing::star(n, bw, lat, 1 << 20, LinkClass::Ethernet)
+}
+
+fn run(
+    topo: &Arc<Topology>,
+    s: &Schedule,
+    factors: EfficiencyFactors,
+) -> (crate::collective::play::PlayOutcome, Vec<LinkTraffic>) {
+    let mut m = FlowModel::new(topo.clone(), factors, 0);
+    let eps: Vec<DeviceId> = topo.gpus()[..s.endpoints() as usize].to_vec();
+    let out = play(
+        s,
+        &eps,
+        &mut m,
+        PlayOptions {
+            reduce_bytes_per_s: None,
+        },
+    )
+    .unwrap();
+    let traffic = m.link_traffic();
+    (out, traffic)
+}
+
+fn secs(t: SimTime) -> f64 {
+    t.as_secs_f64()
+}
+
+#[test]
+fn a_single_flow_takes_size_over_bandwidth_plus_path_latency() {
+    // g0 ─1us─ sw ─1us─ g1, 100 Gb/s: 1 GB takes 80 ms + 2 us.
+    let t = star(2, 100.0 * GBPS, SimTime::from_us(1));
+    let (out, _) = run(
+        &t,
+        &schedule(2, &[(vec![(0, 1)], 1_000_000_000, vec![])]),
+        Default::default(),
+    );
+    assert_eq!(out.end.as_ps(), 80_000_000_000 + 2_000_000);
+}
+
+#[test]
+fn rates_are_solved_once_per_instant_however_many_batches_change_in_it() {
+    // g0, g1, g2 → g3, one batch each, all over sw → g3 (100 Gb/s): a third each. g1's and
+    // g2's 0.5 GB end together at 120 ms; g0's last 0.5 GB then runs alone, ending at
+    // 160 ms. Three batches starting at 0 are one solve, two ending at 120 ms another.
+    let t = star(4, 100.0 * GBPS, SimTime::ZERO);
+    let (out, _) = run(
+        &t,
+        &schedule(
+            4,
+            &[
+                (vec![(0, 3)], 1_000_000_000, vec![]),
+                (vec![(1, 3)], 500_000_000, vec![]),
+                (vec![(2, 3)], 500_000_000, vec![]),
+            ],
+        ),
+        Default::default(),
+    );
+    assert!(
+        (secs(out.ops[1].end) - 0.120).abs() < 1e-9,
+        "{}",
+        out.ops[1].end
+    );
+    assert_eq!(out.ops[1].end, out.ops[2].end);
+    assert!((secs(out.end) - 0.160).abs() < 1e-9, "{}", out.end);
+    assert_eq!(out.net.solves, 2);
+}
+
+#[test]
+fn two_flows_on_one_link_get_half_each() {
+    // g0 → g2 and g1 → g2 share sw → g2: each gets 50 Gb/s, so 1 GB each takes 160 ms.
+    let t = star(3, 100.0 * GBPS, SimTime::ZERO);
+    let (out, traffic) = run(
+        &t,
+        &schedule(3, &[(vec![(0, 2), (1, 2)], 1_000_000_000, vec![])]),
+        Default::default(),
+    );
+    assert!((secs(out.end) - 0.160).abs() < 1e-9, "{}", out.end);
+    // The shared link carried both gigabytes.
+    let into_g2 = t
+        .out_links(t.find("sw").unwrap())
+        .iter()
+        .find(|&&l| t.link(l).to == t.find("g2").unwrap())
+        .unwrap();
+    assert!((traffic[into_g2.index()].bytes - 2e9).abs() < 1.0);
+}
+
+#[test]
+fn a_flow_that_finishes_early_frees_its_share() {
+    // Flows of 0.5 GB and 1 GB into g2: both at 50 Gb/s until the small one ends at 80 ms,
+    // then the big one alone at 100 Gb/s for its remaining 0.5 GB: 40 ms more.
+    let t = star(3, 100.0 * GBPS, SimTime::ZERO);
+    let s = schedule(
+        3,
+        &[
+            (vec![(0, 2)], 500_000_000, vec![]),
+            (vec![(1, 2)], 1_000_000_000, vec![]),
+        ],
+    );
+    let (out, _) = run(&t, &s, Default::default());
+    assert!((secs(out.ops[0].end) - 0.080).abs() < 1e-9);
+    assert!(
+        (secs(out.ops[1].end) - 0.120).abs() < 1e-9,
+        "{}",
+        out.ops[1].end
+    );
+}
+
+#[test]
+fn a_capped_flow_frees_capacity_for_the_others() {
+    // Ethernet transfers get 20% of the bandwidth by calibration; one capped batch of two flows
+    // into g2 then takes 20 Gb/s each (caps) instead of 50.
+    let t = star(3, 100.0 * GBPS, SimTime::ZERO);
+    let factors = EfficiencyFactors {
+        tables: vec![(
+            LinkClass::Ethernet,
+            vec![FactorRow {
+                min_bytes: 0,
+                bandwidth_factor: 0.2,
+                latency_factor: 1.0,
+            }],
+        )],
+        ..Default::default()
+    };
+    let (out, _) = run(
+        &t,
+        &schedule(3, &[(vec![(0, 2), (1, 2)], 1_000_000_000, vec![])]),
+        factors,
+    );
+    assert!((secs(out.end) - 0.400).abs() < 1e-9, "{}", out.end);
+}
+
+#[test]
+fn gpus_without_p2p_behind_one_switch_share_its_uplink_only_when_both_directions_send() {
+    // g0, g1 ─ sw ═ host, every link 100 Gb/s, no P2P: g0 → g1 goes g0 → sw → host → sw →
+    // g1. Alone it has the uplink each way to itself: 1 GB in 80 ms. A 2-GPU ring step
+    // (g0 → g1 and g1 → g0 at once) puts both flows on sw → host and on host → sw: 50 Gb/s
+    // each, 160 ms, though every GPU's own link carries one flow each way.
+    use crate::topology::generators::{LinkParams, PcieBox};
+    let pcie = LinkParams {
+        bandwidth: crate::units::Bandwidth(100.0 * GBPS),
+        latency: Default::default(),
+        buffer: None,
+        class: LinkClass::Pcie,
+    };
+    let generator = PcieBox {
+        gpus: 2,
+        pcie: pcie.clone(),
+        switch_uplink: Some(pcie),
+    };
+    let t = Arc::new(generator.build("box").unwrap());
+    let (one_way, traffic) = run(
+        &t,
+        &schedule(2, &[(vec![(0, 1)], 1_000_000_000, vec![])]),
+        Default::default(),
+    );
+    assert!((secs(one_way.end) - 0.080).abs() < 1e-9, "{}", one_way.end);
+    let crossed = traffic.iter().filter(|l| l.bytes > 0.0).count();
+    assert_eq!(
+        crossed, 4,
+        "up and down its own link, up and down the uplink"
+    );
+    let (both_ways, _) = run(
+        &t,
+        &schedule(2, &[(vec![(0, 1), (1, 0)], 1_000_000_000, vec![])]),
+        Default::default(),
+    );
+    assert!(
+        (secs(both_ways.end) - 0.160).abs() < 1e-9,
+        "{}",
+        both_ways.end
+    );
+}
+
+#[test]
+fn a_link_efficiency_is_shared_by_the_flows_on_the_link() {
+    // 8 Gbit of payload into g2 over its 100 Gb/s link: a link efficiency of 0.8 leaves 80
+    // Gb/s of payload for the two flows together (0.1 s), where the same number as a
+    // bandwidth factor caps each flow at 80 and the pair still fills the link (0.08 s).
+    let t = star(3, 100.0 * GBPS, SimTime::ZERO);
+    let sched = schedule(3, &[(vec![(0, 2), (1, 2)], 500_000_000, vec![])]);
+    let shared = EfficiencyFactors {
+        link: vec![(LinkClass::Ethernet, 0.8)],
+        ..Default::default()
+    };
+    let (out, _) = run(&t, &sched, shared);
+    assert!((secs(out.end) - 0.100).abs() < 1e-9, "{}", out.end);
+    let per_flow = EfficiencyFactors {
+        tables: vec![(
+            LinkClass::Ethernet,
+            vec![FactorRow {
+                min_bytes: 0,
+                bandwidth_factor: 0.8,
+                latency_factor: 1.0,
+            }],
+        )],
+        ..Default::default()
+    };
+    let (out, _) = run(&t, &sched, per_flow);
+    assert!((secs(out.end) - 0.080).abs() < 1e-9, "{}", out.end);
+}
+
+/// g0 posts two 1.25 GB sends at once, to g1 then g2, over its 100 Gb/s link (0.1 s
+/// each alone); g1 posts one to g2 at the same instant. Op end times with head bytes `h`.
+fn posted_together(h: Option<f64>) -> Vec<f64> {
+    let t = star(3, 100.0 * GBPS, SimTime::ZERO);
+    let s = 1_250_000_000;
+    let sched = schedule(
+        3,
+        &[
+            (vec![(0, 1)], s, vec![]),
+            (vec![(0, 2)], s, vec![]),
+            (vec![(1, 0)], s, vec![]),
+        ],
+    );
+    let factors = EfficiencyFactors {
+        fifo_head: h.map(|h| (LinkClass::Ethernet, h)).into_iter().collect(),
+        ..Default::default()
+    };
+    let (out, _) = run(&t, &sched, factors);
+    out.ops.iter().map(|o| secs(o.end)).collect()
+}
+
+#[test]
+fn sends_posted_together_on_a_fifo_egress_leave_in_the_order_posted() {
+    let close =
+        |got: &[f64], want: [f64; 3]| got.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-9);
+    // Fair sharing: both of g0's sends end at 0.2 s; g1's has its link to itself.
+    let fair = posted_together(None);
+    assert!(close(&fair, [0.2, 0.2, 0.1]), "{fair:?}");
+    // Head 0.625 GB: the first send goes alone for 0.05 s, then they share: it ends at
+    // 0.05 + 0.625 GB / 6.25 GB/s = 0.15 s, the second at 0.2 s. g1's send, the only one
+    // posted on its own link, does not wait.
+    let half = posted_together(Some(625e6));
+    assert!(close(&half, [0.15, 0.2, 0.1]), "{half:?}");
+    // A head as large as the sends: one after the other.
+    let whole = posted_together(Some(2e9));
+    assert!(close(&whole, [0.1, 0.2, 0.1]), "{whole:?}");
+    // The flows of one batch (one op to both) start together and share the link.
+    let t = star(3, 100.0 * GBPS, SimTime::ZERO);
+    let one_op = schedule(3, &[(vec![(0, 1), (0, 2)], 1_250_000_000, vec![])]);
+    let factors = EfficiencyFactors {
+        fifo_head: vec![(LinkClass::Ethernet, 625e6)],
+        ..Default::default()
+    };
+    let (out, _) = run(&t, &one_op, factors);
+    assert!((secs(out.end) - 0.2).abs() < 1e-9, "{}", out.end);
+}
+
+#[test]
+fn dependent_ops_run_back_to_back_and_repeated_states_reuse_solutions() {
+    // A ring step pattern played 6 times in a chain: 6 × (size/B + 2 hops latency).
+    let t = star(4, 100.0 * GBPS, SimTime::from_us(1));
+    let ring: Vec<(u32, u32)> = (0..4).map(|i| (i, (i + 1) % 4)).collect();
+    let ops: Vec<_> = (0..6)
+        .map(|k| {
+            (
+                ring.clone(),
+                1_000_000,
+                if k == 0 { vec![] } else { vec![k - 1] },
+            )
+        })
+        .collect();
+    let (out, _) = run(&t, &schedule(4, &ops), Default::default());
+    let step_ps = 80_000_000 + 2_000_000;
+    assert_eq!(out.end.as_ps(), 6 * step_ps);
+    assert_eq!(out.net.solves, 1);
+    assert_eq!(
+        out.net.replays, 5,
+        "steps 2..6 replay the first step's trajectory"
+    );
+}
+
+#[test]
+fn bytes_are_conserved_on_every_hop() {
+    // Sum over links of carried bytes = bytes × hops for every flow.
+    let t = star(5, 40.0 * GBPS, SimTime::from_ns(300));
+    let s = schedule(
+        5,
+        &[
+            (
+                vec![(0, 1), (1, 2), (2, 3), (3, 4), (4, 0)],
+                3_000_000,
+                vec![],
+            ),
+            (vec![(0, 4), (2, 4)], 7_000_000, vec![]),
+            (vec![(3, 1)], 5_000_000, vec![0]),
+        ],
+    );
+    let (_, traffic) = run(&t, &s, Default::default());
+    let total: f64 = traffic.iter().map(|l| l.bytes).sum();
+    let expected = 2.0 * (5.0 * 3e6 + 2.0 * 7e6 + 5e6);
+    assert!(
+        (total - expected).abs() / expected < 1e-9,
+        "{total} vs {expected}"
+    );
+}
+
+#[test]
+fn a_replay_interrupted_by_a_new_batch_continues_exactly_as_a_simulated_one() {
+    // A: three ring steps over g0..g3 (the second and third replay the first). C: a small
+    // transfer g4 → g5 elsewhere that ends during A's second step. B: starts when C ends,
+    // g0 → g2, sharing g0's uplink and g2's downlink with A: A's replay must be rebuilt at
+    // that moment and shared from then on.
+    let t = star(6, 100.0 * GBPS, SimTime::from_us(1));
+    let ring: Vec<(u32, u32)> = (0..4).map(|i| (i, (i + 1) % 4)).collect();
+    let s = schedule(
+        6,
+        &[
+            (ring.clone(), 4_000_000, vec![]),
+            (ring.clone(), 4_000_000, vec![0]),
+            (ring, 4_000_000, vec![1]),
+            (vec![(4, 5)], 6_000_000, vec![]),
+            (vec![(0, 2)], 3_000_000, vec![3]),
+        ],
+    );
+    let eps: Vec<DeviceId> = t.gpus().to_vec();
+    let mut with = FlowModel::new(t.clone(), Default::default(), 0);
+    let a = play(
+        &s,
+        &eps,
+        &mut with,
+        PlayOptions {
+            reduce_bytes_per_s: None,
+        },
+    )
+    .unwrap();
+    let mut without = FlowModel::new(t.clone(), Default::default(), 0).without_replay();
+    let b = play(
+        &s,
+        &eps,
+        &mut without,
+        PlayOptions {
+            reduce_bytes_per_s: None,
+        },
+    )
+    .unwrap();
+    assert!(
+        a.ops[3].end > a.ops[1].start && a.ops[3].end < a.ops[1].end,
+        "C ends inside A's second step"
+    );
+    assert_eq!(a.ops, b.ops, "same op times with and without replay");
+    let (la, lb) = (with.link_traffic(), without.link_traffic());
+    for (x, y) in la.iter().zip(&lb) {
+        assert!(
+            (x.bytes - y.bytes).abs() <= 1e-6 * y.bytes.max(1.0),
+            "{} vs {}",
+            x.bytes,
+            y.bytes
+        );
+    }
+    assert_eq!(
+        (a.net.replays, a.net.replays_interrupted),
+        (1, 1),
+        "A's second step replayed, then was interrupted"
+    );
+    assert_eq!(b.net.replays, 0);
+    // B slowed A down: the shared step took longer than the unshared first one.
+    let step = |o: &crate::collective::play::PlayOutcome, i: usize| {
+        o.ops[i].end.as_ps() - o.ops[i].start.as_ps()
+    };
+    assert!(step(&a, 1) > step(&a, 0));
+}
+
+/// Checks a series against the run's link totals: every link's bins integrate to its bytes
+/// (relative `tol`), and utilization stays in [0, 1].
+fn assert_series_matches_traffic(
+    t: &Topology,
+    series: &LinkSeries,
+    traffic: &[LinkTraffic],
+    tol: f64,
+) {
+    for e in &series.links {
+        let cap = t.links()[e.link as usize].bandwidth_bps;
+        let bytes: f64 = e
+            .utilization
+            .iter()
+            .enumerate()
+            .map(|(i, u)| {
+                u * cap * (series.edges_ps[i + 1] - series.edges_ps[i]) as f64 * 1e-12 / 8.0
+            })
+            .sum();
+        let want = traffic[e.link as usize].bytes;
+        assert!(
+            (bytes - want).abs() <= tol * want,
+            "link {}: {bytes} vs {want}",
+            e.link
+        );
+        assert!(e.utilization.iter().all(|&u| (0.0..=1.0).contains(&u)));
+    }
+}
+
+/// Ring steps (replayed), a contending batch and a dependent one, with latency.
+fn mixed_schedule() -> Schedule {
+    let ring: Vec<(u32, u32)> = (0..4).map(|i| (i, (i + 1) % 4)).collect();
+    schedule(
+        6,
+        &[
+            (ring.clone(), 4_000_000, vec![]),
+            (ring.clone(), 4_000_000, vec![0]),
+            (ring, 4_000_000, vec![1]),
+            (vec![(4, 5)], 6_000_000, vec![]),
+            (vec![(0, 2), (5, 2)], 3_000_000, vec![3]),
+        ],
+    )
+}
+
+fn play_series(
+    m: &mut FlowModel,
+    t: &Arc<Topology>,
+    s: &Schedule,
+    bins: usize,
+) -> (SimTime, LinkSeries, Vec<LinkTraffic>) {
+    let eps: Vec<DeviceId> = t.gpus()[..s.endpoints() as usize].to_vec();
+    let out = play(
+        s,
+        &eps,
+        m,
+        PlayOptions {
+            reduce_bytes_per_s: None,
+        },
+    )
+    .unwrap();
+    let options = SeriesOptions {
+        bins,
+        top_links: 64,
+    };
+    let series = m.link_series(out.end, options).unwrap();
+    (out.end, series, m.link_traffic())
+}
+
+#[test]
+fn the_utilization_series_integrates_to_every_links_bytes_and_never_exceeds_one() {
+    let t = star(6, 100.0 * GBPS, SimTime::from_us(1));
+    let mut m = FlowModel::new(t.clone(), Default::default(), 0);
+    let (_, series, traffic) = play_series(&mut m, &t, &mixed_schedule(), 200);
+    assert!(m.counters.replays > 0, "the replay path is covered");
+    assert_eq!(series.bins(), 200);
+    let used = traffic.iter().filter(|l| l.bytes > 0.0).count();
+    assert_eq!(
+        series.links.len(),
+        used,
+        "every used link is among the top 64"
+    );
+    assert_series_matches_traffic(&t, &series, &traffic, 1e-6);
+    // The bottleneck into g2 is full at some point.
+    assert!(series
+        .links
+        .iter()
+        .any(|e| e.utilization.iter().any(|&u| u > 0.99)));
+}
+
+#[test]
+fn a_coarsened_log_still_integrates_to_every_links_bytes() {
+    let t = star(6, 100.0 * GBPS, SimTime::from_us(1));
+    // 40 chained ring steps, then a contending pair: many more intervals than 32.
+    let ring: Vec<(u32, u32)> = (0..4).map(|i| (i, (i + 1) % 4)).collect();
+    let mut ops: Vec<OpSpec> = (0..40)
+        .map(|k| {
+            (
+                ring.clone(),
+                1_000_000 + 1000 * k as u64,
+                if k == 0 { vec![] } else { vec![k - 1] },
+            )
+        })
+        .collect();
+    ops.push((vec![(4, 5)], 6_000_000, vec![]));
+    ops.push((vec![(0, 2), (5, 2)], 3_000_000, vec![40]));
+    let mut m = FlowModel::new(t.clone(), Default::default(), 0)
+        .without_replay()
+        .with_series_log_limit(32);
+    let (_, series, traffic) = play_series(&mut m, &t, &schedule(6, &ops), 50);
+    assert!(m.series_log.slot_ps() > 0, "the log was coarsened");
+    assert_series_matches_traffic(&t, &series, &traffic, 1e-6);
+}
+
+#[test]
+fn only_the_busiest_links_are_kept() {
+    let t = star(6, 100.0 * GBPS, SimTime::from_us(1));
+    let mut m = FlowModel::new(t.clone(), Default::default(), 0);
+    let eps: Vec<DeviceId> = t.gpus().to_vec();
+    let out = play(
+        &mixed_schedule(),
+        &eps,
+        &mut m,
+        PlayOptions {
+            reduce_bytes_per_s: None,
+        },
+    )
+    .unwrap();
+    let series = m
+        .link_series(
+            out.end,
+            SeriesOptions {
+                bins: 10,
+                top_links: 3,
+            },
+        )
+        .unwrap();
+    let traffic = m.link_traffic();
+    assert_eq!(series.links.len(), 3);
+    let least_kept = series
+        .links
+        .iter()
+        .map(|e| traffic[e.link as usize].bytes)
+        .fold(f64::INFINITY, f64::min);
+    let most_left = (0..traffic.len())
+        .filter(|l| !series.links.iter().any(|e| e.link as usize == *l))
+        .map(|l| traffic[l].bytes)
+        .fold(0.0, f64::max);
+    assert!(least_kept >= most_left, "{least_kept} vs {most_left}");
+}
+
+#[test]
+fn a_two_phase_schedule_moves_the_load_from_one_link_to_another_when_the_phase_changes() {
+    // Phase 1: g0 → g1 (1 GB at 100 Gb/s: 0–80 ms); phase 2, after it: g2 → g0 (80–160 ms).
+    let t = star(3, 100.0 * GBPS, SimTime::ZERO);
+    let s = schedule(
+        3,
+        &[
+            (vec![(0, 1)], 1_000_000_000, vec![]),
+            (vec![(2, 0)], 1_000_000_000, vec![0]),
+        ],
+    );
+    let mut m = FlowModel::new(t.clone(), Default::default(), 0);
+    let (end, series, _) = play_series(&mut m, &t, &s, 16);
+    assert_eq!(end.as_ps(), 160_000_000_000);
+    let link = |from: &str, to: &str| {
+        let (a, b) = (t.find(from).unwrap(), t.find(to).unwrap());
+        let l = t
+            .out_links(a)
+            .iter()
+            .find(|&&l| t.link(l).to == b)
+            .unwrap()
+            .index() as u32;
+        series.links.iter().find(|e| e.link == l).unwrap()
+    };
+    let (first, second) = (link("sw", "g1"), link("sw", "g0"));
+    for i in 0..16 {
+        let (a, b) = if i < 8 { (1.0, 0.0) } else { (0.0, 1.0) };
+        assert!(
+            (first.utilization[i] - a).abs() < 1e-9,
+            "bin {i}: {:?}",
+            first.utilization
+        );
+        assert!(
+            (second.utilization[i] - b).abs() < 1e-9,
+            "bin {i}: {:?}",
+            second.utilization
+        );
+    }
+}
