@@ -297,9 +297,20 @@ impl StepCase {
         repo_root: &std::path::Path,
         gpus: u32,
     ) -> Result<crate::scenario::Scenario, crate::scenario::ScenarioError> {
+        self.scenario_with(repo_root, gpus, &[])
+    }
+
+    /// [`StepCase::scenario`] with more `field=value` overrides.
+    pub fn scenario_with(
+        &self,
+        repo_root: &std::path::Path,
+        gpus: u32,
+        set: &[&str],
+    ) -> Result<crate::scenario::Scenario, crate::scenario::ScenarioError> {
         let anchor = repo_root.join("scenarios").join("bench_step.toml");
-        let set = [format!("topology.generator.nodes={}", gpus / 8)];
-        crate::scenario::parse(self.scenario, &anchor, &set)
+        let mut all = vec![format!("topology.generator.nodes={}", gpus / 8)];
+        all.extend(set.iter().map(|s| s.to_string()));
+        crate::scenario::parse(self.scenario, &anchor, &all)
     }
 }
 

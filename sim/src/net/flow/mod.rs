@@ -51,6 +51,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+mod changed;
+
+use self::changed::ChangedLinks;
 use super::factors::EfficiencyFactors;
 use super::maxmin::{Problem, SplitSolver};
 use super::series::{self, IntervalLog, LinkSeries, LinkSeriesEntry, SeriesOptions};
@@ -192,11 +195,16 @@ pub struct FlowModel {
     link_bytes: Vec<f64>,
     solver: SplitSolver,
     counters: NetCounters,
+    /// Links where a flow finished during this instant (see `changed`), and whether large
+    /// components re-solve only the parts that crossed one (or that have new flows).
+    changed: ChangedLinks,
+    changed_parts_only: bool,
     // Scratch for building problems.
     p_offsets: Vec<u32>,
     p_links: Vec<u32>,
     p_caps: Vec<f64>,
     p_rates: Vec<f64>,
+    p_previous: Vec<f64>,
     load_scratch: Vec<f64>,
     load_touched: Vec<u32>,
 }
@@ -249,10 +257,13 @@ impl FlowModel {
             link_bytes: vec![0.0; nl],
             solver: SplitSolver::new(),
             counters: NetCounters::default(),
+            changed: ChangedLinks::new(nl),
+            changed_parts_only: true,
             p_offsets: Vec::new(),
             p_links: Vec::new(),
             p_caps: Vec::new(),
             p_rates: Vec::new(),
+            p_previous: Vec::new(),
             load_scratch: Vec::new(),
             load_touched: Vec::new(),
         }
@@ -263,6 +274,19 @@ impl FlowModel {
     pub fn without_replay(mut self) -> Self {
         self.replay_enabled = false;
         self
+    }
+
+    /// Solves every component's parts afresh (looked up among the parts solved before), never
+    /// keeping the rates of parts no change reached, for tests that check keeping them changes
+    /// nothing.
+    pub fn without_kept_parts(mut self) -> Self {
+        self.changed_parts_only = false;
+        self
+    }
+
+    /// Parts of re-solved components that kept their rates, so far.
+    pub fn parts_kept(&self) -> u64 {
+        self.solver.parts_kept
     }
 
     /// Coarsens the utilization log past `entries` entries instead of the default, for tests
@@ -543,6 +567,7 @@ impl FlowModel {
         self.p_links.clear();
         self.p_caps.clear();
         self.p_offsets.push(0);
+        self.p_previous.clear();
         for &b in comp {
             let batch = &self.batches[b as usize];
             let pat = &self.patterns[batch.pattern as usize];
@@ -550,6 +575,15 @@ impl FlowModel {
                 self.p_links.extend_from_slice(pat.path(f as usize));
                 self.p_offsets.push(self.p_links.len() as u32);
                 self.p_caps.push(batch.cap_bps[f as usize]);
+            }
+            if self.changed_parts_only {
+                let previous = batch.solution.as_ref().map(|s| &s.rates_bps);
+                self.p_previous.extend(
+                    batch
+                        .live
+                        .iter()
+                        .map(|&f| previous.map_or(f64::NAN, |r| r[f as usize])),
+                );
             }
         }
         self.p_rates.clear();
@@ -560,7 +594,16 @@ impl FlowModel {
             flow_links: &self.p_links,
             flow_cap_bps: &self.p_caps,
         };
-        self.solver.solve(&problem, &mut self.p_rates);
+        if self.changed_parts_only {
+            self.solver.solve_changed(
+                &problem,
+                &self.p_previous,
+                self.changed.flags(),
+                &mut self.p_rates,
+            );
+        } else {
+            self.solver.solve(&problem, &mut self.p_rates);
+        }
 
         let mut out = Vec::with_capacity(comp.len());
         let mut k = 0;
@@ -683,6 +726,7 @@ impl FlowModel {
             let r = sol.rates_bps[f];
             if r.is_infinite() || b.remaining[f] <= r / 8.0 * 1e-12 + residue {
                 b.remaining[f] = 0.0;
+                self.changed.flag(pat.path(f));
                 b.live_signature ^= flow_key(f as u32);
                 let lat = pat.latency_ps[f] as f64
                     * b.latency_factor[class_index(pat.bottleneck_class[f])];
@@ -792,6 +836,10 @@ impl FlowModel {
         }
         let b = &mut self.batches[slot as usize];
         b.live.clear();
+        // A replaying batch runs alone (another on its links would have rebuilt it), so no
+        // component keeps rates past its end; flagged all the same.
+        self.changed
+            .flag(&self.patterns[b.pattern as usize].link_set);
         b.deliver_at = b.started + SimTime::from_ps(trajectory.deliver_ps);
         self.complete(ctx, slot);
     }
@@ -1016,6 +1064,7 @@ impl NetworkModel for FlowModel {
             }
         }
         self.unsettled.clear();
+        self.changed.clear();
     }
 
     fn counters(&self) -> NetCounters {

@@ -25,6 +25,12 @@
 //! before, so a problem of distinct parts (a ring on randomly placed GPUs: 67 parts, none alike)
 //! costs what the solver alone does (`dtsim bench`, case (a)). Seen parts are kept up to [`SplitSolver::MAX_SEEN_WORDS`] words, then
 //! forgotten all at once (a pure function of the solves so far: runs stay deterministic).
+//!
+//! A caller that re-solves a problem after a change on a few links ([`SplitSolver::solve_changed`]:
+//! the flow model, when a batch of a large component starts or loses flows) says which links
+//! changed and what rate each flow had: a part that crosses no changed link is the part it was,
+//! and takes its old rates without being encoded or looked up. Only finding the parts is paid
+//! for it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -60,6 +66,10 @@ pub struct SplitSolver {
     part_start: Vec<u32>,
     part_flows: Vec<u32>,
     flow_part: Vec<u32>,
+    /// Per part: whether it crosses a changed link (`solve_changed`), and the changed links met
+    /// while finding the parts.
+    part_changed: Vec<bool>,
+    changed_links: Vec<u32>,
     /// The part being looked up: its encoding and its links by local number.
     enc: Vec<u64>,
     part_links: Vec<u32>,
@@ -81,6 +91,8 @@ pub struct SplitSolver {
     /// life.
     pub parts_solved: u64,
     pub parts_reused: u64,
+    /// Parts that crossed no changed link and kept their rates (`solve_changed`).
+    pub parts_kept: u64,
 }
 
 impl SplitSolver {
@@ -103,13 +115,42 @@ impl SplitSolver {
     /// Writes each flow's max-min fair rate into `rates_bps`, bit-identical to
     /// [`MaxMinSolver::solve`] on the whole problem.
     pub fn solve(&mut self, p: &Problem, rates_bps: &mut [f64]) {
+        self.solve_parts(p, None, rates_bps);
+    }
+
+    /// [`SplitSolver::solve`] for a problem that differs from one solved before only on the
+    /// links flagged in `changed_links` (indexed by link): a part that crosses none of them and
+    /// whose flows all have a rate in `previous_bps` (NaN: a flow new since) takes those
+    /// rates, which are what solving it again would give.
+    pub fn solve_changed(
+        &mut self,
+        p: &Problem,
+        previous_bps: &[f64],
+        changed_links: &[bool],
+        rates_bps: &mut [f64],
+    ) {
+        p.assert_shape(previous_bps.len());
+        assert_eq!(
+            changed_links.len(),
+            p.link_capacity_bps.len(),
+            "one changed flag per link"
+        );
+        self.solve_parts(p, Some((previous_bps, changed_links)), rates_bps);
+    }
+
+    fn solve_parts(
+        &mut self,
+        p: &Problem,
+        previous: Option<(&[f64], &[bool])>,
+        rates_bps: &mut [f64],
+    ) {
         let flows = p.flow_count();
         p.assert_shape(rates_bps.len());
         if flows < self.whole_below.unwrap_or(Self::MIN_FLOWS) {
             self.inner.solve(p, rates_bps);
             return;
         }
-        let parts = self.find_parts(p);
+        let parts = self.find_parts(p, previous.map(|(_, changed)| changed));
         if parts <= 1 {
             self.inner.solve(p, rates_bps);
             return;
@@ -130,6 +171,12 @@ impl SplitSolver {
             self.forget_seen();
         }
         for part in 0..parts {
+            if let Some((previous_bps, _)) = previous {
+                if !self.part_changed[part] && self.keep_previous(part, previous_bps, rates_bps) {
+                    self.parts_kept += 1;
+                    continue;
+                }
+            }
             if let [flow] = *self.flows_of(part) {
                 let path = p.links_of(flow as usize);
                 if !has_repeated_link(path) {
@@ -167,9 +214,27 @@ impl SplitSolver {
         }
     }
 
-    /// Groups the flows into link-connected parts (numbered in order of their first flow);
-    /// returns how many.
-    fn find_parts(&mut self, p: &Problem) -> usize {
+    /// Writes a part's previous rates; false (leaving some unwritten) when a flow has none.
+    fn keep_previous(&self, part: usize, previous_bps: &[f64], rates_bps: &mut [f64]) -> bool {
+        for &flow in self.flows_of(part) {
+            let rate = previous_bps[flow as usize];
+            if rate.is_nan() {
+                return false;
+            }
+            rates_bps[flow as usize] = rate;
+        }
+        true
+    }
+
+    /// Groups the flows into link-connected parts (numbered in order of their first flow),
+    /// flagging those that cross a link of `changed`; returns how many.
+    fn find_parts(&mut self, p: &Problem, changed: Option<&[bool]>) -> usize {
+        self.changed_links.clear();
+        let note_changed = |link: u32, changed_links: &mut Vec<u32>| {
+            if changed.is_some_and(|c| c[link as usize]) {
+                changed_links.push(link);
+            }
+        };
         if self.parent.len() < p.link_capacity_bps.len() {
             self.parent.resize(p.link_capacity_bps.len(), NONE);
             self.link_scratch.resize(p.link_capacity_bps.len(), NONE);
@@ -182,6 +247,7 @@ impl SplitSolver {
             if self.parent[first as usize] == NONE {
                 self.parent[first as usize] = first;
                 self.touched.push(first);
+                note_changed(first, &mut self.changed_links);
             }
             let mut root = self.find(first);
             for &link in &path[1..] {
@@ -189,6 +255,7 @@ impl SplitSolver {
                     // A link first seen here joins the flow's set directly.
                     self.parent[link as usize] = root;
                     self.touched.push(link);
+                    note_changed(link, &mut self.changed_links);
                     continue;
                 }
                 let other = self.find(link);
@@ -217,6 +284,12 @@ impl SplitSolver {
                 }
                 self.flow_part[flow] = self.link_scratch[root];
             }
+        }
+        self.part_changed.clear();
+        self.part_changed.resize(parts as usize, false);
+        for i in 0..self.changed_links.len() {
+            let root = self.find(self.changed_links[i]) as usize;
+            self.part_changed[self.link_scratch[root] as usize] = true;
         }
         for &link in &self.touched {
             self.parent[link as usize] = NONE;

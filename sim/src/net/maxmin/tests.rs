@@ -502,3 +502,89 @@ proptest! {
         }
     }
 }
+
+/// `s` without flow `f`, and the links that flow crossed flagged as changed.
+fn without_flow(s: &System, f: usize) -> (System, Vec<bool>) {
+    let p = s.problem();
+    let mut changed = vec![false; s.link_capacity_bps.len()];
+    for &l in p.links_of(f) {
+        changed[l as usize] = true;
+    }
+    let paths: Vec<(&[u32], f64)> = (0..p.flow_count())
+        .filter(|&g| g != f)
+        .map(|g| (p.links_of(g), p.flow_cap_bps[g]))
+        .collect();
+    (System::new(&s.link_capacity_bps, &paths), changed)
+}
+
+/// `solve_changed` on `after` with the rates `before` had (flow `removed` gone), checked bit
+/// for bit against the fast solver on `after`.
+fn changed_rates(
+    solver: &mut SplitSolver,
+    before: &[f64],
+    removed: usize,
+    after: &System,
+    changed: &[bool],
+) -> Vec<f64> {
+    let previous: Vec<f64> = before
+        .iter()
+        .enumerate()
+        .filter(|&(g, _)| g != removed)
+        .map(|(_, &r)| r)
+        .collect();
+    let p = after.problem();
+    let mut rates = vec![0.0; p.flow_count()];
+    solver.solve_changed(&p, &previous, changed, &mut rates);
+    let mut whole = vec![0.0; p.flow_count()];
+    MaxMinSolver::new().solve(&p, &mut whole);
+    assert_eq!(bits(&rates), bits(&whole), "{rates:?} vs {whole:?}");
+    rates
+}
+
+#[test]
+fn parts_that_cross_no_changed_link_keep_their_rates() {
+    // Three rails; rail 1's f1 (flow 4: f0s are 0-2, f1s 3-5) ends. Rail 1's f0 now has L0 to
+    // itself but L1 still holds it at 40 beside f2's 20: 40, 20; rails 0 and 2 keep theirs.
+    let rails = copies_of(&rail(), 3, &[]);
+    let mut solver = SplitSolver::new().splitting_every_problem();
+    let before = split_rates(&mut solver, &rails);
+    let (after, changed) = without_flow(&rails, 4);
+    let kept_before = solver.parts_kept;
+    let rates = changed_rates(&mut solver, &before, 4, &after, &changed);
+    assert_close(&rates, &[40.0, 40.0, 40.0, 60.0, 60.0, 20.0, 20.0, 20.0]);
+    assert_eq!(solver.parts_kept - kept_before, 2);
+}
+
+#[test]
+fn a_part_with_a_new_flow_is_solved_though_no_link_of_it_changed() {
+    // Nothing flagged, but rail 2's f1 has no previous rate (it started since): its part is
+    // solved, rails 0 and 1 keep theirs.
+    let rails = copies_of(&rail(), 3, &[]);
+    let mut solver = SplitSolver::new().splitting_every_problem();
+    let mut previous = split_rates(&mut solver, &rails);
+    previous[5] = f64::NAN;
+    let p = rails.problem();
+    let mut rates = vec![0.0; p.flow_count()];
+    solver.solve_changed(&p, &previous, &[false; 6], &mut rates);
+    assert_close(&rates[3..6], &[60.0; 3]);
+    assert_eq!(solver.parts_kept, 2);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// A flow ends, its links are flagged: keeping the other parts' rates gives what solving
+    /// the whole problem again gives, bit for bit.
+    #[test]
+    fn keeping_unchanged_parts_gives_the_fast_solvers_rates(
+        s in random_copies(), pick in any::<prop::sample::Index>()
+    ) {
+        let flows = s.problem().flow_count();
+        prop_assume!(flows > 1);
+        let removed = pick.index(flows);
+        let mut solver = SplitSolver::new().splitting_every_problem();
+        let before = split_rates(&mut solver, &s);
+        let (after, changed) = without_flow(&s, removed);
+        changed_rates(&mut solver, &before, removed, &after, &changed);
+    }
+}

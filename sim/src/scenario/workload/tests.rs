@@ -2,6 +2,7 @@
 #![cfg(test)]
 
 use super::*;
+use crate::net::flow::FlowModel;
 use crate::workload::step::Builder;
 
 /// The step time of `scenario` (from the repository root, with `set`) laid out by
@@ -55,4 +56,49 @@ fn megatrons_builder_at_tp_1_pp_1_plays_the_data_parallel_step_without_overlap()
         (megatron / ddp - 1.0).abs() < 1e-9,
         "Megatron {megatron} s vs DDP {ddp} s"
     );
+}
+
+/// The bench's GPT-1.3B step (TP 8 x PP 4) on `gpus` H100s with `set`, played on the flow
+/// model, keeping the rates of parts no change reached or solving them all: the report's
+/// summary, timeline and link series as text, and how many parts kept their rates.
+fn gpt_step_on_flow_model(gpus: u32, set: &[&str], keep_parts: bool) -> (String, u64) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let s = crate::bench::GPT_1_3B_STEP
+        .scenario_with(&root, gpus, set)
+        .unwrap();
+    let w = s.file.workload.as_ref().unwrap();
+    let prep = prepare(&s).unwrap();
+    let mut net = FlowModel::new(
+        prep.topology.clone(),
+        prep.profile.efficiency_factors(),
+        s.file.seed,
+    );
+    if !keep_parts {
+        net = net.without_kept_parts();
+    }
+    let report = run_model_step(&s, w, &prep, &mut net, Watch::default()).unwrap();
+    let text = format!(
+        "{}\n{}\n{:?}",
+        serde_json::to_string(&report.summary).unwrap(),
+        report.trace.to_json(),
+        report.link_series
+    );
+    (text, net.parts_kept())
+}
+
+#[test]
+fn keeping_the_rates_of_parts_no_change_reached_times_a_step_exactly_as_solving_every_part() {
+    // 256 GPUs at TP 8 (DP 32), the all-reduces on NCCL's tree with LL128: its levels
+    // pipeline, so each data-parallel group's tree is one component of many parts, re-solved
+    // whenever one level's step starts or ends.
+    let set = [
+        "workload.pipeline_parallel=1",
+        "workload.allreduce.algorithm=\"tree\"",
+        "workload.allreduce.protocol=\"ll128\"",
+    ];
+    let (kept, parts_kept) = gpt_step_on_flow_model(256, &set, true);
+    let (solved, none_kept) = gpt_step_on_flow_model(256, &set, false);
+    assert!(parts_kept > 1000, "{parts_kept} parts kept their rates");
+    assert_eq!(none_kept, 0);
+    assert!(kept == solved, "the reports differ");
 }
