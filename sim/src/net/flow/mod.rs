@@ -73,6 +73,9 @@ struct RoutedPattern {
     bottleneck_class: Vec<LinkClass>,
     /// Distinct links used by any flow, sorted (to find which batches share links).
     link_set: Vec<u32>,
+    /// Per entry of `links`, that link's position in `link_set`: a solution's link loads
+    /// are summed straight into a table by position.
+    link_pos: Vec<u32>,
     /// XOR of `flow_key(f)` over all flows: the signature of "every flow live".
     full_signature: u64,
 }
@@ -107,7 +110,9 @@ struct BatchSolution {
 /// Link loads of one batch solution and how long it was in force.
 #[derive(Debug)]
 struct SolutionRecord {
-    link_loads_bps: Vec<(u32, f64)>,
+    /// The batch's pattern, whose `link_set[i]` carries `loads_bps[i]`.
+    pattern: u32,
+    loads_bps: Vec<f64>,
     in_force_ps: u64,
 }
 
@@ -205,8 +210,6 @@ pub struct FlowModel {
     p_caps: Vec<f64>,
     p_rates: Vec<f64>,
     p_previous: Vec<f64>,
-    load_scratch: Vec<f64>,
-    load_touched: Vec<u32>,
 }
 
 /// Cached rate values kept before the cache is emptied (about 256 MiB of `f64`).
@@ -264,8 +267,6 @@ impl FlowModel {
             p_caps: Vec::new(),
             p_rates: Vec::new(),
             p_previous: Vec::new(),
-            load_scratch: Vec::new(),
-            load_touched: Vec::new(),
         }
     }
 
@@ -607,9 +608,8 @@ impl FlowModel {
 
         let mut out = Vec::with_capacity(comp.len());
         let mut k = 0;
-        // Per-link load of one batch: a dense scratch (zero between batches) and the links
-        // touched, sorted afterwards.
-        self.load_scratch.resize(self.link_capacity_bps.len(), 0.0);
+        // A batch's link loads are summed by position in its pattern's link set: the same
+        // additions in the same order as per link, with no scratch to sort or clear.
         for &b in comp {
             let batch = &self.batches[b as usize];
             let pat = &self.patterns[batch.pattern as usize];
@@ -630,30 +630,22 @@ impl FlowModel {
                 }
             }
             let mut rates = vec![0.0; pat.flows()];
-            self.load_touched.clear();
+            let mut loads_bps = vec![0.0; pat.link_set.len()];
             for &f in &batch.live {
                 let r = self.p_rates[k];
                 k += 1;
                 rates[f as usize] = r;
                 if r.is_finite() {
-                    for &l in pat.path(f as usize) {
-                        let load = &mut self.load_scratch[l as usize];
-                        if *load == 0.0 {
-                            self.load_touched.push(l);
-                        }
-                        *load += r;
+                    let hops =
+                        pat.offsets[f as usize] as usize..pat.offsets[f as usize + 1] as usize;
+                    for &at in &pat.link_pos[hops] {
+                        loads_bps[at as usize] += r;
                     }
                 }
             }
-            self.load_touched.sort_unstable();
-            self.load_touched.dedup();
-            let link_loads_bps = self
-                .load_touched
-                .iter()
-                .map(|&l| (l, std::mem::take(&mut self.load_scratch[l as usize])))
-                .collect();
             self.records.push(SolutionRecord {
-                link_loads_bps,
+                pattern: batch.pattern,
+                loads_bps,
                 in_force_ps: 0,
             });
             out.push(Arc::new(BatchSolution {
@@ -892,6 +884,10 @@ impl NetworkModel for FlowModel {
         let mut link_set = links.clone();
         link_set.sort_unstable();
         link_set.dedup();
+        let link_pos = links
+            .iter()
+            .map(|l| link_set.partition_point(|x| x < l) as u32)
+            .collect();
         let id = self.patterns.len() as u32;
         for &l in &link_set {
             self.link_patterns[l as usize].push(id);
@@ -905,6 +901,7 @@ impl NetworkModel for FlowModel {
             bottleneck_bps,
             bottleneck_class,
             link_set,
+            link_pos,
             full_signature,
         });
         Ok(NetPatternId(self.patterns.len() as u32 - 1))
@@ -1028,7 +1025,8 @@ impl NetworkModel for FlowModel {
                 continue;
             }
             let secs = rec.in_force_ps as f64 * 1e-12;
-            for &(l, load) in &rec.link_loads_bps {
+            let links = &self.patterns[rec.pattern as usize].link_set;
+            for (&l, &load) in links.iter().zip(&rec.loads_bps) {
                 self.link_bytes[l as usize] += load / 8.0 * secs;
             }
             rec.in_force_ps = 0;
@@ -1098,9 +1096,10 @@ impl NetworkModel for FlowModel {
         let mut loads: Vec<(u32, f64)> = Vec::new();
         offsets.push(0u32);
         for rec in &self.records {
-            for &(l, load) in &rec.link_loads_bps {
+            let links = &self.patterns[rec.pattern as usize].link_set;
+            for (&l, &load) in links.iter().zip(&rec.loads_bps) {
                 let k = slot_of[l as usize];
-                if k != u32::MAX && load.is_finite() {
+                if k != u32::MAX && load.is_finite() && load != 0.0 {
                     loads.push((k, load));
                 }
             }
