@@ -24,7 +24,8 @@
 //! - a component's problem is split into link-disjoint parts, and each part is looked up among
 //!   the parts solved before ([`SplitSolver`]): the same collective fused over eight rails is
 //!   one part solved once, and parts that a change elsewhere in the component left as they were
-//!   are not solved again;
+//!   are not solved again: a part that crosses no link where a flow finished during the instant
+//!   and has no new flow keeps its rates without even being looked up (module `changed`);
 //! - a batch that runs alone (no other active batch shares its links) from start to end is
 //!   recorded as a *trajectory*: the solutions in force and for how long. The next batch of the
 //!   same pattern, size and factors that starts alone replays it with one event instead of one
@@ -32,7 +33,7 @@
 //!   replay is materialized (per-flow state rebuilt at that moment) and simulation goes on
 //!   normally;
 //! - link traffic is integrated per solution (rate × time the solution was in force), not per
-//!   flow per event.
+//!   flow per event, from loads summed by position in the pattern's link set.
 //!
 //! Sends posted together. Where a profile gives a link class's FIFO head bytes `H` (a shaper's
 //! FIFO egress queue in front of TCP connections that each keep at most about `H` bytes queued:
