@@ -48,16 +48,27 @@
 //! (1 MiB sends) to 0.9 MB (4 MiB); 8 MiB sends posted 5, 50 and 200 ms after the first waited
 //! about 1.1, 1.2-1.5 and 0.16 MB (`data/runs/testbed_bbr/calibration/*.fanout_stagger*.json`, under TCP bbr): the queue
 //! follows the first connection's congestion window, not its age alone; not modelled yet.
+//!
+//! Layout: this file holds the model's state and the life of a batch (start, FIFO wait,
+//! activation, re-solve, finishing flows, completion), which read and write the same
+//! per-batch state and are easiest to follow together (~850 lines); `component` finds which
+//! batches share links, `changed` flags the links a re-solve must look at, `replay` records
+//! and replays trajectories, `traffic` integrates what links carried.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 mod changed;
+mod component;
+mod replay;
+mod traffic;
 
 use self::changed::ChangedLinks;
+use self::replay::{Trajectory, TrajectoryKey};
+pub(crate) use self::traffic::utilization;
 use super::factors::EfficiencyFactors;
 use super::maxmin::{Problem, SplitSolver};
-use super::series::{self, IntervalLog, LinkSeries, LinkSeriesEntry, SeriesOptions};
+use super::series::{IntervalLog, LinkSeries, SeriesOptions};
 use super::{LinkTraffic, NetContext, NetCounters, NetEvent, NetPatternId, NetworkModel};
 use crate::engine::{EventHandle, SimTime};
 use crate::topology::routing::Router;
@@ -116,18 +127,6 @@ struct SolutionRecord {
     loads_bps: Vec<f64>,
     in_force_ps: u64,
 }
-
-/// How a batch that ran alone unfolded: the solutions in force, in order, for how long each
-/// (each segment ends with some flows finishing), and when it finished relative to its start.
-#[derive(Debug)]
-struct Trajectory {
-    segments: Vec<(Arc<BatchSolution>, u64)>,
-    tx_end_ps: u64,
-    deliver_ps: u64,
-}
-
-/// What identifies a batch's trajectory when it runs alone: pattern, bytes and factors.
-type TrajectoryKey = (u32, u64, u64);
 
 /// The state of one batch as a cache key part.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -300,118 +299,6 @@ impl FlowModel {
 
     pub fn topology(&self) -> &Topology {
         &self.topo
-    }
-
-    fn patterns_overlap(&mut self, a: u32, b: u32) -> bool {
-        if a == b {
-            return !self.patterns[a as usize].link_set.is_empty();
-        }
-        let key = (a.min(b), a.max(b));
-        if let Some(&o) = self.overlap.get(&key) {
-            return o;
-        }
-        let (x, y) = (
-            &self.patterns[a as usize].link_set,
-            &self.patterns[b as usize].link_set,
-        );
-        let (mut i, mut j) = (0, 0);
-        let mut shared = false;
-        while i < x.len() && j < y.len() {
-            match x[i].cmp(&y[j]) {
-                std::cmp::Ordering::Less => i += 1,
-                std::cmp::Ordering::Greater => j += 1,
-                std::cmp::Ordering::Equal => {
-                    shared = true;
-                    break;
-                }
-            }
-        }
-        self.overlap.insert(key, shared);
-        shared
-    }
-
-    /// Active batches connected to `seed` through shared links, sorted. Scanning costs
-    /// members × active batches; the index costs the members' links (tens of thousands for one
-    /// large ring step), so the scan wins until many batches are active at once (a training
-    /// step's per-group collectives).
-    fn component(&mut self, seed: u32) -> Vec<u32> {
-        const SCAN_MAX_ACTIVE: usize = 64;
-        let comp = if self.active.len() <= SCAN_MAX_ACTIVE {
-            self.component_scan(seed)
-        } else {
-            self.component_indexed(seed)
-        };
-        #[cfg(debug_assertions)]
-        {
-            let other = if self.active.len() <= SCAN_MAX_ACTIVE {
-                self.component_indexed(seed)
-            } else {
-                self.component_scan(seed)
-            };
-            debug_assert_eq!(comp, other, "indexed and scanned components differ");
-        }
-        comp
-    }
-
-    fn component_indexed(&mut self, seed: u32) -> Vec<u32> {
-        let mut comp = vec![seed];
-        self.batches[seed as usize].mark = true;
-        let mut seen_patterns: Vec<u32> = Vec::new();
-        let mut i = 0;
-        while i < comp.len() {
-            let pb = self.batches[comp[i] as usize].pattern as usize;
-            for &l in &self.patterns[pb].link_set {
-                for &p in &self.link_patterns[l as usize] {
-                    if self.pattern_mark[p as usize] {
-                        continue;
-                    }
-                    self.pattern_mark[p as usize] = true;
-                    seen_patterns.push(p);
-                    for &other in &self.active_by_pattern[p as usize] {
-                        if !self.batches[other as usize].mark {
-                            self.batches[other as usize].mark = true;
-                            comp.push(other);
-                        }
-                    }
-                }
-            }
-            i += 1;
-        }
-        for &b in &comp {
-            self.batches[b as usize].mark = false;
-        }
-        for p in seen_patterns {
-            self.pattern_mark[p as usize] = false;
-        }
-        comp.sort_unstable();
-        comp
-    }
-
-    fn component_scan(&mut self, seed: u32) -> Vec<u32> {
-        let mut comp = vec![seed];
-        self.batches[seed as usize].mark = true;
-        let mut i = 0;
-        while i < comp.len() {
-            let b = comp[i];
-            let pb = self.batches[b as usize].pattern;
-            for k in 0..self.active.len() {
-                let other = self.active[k];
-                if self.batches[other as usize].mark {
-                    continue;
-                }
-                let po = self.batches[other as usize].pattern;
-                if self.patterns_overlap(pb, po) {
-                    self.batches[other as usize].mark = true;
-                    comp.push(other);
-                }
-            }
-            i += 1;
-        }
-        for &b in &comp {
-            self.batches[b as usize].mark = false;
-        }
-        comp.sort_unstable();
-        comp
     }
 
     /// Moves a batch's per-flow progress forward to `now` at its current rates, and credits
@@ -780,62 +667,6 @@ impl FlowModel {
         self.unsettled
             .extend(neighbours.into_iter().filter(|&n| n != slot));
     }
-
-    /// Rebuilds the per-flow state of a replaying batch at `now` by playing its trajectory's
-    /// segments up to `now`, exactly as the events would have; the batch then goes on as a
-    /// normal one (the caller re-solves its component).
-    fn materialize(&mut self, ctx: &mut dyn NetContext, slot: u32) {
-        let now = ctx.now();
-        let b = &mut self.batches[slot as usize];
-        let Some(trajectory) = b.replay.take() else {
-            return;
-        };
-        self.counters.replays_interrupted += 1;
-        if let Some(h) = b.tx_event.take() {
-            ctx.cancel(h);
-        }
-        let mut t = b.started;
-        for (sol, dur) in &trajectory.segments {
-            let end = t + SimTime::from_ps(*dur);
-            self.batches[slot as usize].solution = Some(sol.clone());
-            if end <= now {
-                self.advance(slot, end);
-                self.finish_flows(slot, end);
-                t = end;
-            } else {
-                self.advance(slot, now);
-                return;
-            }
-        }
-        // The whole trajectory lies before `now` (its end event is due at this very time).
-        if self.batches[slot as usize].live.is_empty() {
-            self.complete(ctx, slot);
-        }
-    }
-
-    /// The end of a replayed batch: credit its segments to their solutions and complete it.
-    fn on_replay_end(&mut self, ctx: &mut dyn NetContext, slot: u32) {
-        let b = &mut self.batches[slot as usize];
-        b.tx_event = None;
-        let trajectory = b
-            .replay
-            .take()
-            .expect("a replay end belongs to a replaying batch");
-        let mut t = self.batches[slot as usize].started.as_ps();
-        for (sol, dur) in &trajectory.segments {
-            self.records[sol.record].in_force_ps += dur;
-            self.series_log.push(t, *dur, sol.record);
-            t += dur;
-        }
-        let b = &mut self.batches[slot as usize];
-        b.live.clear();
-        // A replaying batch runs alone (another on its links would have rebuilt it), so no
-        // component keeps rates past its end; flagged all the same.
-        self.changed
-            .flag(&self.patterns[b.pattern as usize].link_set);
-        b.deliver_at = b.started + SimTime::from_ps(trajectory.deliver_ps);
-        self.complete(ctx, slot);
-    }
 }
 
 fn class_index(c: LinkClass) -> usize {
@@ -1021,21 +852,7 @@ impl NetworkModel for FlowModel {
     }
 
     fn link_traffic(&mut self) -> Vec<LinkTraffic> {
-        for rec in &mut self.records {
-            if rec.in_force_ps == 0 {
-                continue;
-            }
-            let secs = rec.in_force_ps as f64 * 1e-12;
-            let links = &self.patterns[rec.pattern as usize].link_set;
-            for (&l, &load) in links.iter().zip(&rec.loads_bps) {
-                self.link_bytes[l as usize] += load / 8.0 * secs;
-            }
-            rec.in_force_ps = 0;
-        }
-        self.link_bytes
-            .iter()
-            .map(|&bytes| LinkTraffic { bytes })
-            .collect()
+        self.traffic_totals()
     }
 
     fn unsettled(&self) -> bool {
@@ -1080,84 +897,7 @@ impl NetworkModel for FlowModel {
     }
 
     fn link_series(&mut self, end: SimTime, options: SeriesOptions) -> Option<LinkSeries> {
-        let traffic = self.link_traffic();
-        let entries = self.series_log.entries()?;
-        let score: Vec<f64> = traffic
-            .iter()
-            .zip(&self.link_capacity_bps)
-            .map(|(t, &c)| if c > 0.0 { t.bytes / c } else { 0.0 })
-            .collect();
-        let chosen = series::top_k(&score, options.top_links);
-        let mut slot_of = vec![u32::MAX; self.link_capacity_bps.len()];
-        for (k, &l) in chosen.iter().enumerate() {
-            slot_of[l] = k as u32;
-        }
-        // Per record, the loads on chosen links only (flat: offsets into one table).
-        let mut offsets = Vec::with_capacity(self.records.len() + 1);
-        let mut loads: Vec<(u32, f64)> = Vec::new();
-        offsets.push(0u32);
-        for rec in &self.records {
-            let links = &self.patterns[rec.pattern as usize].link_set;
-            for (&l, &load) in links.iter().zip(&rec.loads_bps) {
-                let k = slot_of[l as usize];
-                if k != u32::MAX && load.is_finite() && load != 0.0 {
-                    loads.push((k, load));
-                }
-            }
-            offsets.push(loads.len() as u32);
-        }
-        let edges = series::bin_edges(end.as_ps(), options.bins);
-        let bins = edges.len() - 1;
-        let mut bits = vec![vec![0.0; bins]; chosen.len()];
-        for e in entries {
-            let r = e.record as usize;
-            let (a, b) = (offsets[r] as usize, offsets[r + 1] as usize);
-            for &(k, load) in &loads[a..b] {
-                let per_ps = load * 1e-12 * e.share();
-                series::spread(
-                    &edges,
-                    e.start_ps,
-                    e.start_ps + e.dur_ps,
-                    per_ps,
-                    &mut bits[k as usize],
-                );
-            }
-        }
-        let links = chosen
-            .iter()
-            .zip(bits)
-            .map(|(&l, bits)| {
-                let cap = self.link_capacity_bps[l];
-                let utilization = bits
-                    .iter()
-                    .enumerate()
-                    .map(|(i, b)| utilization(*b, cap, edges[i + 1] - edges[i]))
-                    .collect();
-                LinkSeriesEntry {
-                    link: l as u32,
-                    utilization,
-                    occupancy: None,
-                }
-            })
-            .collect();
-        Some(LinkSeries {
-            edges_ps: edges,
-            links,
-        })
-    }
-}
-
-/// Bits carried in a bin over what the link could carry in it; rounding above 1 (a part in
-/// 10^9: sums of rates that fill a link) is taken off.
-pub(crate) fn utilization(bits: f64, capacity_bps: f64, width_ps: u64) -> f64 {
-    if width_ps == 0 || capacity_bps <= 0.0 {
-        return 0.0;
-    }
-    let u = bits / (capacity_bps * width_ps as f64 * 1e-12);
-    if u > 1.0 && u < 1.0 + 1e-9 {
-        1.0
-    } else {
-        u
+        self.series(end, options)
     }
 }
 
