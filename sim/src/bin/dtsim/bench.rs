@@ -94,6 +94,29 @@ fn step_bench(gpus_max: u32) {
     let wall_at = |gpus: f64| series.iter().find(|p| p.0 == gpus).map(|p| p.1);
     if let (Some(w0), Some(w1)) = (wall_at(1024.0), wall_at(16384.0)) {
         println!("    gpt-1.3b 1,024 -> 16,384 GPUs: wall x{:.1}", w1 / w0);
+        // NCCL's tuner runs the data-parallel all-reduce as a ring at DP 32 and as a tree at
+        // DP 512: the same step with the ring at both sizes separates the simulator's scaling
+        // from the algorithm's.
+        let ring = ["workload.allreduce.algorithm=\"ring\""];
+        let ring_wall = |gpus: u32| -> Option<f64> {
+            let s = GPT_1_3B_STEP.scenario_with(root, gpus, &ring).ok()?;
+            let mut walls: Vec<f64> = (0..3)
+                .map(|_| {
+                    let t = std::time::Instant::now();
+                    scenario::workload::run_workload(&s, Watch::default())
+                        .ok()
+                        .map(|_| t.elapsed().as_secs_f64())
+                })
+                .collect::<Option<_>>()?;
+            walls.sort_by(f64::total_cmp);
+            Some(walls[1])
+        };
+        if let (Some(r0), Some(r1)) = (ring_wall(1024), ring_wall(16384)) {
+            println!(
+                "    gpt-1.3b with the ring forced: {r0:.2} s and {r1:.2} s, wall x{:.1}",
+                r1 / r0
+            );
+        }
     }
     println!(
         "    (wall: median of 3 runs up to 16,384 GPUs, one run above; peak memory is the \
