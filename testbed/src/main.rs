@@ -11,7 +11,8 @@
 //! Linux bridges, links are veth pairs capped with `tc` on both ends. `run` builds the testbed,
 //! runs COMMAND in the root namespace with `DTSIM_TESTBED_HOSTS` (a TSV file: rank, namespace,
 //! address, iface, device), `DTSIM_TESTBED_PREFIX`, `DTSIM_TESTBED_RANKS`, `DTSIM_TESTBED_TOPOLOGY`,
-//! `DTSIM_TESTBED_SET` (the --set overrides joined by `;`), `DTSIM_TESTBED_SHAPER` and
+//! `DTSIM_TESTBED_SET` (the --set overrides joined by `;`), `DTSIM_TESTBED_SHAPER`,
+//! `DTSIM_TESTBED_SHAPER_BURST` (its token bucket as time at a link's rate, e.g. `2ms`) and
 //! `DTSIM_TESTBED_TCP_CONGESTION` set, and tears the
 //! testbed down when COMMAND exits, on SIGINT/SIGTERM and on errors. COMMAND runs in its own
 //! process group; on a signal that group gets SIGTERM (SIGKILL 3 s later), and processes left in
@@ -184,6 +185,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                     format!("{:?}", build.shaper).to_lowercase(),
                 )
                 .env("DTSIM_TESTBED_TCP_CONGESTION", &build.tcp_congestion)
+                .env(
+                    "DTSIM_TESTBED_SHAPER_BURST",
+                    format!("{}ms", plan::BURST_SECS * 1e3),
+                )
                 .process_group(0)
                 .spawn()
                 .with_context(|| format!("starting {}", command[0]))?;

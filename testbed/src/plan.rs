@@ -194,9 +194,13 @@ fn connected(topo: &Topology) -> bool {
     seen.iter().all(|&s| s)
 }
 
-/// tc token-bucket depth for a rate: 2 ms of traffic, at least 16 KiB (several full frames).
+/// Seconds of a link's rate its shaper's token bucket holds (tc's `burst` and `cburst`).
+pub const BURST_SECS: f64 = 0.002;
+
+/// tc token-bucket depth for a rate: [`BURST_SECS`] of traffic, at least 16 KiB (several full
+/// frames; the floor binds below 65.5 Mbit/s).
 pub fn burst_bytes(bits_per_s: f64) -> u64 {
-    ((bits_per_s / 8.0 * 0.002) as u64).max(16 * 1024)
+    ((bits_per_s / 8.0 * BURST_SECS) as u64).max(16 * 1024)
 }
 
 #[cfg(test)]

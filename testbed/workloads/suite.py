@@ -239,6 +239,10 @@ def link(a):
            "--link-class", "ethernet", "--nominal-bw", a.nominal_bw,
            "--latency", f"{one_way_us:.2f}us", "--nominal-latency", a.nominal_latency,
            "--latency-source", source, "--measured-on", where,
+           "--shaper-burst", os.environ.get("DTSIM_TESTBED_SHAPER_BURST", "0ms"),
+           "--shaper-burst-source",
+           f"dtsim-testbed gives every {os.environ.get('DTSIM_TESTBED_SHAPER')} class burst = "
+           "cburst = that much of its link's rate, at least 16 KiB (testbed/src/plan.rs)",
            "--out", tb.rel(a.profile),
            "--description",
            f"measured by calibrate on {where}: iperf3 -t {a.seconds} -P {a.streams} "

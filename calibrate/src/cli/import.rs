@@ -296,6 +296,8 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
             nominal_latency,
             latency_source,
             measured_on,
+            shaper_burst,
+            shaper_burst_source,
             out,
         } => {
             let secs = |flag: &str, v: &Option<String>| {
@@ -306,6 +308,16 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
                     .map_err(|e| Failure(EXIT_INPUT, format!("--{flag}: {e}")))
             };
             let latency_secs = secs("latency", &latency)?;
+            let burst_secs = secs("shaper-burst", &shaper_burst)?;
+            if burst_secs.is_some_and(|b| !(0.0..=1.0).contains(&b)) {
+                return Err(Failure(
+                    EXIT_INPUT,
+                    format!(
+                        "--shaper-burst: a token bucket of 0 to 1 s at the link's rate, got {}",
+                        shaper_burst.as_deref().unwrap_or("")
+                    ),
+                ));
+            }
             let nominal_latency_secs = secs("nominal-latency", &nominal_latency)?;
             if nominal_latency_secs.is_some() && latency_secs.is_none() {
                 return Err(Failure(
@@ -403,6 +415,30 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
                     table.rows[0].bandwidth_factor, table.rows[0].latency_factor
                 );
                 p.network.factors.insert(link_class, table);
+            }
+            if let Some(b) = burst_secs {
+                let detail = format!(
+                    "the shaper's token bucket on the {link_class} links of these runs, {:.3} ms \
+                     at the link's rate: a setting, not a fit{}",
+                    b * 1e3,
+                    if shaper_burst_source.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({shaper_burst_source})")
+                    }
+                );
+                println!("{link_class} shaper burst {:.3} ms", b * 1e3);
+                p.network.shaper_burst.insert(
+                    link_class,
+                    sim::profile::MeasuredDuration {
+                        value: sim::units::Duration(sim::engine::SimTime::from_secs_f64(b)),
+                        provenance: Provenance {
+                            source: "nominal".into(),
+                            detail,
+                            date: Some(build::today()),
+                        },
+                    },
+                );
             }
             p.network.paths.push(path);
             save(&p, &out.out)

@@ -283,6 +283,14 @@ enum ImportCmd {
         /// (topology ...)": the profile's provenance then says `measured` there, not `imported`.
         #[arg(long)]
         measured_on: Option<String>,
+        /// The token bucket of the shaper on the measured links, as time at their rate (tc's
+        /// `burst`; the dtsim testbed sets 2ms): network.shaper_burst for the class, a
+        /// setting of the shaper, not a fit.
+        #[arg(long)]
+        shaper_burst: Option<String>,
+        /// Where --shaper-burst comes from, kept in the provenance.
+        #[arg(long, default_value = "")]
+        shaper_burst_source: String,
         #[command(flatten)]
         out: OutArgs,
     },

@@ -38,6 +38,10 @@ pub struct EfficiencyFactors {
     /// (none for a class not listed): see [`crate::net::flow`] on sends posted together.
     #[serde(default)]
     pub fifo_head: Vec<(LinkClass, f64)>,
+    /// A shaper's token bucket on every link of a class, as seconds at the link's rate (none
+    /// for a class not listed): see [`crate::net::flow`] on transfers that start on idle links.
+    #[serde(default)]
+    pub shaper_burst_secs: Vec<(LinkClass, f64)>,
 }
 
 impl EfficiencyFactors {
@@ -68,12 +72,21 @@ impl EfficiencyFactors {
             .map_or(0.0, |&(_, b)| b)
     }
 
+    /// Seconds of a link's rate its shaper's bucket holds; 0 when it has none.
+    pub fn shaper_burst_secs(&self, class: LinkClass) -> f64 {
+        self.shaper_burst_secs
+            .iter()
+            .find(|(c, _)| *c == class)
+            .map_or(0.0, |&(_, s)| s)
+    }
+
     pub fn is_identity(&self) -> bool {
         self.tables.iter().all(|(_, rows)| {
             rows.iter()
                 .all(|r| r.bandwidth_factor == 1.0 && r.latency_factor == 1.0)
         }) && self.link.iter().all(|&(_, e)| e == 1.0)
             && self.fifo_head.iter().all(|&(_, b)| b == 0.0)
+            && self.shaper_burst_secs.iter().all(|&(_, s)| s == 0.0)
     }
 
     /// Checks bandwidth factors are in (0, 1], latency factors non-negative and rows sorted.

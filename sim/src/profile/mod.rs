@@ -54,6 +54,14 @@ pub struct MeasuredBytes {
     pub provenance: Provenance,
 }
 
+/// A duration with its provenance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeasuredDuration {
+    pub value: crate::units::Duration,
+    pub provenance: Provenance,
+}
+
 /// A rate with its provenance.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -77,6 +85,11 @@ pub struct NetworkCalibration {
     /// packet model, which has no TCP, does not play it).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub fifo_head_bytes: BTreeMap<LinkClass, MeasuredBytes>,
+    /// Depth of the token bucket of a shaper on every link of a class, as time at the link's
+    /// rate (tc's `burst`): a transfer that starts on idle links sends that much at once (see
+    /// [`crate::net::flow`]; the packet model does not play it).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub shaper_burst: BTreeMap<LinkClass, MeasuredDuration>,
     /// Rate at which one GPU reduces received data when reductions are not fused into copies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reduce_bandwidth: Option<MeasuredBandwidth>,
@@ -373,6 +386,23 @@ impl Profile {
                 ));
             }
         }
+        for (class, b) in &p.network.shaper_burst {
+            if b.provenance.detail.trim().is_empty() {
+                return Err(err(
+                    &format!("network.shaper_burst.{class}.provenance.detail"),
+                    "where this bucket depth came from (the shaper's configuration)".into(),
+                ));
+            }
+            if b.value.0.as_secs_f64() > 1.0 {
+                return Err(err(
+                    &format!("network.shaper_burst.{class}.value"),
+                    format!(
+                        "a token bucket of at most 1 s at the link's rate, got {} s",
+                        b.value.0.as_secs_f64()
+                    ),
+                ));
+            }
+        }
         for (i, f) in p.network.collective_fits.iter().enumerate() {
             let field = format!("network.collective_fits[{i}]");
             if f.provenance.detail.trim().is_empty() {
@@ -446,6 +476,12 @@ impl Profile {
                 .fifo_head_bytes
                 .iter()
                 .map(|(c, h)| (*c, h.value.0 as f64))
+                .collect(),
+            shaper_burst_secs: self
+                .network
+                .shaper_burst
+                .iter()
+                .map(|(c, b)| (*c, b.value.0.as_secs_f64()))
                 .collect(),
         }
     }

@@ -58,11 +58,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+mod burst;
 mod changed;
 mod component;
 mod replay;
 mod traffic;
 
+use self::burst::Buckets;
 use self::changed::ChangedLinks;
 use self::replay::{Trajectory, TrajectoryKey};
 pub(crate) use self::traffic::utilization;
@@ -204,6 +206,9 @@ pub struct FlowModel {
     /// components re-solve only the parts that crossed one (or that have new flows).
     changed: ChangedLinks,
     changed_parts_only: bool,
+    /// Shapers' token buckets (module `burst`), and the head starts of a starting batch.
+    buckets: Buckets,
+    head_bytes: Vec<f64>,
     // Scratch for building problems.
     p_offsets: Vec<u32>,
     p_links: Vec<u32>,
@@ -218,12 +223,18 @@ const MAX_CACHED_RATES: usize = 32 << 20;
 impl FlowModel {
     pub fn new(topo: Arc<Topology>, factors: EfficiencyFactors, ecmp_salt: u64) -> Self {
         let router = Router::new(&topo, ecmp_salt);
-        let link_capacity_bps = topo
+        let link_capacity_bps: Vec<f64> = topo
             .links()
             .iter()
             .map(|l| l.bandwidth_bps * factors.link_efficiency(l.class))
             .collect();
         let nl = topo.links().len();
+        let burst_secs: Vec<f64> = topo
+            .links()
+            .iter()
+            .map(|l| factors.shaper_burst_secs(l.class))
+            .collect();
+        let buckets = Buckets::new(&burst_secs, &link_capacity_bps);
         let fifo_head_bytes: Vec<f64> = topo
             .links()
             .iter()
@@ -262,6 +273,8 @@ impl FlowModel {
             counters: NetCounters::default(),
             changed: ChangedLinks::new(nl),
             changed_parts_only: true,
+            buckets,
+            head_bytes: Vec::new(),
             p_offsets: Vec::new(),
             p_links: Vec::new(),
             p_caps: Vec::new(),
@@ -367,7 +380,12 @@ impl FlowModel {
         b.started = now;
         self.active.push(slot);
         self.active_by_pattern[pattern as usize].push(slot);
-        if self.replay_enabled && self.component(slot).len() == 1 {
+        // A batch's head start from idle links' buckets depends on when it starts: no
+        // trajectory of it stands for another (replay is off where links have buckets).
+        if self.buckets.enabled() {
+            self.take_head_start(slot, now);
+        }
+        if self.replay_enabled && !self.buckets.enabled() && self.component(slot).len() == 1 {
             let key = (pattern, bytes, factor_signature);
             if let Some(trajectory) = self.trajectories.get(&key).cloned() {
                 let at = now + SimTime::from_ps(trajectory.tx_end_ps);
@@ -607,6 +625,9 @@ impl FlowModel {
             if r.is_infinite() || b.remaining[f] <= r / 8.0 * 1e-12 + residue {
                 b.remaining[f] = 0.0;
                 self.changed.flag(pat.path(f));
+                if self.buckets.enabled() {
+                    self.buckets.finish(pat.path(f), now);
+                }
                 b.live_signature ^= flow_key(f as u32);
                 let lat = pat.latency_ps[f] as f64
                     * b.latency_factor[class_index(pat.bottleneck_class[f])];

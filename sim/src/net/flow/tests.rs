@@ -562,3 +562,59 @@ fn a_two_phase_schedule_moves_the_load_from_one_link_to_another_when_the_phase_c
         );
     }
 }
+
+/// Shapers with buckets of `burst_secs` on every link of a 3-GPU star of 8 Gbit/s (1 GB/s)
+/// links with 1 us hops: the end of every op, in seconds.
+fn with_buckets(burst_secs: f64, ops: &[OpSpec]) -> (Vec<f64>, Vec<LinkTraffic>) {
+    let t = star(3, 8e9, SimTime::from_us(1));
+    let factors = EfficiencyFactors {
+        shaper_burst_secs: vec![(LinkClass::Ethernet, burst_secs)],
+        ..Default::default()
+    };
+    let (out, traffic) = run(&t, &schedule(3, ops), factors);
+    (out.ops.iter().map(|o| secs(o.end)).collect(), traffic)
+}
+
+#[test]
+fn a_transfer_from_idle_links_sends_the_shapers_bucket_at_once() {
+    // 3 MB over two links with 1 ms (1 MB) buckets: the first MB leaves at once, the other
+    // two take 2 ms; without buckets 3 ms. Every byte still counts on both links.
+    let ops = [(vec![(0, 1)], 3_000_000, vec![])];
+    let (ends, traffic) = with_buckets(1e-3, &ops);
+    assert!((ends[0] - (2e-3 + 2e-6)).abs() < 1e-9, "{ends:?}");
+    let (plain, _) = with_buckets(0.0, &ops);
+    assert!((plain[0] - (3e-3 + 2e-6)).abs() < 1e-9, "{plain:?}");
+    let carried: Vec<f64> = traffic
+        .iter()
+        .map(|t| t.bytes)
+        .filter(|&b| b > 0.0)
+        .collect();
+    assert_eq!(carried.len(), 2);
+    assert!(
+        carried.iter().all(|b| (b - 3e6).abs() < 1e-3),
+        "{carried:?}"
+    );
+}
+
+#[test]
+fn flows_starting_together_share_a_links_bucket() {
+    // Two senders into gpu2: its link's 1 MB of tokens is shared, 0.5 MB each (their own
+    // links have 1 MB each, more than that); the other 3 MB share 1 GB/s: 3 ms, not 4.
+    let ops = [(vec![(0, 2), (1, 2)], 2_000_000, vec![])];
+    let (ends, _) = with_buckets(1e-3, &ops);
+    assert!((ends[0] - (3e-3 + 2e-6)).abs() < 1e-9, "{ends:?}");
+}
+
+#[test]
+fn a_link_that_just_carried_traffic_has_no_tokens_and_refills_at_its_rate() {
+    // The second 3 MB starts when the first has been delivered: its links were idle only for
+    // the path latency (2 us: 2 kB of tokens), so it takes 3 ms less 2 us. The first got the
+    // whole 1 MB.
+    let ops = [
+        (vec![(0, 1)], 3_000_000, vec![]),
+        (vec![(0, 1)], 3_000_000, vec![0]),
+    ];
+    let (ends, _) = with_buckets(1e-3, &ops);
+    let second = ends[1] - ends[0];
+    assert!((second - (3e-3 - 2e-6 + 2e-6)).abs() < 1e-9, "{ends:?}");
+}
