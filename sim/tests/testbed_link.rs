@@ -123,9 +123,9 @@ fn simulated_fanout(bytes: u64) -> [f64; 2] {
 
 /// The recorded fanout runs (`data/runs/calibration/testbed_star4_200mbit.fanout.json`, TCP
 /// cubic): at the sizes where the send posted first always finished first, dtsim finishes it
-/// first too, each send within 12% of the measured median, and the two together within 8%,
-/// 3% at 1 MiB. The rest is the shapers' burst after idle (50 KB per link, not modelled): the
-/// pair finished 2.2-4.1 ms sooner than its bytes take at the link's rate.
+/// first too, each send within 10% of the measured median, and the two together within 4%
+/// (the shapers' 50 KB buckets, which let the pair finish 2.2-4.1 ms sooner than its bytes
+/// take at the link's rate, are in the profile; without them the pair was up to 8% late).
 #[test]
 fn sends_posted_together_finish_in_the_order_posted_as_measured() {
     let log = root().join("data/runs/calibration/testbed_star4_200mbit.fanout.json");
@@ -149,16 +149,15 @@ fn sends_posted_together_finish_in_the_order_posted_as_measured() {
         for i in 0..2 {
             let err = (simulated[i] - measured[i]) / measured[i];
             assert!(
-                err.abs() < 0.12,
+                err.abs() < 0.10,
                 "{bytes} B, send {}: simulated {:.2} ms, measured {:.2} ms",
                 i + 1,
                 simulated[i] * 1e3,
                 measured[i] * 1e3
             );
         }
-        // Both done: the byte time of the pair, less what the shapers let through at once.
+        // Both done: the byte time of the pair, less what the shapers' buckets let through.
         let err = (simulated[1] - measured[1]) / measured[1];
-        let limit = if bytes >= 1_048_576 { 0.03 } else { 0.08 };
-        assert!(err.abs() < limit, "{bytes} B both: {err:+.3}");
+        assert!(err.abs() < 0.04, "{bytes} B both: {err:+.3}");
     }
 }
