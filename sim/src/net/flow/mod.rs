@@ -53,7 +53,8 @@
 //! activation, re-solve, finishing flows, completion), which read and write the same
 //! per-batch state and are easiest to follow together (~850 lines); `component` finds which
 //! batches share links, `changed` flags the links a re-solve must look at, `replay` records
-//! and replays trajectories, `traffic` integrates what links carried.
+//! and replays trajectories, `traffic` integrates what links carried, `burst` gives transfers
+//! that start on idle shaped links their token buckets' bytes at once.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
