@@ -471,6 +471,12 @@ impl FlowModel {
 
     fn solve(&mut self, comp: &[u32]) -> Vec<Arc<BatchSolution>> {
         self.counters.solves += 1;
+        // Below SplitSolver's split size a problem is solved whole: no rates to keep.
+        let live: usize = comp
+            .iter()
+            .map(|&b| self.batches[b as usize].live.len())
+            .sum();
+        let keep_parts = self.changed_parts_only && live >= SplitSolver::MIN_FLOWS;
         self.p_offsets.clear();
         self.p_links.clear();
         self.p_caps.clear();
@@ -484,7 +490,7 @@ impl FlowModel {
                 self.p_offsets.push(self.p_links.len() as u32);
                 self.p_caps.push(batch.cap_bps[f as usize]);
             }
-            if self.changed_parts_only {
+            if keep_parts {
                 let previous = batch.solution.as_ref().map(|s| &s.rates_bps);
                 self.p_previous.extend(
                     batch
@@ -502,7 +508,7 @@ impl FlowModel {
             flow_links: &self.p_links,
             flow_cap_bps: &self.p_caps,
         };
-        if self.changed_parts_only {
+        if keep_parts {
             self.solver.solve_changed(
                 &problem,
                 &self.p_previous,
