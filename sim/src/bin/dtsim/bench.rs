@@ -3,7 +3,27 @@
 //! once, except the training steps up to 16,384 GPUs: the median of three.
 
 use sim::collective::play::Watch;
+use sim::metrics::workload::WorkloadReport;
 use sim::scenario;
+use sim::scenario::run::RunError;
+
+/// The median wall time of `repeats` runs of a workload scenario, and the last run's report.
+fn median_wall(s: &scenario::Scenario, repeats: usize) -> Result<(f64, WorkloadReport), RunError> {
+    let timed = || -> Result<(f64, WorkloadReport), RunError> {
+        let t = std::time::Instant::now();
+        let r = scenario::workload::run_workload(s, Watch::default())?;
+        Ok((t.elapsed().as_secs_f64(), r))
+    };
+    let (first, mut report) = timed()?;
+    let mut walls = vec![first];
+    for _ in 1..repeats {
+        let (wall, r) = timed()?;
+        walls.push(wall);
+        report = r;
+    }
+    walls.sort_by(f64::total_cmp);
+    Ok((walls[walls.len() / 2], report))
+}
 
 /// Bench (c): training steps at growing GPU counts, each with its wall time, events and the
 /// process's peak memory, the growth exponent between consecutive sizes and the least-squares
@@ -42,22 +62,13 @@ fn step_bench(gpus_max: u32) {
         // tenth of a second, where one disturbed run moves the growth ratio most.
         let same_case = case.name == GPT_1_3B_STEP.name;
         let repeats = if same_case && n <= 16_384 { 3 } else { 1 };
-        let mut walls = Vec::with_capacity(repeats);
-        let mut report = None;
-        for _ in 0..repeats {
-            let t = std::time::Instant::now();
-            match scenario::workload::run_workload(&s, Watch::default()) {
-                Ok(r) => report = Some(r),
-                Err(e) => {
-                    println!("    {n}: {e}");
-                    return;
-                }
+        let (wall, r) = match median_wall(&s, repeats) {
+            Ok(w) => w,
+            Err(e) => {
+                println!("    {n}: {e}");
+                return;
             }
-            walls.push(t.elapsed().as_secs_f64());
-        }
-        let Some(r) = report else { return };
-        walls.sort_by(f64::total_cmp);
-        let wall = walls[walls.len() / 2];
+        };
         let mem = peak_memory_bytes().unwrap_or(0) as f64;
         let growth = match (same_case, series.last()) {
             (true, Some(&(n0, w0, m0))) => {
@@ -98,24 +109,20 @@ fn step_bench(gpus_max: u32) {
         // DP 512: the same step with the ring at both sizes separates the simulator's scaling
         // from the algorithm's.
         let ring = ["workload.allreduce.algorithm=\"ring\""];
-        let ring_wall = |gpus: u32| -> Option<f64> {
-            let s = GPT_1_3B_STEP.scenario_with(root, gpus, &ring).ok()?;
-            let mut walls: Vec<f64> = (0..3)
-                .map(|_| {
-                    let t = std::time::Instant::now();
-                    scenario::workload::run_workload(&s, Watch::default())
-                        .ok()
-                        .map(|_| t.elapsed().as_secs_f64())
-                })
-                .collect::<Option<_>>()?;
-            walls.sort_by(f64::total_cmp);
-            Some(walls[1])
+        let ring_wall = |gpus: u32| -> Result<f64, String> {
+            let s = GPT_1_3B_STEP
+                .scenario_with(root, gpus, &ring)
+                .map_err(|e| e.to_string())?;
+            median_wall(&s, 3)
+                .map(|(w, _)| w)
+                .map_err(|e| e.to_string())
         };
-        if let (Some(r0), Some(r1)) = (ring_wall(1024), ring_wall(16384)) {
-            println!(
+        match (ring_wall(1024), ring_wall(16384)) {
+            (Ok(r0), Ok(r1)) => println!(
                 "    gpt-1.3b with the ring forced: {r0:.2} s and {r1:.2} s, wall x{:.1}",
                 r1 / r0
-            );
+            ),
+            (Err(e), _) | (_, Err(e)) => println!("    gpt-1.3b with the ring forced: {e}"),
         }
     }
     println!(
