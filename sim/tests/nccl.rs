@@ -418,3 +418,111 @@ fn an_nccl_fit_replays_every_row_as_the_runs_tuner_rules_steered_it() {
     assert!(own.contains("nvls/simple"), "{own}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// [`run`] on `topology` with `--set` overrides of the topology (e.g. its node count).
+fn run_set(
+    topology: &str,
+    set: &[&str],
+    bytes: &str,
+    extra: &str,
+) -> Result<sim::metrics::Summary, String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let text = format!(
+        "name = \"t\"\n[topology]\nfile = {:?}\n[collective]\nop = \"all_reduce\"\nbytes = \"{bytes}\"\n{extra}",
+        root.join("topologies").join(topology).display().to_string()
+    );
+    let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+    let s = sim::scenario::parse(&text, Path::new("t.toml"), &set).map_err(|e| e.to_string())?;
+    sim::scenario::run::run(&s)
+        .map(|r| r.summary)
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn across_h100_nodes_nccl_picks_nvls_tree_for_large_all_reduces() {
+    // NVLS-Tree (NCCL 2.18+): NVLS inside each HGX H100 node, the double binary tree between
+    // the nodes' NIC heads. NCCL's tuner prefers it to rings for large all-reduces across
+    // nodes (tuning.cc: 5/6 of heads x NIC speed against n / 2(n-1) of the ring's channels);
+    // GCP's recommended A3 Mega environment tunes it (NCCL_NVLSTREE_MAX_CHUNKSIZE).
+    let two = ["topology.generator.nodes=2"];
+    let s = run_set("h100_rail_cluster.toml", &two, "1GiB", "").unwrap();
+    assert!(s.library.contains("nvls_tree/simple"), "{}", s.library);
+    // Each byte crosses the node boundary once each way, split over the 8 NICs of 400 Gb/s:
+    // algbw at most 8 x 50 GB/s, where a 16-rank ring carries 1.875 x the message across and
+    // stays under 400 / 1.875 = 213 GB/s. (NVLink bounds NVLS-Tree lower: every GPU pushes
+    // the message to its switch, a head 1/8 more, at 18 x 20.6 GB/s: 330 GB/s.)
+    let ring = run_set(
+        "h100_rail_cluster.toml",
+        &two,
+        "1GiB",
+        "algorithm = \"ring\"\nprotocol = \"simple\"\n",
+    )
+    .unwrap();
+    assert!(s.algbw_gbytes_per_s <= 400.0, "{}", s.algbw_gbytes_per_s);
+    assert!(
+        s.algbw_gbytes_per_s > 1.25 * ring.algbw_gbytes_per_s,
+        "nvls_tree {} GB/s, ring {} GB/s",
+        s.algbw_gbytes_per_s,
+        ring.algbw_gbytes_per_s
+    );
+    // One node is NVLS; A100 nodes have no NVLink SHARP.
+    let one = run_set(
+        "h100_rail_cluster.toml",
+        &["topology.generator.nodes=1"],
+        "1GiB",
+        "",
+    );
+    assert!(one.unwrap().library.contains("nvls/simple"));
+    let a100 = run_set(
+        "h100_rail_cluster.toml",
+        &[
+            "topology.generator.nodes=2",
+            "topology.gpu=\"A100-SXM4-80GB\"",
+        ],
+        "1GiB",
+        "",
+    )
+    .unwrap();
+    assert!(!a100.library.contains("nvls"), "{}", a100.library);
+}
+
+#[test]
+fn nvls_tree_where_a_system_cannot_run_it_is_a_clear_error() {
+    let forced = "algorithm = \"nvls_tree\"\n";
+    let e = run("hgx_h100.toml", "1GiB", forced).unwrap_err();
+    assert!(
+        e.contains("collective.algorithm") && e.contains("one node"),
+        "{e}"
+    );
+    let e = run_set(
+        "h100_rail_cluster.toml",
+        &[
+            "topology.generator.nodes=2",
+            "topology.gpu=\"A100-SXM4-80GB\"",
+        ],
+        "1GiB",
+        forced,
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("collective.algorithm") && e.contains("older than Hopper"),
+        "{e}"
+    );
+}
+
+#[test]
+fn nccl_proto_takes_a_list_or_an_exclusion_as_nccl_does() {
+    // 1 KiB on 8 H100s: NCCL's own choice is an LL ring (above). With LL not enabled, as
+    // NCCL_PROTO=Simple,LL128 (GCP's A3 Mega environment) or NCCL_PROTO=^LL leave it, another
+    // protocol runs.
+    let own = run("hgx_h100.toml", "1KiB", "").unwrap();
+    assert!(own.library.contains("/ll,"), "{}", own.library);
+    for list in ["simple,ll128", "^ll", "Simple, LL128"] {
+        let s = run("hgx_h100.toml", "1KiB", &format!("protocol = {list:?}\n")).unwrap();
+        assert!(!s.library.contains("/ll,"), "{list}: {}", s.library);
+    }
+    for bad in ["simple,ll64", "^ll,ll128,simple"] {
+        let e = run("hgx_h100.toml", "1KiB", &format!("protocol = {bad:?}\n")).unwrap_err();
+        assert!(e.contains("collective.protocol"), "{bad}: {e}");
+    }
+}

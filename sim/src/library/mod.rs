@@ -124,6 +124,9 @@ pub struct System {
     pub inter: Option<PathFacts>,
     /// The NVSwitch every rank's GPU attaches to directly, when there is one (single node).
     pub nvswitch: Option<DeviceId>,
+    /// Per node (in order of the node's first member), the NVSwitch all of that node's ranks
+    /// attach to directly; empty unless every node has one (multi-node NVLS, NVLS-Tree).
+    pub node_nvswitches: Vec<DeviceId>,
     /// NICs per node (0 when the nodes' GPUs reach the network some other way).
     pub nics_per_node: u32,
 }
@@ -166,6 +169,26 @@ impl System {
         }
         let first = members.first().and_then(|&r| view.nvswitch_of(r));
         let nvswitch = first.filter(|&sw| members.iter().all(|&r| view.nvswitch_of(r) == Some(sw)));
+        // One switch per node, shared by all of the node's ranks (and by no other node).
+        let mut node_nvswitches: Vec<(u32, Option<DeviceId>)> = Vec::new();
+        for &r in members {
+            let (node, sw) = (view.node_of(r), view.nvswitch_of(r));
+            match node_nvswitches.iter_mut().find(|(n, _)| *n == node) {
+                Some((_, known)) if *known != sw => *known = None,
+                Some(_) => {}
+                None => node_nvswitches.push((node, sw)),
+            }
+        }
+        let mut node_nvswitches: Vec<DeviceId> = node_nvswitches
+            .into_iter()
+            .map_while(|(_, sw)| sw)
+            .collect();
+        let mut distinct = node_nvswitches.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        if node_nvswitches.len() != per_node.len() || distinct.len() != node_nvswitches.len() {
+            node_nvswitches.clear();
+        }
         System {
             ranks: members.len() as u32,
             nodes: per_node.len() as u32,
@@ -174,6 +197,7 @@ impl System {
             intra: slowest(intra),
             inter: slowest(inter),
             nvswitch,
+            node_nvswitches,
             nics_per_node: members.first().map_or(0, |&r| view.nics_on_node_of(r)),
         }
     }
@@ -293,6 +317,7 @@ pub(crate) mod testing {
             intra: None,
             inter: None,
             nvswitch: None,
+            node_nvswitches: Vec::new(),
             nics_per_node: 1,
         }
     }

@@ -126,7 +126,8 @@ pub struct CollectiveTable {
     /// `halving_doubling`, `parameter_server`, `direct`; default `ring`). `nccl`: forces one
     /// algorithm as `NCCL_ALGO` does (`ring`, `tree`, `nvls`, `pat`, ...).
     pub algorithm: Option<String>,
-    /// `nccl`: forces a protocol as `NCCL_PROTO` does (`ll`, `ll128`, `simple`).
+    /// `nccl`: the protocols NCCL may use, as `NCCL_PROTO` takes them: one (`ll`, `ll128`,
+    /// `simple`), a list (`"simple,ll128"`) or all but some (`"^ll"`).
     pub protocol: Option<String>,
     /// `nccl`: `NCCL_MIN_NCHANNELS` / `NCCL_MAX_NCHANNELS`.
     pub min_channels: Option<u32>,

@@ -7,12 +7,17 @@
 //! | `ND H100 v5` | `hgx_h100.toml` | `h100_sxm_node.json` |
 //! | `ND H200 v5` | `hgx_h100.toml` with `gpu = "H200-SXM5"` (same NVLink4 / NVSwitch) | `h200_sxm_node.json` |
 //! | `ND A100 v4` | `dgx_a100.toml` | `a100_sxm_node.json` |
-//! | GCP `a3-megagpu-8g`, 2 nodes | `h100_rail_cluster.toml`, 2 nodes | `gcp_a3mega_2node_h100.json` |
+//! | GCP `a3-megagpu-8g`, 2 nodes | `gcp_a3mega.toml` (8 NICs of 200 Gb/s per node) | `gcp_a3mega_2node_h100.json` |
 //! | 2x RTX 2080 Ti | `pcie_box_2gpu.toml` | `rtx2080ti_pcie_box.json` |
 //!
 //! Rows of all_reduce, all_gather, reduce_scatter, broadcast and reduce are replayed (nccl-tests'
 //! `size` is dtsim's `bytes`); profiles are fitted, and leave-one-system-out fits, on all-reduce
 //! rows only, so the other collectives score how a fit carries over to them.
+//!
+//! Multi-node rows (GCP A3 Mega, GPUDirect-TCPXO) run with the NCCL settings of Google's
+//! recommended TCPXO environment (`nccl-env-profile.sh`): `NCCL_PROTO=Simple,LL128` and
+//! `NCCL_MIN_NCHANNELS=4` ([`GCP_TCPXO_NCCL`]). Its tuner plugin's rules
+//! (`a3plus_tuner_config.textproto`) are not public: NCCL's own choice stands in for them.
 //!
 //! A row whose command forced `NCCL_ALGO=NVLS` is replayed with NVLS forced where the system
 //! can run it; where it cannot (the A100 table carries the label, but NCCL refuses NVLS
@@ -50,6 +55,10 @@ const COLLECTIVES: [(&str, Collective); 5] = [
     ("reduce", Collective::Reduce),
 ];
 
+/// NCCL settings of Google's TCPXO environment for A3 Mega (`nccl-env-profile.sh`:
+/// `NCCL_PROTO=Simple,LL128`, `NCCL_MIN_NCHANNELS=4`), as `[collective]` lines.
+pub const GCP_TCPXO_NCCL: &str = "protocol = \"simple,ll128\"\nmin_channels = 4\n";
+
 /// The scenario replaying `row` (without its profile: callers add it or fit one). Rows of other
 /// collectives than all-reduce are grouped apart (`<system> · <collective>`).
 pub fn case(row: &Row, root: &Path) -> Result<Case, String> {
@@ -85,7 +94,7 @@ pub fn case(row: &Row, root: &Path) -> Result<Case, String> {
     let mut set = Vec::new();
     let (topo, profile, nvls_capable) = if nodes > 1 {
         set.push(format!("topology.generator.nodes={nodes}"));
-        ("h100_rail_cluster", "gcp_a3mega_2node_h100", false)
+        ("gcp_a3mega", "gcp_a3mega_2node_h100", false)
     } else if system.contains("A100") {
         ("dgx_a100", "a100_sxm_node", false)
     } else if system.contains("2080 Ti") && gpus == 2 {
@@ -116,6 +125,9 @@ pub fn case(row: &Row, root: &Path) -> Result<Case, String> {
         if matches!(op, Collective::Broadcast | Collective::Reduce) {
             text.push_str(&format!("root = {r}\n"));
         }
+    }
+    if nodes > 1 {
+        text.push_str(GCP_TCPXO_NCCL);
     }
     if let Some(v) = row
         .get("nccl_version")

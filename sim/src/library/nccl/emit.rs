@@ -10,6 +10,9 @@
 //!   multicast result; per GPU and direction an all-reduce moves `bytes × (n+1)/n`, at most
 //!   one channel's rate times the channels that have work (which NCCL's version decides:
 //!   [`nvls_busy_channels`]).
+//! - NVLS-Tree: NVLS inside each node, NCCL's double binary tree between the nodes' heads
+//!   (one per NIC; [`nvls_tree`]), sliced in NVLS chunks; its switch transfers are NVLink steps,
+//!   its tree transfers network steps.
 //! - PAT: recursive halving / doubling (log-step), unsliced.
 //!
 //! Then every transfer op gets the protocol's framing as extra wire bytes, the link's
@@ -18,8 +21,8 @@
 //! channel's copy rate as NCCL measured it (LL and LL128 ceilings, tree per-channel caps).
 
 use super::params::Params;
-use super::trees;
 use super::tuner::{self, Choice, PluginPick, TunerInput};
+use super::{nvls_tree, trees};
 use super::{Algo, Proto, Version};
 use crate::collective::{
     generate, Algorithm, CollectiveSpec, Fabric, OpKind, Phase, RingOrder, Schedule, Transport,
@@ -27,6 +30,16 @@ use crate::collective::{
 use crate::engine::SimTime;
 use crate::library::{LibraryError, LibraryOptions, Plan, Request, System};
 use crate::topology::LinkClass;
+
+/// NVLS-Tree's chunk (`enqueue.cc` 2.27): NVLS's 128 KiB, capped by
+/// `NCCL_NVLSTREE_MAX_CHUNKSIZE`, whose default is 64 KiB from four nodes.
+fn nvls_tree_chunk_bytes(nodes: u32) -> u64 {
+    if nodes >= 4 {
+        64 << 10
+    } else {
+        128 << 10
+    }
+}
 
 /// Most pipeline slices a schedule gets: beyond this the extra ops change times by less than
 /// the per-step latency they would add, and cost memory.
@@ -128,7 +141,33 @@ pub(super) fn emit(
             nvls_chunk = chunk;
             (nvls(req, sys.ranks, slices), slices, busy)
         }
-        Algo::NvlsTree | Algo::CollnetDirect | Algo::CollnetChain => {
+        Algo::NvlsTree => {
+            if sys.node_nvswitches.len() != sys.nodes as usize {
+                return Err(LibraryError::new(
+                    "collective.algorithm",
+                    "an NVSwitch on every node for NVLS-Tree",
+                ));
+            }
+            let heads = input.nvls_tree.map_or(1, |g| g.search_channels);
+            // One loop moves a chunk per channel and head.
+            let per_loop = nc * u64::from(heads) * nvls_tree_chunk_bytes(sys.nodes);
+            let slices = req.bytes.div_ceil(per_loop).clamp(1, MAX_SLICES);
+            let s = nvls_tree::all_reduce(req.bytes, sys.ranks, heads, slices, fabric).ok_or_else(
+                || {
+                    LibraryError::new(
+                        "collective.algorithm",
+                        "nodes holding the same number (more than two) of the ranks for \
+                         NVLS-Tree",
+                    )
+                },
+            )?;
+            for (k, &sw) in sys.node_nvswitches.iter().enumerate() {
+                placed.push((format!("nvswitch{k}"), sw));
+            }
+            // Channels alternate between the two trees; each lane is one head's part of them.
+            (s, slices, nc as f64 / 2.0)
+        }
+        Algo::CollnetDirect | Algo::CollnetChain => {
             unreachable!("the tuner never chooses an algorithm it cannot run")
         }
     };
@@ -143,7 +182,22 @@ pub(super) fn emit(
             .map_or(LinkClass::Other, |p| p.class),
     };
     let (a, p) = (choice.algo, choice.proto);
-    let wire = p.wire_bytes_per_byte() / params.efficiency(a, class);
+    // NVLS-Tree's transfers to and from a switch cross NVLink, the others the network.
+    let class_of = |pattern: crate::collective::PatternId| -> LinkClass {
+        let touches_switch = |s: &Schedule| {
+            s.patterns[pattern.0 as usize]
+                .pairs
+                .iter()
+                .any(|&(x, y)| x >= s.ranks || y >= s.ranks)
+        };
+        if a == Algo::NvlsTree && touches_switch(&schedule) {
+            LinkClass::Nvlink
+        } else {
+            class
+        }
+    };
+    let wire_of = |c: LinkClass| p.wire_bytes_per_byte() / params.efficiency(a, c);
+    let wire = wire_of(class);
     let step = params.step_latency_us(a, p, class);
     // A ring or tree step is a transfer op: its latency is the op's setup. NVLS runs each
     // channel's data as a stream of chunks with a handshake each, which the slices played
@@ -164,8 +218,22 @@ pub(super) fn emit(
         None => (channel_ceiling_gbps(input, a, p), p.wire_bytes_per_byte()),
     };
     let max_flow_bps = ceiling_gbps * nvls_rate_factor * 8e9 * ceiling_wire * channels_per_flow;
-    for op in schedule.ops.iter_mut() {
+    let op_classes: Vec<Option<LinkClass>> = schedule
+        .ops
+        .iter()
+        .map(|op| match op.kind {
+            OpKind::Transfer { pattern, .. } => Some(class_of(pattern)),
+            _ => None,
+        })
+        .collect();
+    for (op, op_class) in schedule.ops.iter_mut().zip(op_classes) {
         if let OpKind::Transfer { bytes, .. } = &mut op.kind {
+            let op_class = op_class.unwrap_or(class);
+            let (wire, step) = if op_class == class {
+                (wire, step)
+            } else {
+                (wire_of(op_class), params.step_latency_us(a, p, op_class))
+            };
             *bytes = (*bytes as f64 * wire).ceil() as u64;
             let first = op.deps.is_empty();
             let setup_us = step + if first { base } else { 0.0 };

@@ -9,16 +9,18 @@
 //! 2. [`emit`] plays that choice as a schedule: Ring = one ring per channel, pipelined in
 //!    NCCL's loop chunks; Tree = chains inside nodes and the double binary tree over them
 //!    ([`trees`]), in tree chunks; NVLS = every GPU
-//!    pushing to and pulling from the NVSwitch (in-switch reduction and multicast); PAT =
-//!    log-step halving/doubling.
+//!    pushing to and pulling from the NVSwitch (in-switch reduction and multicast); NVLS-Tree =
+//!    NVLS inside each node and the double binary tree between the nodes' NIC heads
+//!    ([`nvls_tree`]); PAT = log-step halving/doubling.
 //! 3. [`params`] turns the profile's fitted physical parameters (per-call latency, per-step
 //!    latency, link efficiency) into a [`crate::collective::Transport`] on every transfer op,
 //!    and protocol framing into wire bytes (LL sends 8 bytes per 4 of data, LL128 128 per 120).
 //!
-//! Not modelled (so never chosen, and an error if forced): NVLS-Tree and CollNet (multi-node
-//! NVLS and in-network reduction need switch models dtsim does not have yet).
+//! Not modelled (so never chosen, and an error if forced): CollNet (in-network reduction needs
+//! SHARP switch models dtsim does not have yet).
 
 pub mod emit;
+pub mod nvls_tree;
 pub mod params;
 pub mod plugin;
 pub mod trees;
@@ -238,9 +240,9 @@ pub fn tuner_input(
         let nic_gbps = net.bits_per_s / 8e9;
         search = search.min(2 * nics).clamp(1, 16);
         bw_inter = nic_gbps / 2.0;
-        if intra_nvlink.is_none() {
-            bw_intra = bw_inter;
-        }
+        // The search sets a channel's intra- and inter-node speed together and raises them
+        // together for rings (search.cc): across nodes the NIC's speed is both.
+        bw_intra = bw_inter;
     }
     // Channels are duplicated once after the search (connect.cc), up to MAXCHANNELS 32.
     let channels = (2 * search).min(32);
@@ -251,8 +253,14 @@ pub fn tuner_input(
         bw_inter_gbps: bw_inter,
         nvlink,
     };
-    let nvls_channels =
-        (arch >= Arch::Hopper && sys.nvswitch.is_some() && sys.nodes == 1).then_some(16);
+    // NVLS needs Hopper+ GPUs on an NVSwitch, more than two of them per node (nvls.cc:
+    // `ncclNvlsInit` leaves it off for `gpuCount <= 2`); NCCL runs it on NVLS_NCHANNELS (16)
+    // channels. On one node that is NVLS, across nodes NVLS-Tree.
+    let nvls_capable = arch >= Arch::Hopper && sys.ranks_per_node > 2;
+    let nvls_channels = (nvls_capable && sys.nvswitch.is_some() && sys.nodes == 1).then_some(16);
+    let nvls_tree = (nvls_capable && sys.nodes > 1 && !sys.node_nvswitches.is_empty())
+        .then(|| nvls_tree_graph(sys, cc, nvlink_bytes_per_s, version))
+        .flatten();
     let force_algo = match &opts.algorithm {
         None => None,
         Some(name) => Some(Algo::parse(name).ok_or_else(|| {
@@ -265,14 +273,9 @@ pub fn tuner_input(
             )
         })?),
     };
-    let force_proto = match &opts.protocol {
+    let protocols = match &opts.protocol {
         None => None,
-        Some(name) => Some(Proto::parse(name).ok_or_else(|| {
-            LibraryError::new(
-                "collective.protocol",
-                format!("an NCCL protocol (ll, ll128, simple), got {name:?}"),
-            )
-        })?),
+        Some(list) => Some(parse_protocols(list)?),
     };
     if let (Some(lo), Some(hi)) = (opts.min_channels, opts.max_channels) {
         if lo > hi {
@@ -309,10 +312,78 @@ pub fn tuner_input(
         ring: graph,
         tree: graph,
         nvls_channels,
+        nvls_tree,
         force_algo,
-        force_proto,
+        protocols,
         min_channels: opts.min_channels,
         max_channels: opts.max_channels,
+    })
+}
+
+/// The protocols `NCCL_PROTO` enables: a comma-separated list (`"simple,ll128"`), or every
+/// protocol but those listed after a `^` (`"^ll"`), as NCCL's `parseList` reads it.
+fn parse_protocols(list: &str) -> Result<Vec<Proto>, LibraryError> {
+    let (exclude, names) = match list.trim().strip_prefix('^') {
+        Some(rest) => (true, rest),
+        None => (false, list),
+    };
+    let mut listed = Vec::new();
+    for name in names.split(',').map(str::trim) {
+        let p = Proto::parse(name).ok_or_else(|| {
+            LibraryError::new(
+                "collective.protocol",
+                format!(
+                    "NCCL protocols (ll, ll128, simple), one or a list as NCCL_PROTO takes                      them (\"simple,ll128\", \"^ll\"), got {list:?}"
+                ),
+            )
+        })?;
+        listed.push(p);
+    }
+    let enabled: Vec<Proto> = Proto::ALL
+        .into_iter()
+        .filter(|p| listed.contains(p) != exclude)
+        .collect();
+    if enabled.is_empty() {
+        return Err(LibraryError::new(
+            "collective.protocol",
+            format!("at least one protocol left enabled, got {list:?}"),
+        ));
+    }
+    Ok(enabled)
+}
+
+/// NCCL's NVLS graph across nodes (`graph/search.cc`, NVLS pattern with network): one channel
+/// per NIC ("NVLS needs to balance on all NICs"), each headed by the GPU next to that NIC, at
+/// the highest speed of the SM90 inter-node speed array that the NIC carries and that every
+/// GPU's NVLinks to the switch carry for all heads at once (`ncclTopoSearchTryNvls`). The
+/// search sets `bwIntra = bwInter` to that speed. `None` without a network path or NICs.
+fn nvls_tree_graph(
+    sys: &System,
+    cc: u32,
+    nvlink_bytes_per_s: f64,
+    v: Version,
+) -> Option<tuner::Graph> {
+    let net = sys.inter?;
+    let heads = sys.nics_per_node.min(sys.ranks_per_node);
+    if heads == 0 {
+        return None;
+    }
+    let nic_gbps = net.bits_per_s / 8e9;
+    // NVLinks from a GPU to its switch, at NCCL's per-link bandwidth.
+    let gpu_nvlink_gbps = match sys.intra {
+        Some(p) if p.class == LinkClass::Nvlink && nvlink_bytes_per_s > 0.0 => {
+            let links = (p.bits_per_s / 8.0 / nvlink_bytes_per_s).round().max(1.0);
+            links * nccl_nvlink_bw_gbps(cc, v)
+        }
+        _ => return None,
+    };
+    let speed = tuner::nvls_search_speed(v, nic_gbps, gpu_nvlink_gbps / heads as f64)?;
+    Some(tuner::Graph {
+        search_channels: heads,
+        channels: 16,
+        bw_intra_gbps: speed,
+        bw_inter_gbps: speed,
+        nvlink: true,
     })
 }
 
@@ -390,7 +461,21 @@ fn why_not(a: Algo, sys: &System, v: Version) -> String {
                 "the GPU is older than Hopper"
             }
         ),
-        Algo::NvlsTree => "NVLS-Tree (multi-node NVLS) is not modelled by dtsim".into(),
+        Algo::NvlsTree => format!(
+            "NVLS-Tree needs Hopper or newer GPUs, more than two per node, each node's on an \
+             NVSwitch, and several nodes joined by NICs ({})",
+            if sys.nodes <= 1 {
+                "the ranks are on one node: that is NVLS"
+            } else if sys.node_nvswitches.is_empty() {
+                "not every node's ranks attach to one NVSwitch of their own"
+            } else if sys.ranks_per_node <= 2 {
+                "at most two ranks per node"
+            } else if sys.inter.is_none() || sys.nics_per_node == 0 {
+                "the nodes have no NICs"
+            } else {
+                "the GPU is older than Hopper"
+            }
+        ),
         Algo::CollnetDirect | Algo::CollnetChain => {
             "CollNet needs in-network reduction (SHARP switches), which no dtsim topology \
              models"

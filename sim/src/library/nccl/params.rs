@@ -129,8 +129,10 @@ impl<'a> Params<'a> {
             .and_then(|cal| cal.step_latency_us.get(&step_key(a, p, c)))
             .map_or_else(
                 || match a {
-                    // NVLS's latency is one-shot (see default_base_us), not per step.
+                    // NVLS's latency is one-shot (see default_base_us), not per step; so is
+                    // NVLS-Tree's inside the node (its network steps pay NCCL's hwLat each).
                     Algo::Nvls => 0.0,
+                    Algo::NvlsTree if c == LinkClass::Nvlink => 0.0,
                     _ => tuner::step_latency_us(self.version, step_hw(c), a, p),
                 },
                 |f| f.value,
@@ -195,7 +197,9 @@ impl<'a> Params<'a> {
 /// NVLink `hwLat` (25 µs), paid once per call.
 fn default_base_us(v: Version, a: Algo, p: Proto) -> f64 {
     match a {
-        Algo::Nvls if v.minor >= 20 => tuner::step_latency_us(v, StepHw::Nvlink, a, p),
+        Algo::Nvls | Algo::NvlsTree if v.minor >= 20 => {
+            tuner::step_latency_us(v, StepHw::Nvlink, a, p)
+        }
         _ => tuner::base_latency_us(v, a, p),
     }
 }

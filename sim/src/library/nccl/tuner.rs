@@ -25,6 +25,10 @@
 //! - Tree Simple `baseLat` 0 up to 2.19, 8.4 µs from 2.20.
 //! - PAT (all-gather / reduce-scatter, one GPU per node, Simple) exists from 2.23.
 //! - NVLS for all-gather / reduce-scatter from 2.20 (single node).
+//! - NVLS-Tree (multi-node all-reduce): 2.18 takes `bwIntra` up to two nodes, converts with
+//!   `0.70 × nodes / (2 (nodes − 1))` and charges `2 (nodes − 1)` network hops of 19 µs; from
+//!   2.19 `min(bwIntra, bwInter)` (half `bwInter` beyond two nodes), × 5/6, and
+//!   `2 log2(nodes)` hops of 14 µs.
 
 use super::plugin::TunerRules;
 use super::{Algo, Arch, Proto, Version};
@@ -57,9 +61,14 @@ pub struct TunerInput {
     pub tree: Graph,
     /// NVLS channels, when the node supports NVLink SHARP (Hopper+ with an NVSwitch).
     pub nvls_channels: Option<u32>,
-    /// Forced by the scenario (`NCCL_ALGO` / `NCCL_PROTO` of one element each).
+    /// NVLS-Tree's graph across nodes of NVLS-capable GPUs: heads (one per NIC) as search
+    /// channels, NVLS's compute channels, and the speed the search found per head.
+    pub nvls_tree: Option<Graph>,
+    /// Forced by the scenario (`NCCL_ALGO` of one element).
     pub force_algo: Option<Algo>,
-    pub force_proto: Option<Proto>,
+    /// The protocols `NCCL_PROTO` enables (`None`: NCCL's defaults, LL128 only where its
+    /// rule allows; a list enables LL128 wherever it is listed, as NCCL does).
+    pub protocols: Option<Vec<Proto>>,
     pub min_channels: Option<u32>,
     pub max_channels: Option<u32>,
 }
@@ -149,7 +158,7 @@ fn hw_lat(v: Version, hw: usize, a: Algo, p: Proto) -> f64 {
         (HW_NET, Algo::Tree) => [5.0, 8.5, 14.0][p],
         (HW_NET, Algo::Ring) => [2.7, 4.0, 14.0][p],
         (HW_NET, Algo::Nvls) => [0.0, 0.0, 18.0][p],
-        (HW_NET, Algo::NvlsTree) => [0.0, 0.0, if v.minor >= 20 { 14.0 } else { 19.0 }][p],
+        (HW_NET, Algo::NvlsTree) => [0.0, 0.0, if v.minor >= 19 { 14.0 } else { 19.0 }][p],
         (_, Algo::CollnetDirect) => [0.0, 0.0, 8.0][p],
         (_, Algo::CollnetChain) => [0.0, 0.0, 4.75][p],
         _ => 0.0,
@@ -233,6 +242,30 @@ pub fn per_channel_tree(arch: Arch, nodes: u32) -> (f64, f64) {
         Arch::Blackwell => [2.0 * 36.7, 2.0 * 36.7, 2.0 * 29.0],
     }[i2];
     (simple, ll128)
+}
+
+/// NCCL's inter-node search speeds for Hopper (`sm90SpeedArrayInter`, GB/s per channel; 2.19
+/// added 22), fastest first.
+fn sm90_inter_speeds(v: Version) -> &'static [f64] {
+    if v.minor >= 19 {
+        &[
+            48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0,
+        ]
+    } else {
+        &[
+            48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0,
+        ]
+    }
+}
+
+/// The speed NCCL's NVLS search settles on across nodes: the fastest of the speed array a NIC
+/// (`nic_gbps`) carries and that a GPU's NVLinks carry for each head (`per_head_nvlink_gbps`:
+/// every head's channel crosses every GPU's links to the switch). `None` below the slowest.
+pub fn nvls_search_speed(v: Version, nic_gbps: f64, per_head_nvlink_gbps: f64) -> Option<f64> {
+    sm90_inter_speeds(v)
+        .iter()
+        .copied()
+        .find(|&s| s <= nic_gbps && s <= per_head_nvlink_gbps)
 }
 
 /// `treeCorrectionFactor[proto][log2(bytes/64)]` (tuning.cc, same in 2.18 and 2.27).
@@ -321,19 +354,26 @@ pub fn estimates(t: &TunerInput, coll: Collective, bytes: u64) -> Vec<Estimate> 
         if t.force_algo.is_some_and(|f| f != a) {
             continue;
         }
-        let graph = if a == Algo::Tree { &t.tree } else { &t.ring };
+        let graph = match a {
+            Algo::Tree => &t.tree,
+            Algo::NvlsTree => match &t.nvls_tree {
+                Some(g) => g,
+                None => continue,
+            },
+            _ => &t.ring,
+        };
         let channels = match a {
-            Algo::Nvls | Algo::NvlsTree => t.nvls_channels.unwrap_or(0),
+            Algo::Nvls => t.nvls_channels.unwrap_or(0),
             _ => graph.search_channels,
         } as f64;
         for p in Proto::ALL {
             if matches!(a, Algo::Nvls | Algo::NvlsTree | Algo::Pat) && p != Proto::Simple {
                 continue;
             }
-            if t.force_proto.is_some_and(|f| f != p) {
+            if t.protocols.as_ref().is_some_and(|l| !l.contains(&p)) {
                 continue;
             }
-            if p == Proto::Ll128 && t.force_proto.is_none() && !ll128_enabled(t) {
+            if p == Proto::Ll128 && t.protocols.is_none() && !ll128_enabled(t) {
                 continue;
             }
             let bw = if t.nodes <= 2 {
@@ -346,6 +386,12 @@ pub fn estimates(t: &TunerInput, coll: Collective, bytes: u64) -> Vec<Estimate> 
                     graph.bw_inter_gbps
                 } else {
                     f64::INFINITY
+                }),
+                // From 2.19 the tree half of NVLS-Tree is charged half a NIC beyond two nodes.
+                Algo::NvlsTree if v.minor >= 19 => graph.bw_intra_gbps.min(if t.nodes <= 2 {
+                    graph.bw_inter_gbps
+                } else {
+                    graph.bw_inter_gbps / 2.0
                 }),
                 _ => bw,
             };
@@ -385,6 +431,7 @@ pub fn estimates(t: &TunerInput, coll: Collective, bytes: u64) -> Vec<Estimate> 
             let ratio = match a {
                 Algo::Ring => n / nsteps,
                 Algo::Nvls => 5.0 / 6.0,
+                Algo::NvlsTree if v.minor >= 19 => 5.0 / 6.0,
                 Algo::NvlsTree => 0.70 * nodes / (2.0 * (nodes - 1.0)).max(1.0),
                 Algo::Pat => 1.0,
                 _ => 0.5,
@@ -428,7 +475,11 @@ pub fn estimates(t: &TunerInput, coll: Collective, bytes: u64) -> Vec<Estimate> 
                         lat += inter_lat;
                     }
                 }
-                Algo::NvlsTree => lat += intra_lat + 2.0 * nodes.log2().floor() * inter_lat,
+                // 2.18: a network hop per node up and down; from 2.19 per tree level.
+                Algo::NvlsTree if v.minor >= 19 => {
+                    lat += intra_lat + 2.0 * nodes.log2().floor() * inter_lat
+                }
+                Algo::NvlsTree => lat += 2.0 * (nodes - 1.0) * inter_lat,
                 Algo::Pat => lat = 8.0 + nodes.log2().floor() * inter_lat / 3.5 + n * 2.8,
                 Algo::CollnetDirect | Algo::CollnetChain => {}
             }
@@ -463,9 +514,9 @@ pub fn runnable(t: &TunerInput, a: Algo) -> bool {
         Algo::Ring => true,
         Algo::Tree => t.ranks > 1,
         Algo::Nvls => t.nvls_channels.is_some() && t.nodes == 1,
-        // NVLS-Tree and CollNet need multi-node NVLS / in-network reduction, which dtsim's
-        // NCCL model does not schedule (see the module doc of `super`).
-        Algo::NvlsTree | Algo::CollnetDirect | Algo::CollnetChain => false,
+        Algo::NvlsTree => t.nvls_tree.is_some() && t.nodes > 1,
+        // CollNet needs in-network reduction (SHARP switches), which no dtsim topology has.
+        Algo::CollnetDirect | Algo::CollnetChain => false,
         Algo::Pat => t.nodes == t.ranks && t.version.minor >= 23,
     }
 }
@@ -504,7 +555,8 @@ pub fn choose_with(
             })?,
     };
     let graph_channels = match best.algo {
-        Algo::Nvls | Algo::NvlsTree => t.nvls_channels.unwrap_or(1),
+        Algo::Nvls => t.nvls_channels.unwrap_or(1),
+        Algo::NvlsTree => t.nvls_tree.map_or(1, |g| g.channels),
         Algo::Tree => t.tree.channels,
         _ => t.ring.channels,
     };
@@ -525,4 +577,100 @@ pub fn choose_with(
         nccl_estimate_us: best.time_us,
         plugin,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `nodes` HGX H100 nodes of 8 GPUs with 8 NICs of `nic_gbps`, as `tuner_input` sees
+    /// them (rings: 16 channels at half a NIC each; NVLS-Tree: a head per NIC at `speed`).
+    fn h100_nodes(minor: u32, nodes: u32, nic_gbps: f64, speed: f64) -> TunerInput {
+        let ring = Graph {
+            search_channels: 16,
+            channels: 32,
+            bw_intra_gbps: nic_gbps / 2.0,
+            bw_inter_gbps: nic_gbps / 2.0,
+            nvlink: true,
+        };
+        TunerInput {
+            version: Version { minor },
+            arch: Arch::Hopper,
+            compute_capability: 90,
+            ranks: 8 * nodes,
+            nodes,
+            ring,
+            tree: ring,
+            nvls_channels: None,
+            nvls_tree: Some(Graph {
+                search_channels: 8,
+                channels: 16,
+                bw_intra_gbps: speed,
+                bw_inter_gbps: speed,
+                nvlink: true,
+            }),
+            force_algo: Some(Algo::NvlsTree),
+            protocols: None,
+            min_channels: None,
+            max_channels: None,
+        }
+    }
+
+    fn nvls_tree(t: &TunerInput) -> Estimate {
+        let e = estimates(t, Collective::AllReduce, 1 << 30);
+        assert_eq!(e.len(), 1, "{e:?}");
+        e[0]
+    }
+
+    #[test]
+    fn nvls_tree_estimate_follows_each_releases_tuning_cc() {
+        // 2.18.5: bwIntra up to two nodes, x 0.70 x n / 2(n - 1); latency baseLat 23 + 2(n - 1)
+        // network hops of 19 us.
+        let e = nvls_tree(&h100_nodes(18, 2, 25.0, 24.0));
+        assert!((e.algbw_gbps - 8.0 * 24.0 * 0.70).abs() < 1e-9, "{e:?}");
+        assert!((e.latency_us - (23.0 + 2.0 * 19.0)).abs() < 1e-9, "{e:?}");
+        let e = nvls_tree(&h100_nodes(18, 4, 25.0, 24.0));
+        assert!(
+            (e.algbw_gbps - 8.0 * 24.0 * 0.70 * 4.0 / 6.0).abs() < 1e-9,
+            "{e:?}"
+        );
+        // 2.19+: min(bwIntra, bwInter), half bwInter beyond two nodes, x 5/6; latency the
+        // NVLink one-shot (25 us in dtsim's table from 2.20) + 2 log2(n) hops of 14 us.
+        let e = nvls_tree(&h100_nodes(27, 2, 25.0, 24.0));
+        assert!(
+            (e.algbw_gbps - 8.0 * 24.0 * 5.0 / 6.0).abs() < 1e-9,
+            "{e:?}"
+        );
+        assert!((e.latency_us - (25.0 + 2.0 * 14.0)).abs() < 1e-9, "{e:?}");
+        let e = nvls_tree(&h100_nodes(27, 8, 25.0, 24.0));
+        assert!(
+            (e.algbw_gbps - 8.0 * 12.0 * 5.0 / 6.0).abs() < 1e-9,
+            "{e:?}"
+        );
+        assert!(
+            (e.latency_us - (25.0 + 2.0 * 3.0 * 14.0)).abs() < 1e-9,
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn nvls_tree_needs_several_nodes_and_its_graph() {
+        let mut t = h100_nodes(27, 2, 25.0, 24.0);
+        assert!(runnable(&t, Algo::NvlsTree));
+        t.nodes = 1;
+        assert!(!runnable(&t, Algo::NvlsTree));
+        t.nodes = 2;
+        t.nvls_tree = None;
+        assert!(!runnable(&t, Algo::NvlsTree));
+    }
+
+    #[test]
+    fn the_nvls_search_takes_the_fastest_speed_the_nic_and_every_gpus_nvlinks_carry() {
+        let v = Version { minor: 27 };
+        // 200 Gb/s NICs (25 GB/s): 24. 400 Gb/s (50 GB/s) with 8 heads over 18 NVLinks of
+        // 20.6 GB/s (46.4 GB/s per head): 45, not 48.
+        assert_eq!(nvls_search_speed(v, 25.0, 46.35), Some(24.0));
+        assert_eq!(nvls_search_speed(v, 50.0, 18.0 * 20.6 / 8.0), Some(45.0));
+        assert_eq!(nvls_search_speed(v, 1.0, 46.0), None);
+    }
 }
