@@ -526,3 +526,20 @@ fn nccl_proto_takes_a_list_or_an_exclusion_as_nccl_does() {
         assert!(e.contains("collective.protocol"), "{bad}: {e}");
     }
 }
+
+#[test]
+fn a_trees_steps_inside_a_node_pay_nvlinks_latency_and_only_its_network_steps_the_networks() {
+    // 2 HGX H100 nodes, 8 B, tree/LL128 forced, no profile: 7 chain steps up and 7 down inside
+    // each node (hwLat NVLink 1.25 us) and one network step each way (hwLat net 8.5 us) after
+    // the call's 14 us: NCCL's own estimate, 48.5 us, is a floor (paths add their latency).
+    // Charging all 16 steps the network's latency would take 14 + 16 x 8.5 = 150 us.
+    let s = run_set(
+        "h100_rail_cluster.toml",
+        &["topology.generator.nodes=2"],
+        "8B",
+        "algorithm = \"tree\"\nprotocol = \"ll128\"\n",
+    )
+    .unwrap();
+    let us = s.time_ps as f64 * 1e-6;
+    assert!((48.5..100.0).contains(&us), "{us} us");
+}

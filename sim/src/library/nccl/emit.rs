@@ -182,18 +182,29 @@ pub(super) fn emit(
             .map_or(LinkClass::Other, |p| p.class),
     };
     let (a, p) = (choice.algo, choice.proto);
-    // NVLS-Tree's transfers to and from a switch cross NVLink, the others the network.
+    // A step pays the latency and efficiency of the links it crosses, as NCCL's latency model
+    // charges `intraLat` per hop inside a node and `interLat` per network hop: a tree's chain
+    // steps and NVLS-Tree's switch transfers stay inside their nodes, its tree levels cross
+    // the network. (A ring step moves every rank's chunk at once, over both: the network's.)
+    let intra_class = sys.intra.map(|p| p.class);
     let class_of = |pattern: crate::collective::PatternId| -> LinkClass {
-        let touches_switch = |s: &Schedule| {
-            s.patterns[pattern.0 as usize]
-                .pairs
-                .iter()
-                .any(|&(x, y)| x >= s.ranks || y >= s.ranks)
-        };
-        if a == Algo::NvlsTree && touches_switch(&schedule) {
-            LinkClass::Nvlink
-        } else {
-            class
+        let pairs = &schedule.patterns[pattern.0 as usize].pairs;
+        let ranks = schedule.ranks;
+        match a {
+            Algo::NvlsTree if pairs.iter().any(|&(x, y)| x >= ranks || y >= ranks) => {
+                LinkClass::Nvlink
+            }
+            Algo::Tree if sys.nodes > 1 => match intra_class {
+                Some(intra)
+                    if pairs.iter().all(|&(x, y)| {
+                        x < ranks && y < ranks && fabric.node_of(x) == fabric.node_of(y)
+                    }) =>
+                {
+                    intra
+                }
+                _ => class,
+            },
+            _ => class,
         }
     };
     let wire_of = |c: LinkClass| p.wire_bytes_per_byte() / params.efficiency(a, c);
@@ -277,6 +288,10 @@ pub(super) fn emit(
         },
         choice.nccl_estimate_us,
     );
+    // What a fit may move: the parameters of the class the collective is named by (the
+    // network across nodes). Steps inside a node (a tree's chains, NVLS-Tree's switch
+    // transfers) take the profile's values for their own class where it has them, else
+    // NCCL's: an nccl-tests table across nodes does not tell them apart from the network's.
     let (mut parameters, defaulted) = params.sources(a, p, class);
     parameters.extend(defaulted);
     Ok(Plan {
