@@ -229,6 +229,21 @@ pub(super) fn emit(
         None => (channel_ceiling_gbps(input, a, p), p.wire_bytes_per_byte()),
     };
     let max_flow_bps = ceiling_gbps * nvls_rate_factor * 8e9 * ceiling_wire * channels_per_flow;
+    // A multi-node tree's steps inside a node run at a channel's rate inside one node (NCCL
+    // indexes its per-channel maxima by node count; the 2-node LL ceiling is the network's).
+    let intra_max_flow_bps = match params.channel_gbps(a, p) {
+        Some(_) => max_flow_bps,
+        None => {
+            let one_node = TunerInput {
+                nodes: 1,
+                ..input.clone()
+            };
+            channel_ceiling_gbps(&one_node, a, p)
+                * 8e9
+                * p.wire_bytes_per_byte()
+                * channels_per_flow
+        }
+    };
     let op_classes: Vec<Option<LinkClass>> = schedule
         .ops
         .iter()
@@ -240,10 +255,19 @@ pub(super) fn emit(
     for (op, op_class) in schedule.ops.iter_mut().zip(op_classes) {
         if let OpKind::Transfer { bytes, .. } = &mut op.kind {
             let op_class = op_class.unwrap_or(class);
-            let (wire, step) = if op_class == class {
-                (wire, step)
+            let (wire, step, max_flow_bps) = if op_class == class {
+                (wire, step, max_flow_bps)
             } else {
-                (wire_of(op_class), params.step_latency_us(a, p, op_class))
+                let cap = if a == Algo::Tree {
+                    intra_max_flow_bps
+                } else {
+                    max_flow_bps
+                };
+                (
+                    wire_of(op_class),
+                    params.step_latency_us(a, p, op_class),
+                    cap,
+                )
             };
             *bytes = (*bytes as f64 * wire).ceil() as u64;
             let first = op.deps.is_empty();
