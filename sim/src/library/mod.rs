@@ -10,7 +10,7 @@
 //!
 //! - `ideal`: the templates of [`crate::collective`] as written (the scenario's `algorithm`).
 //! - [`nccl`]: NVIDIA NCCL 2.18–2.27: tuner, channels, protocols LL / LL128 / Simple, Ring,
-//!   Tree, NVLS and PAT schedules (see its module doc for what is and is not modelled).
+//!   Tree, NVLS, NVLS-Tree and PAT schedules (see its module doc for what is and is not modelled).
 //! - [`gloo`]: gloo as torch.distributed's ProcessGroupGloo runs it (ring all-reduce in 1 MiB
 //!   segments, binomial broadcast, ring all-gather, rendezvous messages).
 //! - [`mpi`]: OpenMPI 4.1's coll/tuned fixed rules and coll/base all-reduce algorithms, ob1's
