@@ -870,3 +870,21 @@ fn a_tuner_rules_file_steers_every_communicator_of_the_step_by_its_own_size() {
     assert!(e.contains("workload.allreduce.tuner_config"), "{e}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn data_parallel_across_h100_nodes_reduces_with_nvls_tree_each_node_on_its_own_switch() {
+    // TP 1: the DP group is all 16 GPUs of 2 HGX H100 nodes, 8 per node on one NVSwitch each,
+    // so NCCL's tuner gives its large gradient all-reduces NVLS-Tree (NVLS in each node, the
+    // tree between the nodes' NIC heads).
+    let r =
+        gpt_on_h100_nodes(&["workload.tensor_parallel=1", "workload.memory_check=false"]).unwrap();
+    let alg = &r.summary.algorithm;
+    assert!(alg.contains("nvls_tree/simple"), "{alg}");
+    let switches: Vec<&String> = r
+        .endpoints
+        .iter()
+        .filter(|e| e.contains("nvswitch"))
+        .collect();
+    assert_eq!(switches.len(), 2, "{:?}", r.endpoints);
+    assert_ne!(switches[0], switches[1]);
+}
