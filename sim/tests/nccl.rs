@@ -3,13 +3,25 @@
 
 use std::path::Path;
 
+/// An all-reduce of `bytes` on `topology` with `extra` `[collective]` lines.
 fn run(topology: &str, bytes: &str, extra: &str) -> Result<sim::metrics::Summary, String> {
+    run_set(topology, &[], bytes, extra)
+}
+
+/// [`run`] with `--set` overrides (e.g. the topology's node count).
+fn run_set(
+    topology: &str,
+    set: &[&str],
+    bytes: &str,
+    extra: &str,
+) -> Result<sim::metrics::Summary, String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let text = format!(
         "name = \"t\"\n[topology]\nfile = {:?}\n[collective]\nop = \"all_reduce\"\nbytes = \"{bytes}\"\n{extra}",
         root.join("topologies").join(topology).display().to_string()
     );
-    let s = sim::scenario::parse(&text, Path::new("t.toml"), &[]).map_err(|e| e.to_string())?;
+    let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+    let s = sim::scenario::parse(&text, Path::new("t.toml"), &set).map_err(|e| e.to_string())?;
     sim::scenario::run::run(&s)
         .map(|r| r.summary)
         .map_err(|e| e.to_string())
@@ -417,25 +429,6 @@ fn an_nccl_fit_replays_every_row_as_the_runs_tuner_rules_steered_it() {
     let own = library(measured(None));
     assert!(own.contains("nvls/simple"), "{own}");
     std::fs::remove_dir_all(dir).unwrap();
-}
-
-/// [`run`] on `topology` with `--set` overrides of the topology (e.g. its node count).
-fn run_set(
-    topology: &str,
-    set: &[&str],
-    bytes: &str,
-    extra: &str,
-) -> Result<sim::metrics::Summary, String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let text = format!(
-        "name = \"t\"\n[topology]\nfile = {:?}\n[collective]\nop = \"all_reduce\"\nbytes = \"{bytes}\"\n{extra}",
-        root.join("topologies").join(topology).display().to_string()
-    );
-    let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
-    let s = sim::scenario::parse(&text, Path::new("t.toml"), &set).map_err(|e| e.to_string())?;
-    sim::scenario::run::run(&s)
-        .map(|r| r.summary)
-        .map_err(|e| e.to_string())
 }
 
 #[test]

@@ -153,6 +153,21 @@ fn a_profile_without_compute_rates_is_named_in_the_error() {
     assert!(e.contains("profile") && e.contains("compute"), "{e}");
 }
 
+/// The step's NVSwitch endpoints (NVLS places one per switch it runs on).
+fn nvswitch_endpoints(r: &sim::metrics::workload::WorkloadReport) -> Vec<&String> {
+    r.endpoints
+        .iter()
+        .filter(|e| e.contains("nvswitch"))
+        .collect()
+}
+
+/// Two nodes' groups each reduced on their own node's NVSwitch.
+fn assert_two_distinct_switches(r: &sim::metrics::workload::WorkloadReport) {
+    let switches = nvswitch_endpoints(r);
+    assert_eq!(switches.len(), 2, "{:?}", r.endpoints);
+    assert_ne!(switches[0], switches[1]);
+}
+
 fn gpt_on_h100_nodes(set: &[&str]) -> Result<sim::metrics::workload::WorkloadReport, String> {
     let text = format!(
         "name = \"gpt-h100\"\nprofile = {:?}\n[topology]\nfile = {:?}\n\
@@ -184,13 +199,7 @@ fn on_a_gpu_cluster_nccl_runs_the_steps_collectives_each_group_on_its_own_nvswit
         alg.contains("nvls/simple") && alg.contains("ring/"),
         "{alg}"
     );
-    let switches: Vec<&String> = r
-        .endpoints
-        .iter()
-        .filter(|e| e.contains("nvswitch"))
-        .collect();
-    assert_eq!(switches.len(), 2, "{:?}", r.endpoints);
-    assert_ne!(switches[0], switches[1]);
+    assert_two_distinct_switches(&r);
     // The templates, asked for, are what they were.
     let ideal = gpt_on_h100_nodes(&["workload.allreduce.library=\"ideal\""]).unwrap();
     assert!(
@@ -214,12 +223,7 @@ fn many_groups_at_once_give_the_same_step_whichever_way_components_are_found() {
     // flow model's scan threshold, so it finds components through its link index; debug
     // builds check every component against the scan.
     let r = gpt_on_h100_nodes(&["topology.generator.nodes=40"]).unwrap();
-    let switches = r
-        .endpoints
-        .iter()
-        .filter(|e| e.contains("nvswitch"))
-        .count();
-    assert_eq!(switches, 40);
+    assert_eq!(nvswitch_endpoints(&r).len(), 40);
     assert!(r.summary.metrics.communication_secs > 0.0);
 }
 
@@ -880,11 +884,5 @@ fn data_parallel_across_h100_nodes_reduces_with_nvls_tree_each_node_on_its_own_s
         gpt_on_h100_nodes(&["workload.tensor_parallel=1", "workload.memory_check=false"]).unwrap();
     let alg = &r.summary.algorithm;
     assert!(alg.contains("nvls_tree/simple"), "{alg}");
-    let switches: Vec<&String> = r
-        .endpoints
-        .iter()
-        .filter(|e| e.contains("nvswitch"))
-        .collect();
-    assert_eq!(switches.len(), 2, "{:?}", r.endpoints);
-    assert_ne!(switches[0], switches[1]);
+    assert_two_distinct_switches(&r);
 }

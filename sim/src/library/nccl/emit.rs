@@ -336,18 +336,10 @@ fn rail_rings(sys: &System, fabric: &dyn Fabric, channels: u64) -> Vec<Vec<u32>>
     if sys.nodes <= 1 || sys.ranks_per_node <= 1 {
         return Vec::new();
     }
-    let mut nodes: Vec<(u32, Vec<u32>)> = Vec::new();
-    for r in 0..sys.ranks {
-        let n = fabric.node_of(r);
-        match nodes.iter_mut().find(|(k, _)| *k == n) {
-            Some((_, v)) => v.push(r),
-            None => nodes.push((n, vec![r])),
-        }
-    }
-    let per = nodes[0].1.len();
-    if nodes.iter().any(|(_, v)| v.len() != per) {
+    let Some(nodes) = super::ranks_by_node(sys.ranks, fabric) else {
         return Vec::new();
-    }
+    };
+    let per = nodes[0].len();
     let rings = (sys.nics_per_node.max(1) as usize)
         .min(per)
         .min(channels as usize)
@@ -356,7 +348,7 @@ fn rail_rings(sys: &System, fabric: &dyn Fabric, channels: u64) -> Vec<Vec<u32>>
         .map(|c| {
             nodes
                 .iter()
-                .flat_map(|(_, v)| (0..per).map(move |i| v[(c + i) % per]))
+                .flat_map(|v| (0..per).map(move |i| v[(c + i) % per]))
                 .collect()
         })
         .collect()

@@ -123,6 +123,45 @@ impl Proto {
     }
 }
 
+/// Ranks `0..ranks` grouped by node (`fabric`), nodes in order of their first rank, ranks in
+/// order within each: how NCCL's rail-aligned rings, trees and NVLS-Tree lay channels over
+/// nodes. `None` when there are no ranks or nodes hold different numbers of them (NCCL's
+/// layouts assume the same on every node).
+pub(crate) fn ranks_by_node(ranks: u32, fabric: &dyn Fabric) -> Option<Vec<Vec<u32>>> {
+    let mut nodes: Vec<(u32, Vec<u32>)> = Vec::new();
+    for r in 0..ranks {
+        let n = fabric.node_of(r);
+        match nodes.iter_mut().find(|(k, _)| *k == n) {
+            Some((_, v)) => v.push(r),
+            None => nodes.push((n, vec![r])),
+        }
+    }
+    let per = nodes.first()?.1.len();
+    if nodes.iter().any(|(_, v)| v.len() != per) {
+        return None;
+    }
+    Some(nodes.into_iter().map(|(_, v)| v).collect())
+}
+
+/// What the layouts' tests share.
+#[cfg(test)]
+mod testing {
+    use crate::collective::Fabric;
+
+    /// `per` ranks per node, numbered node by node.
+    pub struct Nodes {
+        pub per: u32,
+    }
+    impl Fabric for Nodes {
+        fn bottleneck_bps(&self, _: u32, _: u32) -> f64 {
+            1e11
+        }
+        fn node_of(&self, r: u32) -> u32 {
+            r / self.per
+        }
+    }
+}
+
 /// An NCCL release `2.minor`; dtsim models 2.18 to 2.27.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Version {

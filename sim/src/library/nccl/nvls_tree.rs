@@ -33,16 +33,9 @@ pub fn all_reduce(
     slices: u64,
     fabric: &dyn Fabric,
 ) -> Option<Schedule> {
-    let mut nodes: Vec<(u32, Vec<u32>)> = Vec::new();
-    for r in 0..ranks {
-        let n = fabric.node_of(r);
-        match nodes.iter_mut().find(|(k, _)| *k == n) {
-            Some((_, v)) => v.push(r),
-            None => nodes.push((n, vec![r])),
-        }
-    }
-    let per = nodes.first()?.1.len();
-    if nodes.len() < 2 || per <= 2 || nodes.iter().any(|(_, v)| v.len() != per) {
+    let nodes = super::ranks_by_node(ranks, fabric)?;
+    let per = nodes[0].len();
+    if nodes.len() < 2 || per <= 2 {
         return None;
     }
     let n_nodes = nodes.len() as u32;
@@ -56,7 +49,7 @@ pub fn all_reduce(
     let to_switch: Vec<(u32, u32)> = nodes
         .iter()
         .enumerate()
-        .flat_map(|(k, (_, v))| v.iter().map(move |&r| (r, switch(k))))
+        .flat_map(|(k, v)| v.iter().map(move |&r| (r, switch(k))))
         .collect();
     let from_switch: Vec<(u32, u32)> = to_switch.iter().map(|&(r, sw)| (sw, r)).collect();
     let push = s.add_pattern(to_switch);
@@ -66,7 +59,7 @@ pub fn all_reduce(
             continue;
         }
         let (h, t) = (lane / 2, (lane % 2) as u32);
-        let head_of = |node: u32| nodes[node as usize].1[h];
+        let head_of = |node: u32| nodes[node as usize][h];
         let read: Vec<(u32, u32)> = (0..n_nodes)
             .map(|k| (switch(k as usize), head_of(k)))
             .collect();
@@ -112,21 +105,9 @@ pub fn all_reduce(
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::Nodes;
     use super::*;
     use crate::collective::OpKind;
-
-    /// `per` ranks per node, numbered node by node.
-    struct Nodes {
-        per: u32,
-    }
-    impl Fabric for Nodes {
-        fn bottleneck_bps(&self, _: u32, _: u32) -> f64 {
-            1e11
-        }
-        fn node_of(&self, r: u32) -> u32 {
-            r / self.per
-        }
-    }
 
     /// Bytes each endpoint sends: (GPU → another GPU, GPU → switch, switch → GPU) per endpoint.
     fn sent(s: &Schedule) -> (Vec<u64>, Vec<u64>, Vec<u64>) {

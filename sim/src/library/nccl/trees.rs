@@ -26,18 +26,8 @@ pub fn all_reduce(
     slices: u64,
     fabric: &dyn Fabric,
 ) -> Option<(Schedule, f64)> {
-    let mut nodes: Vec<(u32, Vec<u32>)> = Vec::new();
-    for r in 0..ranks {
-        let n = fabric.node_of(r);
-        match nodes.iter_mut().find(|(k, _)| *k == n) {
-            Some((_, v)) => v.push(r),
-            None => nodes.push((n, vec![r])),
-        }
-    }
-    let per = nodes.first()?.1.len();
-    if nodes.iter().any(|(_, v)| v.len() != per) {
-        return None;
-    }
+    let nodes = super::ranks_by_node(ranks, fabric)?;
+    let per = nodes[0].len();
     let n_nodes = nodes.len() as u32;
     let trees = if n_nodes > 1 { 2 } else { 1 };
     let heads = (nics.max(1) as usize)
@@ -59,7 +49,7 @@ pub fn all_reduce(
         } else {
             Vec::new()
         };
-        let head_of = |node: u32| at(&nodes[node as usize].1, 0);
+        let head_of = |node: u32| at(&nodes[node as usize], 0);
         let mut steps = Vec::new();
         let mut step = |s: &mut Schedule, pairs: Vec<(u32, u32)>, phase: Phase, reducers: u32| {
             steps.push(ChainStep {
@@ -71,10 +61,7 @@ pub fn all_reduce(
         };
         // Up: each node's chain towards its head, then the inter-node tree towards the root.
         for i in (1..per).rev() {
-            let up = nodes
-                .iter()
-                .map(|(_, v)| (at(v, i), at(v, i - 1)))
-                .collect();
+            let up = nodes.iter().map(|v| (at(v, i), at(v, i - 1))).collect();
             step(&mut s, up, Phase::Reduce, n_nodes);
         }
         for level in levels.iter().rev() {
@@ -96,10 +83,7 @@ pub fn all_reduce(
             step(&mut s, down, Phase::Broadcast, 0);
         }
         for i in 1..per {
-            let down = nodes
-                .iter()
-                .map(|(_, v)| (at(v, i - 1), at(v, i)))
-                .collect();
+            let down = nodes.iter().map(|v| (at(v, i - 1), at(v, i))).collect();
             step(&mut s, down, Phase::Broadcast, 0);
         }
         chain(&mut s, &steps, slices as u32, lane as u16, 0, &[]);
@@ -109,21 +93,9 @@ pub fn all_reduce(
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::Nodes;
     use super::*;
     use crate::collective::OpKind;
-
-    /// `per` ranks per node, numbered node by node.
-    struct Nodes {
-        per: u32,
-    }
-    impl Fabric for Nodes {
-        fn bottleneck_bps(&self, _: u32, _: u32) -> f64 {
-            1e11
-        }
-        fn node_of(&self, r: u32) -> u32 {
-            r / self.per
-        }
-    }
 
     /// Bytes sent by each rank, and by each rank to another node.
     fn sent(s: &Schedule, per: u32) -> (Vec<u64>, Vec<u64>) {
