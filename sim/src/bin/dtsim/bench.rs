@@ -1,35 +1,107 @@
 //! `dtsim bench`: runs the benchmark cases of `sim::bench` and prints what they did and how
 //! fast (the same cases as `cargo bench -p sim`, as one table a person reads). Each case runs
-//! once, except the training steps up to 16,384 GPUs: the median of three.
+//! once, except the training steps up to 16,384 GPUs: the median of three, each step in a
+//! fresh process of its own.
 
+use sim::bench::{StepCase, GPT_1_3B_STEP, LLAMA3_405B_STEP};
 use sim::collective::play::Watch;
-use sim::metrics::workload::WorkloadReport;
 use sim::scenario;
-use sim::scenario::run::RunError;
 
-/// The median wall time of `repeats` runs of a workload scenario, and the last run's report.
-fn median_wall(s: &scenario::Scenario, repeats: usize) -> Result<(f64, WorkloadReport), RunError> {
-    let timed = || -> Result<(f64, WorkloadReport), RunError> {
-        let t = std::time::Instant::now();
-        let r = scenario::workload::run_workload(s, Watch::default())?;
-        Ok((t.elapsed().as_secs_f64(), r))
-    };
-    let (first, mut report) = timed()?;
-    let mut walls = vec![first];
-    for _ in 1..repeats {
-        let (wall, r) = timed()?;
-        walls.push(wall);
-        report = r;
-    }
-    walls.sort_by(f64::total_cmp);
-    Ok((walls[walls.len() / 2], report))
+/// The step cases a child process can be asked to run, by short name.
+const STEP_CASES: [(&str, StepCase); 2] = [("gpt", GPT_1_3B_STEP), ("llama", LLAMA3_405B_STEP)];
+
+/// The override that forces the ring on the data-parallel all-reduce.
+const RING: &str = "workload.allreduce.algorithm=\"ring\"";
+
+/// What one run of a step case did, as a child process reports it on its last line.
+#[derive(Debug, Clone, Copy)]
+struct StepRun {
+    wall_s: f64,
+    ops: u64,
+    events: u64,
+    step_ms: f64,
+    peak_bytes: u64,
 }
 
-/// Bench (c): training steps at growing GPU counts, each with its wall time, events and the
-/// process's peak memory, the growth exponent between consecutive sizes and the least-squares
-/// exponent over all of them (issue 12 tracks these towards near-linear).
+/// Runs one step case in this process and prints it as one line for the parent
+/// (`dtsim bench --step-case NAME --gpus N [--ring]`, hidden from `--help`).
+pub fn run_step_case(name: &str, gpus: u32, ring: bool) -> Result<(), String> {
+    let case = STEP_CASES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, c)| c)
+        .ok_or_else(|| format!("--step-case: unknown case `{name}` (expected gpt or llama)"))?;
+    let set: &[&str] = if ring { &[RING] } else { &[] };
+    let s = case
+        .scenario_with(std::path::Path::new("."), gpus, set)
+        .map_err(|e| e.to_string())?;
+    let t = std::time::Instant::now();
+    let r = scenario::workload::run_workload(&s, Watch::default()).map_err(|e| e.to_string())?;
+    let wall_s = t.elapsed().as_secs_f64();
+    println!(
+        "step-run {wall_s} {} {} {} {}",
+        r.summary.ops,
+        r.summary.events,
+        r.summary.metrics.step_secs * 1e3,
+        sim::bench::peak_memory_bytes().unwrap_or(0)
+    );
+    Ok(())
+}
+
+/// Runs a step case `repeats` times, each in a fresh `dtsim` process (as a user runs a
+/// scenario: a process that ran other cases first has a heap already faulted in, which made a
+/// 1,024-GPU step 0.09 s instead of 0.19 s), and keeps the median wall time and the largest
+/// peak memory.
+fn step_case_in_child(
+    name: &str,
+    gpus: u32,
+    ring: bool,
+    repeats: usize,
+) -> Result<StepRun, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("finding dtsim itself: {e}"))?;
+    let mut runs = Vec::new();
+    for _ in 0..repeats {
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.args(["bench", "--step-case", name, "--gpus", &gpus.to_string()]);
+        if ring {
+            cmd.arg("--ring");
+        }
+        let out = cmd
+            .output()
+            .map_err(|e| format!("running {}: {e}", exe.display()))?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let line = stdout.lines().find_map(|l| l.strip_prefix("step-run "));
+        let fields: Vec<&str> = line.map(|l| l.split(' ').collect()).unwrap_or_default();
+        let parsed = (fields.len() == 5).then(|| -> Option<StepRun> {
+            Some(StepRun {
+                wall_s: fields[0].parse().ok()?,
+                ops: fields[1].parse().ok()?,
+                events: fields[2].parse().ok()?,
+                step_ms: fields[3].parse().ok()?,
+                peak_bytes: fields[4].parse().ok()?,
+            })
+        });
+        match parsed.flatten() {
+            Some(r) => runs.push(r),
+            None => {
+                let err = String::from_utf8_lossy(&out.stderr);
+                return Err(format!("{name} at {gpus} GPUs: {}", err.trim()));
+            }
+        }
+    }
+    runs.sort_by(|a, b| a.wall_s.total_cmp(&b.wall_s));
+    let peak_bytes = runs.iter().map(|r| r.peak_bytes).max().unwrap_or(0);
+    Ok(StepRun {
+        peak_bytes,
+        ..runs[runs.len() / 2]
+    })
+}
+
+/// Bench (c): training steps at growing GPU counts, each with its wall time, events and peak
+/// memory (each case in its own process), the growth exponent between consecutive sizes and
+/// the least-squares exponent over all of them (issue 12 tracks these towards near-linear).
 fn step_bench(gpus_max: u32) {
-    use sim::bench::{growth_exponent, peak_memory_bytes, GPT_1_3B_STEP, LLAMA3_405B_STEP};
+    use sim::bench::growth_exponent;
     let root = std::path::Path::new(".");
     if !root.join("topologies/h100_rail_cluster.toml").is_file() {
         println!("    skipped: run from the repository root (it reads topologies/ and data/)");
@@ -40,36 +112,29 @@ fn step_bench(gpus_max: u32) {
         "case", "GPUs", "wall s", "ops", "events", "step ms", "peak mem", "growth (t, m)"
     );
     let cases = [
-        (GPT_1_3B_STEP, 1024u32),
-        (GPT_1_3B_STEP, 4096),
-        (GPT_1_3B_STEP, 16384),
-        (GPT_1_3B_STEP, 131072),
-        (LLAMA3_405B_STEP, 16384),
+        ("gpt", 1024u32),
+        ("gpt", 4096),
+        ("gpt", 16384),
+        ("gpt", 131072),
+        ("llama", 16384),
     ];
     let mut series: Vec<(f64, f64, f64)> = Vec::new();
-    for (case, n) in cases {
+    for (name, n) in cases {
         if n > gpus_max {
             continue;
         }
-        let s = match case.scenario(root, n) {
-            Ok(s) => s,
-            Err(e) => {
-                println!("    {n}: {e}");
-                return;
-            }
-        };
         // Short cases are timed several times and the median kept: a 1,024-GPU step takes a
         // tenth of a second, where one disturbed run moves the growth ratio most.
-        let same_case = case.name == GPT_1_3B_STEP.name;
+        let same_case = name == "gpt";
         let repeats = if same_case && n <= 16_384 { 3 } else { 1 };
-        let (wall, r) = match median_wall(&s, repeats) {
-            Ok(w) => w,
+        let r = match step_case_in_child(name, n, false, repeats) {
+            Ok(r) => r,
             Err(e) => {
-                println!("    {n}: {e}");
+                println!("    {e}");
                 return;
             }
         };
-        let mem = peak_memory_bytes().unwrap_or(0) as f64;
+        let (wall, mem) = (r.wall_s, r.peak_bytes as f64);
         let growth = match (same_case, series.last()) {
             (true, Some(&(n0, w0, m0))) => {
                 let k = (n as f64 / n0).ln();
@@ -84,14 +149,18 @@ fn step_bench(gpus_max: u32) {
         if same_case {
             series.push((n as f64, wall, mem));
         }
+        let label = STEP_CASES
+            .iter()
+            .find(|(short, _)| *short == name)
+            .map_or(name, |(_, c)| c.name);
         println!(
             "    {:<21} {:>7} {:>9.2} {:>8} {:>9} {:>11.3} {:>6.0} MiB {:>17}",
-            case.name,
+            label,
             n,
             wall,
-            r.summary.ops,
-            r.summary.events,
-            r.summary.metrics.step_secs * 1e3,
+            r.ops,
+            r.events,
+            r.step_ms,
             mem / (1u64 << 20) as f64,
             growth
         );
@@ -108,31 +177,44 @@ fn step_bench(gpus_max: u32) {
         // NCCL's tuner runs the data-parallel all-reduce as a ring at DP 32 and as a tree at
         // DP 512: the same step with the ring at both sizes separates the simulator's scaling
         // from the algorithm's.
-        let ring = ["workload.allreduce.algorithm=\"ring\""];
-        let ring_wall = |gpus: u32| -> Result<f64, String> {
-            let s = GPT_1_3B_STEP
-                .scenario_with(root, gpus, &ring)
-                .map_err(|e| e.to_string())?;
-            median_wall(&s, 3)
-                .map(|(w, _)| w)
-                .map_err(|e| e.to_string())
-        };
-        match (ring_wall(1024), ring_wall(16384)) {
+        match (
+            step_case_in_child("gpt", 1024, true, 3),
+            step_case_in_child("gpt", 16384, true, 3),
+        ) {
             (Ok(r0), Ok(r1)) => println!(
-                "    gpt-1.3b with the ring forced: {r0:.2} s and {r1:.2} s, wall x{:.1}",
-                r1 / r0
+                "    gpt-1.3b with the ring forced: {:.2} s and {:.2} s, wall x{:.1}",
+                r0.wall_s,
+                r1.wall_s,
+                r1.wall_s / r0.wall_s
             ),
             (Err(e), _) | (_, Err(e)) => println!("    gpt-1.3b with the ring forced: {e}"),
         }
     }
     println!(
-        "    (wall: median of 3 runs up to 16,384 GPUs, one run above; peak memory is the \
-         process's so far; growth exponents between consecutive sizes)"
+        "    (each case in a fresh process; wall: median of 3 runs up to 16,384 GPUs, one run \
+         above; peak memory: the largest of its runs; growth exponents between consecutive sizes)"
     );
 }
 
-/// Runs the benchmark cases of `sim::bench` once each and prints what they did and how fast.
-pub fn run(quick: bool) {
+fn print_step_header() {
+    println!(
+        "\n(c) training steps: GPT-1.3B bf16, TP 8 x PP 4 (1F1B, 8 micro-batches) x DP, and \
+         Llama-3.1 405B, TP 8 x PP 16 x DP 128 (zero1, recompute), NCCL, on"
+    );
+    println!(
+        "    topologies/h100_rail_cluster.toml grown to N/8 nodes, profile h100_sxm_node.json \
+         (--quick: up to 4,096 GPUs)"
+    );
+}
+
+/// Runs the benchmark cases of `sim::bench` once each and prints what they did and how fast;
+/// with `steps_only`, only the training steps up to 16,384 GPUs.
+pub fn run(quick: bool, steps_only: bool) {
+    if steps_only {
+        print_step_header();
+        step_bench(if quick { 4096 } else { 16384 });
+        return;
+    }
     use sim::bench::{
         fat_tree, fat_tree_k_for, peak_memory_bytes, place, ring_all_reduce, Hold, Placement,
         RingStep,
@@ -246,14 +328,7 @@ pub fn run(quick: bool) {
     }
     println!("    (peak memory is the process's so far: cases run in increasing size)");
 
-    println!(
-        "\n(c) training steps: GPT-1.3B bf16, TP 8 x PP 4 (1F1B, 8 micro-batches) x DP, and \
-         Llama-3.1 405B, TP 8 x PP 16 x DP 128 (zero1, recompute), NCCL, on"
-    );
-    println!(
-        "    topologies/h100_rail_cluster.toml grown to N/8 nodes, profile h100_sxm_node.json \
-         (--quick: up to 4,096 GPUs)"
-    );
+    print_step_header();
     step_bench(if quick { 4096 } else { 131072 });
 
     println!("\n(d) event-queue hold with 10^6 pending events");

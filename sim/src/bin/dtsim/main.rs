@@ -5,7 +5,7 @@
 //! dtsim nccl-tests SCENARIO [-b 8 -e 8G -f 2] [--measured TABLE --system NAME]
 //! dtsim topo show TOPOLOGY [--set key=value]... [--dot]
 //! dtsim topo import DUMP [--gpu MODEL] [--out FILE]
-//! dtsim bench [--quick]
+//! dtsim bench [--quick] [--steps]
 //! dtsim sweep SCENARIO [--jobs N] [--out DIR] [--shard i/n] [--emit-slurm DIR] [--limit N]
 //! dtsim merge DIR... [--out FILE]
 //! dtsim report RESULTS... --out DIR     (runs dtsim-report from the reports crate)
@@ -92,6 +92,18 @@ enum Command {
         /// Skip the 16,384-GPU cases.
         #[arg(long)]
         quick: bool,
+        /// Only the training steps (case (c)), up to 16,384 GPUs: the growth from 1,024 to
+        /// 16,384 GPUs in a minute.
+        #[arg(long)]
+        steps: bool,
+        /// Run one step case (gpt or llama) in this process and print it on one line: what
+        /// the step bench runs in a child process per case.
+        #[arg(long, hide = true, requires = "gpus")]
+        step_case: Option<String>,
+        #[arg(long, hide = true)]
+        gpus: Option<u32>,
+        #[arg(long, hide = true)]
+        ring: bool,
     },
     /// Replay measured runs (testbed datasets, nccl-tests and DDP tables) and report the error.
     Validate {
@@ -355,8 +367,14 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Report { args } => report_command(&args),
-        Command::Bench { quick } => {
-            bench::run(quick);
+        Command::Bench {
+            step_case: Some(case),
+            gpus,
+            ring,
+            ..
+        } => bench::run_step_case(&case, gpus.unwrap_or(1024), ring).map_err(anyhow::Error::msg),
+        Command::Bench { quick, steps, .. } => {
+            bench::run(quick, steps);
             Ok(())
         }
         Command::Validate {
