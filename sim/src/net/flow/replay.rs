@@ -37,6 +37,7 @@ impl FlowModel {
             ctx.cancel(h);
         }
         let mut t = b.started;
+        self.init_flows(slot);
         for (sol, dur) in &trajectory.segments {
             let end = t + SimTime::from_ps(*dur);
             self.batches[slot as usize].solution = Some(sol.clone());
