@@ -93,6 +93,9 @@ struct RoutedPattern {
     link_pos: Vec<u32>,
     /// XOR of `flow_key(f)` over all flows: the signature of "every flow live".
     full_signature: u64,
+    /// Per link class, the longest path latency of the flows whose bottleneck is of that
+    /// class (`None`: no such flow): when every flow ends at once, the batch's delivery.
+    max_latency_ps: [Option<u64>; LinkClass::ALL.len()],
 }
 
 impl RoutedPattern {
@@ -657,6 +660,32 @@ impl FlowModel {
         // A flow is done when what is left would take under a picosecond (the event time
         // was rounded up to whole picoseconds), or is a rounding residue of its size.
         let residue = b.bytes as f64 * 1e-12;
+        let done = |f: usize| {
+            let r = sol.rates_bps[f];
+            r.is_infinite() || b.remaining[f] <= r / 8.0 * 1e-12 + residue
+        };
+        // Every flow of the pattern ending at once (most batches of a large step): the same
+        // state as one flow at a time, from the pattern's link set and longest latencies.
+        if b.live.len() == pat.flows()
+            && !self.buckets.enabled()
+            && b.live.iter().all(|&f| done(f as usize))
+        {
+            for &f in &b.live {
+                b.remaining[f as usize] = 0.0;
+            }
+            self.changed.flag(&pat.link_set);
+            // The XOR of every flow's key taken out of the XOR of them all.
+            b.live_signature = 0;
+            for (c, max) in pat.max_latency_ps.iter().enumerate() {
+                if let Some(max) = max {
+                    let lat = *max as f64 * b.latency_factor[c];
+                    b.deliver_at = b.deliver_at.max(now + SimTime::from_ps(lat.round() as u64));
+                }
+            }
+            let finished = b.live.len();
+            b.live.clear();
+            return finished;
+        }
         let mut i = 0;
         let mut finished = 0;
         while i < b.live.len() {
@@ -781,6 +810,11 @@ impl NetworkModel for FlowModel {
             .iter()
             .map(|l| link_set.partition_point(|x| x < l) as u32)
             .collect();
+        let mut max_latency_ps = [None; LinkClass::ALL.len()];
+        for (&lat, &class) in latency_ps.iter().zip(&bottleneck_class) {
+            let max = &mut max_latency_ps[class_index(class)];
+            *max = Some(max.map_or(lat, |m: u64| m.max(lat)));
+        }
         let id = self.patterns.len() as u32;
         for &l in &link_set {
             self.link_patterns[l as usize].push(id);
@@ -796,6 +830,7 @@ impl NetworkModel for FlowModel {
             link_set,
             link_pos,
             full_signature,
+            max_latency_ps,
         });
         Ok(NetPatternId(self.patterns.len() as u32 - 1))
     }
