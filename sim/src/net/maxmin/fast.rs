@@ -13,7 +13,7 @@
 //! its other links (in exact arithmetic), so a queued key is a lower bound of its link's share.
 //! Rounding can lower a share by an ulp; then the link is queued again at once. So every live link
 //! has a queued key ≤ its share, and when the front key equals its link's freshly computed share,
-//! that link is the true (share, link index) minimum — the same link the reference picks.
+//! that link is the true (share, first-use rank) minimum — the same link the reference picks.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -47,19 +47,22 @@ struct LinkState {
     unfrozen: Vec<u32>,
     /// Key of the link's most recent queue entry: a lower bound of its fair share.
     queued_share_bps: Vec<f64>,
+    /// The link's position in the solve's order of first use (its tie rank).
+    first_use: Vec<u32>,
 }
 
-/// A min-queue of (fair share, link) keys, built by heapify (O(U)) rather than a full sort, since
+/// A min-queue of (fair share, first-use rank) keys, built by heapify (O(U)) rather than a full sort, since
 /// many links die (all their flows frozen elsewhere) before reaching the front and the solve stops
 /// once every flow is frozen. Keys pack the share's bits (non-negative, so
-/// they order like the number) above the link index, so ties go to the lower link index.
+/// they order like the number) above the link's first-use rank, so ties go to the link used
+/// first.
 #[derive(Debug, Default)]
 struct ShareQueue {
     heap: BinaryHeap<Reverse<u128>>,
 }
 
-fn queue_key(share_bps: f64, link: u32) -> u128 {
-    (u128::from(share_bps.to_bits()) << 32) | u128::from(link)
+fn queue_key(share_bps: f64, rank: u32) -> u128 {
+    (u128::from(share_bps.to_bits()) << 32) | u128::from(rank)
 }
 
 fn split_key(key: u128) -> (u64, u32) {
@@ -83,8 +86,8 @@ impl ShareQueue {
         self.heap.pop();
     }
 
-    fn push(&mut self, share_bps: f64, link: u32) {
-        self.heap.push(Reverse(queue_key(share_bps, link)));
+    fn push(&mut self, share_bps: f64, rank: u32) {
+        self.heap.push(Reverse(queue_key(share_bps, rank)));
     }
 }
 
@@ -94,6 +97,7 @@ impl LinkState {
             self.remaining_bps.resize(links, 0.0);
             self.unfrozen.resize(links, 0);
             self.queued_share_bps.resize(links, 0.0);
+            self.first_use.resize(links, 0);
         }
     }
 
@@ -108,7 +112,7 @@ impl LinkState {
                 if share < self.queued_share_bps[l] {
                     // Rounding lowered the share below its queued key: queue it again now.
                     self.queued_share_bps[l] = share;
-                    queue.push(share, link);
+                    queue.push(share, self.first_use[l]);
                 }
             }
         }
@@ -202,6 +206,7 @@ impl MaxMinSolver {
             for &link in p.links_of(flow) {
                 let count = &mut unfrozen[link as usize];
                 if *count == 0 {
+                    self.links.first_use[link as usize] = self.touched_links.len() as u32;
                     self.touched_links.push(link);
                 }
                 *count += 1;
@@ -236,7 +241,10 @@ impl MaxMinSolver {
             self.touched_links
                 .iter()
                 .filter(|&&link| unfrozen[link as usize] > 1)
-                .map(|&link| queue_key(queued_share_bps[link as usize], link)),
+                .map(|&link| {
+                    let l = link as usize;
+                    queue_key(queued_share_bps[l], self.links.first_use[l])
+                }),
         );
     }
 
@@ -244,7 +252,8 @@ impl MaxMinSolver {
     /// Leaves it at the front of the queue.
     fn front_link(&mut self) -> Option<(f64, u32)> {
         while let Some(key) = self.queue.peek() {
-            let (key_bits, link) = split_key(key);
+            let (key_bits, rank) = split_key(key);
+            let link = self.touched_links[rank as usize];
             let l = link as usize;
             let unfrozen = self.links.unfrozen[l];
             if unfrozen == 0 {
@@ -261,7 +270,7 @@ impl MaxMinSolver {
             );
             self.queue.pop();
             self.links.queued_share_bps[l] = share;
-            self.queue.push(share, link);
+            self.queue.push(share, rank);
         }
         None
     }

@@ -10,8 +10,9 @@
 //!    (how many of its flows still rise); its *fair share* is `remaining / unfrozen`;
 //! 2. a flow's *effective cap* is the smallest of its own cap and the capacities of the links it
 //!    alone crosses (a link with one flow saturates exactly when that flow reaches its capacity);
-//! 3. take the link with the smallest fair share (ties: the lowest link index) and the unfrozen
-//!    flow with the smallest finite effective cap (ties: the lowest flow index);
+//! 3. take the link with the smallest fair share (ties: the link used first, scanning the flows
+//!    in order and each path in order) and the unfrozen flow with the smallest finite effective
+//!    cap (ties: the lowest flow index);
 //! 4. if that cap is ≤ that share, freeze that one flow at its cap; if the share is infinite,
 //!    stop: every flow still rising is unlimited; otherwise freeze every unfrozen flow of that
 //!    link, in increasing flow index, at the share;
@@ -28,8 +29,12 @@
 //! Conventions and edge cases:
 //! - a flow with an empty path gets its cap, or `f64::INFINITY` when uncapped; so does a flow
 //!   whose links all have infinite capacity;
-//! - the tie rules (caps before links, lower indices first) only fix the order of floating-point
-//!   operations; the rates are the same max-min rates whichever order equal events take;
+//! - the tie rules (caps before links, links in order of first use, lower flow indices first)
+//!   only fix the order of floating-point operations; the rates are the same max-min rates
+//!   whichever order equal events take. Links are ranked by first use, not by index, so that a
+//!   problem's rates do not depend on how its links are numbered: two copies of one collective
+//!   on other links (another rail, other ECMP choices) give bit-identical rates, which is what
+//!   lets [`SplitSolver`] reuse one copy's rates for the other;
 //! - paths are meant to be simple; a link listed twice in one path is charged twice (the flow
 //!   counts as two flows on it), identically in both solvers;
 //! - rates are clamped at zero: a share that rounding (or a zero-capacity link) leaves at or below

@@ -18,9 +18,16 @@ pub fn solve_reference(p: &Problem) -> Vec<f64> {
     let links = p.link_capacity_bps.len();
     let mut remaining_bps = p.link_capacity_bps.to_vec();
     let mut unfrozen = vec![0_u32; links];
+    // Ties between equal shares go to the link an earlier flow crossed first.
+    let mut first_use = vec![u32::MAX; links];
+    let mut used = 0;
     for flow in 0..flows {
         for &link in p.links_of(flow) {
             unfrozen[link as usize] += 1;
+            if first_use[link as usize] == u32::MAX {
+                first_use[link as usize] = used;
+                used += 1;
+            }
         }
     }
     let effective_cap_bps: Vec<f64> = (0..flows)
@@ -56,7 +63,10 @@ pub fn solve_reference(p: &Problem) -> Vec<f64> {
                 continue;
             }
             let share = fair_share(remaining_bps[link], unfrozen[link]);
-            if bottleneck.is_none_or(|(best, _)| share < best) {
+            let better = |&(best, at): &(f64, usize)| {
+                share < best || (share == best && first_use[link] < first_use[at])
+            };
+            if bottleneck.is_none_or(|b| better(&b)) {
                 bottleneck = Some((share, link));
             }
         }

@@ -10,14 +10,17 @@
 //! parts it has not seen.
 //!
 //! A part matches one seen before when it lists the same flows in the same order (caps, path
-//! lengths), over links numbered by first use with the same capacities, and its links are in
-//! the same relative order (the renaming keeps the order of link indices). Keeping the order
-//! keeps the bottleneck algorithm's tie rule (lower link index first), so a match's rates are
-//! exactly what solving it would give. And solving a part alone performs the same
+//! lengths), over links numbered by first use with the same capacities. The bottleneck
+//! algorithm breaks ties between equal shares by that same first-use order (not by link
+//! index), so a match's rates are exactly what solving it would give, whatever its links'
+//! indices: the same tree step on eight rails, each with its own ECMP choices, is one part
+//! solved once. (Until 2026-11-26 ties went to the lower link index, and a match also had to
+//! keep its links' index order: in a 16,384-GPU GPT-1.3B step 168,000 lookups found an equal
+//! part in another order and solved it again.) And solving a part alone performs the same
 //! floating-point operations in the same order as solving it inside the whole problem: each
-//! step of the algorithm on one part depends only on that part's shares and caps. So the rates
-//! are bit-identical to [`MaxMinSolver`] on the whole problem; the tests check it against the
-//! reference solver.
+//! step of the algorithm on one part depends only on that part's shares and caps, and its
+//! links' first-use order is the same inside the whole. So the rates are bit-identical to
+//! [`MaxMinSolver`] on the whole problem; the tests check it against the reference solver.
 //!
 //! Finding and encoding the parts costs O(F·h) for F flows of h hops, a fraction of a solve of
 //! the same flows; problems under [`SplitSolver::MIN_FLOWS`] flows, or of a single part, go to
@@ -38,12 +41,10 @@ use super::{cap_within, MaxMinSolver, Problem};
 
 const NONE: u32 = u32::MAX;
 
-/// A part solved before: where its encoding, link order and rates lie in the arenas.
+/// A part solved before: where its encoding and rates lie in the arenas.
 #[derive(Debug, Clone, Copy)]
 struct Seen {
     enc: (usize, usize),
-    /// Local link numbers sorted by the global index they had.
-    order: (usize, usize),
     rates: (usize, usize),
     /// The next seen part with the same hash, or `NONE`.
     next: u32,
@@ -73,14 +74,12 @@ pub struct SplitSolver {
     /// The part being looked up: its encoding and its links by local number.
     enc: Vec<u64>,
     part_links: Vec<u32>,
-    order_scratch: Vec<u64>,
     /// Shapes (flows, hops) of the parts met so far: a part is encoded from its shape's second.
     shapes: BTreeSet<(u32, u32)>,
     // Parts seen: first by hash, then chained; their words in three arenas.
     seen_by_hash: BTreeMap<u64, u32>,
     seen: Vec<Seen>,
     seen_enc: Vec<u64>,
-    seen_order: Vec<u32>,
     seen_rates: Vec<f64>,
     // The sub-problem of one part.
     sub_offsets: Vec<u32>,
@@ -98,7 +97,7 @@ pub struct SplitSolver {
 impl SplitSolver {
     /// Below this many flows a problem is solved whole.
     pub const MIN_FLOWS: usize = 64;
-    /// Words (encodings, link orders and rates) kept for seen parts: 64 MiB.
+    /// Words (encodings and rates) kept for seen parts: 64 MiB.
     pub const MAX_SEEN_WORDS: usize = 8 << 20;
 
     pub fn new() -> Self {
@@ -165,9 +164,7 @@ impl SplitSolver {
                 );
             }
         }
-        if self.seen_enc.len() + self.seen_order.len() + self.seen_rates.len()
-            > Self::MAX_SEEN_WORDS
-        {
+        if self.seen_enc.len() + self.seen_rates.len() > Self::MAX_SEEN_WORDS {
             self.forget_seen();
         }
         for part in 0..parts {
@@ -374,17 +371,12 @@ impl SplitSolver {
         }
     }
 
-    /// A seen part equal to the encoded one, with its links in the same relative order.
+    /// A seen part equal to the encoded one.
     fn find_seen(&self, hash: u64) -> Option<Seen> {
         let mut at = self.seen_by_hash.get(&hash).copied();
         while let Some(i) = at {
             let seen = self.seen[i as usize];
-            let same_order = || {
-                self.seen_order[seen.order.0..seen.order.1]
-                    .windows(2)
-                    .all(|w| self.part_links[w[0] as usize] < self.part_links[w[1] as usize])
-            };
-            if self.seen_enc[seen.enc.0..seen.enc.1] == self.enc[..] && same_order() {
+            if self.seen_enc[seen.enc.0..seen.enc.1] == self.enc[..] {
                 return Some(seen);
             }
             at = Some(seen.next).filter(|&n| n != NONE);
@@ -392,22 +384,10 @@ impl SplitSolver {
         None
     }
 
-    /// Keeps the part just solved (its encoding, link order and the rates in `sub_rates`).
+    /// Keeps the part just solved (its encoding and the rates in `sub_rates`).
     fn remember(&mut self, hash: u64) {
         let enc = (self.seen_enc.len(), self.seen_enc.len() + self.enc.len());
         self.seen_enc.extend_from_slice(&self.enc);
-        // Local numbers by link index: (link, local) packed in one word sorts fastest.
-        self.order_scratch.clear();
-        self.order_scratch.extend(
-            self.part_links
-                .iter()
-                .enumerate()
-                .map(|(local, &link)| (u64::from(link) << 32) | local as u64),
-        );
-        self.order_scratch.sort_unstable();
-        let order_start = self.seen_order.len();
-        self.seen_order
-            .extend(self.order_scratch.iter().map(|&w| w as u32));
         let rates = (
             self.seen_rates.len(),
             self.seen_rates.len() + self.sub_rates.len(),
@@ -415,12 +395,7 @@ impl SplitSolver {
         self.seen_rates.extend_from_slice(&self.sub_rates);
         let id = self.seen.len() as u32;
         let next = self.seen_by_hash.insert(hash, id).unwrap_or(NONE);
-        self.seen.push(Seen {
-            enc,
-            order: (order_start, self.seen_order.len()),
-            rates,
-            next,
-        });
+        self.seen.push(Seen { enc, rates, next });
     }
 
     fn forget_seen(&mut self) {
@@ -428,7 +403,6 @@ impl SplitSolver {
         self.seen_by_hash.clear();
         self.seen.clear();
         self.seen_enc.clear();
-        self.seen_order.clear();
         self.seen_rates.clear();
     }
 
