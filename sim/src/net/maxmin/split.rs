@@ -81,7 +81,10 @@ pub struct SplitSolver {
     seen: Vec<Seen>,
     seen_enc: Vec<u64>,
     seen_rates: Vec<f64>,
-    // The sub-problem of one part.
+    // The sub-problem of one part, its links numbered by first use: their global indices and
+    // capacities, and its flows' paths in local numbers.
+    sub_link_ids: Vec<u32>,
+    sub_link_caps: Vec<f64>,
     sub_offsets: Vec<u32>,
     sub_links: Vec<u32>,
     sub_caps: Vec<f64>,
@@ -406,7 +409,10 @@ impl SplitSolver {
         self.seen_rates.clear();
     }
 
-    /// Solves one part alone, writes its flows' rates and leaves them in `sub_rates`.
+    /// Solves one part alone, writes its flows' rates and leaves them in `sub_rates`. The
+    /// part's links are renumbered 0.. in order of first use (the solver's tie order: the
+    /// same operations), so the solver's per-link arrays are as long as the part has links,
+    /// not the topology: on a large cluster they no longer miss the cache on every hop.
     fn solve_part(&mut self, p: &Problem, part: usize, rates_bps: &mut [f64]) {
         let (start, end) = (
             self.part_start[part] as usize,
@@ -415,16 +421,29 @@ impl SplitSolver {
         self.sub_offsets.clear();
         self.sub_links.clear();
         self.sub_caps.clear();
+        self.sub_link_caps.clear();
         self.sub_offsets.push(0);
         for &flow in &self.part_flows[start..end] {
-            self.sub_links.extend_from_slice(p.links_of(flow as usize));
+            for &link in p.links_of(flow as usize) {
+                let local = &mut self.link_scratch[link as usize];
+                if *local == NONE {
+                    *local = self.sub_link_ids.len() as u32;
+                    self.sub_link_ids.push(link);
+                    self.sub_link_caps.push(p.link_capacity_bps[link as usize]);
+                }
+                self.sub_links.push(*local);
+            }
             self.sub_offsets.push(self.sub_links.len() as u32);
             self.sub_caps.push(p.flow_cap_bps[flow as usize]);
         }
+        for &link in &self.sub_link_ids {
+            self.link_scratch[link as usize] = NONE;
+        }
+        self.sub_link_ids.clear();
         self.sub_rates.clear();
         self.sub_rates.resize(end - start, 0.0);
         let sub = Problem {
-            link_capacity_bps: p.link_capacity_bps,
+            link_capacity_bps: &self.sub_link_caps,
             flow_offsets: &self.sub_offsets,
             flow_links: &self.sub_links,
             flow_cap_bps: &self.sub_caps,
