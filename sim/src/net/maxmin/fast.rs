@@ -248,7 +248,8 @@ impl MaxMinSolver {
         );
     }
 
-    /// The live link with the smallest (fair share, link index), re-queuing stale keys on the way.
+    /// The live link with the smallest (fair share, first-use rank), re-queuing stale keys on the
+    /// way.
     /// Leaves it at the front of the queue.
     fn front_link(&mut self) -> Option<(f64, u32)> {
         while let Some(key) = self.queue.peek() {
