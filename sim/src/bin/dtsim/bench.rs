@@ -1,7 +1,7 @@
 //! `dtsim bench`: runs the benchmark cases of `sim::bench` and prints what they did and how
 //! fast (the same cases as `cargo bench -p sim`, as one table a person reads). Each case runs
-//! once, except the training steps up to 16,384 GPUs: the median of three, each step in a
-//! fresh process of its own.
+//! once, except the training steps: the median of seven runs up to 4,096 GPUs and of three at
+//! 16,384, each run in a fresh process of its own.
 
 use sim::bench::{StepCase, GPT_1_3B_STEP, LLAMA3_405B_STEP};
 use sim::collective::play::Watch;
@@ -124,9 +124,15 @@ fn step_bench(gpus_max: u32) {
             continue;
         }
         // Short cases are timed several times and the median kept: a 1,024-GPU step takes a
-        // tenth of a second, where one disturbed run moves the growth ratio most.
+        // fifth of a second, where one disturbed run moves the growth ratio most (0.14-0.22 s
+        // from one median of three to the next on this machine).
         let same_case = name == "gpt";
-        let repeats = if same_case && n <= 16_384 { 3 } else { 1 };
+        let repeats = match n {
+            _ if !same_case => 1,
+            0..=4096 => 7,
+            4097..=16_384 => 3,
+            _ => 1,
+        };
         let r = match step_case_in_child(name, n, false, repeats) {
             Ok(r) => r,
             Err(e) => {
@@ -178,7 +184,7 @@ fn step_bench(gpus_max: u32) {
         // DP 512: the same step with the ring at both sizes separates the simulator's scaling
         // from the algorithm's.
         match (
-            step_case_in_child("gpt", 1024, true, 3),
+            step_case_in_child("gpt", 1024, true, 7),
             step_case_in_child("gpt", 16384, true, 3),
         ) {
             (Ok(r0), Ok(r1)) => println!(
@@ -191,8 +197,8 @@ fn step_bench(gpus_max: u32) {
         }
     }
     println!(
-        "    (each case in a fresh process; wall: median of 3 runs up to 16,384 GPUs, one run \
-         above; peak memory: the largest of its runs; growth exponents between consecutive sizes)"
+        "    (each case in a fresh process; wall: median of 7 runs up to 4,096 GPUs, of 3 at 16,384, one \
+         run above; peak memory: the largest of its runs; growth exponents between consecutive sizes)"
     );
 }
 
