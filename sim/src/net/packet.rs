@@ -1039,7 +1039,7 @@ mod tests {
     use crate::collective::play::{play, PlayOptions, PlayOutcome};
     use crate::collective::Schedule;
 
-    use crate::net::testing::{schedule, star, GBPS};
+    use crate::net::testing::{assert_series_matches_traffic, schedule, star, GBPS};
 
     fn run(topo: &Arc<Topology>, s: &Schedule, config: PacketConfig) -> (PlayOutcome, PortReport) {
         let mut m = PacketModel::new(topo.clone(), config, 0).unwrap();
@@ -1274,25 +1274,8 @@ mod tests {
         let traffic = m.link_traffic();
         let stats = m.port_stats().unwrap();
         let into_g7 = port(&t, "sw", "g7") as u32;
-        for e in &series.links {
-            let cap = t.links()[e.link as usize].bandwidth_bps;
-            let bytes: f64 = e
-                .utilization
-                .iter()
-                .enumerate()
-                .map(|(i, u)| {
-                    u * cap * (series.edges_ps[i + 1] - series.edges_ps[i]) as f64 * 1e-12 / 8.0
-                })
-                .sum();
-            let want = traffic[e.link as usize].bytes;
-            // Serialization is rounded to whole picoseconds: within a part in 10^5.
-            assert!(
-                (bytes - want).abs() <= 1e-5 * want,
-                "link {}: {bytes} vs {want}",
-                e.link
-            );
-            assert!(e.utilization.iter().all(|&u| (0.0..=1.0).contains(&u)));
-        }
+        // Serialization is rounded to whole picoseconds: within a part in 10^5.
+        assert_series_matches_traffic(&t, &series, &traffic, 1e-5);
         let g7 = series.links.iter().find(|e| e.link == into_g7).unwrap();
         let occ = g7.occupancy.as_ref().unwrap();
         let p = &stats.ports[into_g7 as usize];

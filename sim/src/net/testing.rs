@@ -6,6 +6,9 @@ use crate::collective::{Collective, OpId, OpKind, Phase, Schedule};
 use crate::engine::SimTime;
 use crate::topology::{DeviceKind, LinkClass, LinkSpec, Topology};
 
+use super::series::LinkSeries;
+use super::LinkTraffic;
+
 pub const GBPS: f64 = 1e9;
 
 /// `n` GPUs `g0..` on one switch `sw`: every link `bw` bits/s, `lat` per hop, `buffer` bytes
@@ -51,4 +54,32 @@ pub fn schedule(n: u32, ops: &[OpSpec]) -> Schedule {
         );
     }
     s
+}
+
+/// Checks a series against the run's link totals: every link's bins integrate to its bytes
+/// (relative `tol`), and utilization stays in [0, 1].
+pub fn assert_series_matches_traffic(
+    t: &Topology,
+    series: &LinkSeries,
+    traffic: &[LinkTraffic],
+    tol: f64,
+) {
+    for e in &series.links {
+        let cap = t.links()[e.link as usize].bandwidth_bps;
+        let bytes: f64 = e
+            .utilization
+            .iter()
+            .enumerate()
+            .map(|(i, u)| {
+                u * cap * (series.edges_ps[i + 1] - series.edges_ps[i]) as f64 * 1e-12 / 8.0
+            })
+            .sum();
+        let want = traffic[e.link as usize].bytes;
+        assert!(
+            (bytes - want).abs() <= tol * want,
+            "link {}: {bytes} vs {want}",
+            e.link
+        );
+        assert!(e.utilization.iter().all(|&u| (0.0..=1.0).contains(&u)));
+    }
 }

@@ -7,7 +7,7 @@ use crate::collective::play::{play, PlayOptions};
 use crate::collective::Schedule;
 use crate::net::factors::FactorRow;
 
-use crate::net::testing::{schedule, OpSpec, GBPS};
+use crate::net::testing::{assert_series_matches_traffic, schedule, OpSpec, GBPS};
 
 /// `n` GPUs on one Ethernet switch, every link `bw` bits/s and `lat` per hop.
 fn star(n: u32, bw: f64, lat: SimTime) -> Arc<Topology> {
@@ -372,34 +372,6 @@ fn a_replay_interrupted_by_a_new_batch_continues_exactly_as_a_simulated_one() {
         o.ops[i].end.as_ps() - o.ops[i].start.as_ps()
     };
     assert!(step(&a, 1) > step(&a, 0));
-}
-
-/// Checks a series against the run's link totals: every link's bins integrate to its bytes
-/// (relative `tol`), and utilization stays in [0, 1].
-fn assert_series_matches_traffic(
-    t: &Topology,
-    series: &LinkSeries,
-    traffic: &[LinkTraffic],
-    tol: f64,
-) {
-    for e in &series.links {
-        let cap = t.links()[e.link as usize].bandwidth_bps;
-        let bytes: f64 = e
-            .utilization
-            .iter()
-            .enumerate()
-            .map(|(i, u)| {
-                u * cap * (series.edges_ps[i + 1] - series.edges_ps[i]) as f64 * 1e-12 / 8.0
-            })
-            .sum();
-        let want = traffic[e.link as usize].bytes;
-        assert!(
-            (bytes - want).abs() <= tol * want,
-            "link {}: {bytes} vs {want}",
-            e.link
-        );
-        assert!(e.utilization.iter().all(|&u| (0.0..=1.0).contains(&u)));
-    }
 }
 
 /// Ring steps (replayed), a contending batch and a dependent one, with latency.
