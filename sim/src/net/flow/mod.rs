@@ -31,7 +31,10 @@
 //!   same pattern, size and factors that starts alone replays it with one event instead of one
 //!   event per group of finishing flows; if another batch starts on its links mid-way, the
 //!   replay is materialized (per-flow state rebuilt at that moment) and simulation goes on
-//!   normally;
+//!   normally. A replaying batch never fills its per-flow state (bytes left, live flows, caps):
+//!   it is filled on activation other than as a replay, or when a replay is materialized;
+//! - a batch whose flows all end at once (the common case) is retired in one step, from its
+//!   pattern's link set and longest latencies, not flow by flow;
 //! - link traffic is integrated per solution (rate × time the solution was in force), not per
 //!   flow per event, from loads summed by position in the pattern's link set.
 //!
@@ -51,7 +54,7 @@
 //!
 //! Layout: this file holds the model's state and the life of a batch (start, FIFO wait,
 //! activation, re-solve, finishing flows, completion), which read and write the same
-//! per-batch state and are easiest to follow together (~850 lines); `component` finds which
+//! per-batch state and are easiest to follow together (~1,000 lines); `component` finds which
 //! batches share links, `changed` flags the links a re-solve must look at, `replay` records
 //! and replays trajectories, `traffic` integrates what links carried, `burst` gives transfers
 //! that start on idle shaped links their token buckets' bytes at once.
