@@ -123,6 +123,46 @@ impl Proto {
     }
 }
 
+/// (source, destination) ranks of one step.
+pub(crate) type Pairs = Vec<(u32, u32)>;
+
+/// The steps between nodes of one of NCCL's double binary trees (`tree` 0 or 1 over `nodes`
+/// nodes), each node standing as its head rank `head_of(node)`: up, deepest level first, each
+/// level's (child head, parent head) pairs with how many parents reduce what they receive;
+/// then down from the root, (parent head, child head) pairs. The tree all-reduce and
+/// NVLS-Tree both run these between their intra-node stages.
+pub(crate) fn head_tree_steps(
+    tree: u32,
+    nodes: u32,
+    head_of: impl Fn(u32) -> u32,
+) -> (Vec<(Pairs, u32)>, Vec<Pairs>) {
+    let levels = crate::collective::tree::levels(tree, nodes, None);
+    let up = levels
+        .iter()
+        .rev()
+        .map(|level| {
+            let pairs: Pairs = level
+                .iter()
+                .map(|&(c, p)| (head_of(c), head_of(p)))
+                .collect();
+            let mut parents: Vec<u32> = pairs.iter().map(|&(_, p)| p).collect();
+            parents.sort_unstable();
+            parents.dedup();
+            (pairs, parents.len() as u32)
+        })
+        .collect();
+    let down = levels
+        .iter()
+        .map(|level| {
+            level
+                .iter()
+                .map(|&(c, p)| (head_of(p), head_of(c)))
+                .collect()
+        })
+        .collect();
+    (up, down)
+}
+
 /// Ranks `0..ranks` grouped by node (`fabric`), nodes in order of their first rank, ranks in
 /// order within each: how NCCL's rail-aligned rings, trees and NVLS-Tree lay channels over
 /// nodes. `None` when there are no ranks or nodes hold different numbers of them (NCCL's

@@ -19,7 +19,7 @@
 //! switch, the head's read, the tree up, the tree down, the head's write, the multicast.
 
 use crate::collective::steps::{chain, split_even, ChainStep};
-use crate::collective::{tree, Collective, Fabric, Phase, Schedule};
+use crate::collective::{Collective, Fabric, Phase, Schedule};
 
 /// The NVLS-Tree all-reduce of `bytes` over `ranks` ranks (grouped into nodes by `fabric`)
 /// with `heads` heads per node (NICs), pipelined in `slices`: the schedule, whose extra
@@ -75,25 +75,14 @@ pub fn all_reduce(
             step(push, Phase::ReduceScatter, 0),
             step(read, Phase::Reduce, 0),
         ];
-        // Inter-node (child node, parent node) edges by depth, deepest last.
-        let levels = tree::levels(t, n_nodes, None);
-        for level in levels.iter().rev() {
-            let up: Vec<(u32, u32)> = level
-                .iter()
-                .map(|&(c, p)| (head_of(c), head_of(p)))
-                .collect();
-            let mut parents: Vec<u32> = up.iter().map(|&(_, p)| p).collect();
-            parents.sort_unstable();
-            parents.dedup();
-            let pattern = s.add_pattern(up);
-            steps.push(step(pattern, Phase::Reduce, parents.len() as u32));
+        // Between the nodes' heads: up the tree, then back down.
+        let (up, down) = super::head_tree_steps(t, n_nodes, head_of);
+        for (pairs, parents) in up {
+            let pattern = s.add_pattern(pairs);
+            steps.push(step(pattern, Phase::Reduce, parents));
         }
-        for level in &levels {
-            let down: Vec<(u32, u32)> = level
-                .iter()
-                .map(|&(c, p)| (head_of(p), head_of(c)))
-                .collect();
-            let pattern = s.add_pattern(down);
+        for pairs in down {
+            let pattern = s.add_pattern(pairs);
             steps.push(step(pattern, Phase::Broadcast, 0));
         }
         steps.push(step(write, Phase::AllGather, 0));

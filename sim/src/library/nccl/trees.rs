@@ -12,7 +12,7 @@
 //! chain alone.
 
 use crate::collective::steps::{chain, split_even, ChainStep};
-use crate::collective::{tree, Collective, Fabric, Phase, Schedule};
+use crate::collective::{Collective, Fabric, Phase, Schedule};
 
 /// The tree all-reduce of `bytes` over `ranks` ranks (grouped into nodes by `fabric`), for
 /// `channels` channels on nodes with `nics` NICs each, pipelined in `slices` chunks: the
@@ -43,13 +43,13 @@ pub fn all_reduce(
         let (h, t) = (lane / trees, (lane % trees) as u32);
         // Local GPU i of chain h on node v.
         let at = |v: &Vec<u32>, i: usize| v[(h + i) % per];
-        // Inter-node (child node, parent node) edges by depth, deepest last.
-        let levels = if n_nodes > 1 {
-            tree::levels(t, n_nodes, None)
-        } else {
-            Vec::new()
-        };
         let head_of = |node: u32| at(&nodes[node as usize], 0);
+        // Between the nodes' heads (none inside one node).
+        let (tree_up, tree_down) = if n_nodes > 1 {
+            super::head_tree_steps(t, n_nodes, head_of)
+        } else {
+            (Vec::new(), Vec::new())
+        };
         let mut steps = Vec::new();
         let mut step = |s: &mut Schedule, pairs: Vec<(u32, u32)>, phase: Phase, reducers: u32| {
             steps.push(ChainStep {
@@ -64,22 +64,11 @@ pub fn all_reduce(
             let up = nodes.iter().map(|v| (at(v, i), at(v, i - 1))).collect();
             step(&mut s, up, Phase::Reduce, n_nodes);
         }
-        for level in levels.iter().rev() {
-            let up: Vec<(u32, u32)> = level
-                .iter()
-                .map(|&(c, p)| (head_of(c), head_of(p)))
-                .collect();
-            let mut parents: Vec<u32> = up.iter().map(|&(_, p)| p).collect();
-            parents.sort_unstable();
-            parents.dedup();
-            step(&mut s, up, Phase::Reduce, parents.len() as u32);
+        for (up, parents) in tree_up {
+            step(&mut s, up, Phase::Reduce, parents);
         }
         // Down: the inter-node tree from the root, then each chain from its head.
-        for level in &levels {
-            let down = level
-                .iter()
-                .map(|&(c, p)| (head_of(p), head_of(c)))
-                .collect();
+        for down in tree_down {
             step(&mut s, down, Phase::Broadcast, 0);
         }
         for i in 1..per {
