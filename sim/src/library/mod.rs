@@ -324,6 +324,19 @@ pub(crate) mod testing {
 
     /// Bytes every transfer op of `s` puts on its pairs, leaving out the ops of exactly
     /// `control_bytes` (a library's notifications or acknowledgements).
+    /// Bytes moved by the transfers of exactly `bytes` each (every pair counted).
+    pub fn transfer_bytes(s: &Schedule, bytes: u64) -> u128 {
+        s.ops
+            .iter()
+            .map(|op| match op.kind {
+                OpKind::Transfer { pattern, bytes: b } if b == bytes => {
+                    s.patterns[pattern.0 as usize].pairs.len() as u128 * b as u128
+                }
+                _ => 0,
+            })
+            .sum()
+    }
+
     pub fn payload_bytes(s: &Schedule, control_bytes: u64) -> u128 {
         s.ops
             .iter()

@@ -14,9 +14,15 @@
 //!   rabenseifner halves the vector while doubling the distance, then gathers back (fewer
 //!   elements than the power of two below n: basic_linear).
 //! - **Messages** (ob1 + `btl_tcp_component.c`): up to the 64 KiB eager limit a message goes at
-//!   once; above it, the first fragment carries the rendezvous header and 64 KiB of data, the
-//!   receiver acknowledges once the receive is matched, then the rest follows. dtsim plays
-//!   those as three transfers (fragment, [`ACK_BYTES`] back, rest).
+//!   once; above it, as captured on the testbed (tcpdump of 256 KiB and 1 MiB Send and
+//!   Sendrecv from mpi4py buffers; `data/runs/calibration/testbed_mpi_ring_capture_1MiB.txt`),
+//!   a request of [`REQUEST_BYTES`] goes first with no data
+//!   (ob1's protocol for contiguous buffers on a BTL that can put), the receiver answers with
+//!   [`ACK_BYTES`] once the receive is matched, and only then does the data follow, all of it.
+//!   dtsim plays those as three transfers. The answer leaves through the receiver's egress
+//!   queue: where the receiver is already sending, it waits behind that send's standing queue
+//!   (the flow model's FIFO head, `network.fifo_head_bytes`): 6.8 ms at 200 Mbit/s in the
+//!   capture, which is what each step of the ring costs beyond its bytes ([`ring`]).
 //! - **Measured on the testbed** (`data/runs/calibration/testbed_mpi_p2p_{2,4}ranks.json`, `suite.py
 //!   mpi_p2p`, TCP cubic, 10 repetitions per size): with two ranks, a Sendrecv of a rendezvous
 //!   message with its one peer takes 1.95-2.00× a one-way Send of it (16 KiB eager messages
@@ -24,26 +30,35 @@
 //!   exchanging in pairs at once (a recursive-doubling step), either 1.0× or 2.0× from one
 //!   repetition to the next, about half each (1 MiB: 6 of 10 at 1.0×; 4 and 16 MiB: 5 of 10),
 //!   and 1.0× every time when one rank of each pair enters 0.5 ms after the other. dtsim plays
-//!   the pairwise exchanges of recursive_doubling and rabenseifner one direction after the
-//!   other, the two-rank case. This is the less certain part of the model: recursive doubling
-//!   of 4 MiB on 4 ranks took 352 ms (both ways at once in both steps; dtsim: 702 ms), of
-//!   16 MiB 2.11 s (one step each way; dtsim: 2.81 s).
+//!   the pairwise exchanges of recursive_doubling and rabenseifner at their expected time
+//!   ([`serialized_share`]: the way back starts once the first way has delivered that share of
+//!   its bytes). This is the less certain part of the model, and a single run lands on either
+//!   side of it: recursive doubling of 4 MiB on 4 ranks took 352 ms (both ways at once in both
+//!   steps; dtsim: 525 ms), of 16 MiB 2.11 s (one step each way; dtsim: 2.07 s).
 //!
 //! Not modelled, and refused: nonoverlapping (a tuned reduce then a tuned broadcast, each with
 //! its own rules), non-commutative operations, and the other collectives' rules.
 
 use super::{reversed, LibraryError, LibraryOptions, Plan, Request, System};
 use crate::collective::steps::split_even;
-use crate::collective::{Collective, Endpoint, OpId, OpKind, Phase, Schedule};
+use crate::collective::{Collective, Endpoint, OpId, OpKind, PatternId, Phase, Schedule};
+use crate::engine::SimTime;
 
 /// The TCP BTL's eager limit (`btl_eager_limit`, `btl_rndv_eager_limit`): 64 KiB.
 pub const EAGER_LIMIT_BYTES: u64 = 64 << 10;
 /// ob1's match header, which an eager message carries within the eager limit.
 const MATCH_HEADER_BYTES: u64 = 16;
-/// ob1's rendezvous header, which the first fragment of a large message carries.
-const RNDV_HEADER_BYTES: u64 = 32;
-/// An ob1 acknowledgement (header only).
-pub const ACK_BYTES: u64 = 32;
+/// A rendezvous request: ob1's header for a contiguous buffer, no data (TCP payload as
+/// captured on the testbed).
+pub const REQUEST_BYTES: u64 = 40;
+/// The receiver's answer to a request, after which the data follows (TCP payload as captured).
+pub const ACK_BYTES: u64 = 64;
+/// How much later than the others rank 0 enters a ring. Ranks never enter together: a single
+/// ring exchange on the testbed ran late in 4 of 10 repetitions at 1 MiB and 6 of 10 at 4 MiB
+/// (`testbed_mpi_p2p_4ranks.json`, `ring`), and back to back the lateness persists (see
+/// [`ring`]). Any lag longer than an acknowledgement's round trip gives the same times: 50,
+/// 100, 200 and 500 µs predict the testbed's rings within 0.5 ms of each other.
+const ENTRY_LAG: SimTime = SimTime::from_ps(50_000_000);
 /// Element size dtsim assumes where OpenMPI counts elements (float32).
 const ELEMENT_BYTES: u64 = 4;
 
@@ -257,9 +272,6 @@ pub fn is_eager(bytes: u64) -> bool {
     bytes + MATCH_HEADER_BYTES <= EAGER_LIMIT_BYTES
 }
 
-/// Payload of a rendezvous message's first fragment.
-const FIRST_FRAGMENT_BYTES: u64 = EAGER_LIMIT_BYTES - RNDV_HEADER_BYTES;
-
 /// One batch: every pair of `pairs` sends `bytes` once `deps` are done.
 fn transfer(
     s: &mut Schedule,
@@ -273,8 +285,8 @@ fn transfer(
     s.push(OpKind::Transfer { pattern, bytes }, deps, phase, 0, step)
 }
 
-/// One message on every pair of `pairs` (same size): eager, or fragment + acknowledgement +
-/// rest. Returns the op after which the data has arrived.
+/// One message on every pair of `pairs` (same size): eager, or request + acknowledgement +
+/// data. Returns the op after which the data has arrived.
 fn message(
     s: &mut Schedule,
     pairs: &[(Endpoint, Endpoint)],
@@ -286,24 +298,61 @@ fn message(
     if is_eager(bytes) {
         return transfer(s, pairs.to_vec(), bytes, deps, phase, step);
     }
-    let frag = transfer(s, pairs.to_vec(), FIRST_FRAGMENT_BYTES, deps, phase, step);
-    let ack = transfer(s, reversed(pairs), ACK_BYTES, vec![frag], phase, step);
-    transfer(
-        s,
-        pairs.to_vec(),
-        bytes - FIRST_FRAGMENT_BYTES,
-        vec![ack],
-        phase,
-        step,
-    )
+    let request = transfer(s, pairs.to_vec(), REQUEST_BYTES, deps, phase, step);
+    let ack = transfer(s, reversed(pairs), ACK_BYTES, vec![request], phase, step);
+    transfer(s, pairs.to_vec(), bytes, vec![ack], phase, step)
+}
+
+/// One message on one pair, whose patterns (`to`, `back`) the caller made: eager, or the
+/// rendezvous request, the receiver's acknowledgement (once `matched`: its receive is posted)
+/// and the data. Returns the op after which the data has arrived.
+#[allow(clippy::too_many_arguments)]
+fn message_on(
+    s: &mut Schedule,
+    (to, back): (PatternId, PatternId),
+    bytes: u64,
+    deps: Vec<OpId>,
+    matched: Vec<OpId>,
+    phase: Phase,
+    step: u32,
+) -> OpId {
+    let send = |s: &mut Schedule, pattern, bytes, deps| {
+        s.push(OpKind::Transfer { pattern, bytes }, deps, phase, 0, step)
+    };
+    if is_eager(bytes) {
+        return send(s, to, bytes, deps);
+    }
+    let request = send(s, to, REQUEST_BYTES, deps);
+    let mut ack_deps = vec![request];
+    ack_deps.extend(matched);
+    let ack = send(s, back, ACK_BYTES, ack_deps);
+    send(s, to, bytes, vec![ack])
+}
+
+/// Of the rendezvous exchanges between partners, the share that runs one direction after the
+/// other; the rest cross at once. Measured (`data/runs/calibration/testbed_mpi_p2p_*.json`,
+/// TCP cubic, 10 repetitions per size): with two ranks every Sendrecv of 128 KiB to 16 MiB
+/// took 1.95-2.02x a one-way Send; with four ranks exchanging in pairs at once, 14 of the 30
+/// repetitions of 1, 4 and 16 MiB took 2x and the others 1x (none of 10 at 128 KiB). What
+/// decides is how the two ranks enter (with the odd ranks 0.5 ms late, 10 of 10 crossed at
+/// once), which no model here knows: dtsim plays the expected time.
+fn serialized_share(ranks: u32) -> f64 {
+    if ranks <= 2 {
+        1.0
+    } else {
+        14.0 / 30.0
+    }
 }
 
 /// A sendrecv between partners (each pair `(a, b)` with a < b): both directions at once when
-/// eager, one after the other otherwise (measured, see the module doc).
+/// eager. Above the eager limit the second direction starts once the first has delivered
+/// `share` of its data: the expected time of exchanges that run one direction after the
+/// other in that share of cases ([`serialized_share`]) and both at once in the others.
 fn exchange(
     s: &mut Schedule,
     pairs: &[(Endpoint, Endpoint)],
     bytes: u64,
+    share: f64,
     deps: Vec<OpId>,
     phase: Phase,
     step: u32,
@@ -313,8 +362,39 @@ fn exchange(
         let both: Vec<(Endpoint, Endpoint)> = pairs.iter().chain(back.iter()).copied().collect();
         return message(s, &both, bytes, deps, phase, step);
     }
-    let first = message(s, pairs, bytes, deps, phase, step);
-    message(s, &back, bytes, vec![first], phase, step)
+    let request = transfer(s, pairs.to_vec(), REQUEST_BYTES, deps, phase, step);
+    let ack = transfer(s, back.clone(), ACK_BYTES, vec![request], phase, step);
+    let head = ((bytes as f64 * share).round() as u64).clamp(1, bytes);
+    let first_head = transfer(s, pairs.to_vec(), head, vec![ack], phase, step);
+    let mut done = vec![message(s, &back, bytes, vec![first_head], phase, step)];
+    if head < bytes {
+        done.push(transfer(
+            s,
+            pairs.to_vec(),
+            bytes - head,
+            vec![first_head],
+            phase,
+            step,
+        ));
+    }
+    join(s, done, phase, step)
+}
+
+/// An op done when all of `ops` are (nothing of its own).
+fn join(s: &mut Schedule, ops: Vec<OpId>, phase: Phase, step: u32) -> OpId {
+    if let [one] = ops[..] {
+        return one;
+    }
+    s.push(
+        OpKind::Compute {
+            endpoints: 1,
+            duration: SimTime::ZERO,
+        },
+        ops,
+        phase,
+        0,
+        step,
+    )
 }
 
 fn reduce(
@@ -343,8 +423,8 @@ fn basic_linear(s: &mut Schedule, m: u64, n: u32) {
         let all = message(s, &senders, m, vec![], Phase::Reduce, 0);
         reduce(s, 1, m * u64::from(n - 1), all, Phase::Reduce, 0)
     } else {
-        // Every first fragment arrives at once; the rest of each waits for its receive.
-        let mut last = transfer(s, senders, FIRST_FRAGMENT_BYTES, vec![], Phase::Reduce, 0);
+        // Every request arrives at once; each message's data waits for its receive.
+        let mut last = transfer(s, senders, REQUEST_BYTES, vec![], Phase::Reduce, 0);
         // One new single-pair pattern per rank (push_pattern: searching for an equal one
         // would cost O(n) per rank).
         let single = |s: &mut Schedule, pair, bytes, after, step| {
@@ -360,7 +440,7 @@ fn basic_linear(s: &mut Schedule, m: u64, n: u32) {
         for (k, r) in (1..n).rev().enumerate() {
             let step = k as u32 + 1;
             let ack = single(s, (0, r), ACK_BYTES, last, step);
-            let got = single(s, (r, 0), m - FIRST_FRAGMENT_BYTES, ack, step);
+            let got = single(s, (r, 0), m, ack, step);
             last = reduce(s, 1, m, got, Phase::Reduce, step);
         }
         last
@@ -373,6 +453,7 @@ fn basic_linear(s: &mut Schedule, m: u64, n: u32) {
 /// remaining power of two exchange whole buffers at distance 1, 2, 4 …, then the folded-in
 /// ranks get the result back.
 fn recursive_doubling(s: &mut Schedule, m: u64, n: u32) {
+    let share = serialized_share(n);
     let adj = 1u32 << (31 - n.leading_zeros());
     let extra = n - adj;
     let real = |v: u32| if v < extra { 2 * v + 1 } else { v + extra };
@@ -390,7 +471,15 @@ fn recursive_doubling(s: &mut Schedule, m: u64, n: u32) {
             .filter(|v| v & distance == 0)
             .map(|v| (real(v), real(v ^ distance)))
             .collect();
-        let done = exchange(s, &pairs, m, last.clone(), Phase::ReduceScatter, step);
+        let done = exchange(
+            s,
+            &pairs,
+            m,
+            share,
+            last.clone(),
+            Phase::ReduceScatter,
+            step,
+        );
         last = vec![reduce(s, adj, m, done, Phase::ReduceScatter, step)];
         distance <<= 1;
         step += 1;
@@ -403,25 +492,74 @@ fn recursive_doubling(s: &mut Schedule, m: u64, n: u32) {
 
 /// OpenMPI's ring: n blocks (the first `count mod n` one element longer); reduce-scatter
 /// steps send a block to rank + 1 and reduce the one received before sending it on; the
-/// all-gather steps forward blocks. Each step's batch carries the longest block.
+/// all-gather steps forward blocks. Each message carries the longest block.
+///
+/// Played rank by rank, not step by step: a rank starts its next step once it has received
+/// (and reduced) this step's block and its own send is done, whatever the other ranks do, as
+/// `coll/base` runs it (no synchronisation between steps). So a rank that falls behind sends
+/// its request while its successor already sends, and the successor's acknowledgement waits
+/// behind its own data in its egress queue (the network model's standing queue); the data it
+/// answers arrives late, the receiver starts its next step late, and the next step repeats it
+/// one rank further on. Ranks never enter together ([`ENTRY_LAG`]): on the testbed each step of
+/// six back to back cost 6.7-7.5 ms more than its bytes from 1 MiB messages
+/// (`testbed_mpi_p2p_4ranks.json`, `ring_steps`), in a lockstep ring nothing would wait.
 fn ring(s: &mut Schedule, m: u64, n: u32) {
     let count = m / ELEMENT_BYTES;
     let block = split_even(count, u64::from(n))[0] * ELEMENT_BYTES;
-    let right: Vec<(Endpoint, Endpoint)> = (0..n).map(|r| (r, (r + 1) % n)).collect();
-    let mut last: Vec<OpId> = Vec::new();
-    for k in 0..n - 1 {
-        let got = message(s, &right, block, last.clone(), Phase::ReduceScatter, k);
-        last = vec![reduce(s, n, block, got, Phase::ReduceScatter, k)];
-    }
-    for k in 0..n - 1 {
-        last = vec![message(
-            s,
-            &right,
-            block,
-            last.clone(),
-            Phase::AllGather,
-            n + k,
-        )];
+    // One single-pair pattern per direction and rank, shared by every step.
+    let right: Vec<_> = (0..n)
+        .map(|r| s.push_pattern(vec![(r, (r + 1) % n)]))
+        .collect();
+    let left: Vec<_> = (0..n)
+        .map(|r| s.push_pattern(vec![((r + 1) % n, r)]))
+        .collect();
+    // Per rank, what its next step waits for.
+    let mut ready: Vec<Vec<OpId>> = vec![Vec::new(); n as usize];
+    // Rank 0 enters late (see ENTRY_LAG).
+    ready[0] = vec![s.push(
+        OpKind::Compute {
+            endpoints: 1,
+            duration: ENTRY_LAG,
+        },
+        vec![],
+        Phase::ReduceScatter,
+        0,
+        0,
+    )];
+    for k in 0..2 * (n - 1) {
+        let (phase, step) = if k < n - 1 {
+            (Phase::ReduceScatter, k)
+        } else {
+            (Phase::AllGather, n + k - (n - 1))
+        };
+        let mut sent = Vec::with_capacity(n as usize);
+        for r in 0..n as usize {
+            let to = (r + 1) % n as usize;
+            sent.push(message_on(
+                s,
+                (right[r], left[r]),
+                block,
+                ready[r].clone(),
+                // The receive is posted when the receiver enters the step (pre-posted one
+                // step ahead in the reduce-scatter).
+                if phase == Phase::AllGather {
+                    ready[to].clone()
+                } else {
+                    Vec::new()
+                },
+                phase,
+                step,
+            ));
+        }
+        for r in 0..n as usize {
+            let from = (r + n as usize - 1) % n as usize;
+            let got = if phase == Phase::ReduceScatter {
+                reduce(s, 1, block, sent[from], phase, step)
+            } else {
+                sent[from]
+            };
+            ready[r] = vec![sent[r], got];
+        }
     }
 }
 
@@ -430,6 +568,7 @@ fn ring(s: &mut Schedule, m: u64, n: u32) {
 /// reduce-scatter by vector halving and distance doubling, all-gather in reverse, and send the
 /// whole result to the folded-out ranks.
 fn rabenseifner(s: &mut Schedule, m: u64, n: u32) {
+    let share = serialized_share(n);
     let count = m / ELEMENT_BYTES;
     let pof2 = 1u32 << (31 - n.leading_zeros());
     let rem = n - pof2;
@@ -439,7 +578,7 @@ fn rabenseifner(s: &mut Schedule, m: u64, n: u32) {
     let half = count.div_ceil(2) * ELEMENT_BYTES;
     if rem > 0 {
         let pairs: Vec<(Endpoint, Endpoint)> = (0..rem).map(|k| (2 * k, 2 * k + 1)).collect();
-        let swapped = exchange(s, &pairs, half, vec![], Phase::ReduceScatter, step);
+        let swapped = exchange(s, &pairs, half, share, vec![], Phase::ReduceScatter, step);
         let reduced = reduce(s, 2 * rem, half, swapped, Phase::ReduceScatter, step);
         let back: Vec<(Endpoint, Endpoint)> = (0..rem).map(|k| (2 * k + 1, 2 * k)).collect();
         last = vec![message(
@@ -474,6 +613,7 @@ fn rabenseifner(s: &mut Schedule, m: u64, n: u32) {
             s,
             &pairs_at(mask),
             bytes,
+            share,
             last.clone(),
             Phase::ReduceScatter,
             step,
@@ -487,6 +627,7 @@ fn rabenseifner(s: &mut Schedule, m: u64, n: u32) {
             s,
             &pairs_at(mask),
             bytes,
+            share,
             last.clone(),
             Phase::AllGather,
             step,
@@ -524,9 +665,10 @@ mod tests {
         }
     }
 
-    /// Payload bytes each pair direction carries, acknowledgements left out.
+    /// Payload bytes each pair direction carries, requests and acknowledgements left out.
     fn data_bytes(s: &Schedule) -> u128 {
         crate::library::testing::payload_bytes(s, ACK_BYTES)
+            - crate::library::testing::transfer_bytes(s, REQUEST_BYTES)
     }
 
     #[test]
@@ -616,16 +758,82 @@ mod tests {
     }
 
     #[test]
-    fn rendezvous_exchanges_run_one_direction_at_a_time() {
+    fn rendezvous_exchanges_start_the_second_direction_after_the_measured_share() {
+        // Two ranks: one direction after the other (request, answer, data; then the same back).
         let mut s = Schedule::new(Collective::AllReduce, "t", 2, 1 << 20);
-        exchange(&mut s, &[(0, 1)], 1 << 20, vec![], Phase::ReduceScatter, 0);
-        // fragment, ack, rest one way, then the same the other way, in a chain.
-        assert_eq!(s.ops.len(), 6);
+        exchange(
+            &mut s,
+            &[(0, 1)],
+            1 << 20,
+            1.0,
+            vec![],
+            Phase::ReduceScatter,
+            0,
+        );
+        let sizes: Vec<u64> = s
+            .ops
+            .iter()
+            .map(|op| match op.kind {
+                OpKind::Transfer { bytes, .. } => bytes,
+                _ => 0,
+            })
+            .collect();
+        assert_eq!(
+            sizes,
+            [
+                REQUEST_BYTES,
+                ACK_BYTES,
+                1 << 20,
+                REQUEST_BYTES,
+                ACK_BYTES,
+                1 << 20
+            ]
+        );
         for (i, op) in s.ops.iter().enumerate().skip(1) {
             assert_eq!(op.deps, vec![OpId(i as u32 - 1)]);
         }
+        // Four ranks: the way back starts once the first way has delivered its share.
+        let mut s = Schedule::new(Collective::AllReduce, "t", 4, 1 << 20);
+        let share = serialized_share(4);
+        exchange(
+            &mut s,
+            &[(0, 1)],
+            1 << 20,
+            share,
+            vec![],
+            Phase::ReduceScatter,
+            0,
+        );
+        let head = ((1u64 << 20) as f64 * share).round() as u64;
+        assert!(matches!(s.ops[2].kind, OpKind::Transfer { bytes, .. } if bytes == head));
+        let back_request = &s.ops[3];
+        assert!(matches!(
+            back_request.kind,
+            OpKind::Transfer {
+                bytes: REQUEST_BYTES,
+                ..
+            }
+        ));
+        assert_eq!(
+            back_request.deps,
+            vec![OpId(2)],
+            "the way back waits for the head"
+        );
+        assert_eq!(
+            data_bytes(&s),
+            2 << 20,
+            "each way carries the whole message once"
+        );
         let mut s = Schedule::new(Collective::AllReduce, "t", 2, 1 << 20);
-        exchange(&mut s, &[(0, 1)], 16 << 10, vec![], Phase::ReduceScatter, 0);
+        exchange(
+            &mut s,
+            &[(0, 1)],
+            16 << 10,
+            1.0,
+            vec![],
+            Phase::ReduceScatter,
+            0,
+        );
         assert_eq!(s.ops.len(), 1, "eager messages cross at once");
     }
 }

@@ -45,12 +45,23 @@
 //! `min(bytes, H)` bytes sent at the link's rate, then all share it. So a sender posting two
 //! 256 KiB sends finishes the first after 256 KiB and the second after 512 KiB, not both after
 //! 512 KiB (measured on the testbed: `testbed/workloads/fanout.py`). The wait is per batch (its
-//! longest flow's); flows of one batch start together. A batch posted while others already
-//! send on the link does not wait here, though a real one waits behind their standing queue:
-//! posted 20 ms after a first send on the testbed, a second waited about 0.5 MB behind it
-//! (1 MiB sends) to 0.9 MB (4 MiB); 8 MiB sends posted 5, 50 and 200 ms after the first waited
-//! about 1.1, 1.2-1.5 and 0.16 MB (`data/runs/testbed_bbr/calibration/*.fanout_stagger*.json`, under TCP bbr): the queue
-//! follows the first connection's congestion window, not its age alone; not modelled yet.
+//! longest flow's); flows of one batch start together.
+//!
+//! Sends posted behind a standing queue. A batch posted while other connections already send
+//! on such a link waits behind what each keeps queued there, `min(bytes left, H)` per live
+//! flow, drained at the link's rate, then shares the link. This is what holds OpenMPI's
+//! rendezvous acknowledgements: in a capture of back-to-back ring exchanges of 1 MiB on the
+//! testbed (TCP cubic, 200 Mbit/s), a rank's acknowledgement left 6.8 ms (163 KB at the
+//! link's rate; `H` = 168 KB there) after the request it answers had arrived, because its own
+//! send to the next rank had started first; the ring's steps each took about that much more
+//! than their bytes (`data/runs/calibration/testbed_mpi_ring_capture_1MiB.txt`;
+//! `testbed_mpi_p2p_4ranks.json` beside it: 6.7-7.5 ms from
+//! 1 MiB, 2.9 ms for 128 KiB messages, whose 64 KiB after the request cap the queue). Under
+//! TCP bbr bulk sends posted 20 ms after a first one waited 0.5-1.1 MB behind it
+//! (`data/runs/testbed_bbr/calibration/*.fanout_stagger*.json`): bbr's queue follows its
+//! congestion window, which `H` alone does not describe. A trajectory recorded under one
+//! queue does not stand for a batch that starts behind another, so replay is off where links
+//! have FIFO heads.
 //!
 //! Layout: this file holds the model's state and the life of a batch (start, FIFO wait,
 //! activation, re-solve, finishing flows, completion), which read and write the same
@@ -173,6 +184,8 @@ struct Batch {
     tx_event: Option<EventHandle>,
     deliver_at: SimTime,
     started: SimTime,
+    /// When the batch was posted (`started` is when it began to send).
+    posted: SimTime,
     /// Segments so far while the batch has run alone since its start.
     recording: Option<Vec<(Arc<BatchSolution>, u64)>>,
     /// Set while the batch replays a recorded trajectory (per-flow state not maintained).
@@ -259,6 +272,9 @@ impl FlowModel {
         } else {
             Vec::new()
         };
+        // A batch's FIFO wait depends on what is queued when it is posted (see "Sends posted
+        // behind a standing queue"): no recorded trajectory stands for another.
+        let replay_enabled = fifo_posted.is_empty();
         FlowModel {
             topo,
             router,
@@ -278,7 +294,7 @@ impl FlowModel {
             settle_pass: 0,
             cache: BTreeMap::new(),
             trajectories: BTreeMap::new(),
-            replay_enabled: true,
+            replay_enabled,
             cached_rates: 0,
             records: Vec::new(),
             series_log: IntervalLog::new(),
@@ -389,10 +405,13 @@ impl FlowModel {
         // each other.
         let mut wait_secs: f64 = 0.0;
         for l in first_links().map(|l| l as usize) {
-            let (at, queued) = self.fifo_posted[l];
-            if self.fifo_head_bytes[l] > 0.0 && at == now {
-                wait_secs = wait_secs.max(queued * 8.0 / self.link_capacity_bps[l]);
+            if self.fifo_head_bytes[l] <= 0.0 {
+                continue;
             }
+            let (at, posted_now) = self.fifo_posted[l];
+            let queued = if at == now { posted_now } else { 0.0 };
+            let ahead = queued + self.standing_queue_bytes(l, now);
+            wait_secs = wait_secs.max(ahead * 8.0 / self.link_capacity_bps[l]);
         }
         for l in first_links().map(|l| l as usize) {
             let head = self.fifo_head_bytes[l];
@@ -406,6 +425,32 @@ impl FlowModel {
             *queued += head.min(bytes as f64);
         }
         SimTime::from_secs_f64(wait_secs)
+    }
+
+    /// Bytes the connections sending on `link` (flows that enter their path there, in batches
+    /// posted before `now`) keep queued in its FIFO egress queue: `min(bytes left, H)` each.
+    fn standing_queue_bytes(&self, link: usize, now: SimTime) -> f64 {
+        let head = self.fifo_head_bytes[link];
+        let mut queued = 0.0;
+        for &p in &self.link_patterns[link] {
+            let pat = &self.patterns[p as usize];
+            for &slot in &self.active_by_pattern[p as usize] {
+                let b = &self.batches[slot as usize];
+                if b.posted == now || !b.flows_ready {
+                    continue;
+                }
+                let Some(sol) = &b.solution else { continue };
+                let dt_secs = (now - b.last_update).as_secs_f64();
+                for &f in &b.live {
+                    let f = f as usize;
+                    if pat.path(f).first() == Some(&(link as u32)) {
+                        let left = b.remaining[f] - sol.rates_bps[f] / 8.0 * dt_secs;
+                        queued += left.clamp(0.0, head);
+                    }
+                }
+            }
+        }
+        queued
     }
 
     /// Puts a started batch among the active ones: from now on it sends.
@@ -888,6 +933,7 @@ impl NetworkModel for FlowModel {
         b.tx_event = None;
         b.deliver_at = now;
         b.started = now;
+        b.posted = now;
         b.recording = None;
         b.replay = None;
         b.mark = false;

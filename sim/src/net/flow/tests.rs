@@ -259,6 +259,40 @@ fn sends_posted_together_on_a_fifo_egress_leave_in_the_order_posted() {
     assert!((secs(out.end) - 0.2).abs() < 1e-9, "{}", out.end);
 }
 
+/// g0 sends 1.25 GB to g1 from the start (0.1 s alone at 100 Gb/s); g1's 125 MB to g2 ends at
+/// 10 ms, and then g0 posts a 1 kB message to g2 (an acknowledgement, say). Its end time with
+/// head bytes `h`.
+fn posted_behind_a_send(h: Option<f64>) -> f64 {
+    let t = star(3, 100.0 * GBPS, SimTime::ZERO);
+    let sched = schedule(
+        3,
+        &[
+            (vec![(0, 1)], 1_250_000_000, vec![]),
+            (vec![(1, 2)], 125_000_000, vec![]),
+            (vec![(0, 2)], 1_000, vec![1]),
+        ],
+    );
+    let factors = EfficiencyFactors {
+        fifo_head: h.map(|h| (LinkClass::Ethernet, h)).into_iter().collect(),
+        ..Default::default()
+    };
+    let (out, _) = run(&t, &sched, factors);
+    secs(out.ops[2].end)
+}
+
+#[test]
+fn a_send_posted_while_another_connection_sends_waits_behind_its_standing_queue() {
+    // No head: the message shares g0's link at once (1 kB at 50 Gb/s).
+    let free = posted_behind_a_send(None);
+    assert!((free - (0.010 + 1.6e-7)).abs() < 1e-9, "{free}");
+    // Head 62.5 MB: it waits behind the bulk's 62.5 MB (5 ms at the link's rate) first.
+    let behind = posted_behind_a_send(Some(62.5e6));
+    assert!((behind - (0.015 + 1.6e-7)).abs() < 1e-9, "{behind}");
+    // A head larger than what the bulk has left (1.125 GB at 10 ms): behind all of it.
+    let all = posted_behind_a_send(Some(2e9));
+    assert!((all - (0.100 + 8e-8)).abs() < 1e-9, "{all}");
+}
+
 #[test]
 fn dependent_ops_run_back_to_back_and_repeated_states_reuse_solutions() {
     // A ring step pattern played 6 times in a chain: 6 × (size/B + 2 hops latency).
