@@ -52,7 +52,7 @@ if [[ $what == all || $what == link || $what == collectives ]]; then
 fi
 if [[ $what == all || $what == collectives ]]; then
   $TB run $STAR -- $PY $S collectives --out data/runs/testbed_gloo_collectives.csv \
-    --profile data/profiles/testbed_star4_200mbit.json --methods allreduce,broadcast,allgather,ps \
+    --profile data/profiles/testbed_star4_200mbit.json --methods allreduce,broadcast,allgather,reduce,ps \
     --repeats $R
   $TB run $TWO -- $PY $S collectives --out data/runs/testbed_gloo_collectives.csv \
     --profile data/profiles/testbed_two_level_2to1.json --methods allreduce,multiring,hierarchical,ps \
@@ -60,10 +60,10 @@ if [[ $what == all || $what == collectives ]]; then
   # 8 hosts on one switch, and 6 hosts behind 100 Mbit/s uplinks (gloo's own collectives).
   $TB run --set generator.n=8 $STAR -- $PY $S collectives \
     --out data/runs/testbed_gloo_collectives.csv --profile data/profiles/testbed_star4_200mbit.json \
-    --methods allreduce,broadcast,allgather --repeats $R
+    --methods allreduce,broadcast,allgather,reduce --repeats $R
   $TB run $LEAF3 -- $PY $S collectives --out data/runs/testbed_gloo_collectives.csv \
     --profile data/profiles/testbed_three_leaf_100mbit_uplinks.json \
-    --methods allreduce,broadcast,allgather --repeats $R
+    --methods allreduce,broadcast,allgather,reduce --repeats $R
 fi
 if [[ $what == all || $what == mpi ]]; then
   $TB run --prefix mp $STAR -- $PY $S mpi --out data/runs/testbed_mpi_allreduce.csv \

@@ -1,10 +1,11 @@
 """One rank of a gloo collective benchmark (launched by suite.py, one process per namespace).
 
-Methods (float32 tensors; --bytes is nccl-tests' size: the all-reduce and broadcast buffer, the
-all-gather's gathered output):
+Methods (float32 tensors; --bytes is nccl-tests' size: the all-reduce, broadcast and reduce
+buffer, the all-gather's gathered output):
   allreduce     torch.distributed.all_reduce (gloo's ring)
   broadcast     torch.distributed.broadcast from rank 0 (gloo's binomial tree)
   allgather     torch.distributed.all_gather of bytes / n per rank (gloo's ring)
+  reduce        torch.distributed.reduce to rank 0 (gloo's ring reduce-scatter, then a gather)
   multiring     several rings over send/recv, each carrying an equal share, rank orders given
   hierarchical  subgroups: ring reduce-scatter within each node group, all_reduce across groups
                 of equal local index, all_gather within the group
@@ -97,6 +98,8 @@ def main():
                 dist.broadcast(x, src=0)
             elif a.method == "allgather":
                 dist.all_gather(gathered, own)
+            elif a.method == "reduce":
+                dist.reduce(x, dst=0)
             elif a.method == "multiring":
                 parts = list(torch.tensor_split(x, len(orders)))
                 ring_reduce_scatter_allgather(parts, orders)

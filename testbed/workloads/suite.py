@@ -30,11 +30,12 @@ SIM_SET = {
     "allreduce": "collective.library=gloo",
     "broadcast": "collective.library=gloo",
     "allgather": "collective.library=gloo",
+    "reduce": "collective.library=gloo",
     "ps": "collective.library=ideal;collective.algorithm=parameter_server;collective.servers=1;"
           "collective.colocated=true",
     "hierarchical": "collective.library=ideal;collective.algorithm=hierarchical",
 }
-OPS = {"broadcast": "broadcast", "allgather": "all_gather"}
+OPS = {"broadcast": "broadcast", "allgather": "all_gather", "reduce": "reduce"}
 # OpenMPI 4.1 coll/tuned all-reduce algorithm ids (coll_tuned_allreduce_algorithm); dtsim's
 # library = "mpi" plays them by the same names (0: OpenMPI's own fixed rules).
 MPI_ALGORITHMS = {

@@ -14,6 +14,11 @@
 //!   share its uplink (the root of 8 sends to ranks 1, 2 and 4 together).
 //! - **all_gather**: ring to rank + 1 (`allgather.cc`), each rank's block sent as two halves
 //!   with two in flight.
+//! - **reduce** (`reduce.cc`): the all-reduce's ring reduce-scatter with its own segments
+//!   (`min(⌈M / 2n⌉, 1 MiB)` each, their count rounded up to a multiple of n and at least 2n)
+//!   and count of iterations (segments − 2, which sends more than the reduce-scatter needs
+//!   when a rank holds more than two segments), then every rank sends its reduced chunk to
+//!   the root at once.
 //! - **all_to_all**: every send and receive posted at once (`alltoall.cc`).
 //! - **send_recv**: one message.
 //!
@@ -22,8 +27,7 @@
 //! the other way. dtsim plays that notification as a transfer of [`PREAMBLE_BYTES`] before
 //! every payload op, so it costs one path latency where the real one does.
 //!
-//! Not modelled, and refused: reduce and reduce_scatter (ProcessGroupGloo 1.13 has no
-//! reduce_scatter; its reduce is not played yet). The host's own costs beyond the CPU
+//! Not modelled, and refused: reduce_scatter (ProcessGroupGloo 1.13 has none). The host's own costs beyond the CPU
 //! reductions (copies into flat buffers, the work thread's hand-off) are not modelled either.
 
 use super::{LibraryError, LibraryOptions, Plan, Request, System};
@@ -44,6 +48,19 @@ pub fn ring_segments(bytes: u64, ranks: u64) -> (u64, u64) {
     let by_size = bytes.div_ceil(MAX_SEGMENT_BYTES);
     let segments = by_size.max(2 * ranks).div_ceil(ranks) * ranks;
     let seg = bytes.div_ceil(segments).div_ceil(ELEMENT_BYTES) * ELEMENT_BYTES;
+    (segments, seg)
+}
+
+/// Segments of gloo's reduce for `bytes` on `ranks` ranks (`reduce.cc`): (segments, bytes of
+/// one). Segments are `min(⌈bytes / 2n⌉, 1 MiB)` rounded up to whole elements; the last ones
+/// may be partial or empty.
+pub fn reduce_segments(bytes: u64, ranks: u64) -> (u64, u64) {
+    let seg = bytes
+        .div_ceil(2 * ranks)
+        .min(MAX_SEGMENT_BYTES)
+        .div_ceil(ELEMENT_BYTES)
+        * ELEMENT_BYTES;
+    let segments = bytes.div_ceil(seg.max(1)).max(2 * ranks).div_ceil(ranks) * ranks;
     (segments, seg)
 }
 
@@ -70,13 +87,14 @@ pub fn plan(req: &Request, sys: &System, opts: &LibraryOptions) -> Result<Plan, 
         Collective::AllGather => ("ring", all_gather(req.bytes, n)),
         Collective::AllToAll => ("direct", all_to_all(req.bytes, n)),
         Collective::SendRecv => ("send_recv", send_recv(req.bytes, n, req.root, req.peer)),
-        Collective::Reduce | Collective::ReduceScatter => {
+        Collective::Reduce => ("ring", reduce(req.bytes, n, req.root)),
+        Collective::ReduceScatter => {
             return Err(LibraryError::new(
                 "collective.op",
                 format!(
-                    "all_reduce, broadcast, all_gather, all_to_all or send_recv with library = \
-                     \"gloo\" ({} is not modelled: torch 1.13's ProcessGroupGloo has no \
-                     reduce_scatter)",
+                    "all_reduce, broadcast, all_gather, reduce, all_to_all or send_recv with \
+                     library = \"gloo\" ({} is not modelled: torch 1.13's ProcessGroupGloo has \
+                     no reduce_scatter)",
                     req.collective
                 ),
             ))
@@ -98,6 +116,14 @@ pub fn plan(req: &Request, sys: &System, opts: &LibraryOptions) -> Result<Plan, 
         Collective::AllReduce => {
             let (segments, seg) = ring_segments(req.bytes, u64::from(n));
             format!("gloo ring, {segments} segments of {seg} B, 2 in flight")
+        }
+        Collective::Reduce => {
+            let (segments, seg) = reduce_segments(req.bytes, u64::from(n));
+            format!(
+                "gloo ring reduce-scatter, {segments} segments of {seg} B, 2 in flight, then a \
+                 gather to rank {}",
+                req.root
+            )
         }
         _ => format!("gloo {name}"),
     };
@@ -245,6 +271,95 @@ fn all_reduce(bytes: u64, n: u32) -> Schedule {
         );
         gathered.push(Some(op));
         last_sent = Some(op);
+    }
+    s
+}
+
+/// gloo's reduce (see the module doc). The reduce-scatter is the all-reduce's first loop with
+/// reduce's segments and `segments − 2` iterations, each batch carrying the longest segment any
+/// rank sends then (gloo skips the empty ones); then every rank but the root sends its chunk
+/// (`segments / n` segments, clipped to the buffer) to the root, all at once, each once the
+/// root's notification arrived.
+fn reduce(bytes: u64, n: u32, root: u32) -> Schedule {
+    let mut s = Schedule::new(Collective::Reduce, "gloo ring reduce", n, bytes);
+    if n < 2 || bytes == 0 {
+        return s;
+    }
+    let ranks = u64::from(n);
+    let (segments, seg) = reduce_segments(bytes, ranks);
+    let per_rank = segments / ranks;
+    // Rank r sends segment ((r + 1) per_rank + i) mod segments at iteration i; the longest of
+    // them over the ranks (a segment past the buffer's end is short or empty).
+    let length = |k: u64| bytes.saturating_sub(k * seg).min(seg);
+    let longest = |i: u64| {
+        (0..ranks)
+            .map(|r| length(((r + 1) * per_rank + i) % segments))
+            .max()
+            .unwrap_or(0)
+    };
+    let left = to_left(n);
+    let mut sent: Vec<Option<OpId>> = Vec::new();
+    let mut reduced: Vec<Option<OpId>> = Vec::new();
+    let mut last_sent: Option<OpId> = None;
+    let mut last_reduced: Option<OpId> = None;
+    for i in 0..segments.saturating_sub(2) {
+        let b = longest(i);
+        let mut deps = Vec::new();
+        if i >= 2 {
+            deps.extend(reduced[(i - 2) as usize].or(sent[(i - 2) as usize]));
+        }
+        if i >= per_rank {
+            deps.extend(reduced[(i - per_rank) as usize]);
+        }
+        if b == 0 {
+            sent.push(None);
+            reduced.push(None);
+            continue;
+        }
+        let op = message(
+            &mut s,
+            &left,
+            b,
+            deps,
+            last_sent,
+            Phase::ReduceScatter,
+            i as u32,
+        );
+        sent.push(Some(op));
+        last_sent = Some(op);
+        let mut rdeps = vec![op];
+        rdeps.extend(last_reduced);
+        let r = s.push(
+            OpKind::Reduce {
+                endpoints: n,
+                bytes: b,
+            },
+            rdeps,
+            Phase::ReduceScatter,
+            0,
+            i as u32,
+        );
+        reduced.push(Some(r));
+        last_reduced = Some(r);
+    }
+    // The gather: each rank's chunk, once its loop is done (every receive reduced).
+    let chunk = |r: u64| bytes.saturating_sub(r * per_rank * seg).min(per_rank * seg);
+    let senders: Vec<u32> = (0..n)
+        .filter(|&r| r != root && chunk(u64::from(r)) > 0)
+        .collect();
+    let step = segments.saturating_sub(2) as u32;
+    let done: Vec<OpId> = last_reduced.or(last_sent).into_iter().collect();
+    if let Some(longest_chunk) = senders.iter().map(|&r| chunk(u64::from(r))).max() {
+        let pairs: Vec<(Endpoint, Endpoint)> = senders.iter().map(|&r| (r, root)).collect();
+        message(
+            &mut s,
+            &pairs,
+            longest_chunk,
+            done,
+            last_sent,
+            Phase::Reduce,
+            step,
+        );
     }
     s
 }
@@ -446,6 +561,44 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn reduce_segments_as_reduce_cc_cuts_them() {
+        // min(⌈M / 2n⌉, 1 MiB) rounded to elements; their count a multiple of n, at least 2n.
+        assert_eq!(reduce_segments(256 << 10, 4), (8, 32 << 10));
+        assert_eq!(reduce_segments(16 << 20, 4), (16, 1 << 20));
+        assert_eq!(reduce_segments(16 << 20, 6), (18, 1 << 20));
+        assert_eq!(reduce_segments(1000, 3), (6, 168));
+    }
+
+    #[test]
+    fn reduce_runs_segments_minus_two_iterations_then_gathers_to_the_root() {
+        // 16 MiB on 4 ranks: 16 segments of 1 MiB, 4 per rank; the ring sends 14 of them per
+        // rank (two more than a reduce-scatter needs, as reduce.cc does), then ranks 0, 1 and
+        // 3 send their 4 MiB chunk to root 2.
+        let s = reduce(16 << 20, 4, 2);
+        s.validate().unwrap();
+        let ring: u128 = 14 * 4 * (1 << 20);
+        let gather: u128 = 3 * (4 << 20);
+        assert_eq!(payload_bytes(&s), ring + gather);
+        let last = s
+            .ops
+            .iter()
+            .rev()
+            .find(|op| matches!(op.kind, OpKind::Transfer { bytes, .. } if bytes != PREAMBLE_BYTES))
+            .unwrap();
+        let OpKind::Transfer { pattern, bytes } = last.kind else {
+            unreachable!()
+        };
+        assert_eq!(bytes, 4 << 20);
+        assert_eq!(
+            &*s.patterns[pattern.0 as usize].pairs,
+            &[(0, 2), (1, 2), (3, 2)]
+        );
+        // 256 KiB: two segments per rank, so exactly the reduce-scatter's 6 sends per rank.
+        let s = reduce(256 << 10, 4, 0);
+        assert_eq!(payload_bytes(&s), 6 * 4 * (32 << 10) + 3 * (64 << 10));
     }
 
     #[test]
