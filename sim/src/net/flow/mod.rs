@@ -65,7 +65,7 @@
 //!
 //! Layout: this file holds the model's state and the life of a batch (start, FIFO wait,
 //! activation, re-solve, finishing flows, completion), which read and write the same
-//! per-batch state and are easiest to follow together (~1,000 lines); `component` finds which
+//! per-batch state and are easiest to follow together (~1,050 lines); `component` finds which
 //! batches share links, `changed` flags the links a re-solve must look at, `replay` records
 //! and replays trajectories, `traffic` integrates what links carried, `burst` gives transfers
 //! that start on idle shaped links their token buckets' bytes at once.
