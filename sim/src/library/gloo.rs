@@ -183,19 +183,19 @@ fn longest_segment(bytes: u64, per_rank: u64, seg: u64, i: u64) -> u64 {
     bytes.saturating_sub((i % per_rank) * seg).min(seg)
 }
 
-/// gloo's segmented ring all-reduce (see the module doc). Iteration i of each phase sends one
-/// segment per rank; the batch carries the longest of the ranks' segments (equal whenever the
-/// size divides evenly).
-fn all_reduce(bytes: u64, n: u32) -> Schedule {
-    let mut s = Schedule::new(Collective::AllReduce, "gloo ring", n, bytes);
-    if n < 2 || bytes == 0 {
-        return s;
-    }
-    let (segments, seg) = ring_segments(bytes, u64::from(n));
-    let per_rank = segments / u64::from(n);
-    let iterations = segments - per_rank;
-    let longest = |i: u64| longest_segment(bytes, per_rank, seg, i);
-    let left = to_left(n);
+/// The ring reduce-scatter loop of gloo's all-reduce and reduce: `iterations` batches on
+/// `pairs` (every rank to rank − 1), iteration i carrying `longest(i)` bytes (none when 0),
+/// issued once iteration i − 2 is reduced (two in flight) and once the segment it forwards,
+/// received `per_rank` iterations before, is; every received segment reduced on the CPU in
+/// order. Returns the last payload op and the last reduction.
+fn ring_reduce_scatter(
+    s: &mut Schedule,
+    pairs: &[(Endpoint, Endpoint)],
+    n: u32,
+    iterations: u64,
+    per_rank: u64,
+    longest: impl Fn(u64) -> u64,
+) -> (Option<OpId>, Option<OpId>) {
     let mut sent: Vec<Option<OpId>> = Vec::new();
     let mut reduced: Vec<Option<OpId>> = Vec::new();
     // The last payload on the ring's connections and the CPU's last reduction.
@@ -217,15 +217,7 @@ fn all_reduce(bytes: u64, n: u32) -> Schedule {
             reduced.push(None);
             continue;
         }
-        let op = message(
-            &mut s,
-            &left,
-            b,
-            deps,
-            last_sent,
-            Phase::ReduceScatter,
-            i as u32,
-        );
+        let op = message(s, pairs, b, deps, last_sent, Phase::ReduceScatter, i as u32);
         sent.push(Some(op));
         last_sent = Some(op);
         // The CPU reduces received segments one after another.
@@ -244,6 +236,24 @@ fn all_reduce(bytes: u64, n: u32) -> Schedule {
         reduced.push(Some(r));
         last_reduced = Some(r);
     }
+    (last_sent, last_reduced)
+}
+
+/// gloo's segmented ring all-reduce (see the module doc). Iteration i of each phase sends one
+/// segment per rank; the batch carries the longest of the ranks' segments (equal whenever the
+/// size divides evenly).
+fn all_reduce(bytes: u64, n: u32) -> Schedule {
+    let mut s = Schedule::new(Collective::AllReduce, "gloo ring", n, bytes);
+    if n < 2 || bytes == 0 {
+        return s;
+    }
+    let (segments, seg) = ring_segments(bytes, u64::from(n));
+    let per_rank = segments / u64::from(n);
+    let iterations = segments - per_rank;
+    let longest = |i: u64| longest_segment(bytes, per_rank, seg, i);
+    let left = to_left(n);
+    let (mut last_sent, last_reduced) =
+        ring_reduce_scatter(&mut s, &left, n, iterations, per_rank, longest);
     // The all-gather loop starts once the reduce-scatter loop has waited for everything.
     let rs_done: Vec<OpId> = last_reduced.into_iter().collect();
     let mut gathered: Vec<Option<OpId>> = Vec::new();
@@ -298,50 +308,14 @@ fn reduce(bytes: u64, n: u32, root: u32) -> Schedule {
             .unwrap_or(0)
     };
     let left = to_left(n);
-    let mut sent: Vec<Option<OpId>> = Vec::new();
-    let mut reduced: Vec<Option<OpId>> = Vec::new();
-    let mut last_sent: Option<OpId> = None;
-    let mut last_reduced: Option<OpId> = None;
-    for i in 0..segments.saturating_sub(2) {
-        let b = longest(i);
-        let mut deps = Vec::new();
-        if i >= 2 {
-            deps.extend(reduced[(i - 2) as usize].or(sent[(i - 2) as usize]));
-        }
-        if i >= per_rank {
-            deps.extend(reduced[(i - per_rank) as usize]);
-        }
-        if b == 0 {
-            sent.push(None);
-            reduced.push(None);
-            continue;
-        }
-        let op = message(
-            &mut s,
-            &left,
-            b,
-            deps,
-            last_sent,
-            Phase::ReduceScatter,
-            i as u32,
-        );
-        sent.push(Some(op));
-        last_sent = Some(op);
-        let mut rdeps = vec![op];
-        rdeps.extend(last_reduced);
-        let r = s.push(
-            OpKind::Reduce {
-                endpoints: n,
-                bytes: b,
-            },
-            rdeps,
-            Phase::ReduceScatter,
-            0,
-            i as u32,
-        );
-        reduced.push(Some(r));
-        last_reduced = Some(r);
-    }
+    let (last_sent, last_reduced) = ring_reduce_scatter(
+        &mut s,
+        &left,
+        n,
+        segments.saturating_sub(2),
+        per_rank,
+        longest,
+    );
     // The gather: each rank's chunk, once its loop is done (every receive reduced).
     let chunk = |r: u64| bytes.saturating_sub(r * per_rank * seg).min(per_rank * seg);
     let senders: Vec<u32> = (0..n)
