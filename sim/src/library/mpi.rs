@@ -56,8 +56,9 @@ pub const ACK_BYTES: u64 = 64;
 /// How much later than the others rank 0 enters a ring. Ranks never enter together: a single
 /// ring exchange on the testbed ran late in 4 of 10 repetitions at 1 MiB and 6 of 10 at 4 MiB
 /// (`testbed_mpi_p2p_4ranks.json`, `ring`), and back to back the lateness persists (see
-/// [`ring`]). Any lag longer than an acknowledgement's round trip gives the same times: 50,
-/// 100, 200 and 500 µs predict the testbed's rings within 0.5 ms of each other.
+/// [`ring`]). Any lag longer than an acknowledgement's round trip gives the same times: 50 and
+/// 500 µs predict the testbed's rings within 0.45 ms of each other (the same at 256 KiB and
+/// 1 MiB).
 const ENTRY_LAG: SimTime = SimTime::from_ps(50_000_000);
 /// Element size dtsim assumes where OpenMPI counts elements (float32).
 const ELEMENT_BYTES: u64 = 4;
