@@ -27,8 +27,9 @@
 //! the other way. dtsim plays that notification as a transfer of [`PREAMBLE_BYTES`] before
 //! every payload op, so it costs one path latency where the real one does.
 //!
-//! Not modelled, and refused: reduce_scatter (ProcessGroupGloo 1.13 has none). The host's own costs beyond the CPU
-//! reductions (copies into flat buffers, the work thread's hand-off) are not modelled either.
+//! Not modelled, and refused: reduce_scatter (ProcessGroupGloo 1.13 has none). The host's own
+//! costs beyond the CPU reductions (copies into flat buffers, the work thread's hand-off) are
+//! not modelled either.
 
 use super::{LibraryError, LibraryOptions, Plan, Request, System};
 use crate::collective::steps::split_even;

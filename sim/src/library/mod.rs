@@ -322,30 +322,27 @@ pub(crate) mod testing {
         }
     }
 
-    /// Bytes every transfer op of `s` puts on its pairs, leaving out the ops of exactly
-    /// `control_bytes` (a library's notifications or acknowledgements).
-    /// Bytes moved by the transfers of exactly `bytes` each (every pair counted).
-    pub fn transfer_bytes(s: &Schedule, bytes: u64) -> u128 {
+    /// Bytes the transfer ops of `s` whose size passes `keep` put on their pairs.
+    fn bytes_where(s: &Schedule, keep: impl Fn(u64) -> bool) -> u128 {
         s.ops
             .iter()
             .map(|op| match op.kind {
-                OpKind::Transfer { pattern, bytes: b } if b == bytes => {
-                    s.patterns[pattern.0 as usize].pairs.len() as u128 * b as u128
+                OpKind::Transfer { pattern, bytes } if keep(bytes) => {
+                    s.patterns[pattern.0 as usize].pairs.len() as u128 * bytes as u128
                 }
                 _ => 0,
             })
             .sum()
     }
 
+    /// Bytes moved by the transfers of exactly `bytes` each (every pair counted).
+    pub fn transfer_bytes(s: &Schedule, bytes: u64) -> u128 {
+        bytes_where(s, |b| b == bytes)
+    }
+
+    /// Bytes every transfer op of `s` puts on its pairs, leaving out the ops of exactly
+    /// `control_bytes` (a library's notifications or acknowledgements).
     pub fn payload_bytes(s: &Schedule, control_bytes: u64) -> u128 {
-        s.ops
-            .iter()
-            .map(|op| match op.kind {
-                OpKind::Transfer { pattern, bytes } if bytes != control_bytes => {
-                    s.patterns[pattern.0 as usize].pairs.len() as u128 * bytes as u128
-                }
-                _ => 0,
-            })
-            .sum()
+        bytes_where(s, |b| b != control_bytes)
     }
 }

@@ -296,12 +296,18 @@ fn message(
     phase: Phase,
     step: u32,
 ) -> OpId {
+    let to = s.add_pattern(pairs.to_vec());
     if is_eager(bytes) {
-        return transfer(s, pairs.to_vec(), bytes, deps, phase, step);
+        return s.push(
+            OpKind::Transfer { pattern: to, bytes },
+            deps,
+            phase,
+            0,
+            step,
+        );
     }
-    let request = transfer(s, pairs.to_vec(), REQUEST_BYTES, deps, phase, step);
-    let ack = transfer(s, reversed(pairs), ACK_BYTES, vec![request], phase, step);
-    transfer(s, pairs.to_vec(), bytes, vec![ack], phase, step)
+    let back = s.add_pattern(reversed(pairs));
+    message_on(s, (to, back), bytes, deps, Vec::new(), phase, step)
 }
 
 /// One message on one pair, whose patterns (`to`, `back`) the caller made: eager, or the
@@ -533,10 +539,11 @@ fn ring(s: &mut Schedule, m: u64, n: u32) {
         0,
     )];
     for k in 0..2 * (n - 1) {
+        // Steps are numbered 0..n-1 for the reduce-scatter, n.. for the all-gather.
         let (phase, step) = if k < n - 1 {
             (Phase::ReduceScatter, k)
         } else {
-            (Phase::AllGather, n + k - (n - 1))
+            (Phase::AllGather, k + 1)
         };
         let mut sent = Vec::with_capacity(n as usize);
         for r in 0..n as usize {
