@@ -67,13 +67,25 @@ if [[ $what == all || $what == collectives ]]; then
 fi
 if [[ $what == all || $what == mpi ]]; then
   $TB run --prefix mp $STAR -- $PY $S mpi --out data/runs/testbed_mpi_allreduce.csv \
-    --profile data/profiles/testbed_star4_200mbit.json --algorithms 0,1,3,4,5,6 --repeats $R
+    --profile data/profiles/testbed_star4_200mbit.json --algorithms 0,1,3,4,5,6 --repeats $R \
+    --launches 5
   # Send vs Sendrecv between two hosts, with two ranks and with four (then also a ring
   # exchange over all four): data/runs/calibration/testbed_mpi_p2p_{2,4}ranks.json.
   for n in 2 4; do
     $TB run --prefix mp $STAR -- $PY $S mpi_p2p --ranks $n --repeats $R \
       --bytes 16384 131072 1048576 4194304 16777216
   done
+  # The four-rank pairwise exchange again in fresh launches (a launch tends to keep one of
+  # its two modes): testbed_mpi_p2p_4ranks_launch{2..10}.json, counted by exchange_modes.py.
+  for k in 2 3 4 5 6; do
+    $TB run --prefix mp $STAR -- $PY $S mpi_p2p --ranks 4 --repeats $R \
+      --out data/runs/calibration/testbed_mpi_p2p_4ranks_launch$k.json
+  done
+  for k in 7 8 9 10; do
+    $TB run --prefix mp $STAR -- $PY $S mpi_p2p --ranks 4 --repeats $R --bytes 131072 262144 \
+      --out data/runs/calibration/testbed_mpi_p2p_4ranks_launch$k.json
+  done
+  $PY testbed/workloads/exchange_modes.py
 fi
 if [[ $what == all || $what == training ]]; then
   $TB run --prefix tr $STAR -- $PY $S training --out data/runs/testbed_training.csv \

@@ -1,7 +1,7 @@
 """Runs testbed experiments and appends one dataset row per configuration.
 
   suite.py collectives --out data/runs/X.csv [--methods allreduce,ps,...] [--bytes ...]
-  suite.py mpi --out data/runs/X.csv [--algorithms 0,1,4,6] [--bytes ...]
+  suite.py mpi --out data/runs/X.csv [--algorithms 0,1,4,6] [--launches K] [--bytes ...]
   suite.py mpi_p2p [--ranks N] [--skew-ms MS] [--out ...]  (Send vs Sendrecv vs ring, OpenMPI)
   suite.py training --out data/runs/X.csv --profile data/profiles/testbed_X.json
   suite.py link --profile data/profiles/testbed_X.json   (iperf3 + TCP ping-pong -> calibrate)
@@ -117,29 +117,45 @@ def collectives(a):
 
 
 def mpi(a):
+    """One row per (algorithm, size) over `--launches` separate mpiruns, every algorithm once
+    per launch in turn: OpenMPI's exchange-based algorithms settle into a mode per launch
+    (fresh TCP connections each time; recursive doubling at 4 MiB ran 352 ms in one launch and
+    695 ms in the next), so a row pools the iterations of several launches, and its min/max
+    span all of them."""
     n = int(os.environ["DTSIM_TESTBED_RANKS"])
     hs = tb.hosts()
+    algs = [int(x) for x in a.algorithms.split(",")]
+    secs, cmds = {}, {}
+    load0 = tb.load1()
+    for launch in range(a.launches):
+        for alg in algs:
+            mca = ["--mca", "coll_tuned_use_dynamic_rules", "1",
+                   "--mca", "coll_tuned_allreduce_algorithm", str(alg)]
+            cmd, hostfile = mpirun(hs, n, mca, "mpi_allreduce.py",
+                                   ["--repeats", str(a.repeats), "--bytes"] +
+                                   [str(b) for b in a.bytes])
+            out = run_json(cmd, "mpirun")
+            os.remove(hostfile)
+            cmds[alg] = " ".join(cmd) + (f"  (x{a.launches} launches)" if a.launches > 1 else "")
+            for res in out["results"]:
+                secs.setdefault((alg, res["bytes"]), []).append(res["secs"])
+                med = tb.summary(res["secs"])[0]
+                print(f"launch {launch + 1}/{a.launches} mpi {alg} {MPI_ALGORITHMS[alg]:18} "
+                      f"{res['bytes']:>10} B  median {med*1e3:9.2f} ms", flush=True)
+    load1 = tb.load1()
     rows = []
-    for alg in [int(x) for x in a.algorithms.split(",")]:
-        name = MPI_ALGORITHMS[alg]
-        mca = ["--mca", "coll_tuned_use_dynamic_rules", "1",
-               "--mca", "coll_tuned_allreduce_algorithm", str(alg)]
-        cmd, hostfile = mpirun(hs, n, mca, "mpi_allreduce.py",
-                               ["--repeats", str(a.repeats), "--bytes"] + [str(b) for b in a.bytes])
-        load0 = tb.load1()
-        out = run_json(cmd, "mpirun")
-        os.remove(hostfile)
-        load1 = tb.load1()
-        for res in out["results"]:
-            med, lo, hi = tb.summary(res["secs"])
-            r = base_row("collective", n, " ".join(cmd))
-            r.update(library="openmpi coll/tuned + mpi4py", method=f"mpi_{name}", op="all_reduce",
-                     bytes=res["bytes"], sim_set=mpi_sim_set(alg), repeats=len(res["secs"]),
-                     measured_secs=med, measured_min_secs=lo, measured_max_secs=hi,
-                     load_avg_1m_start=load0, load_avg_1m_end=load1, profile=a.profile)
-            rows.append(r)
-            print(f"mpi {alg} {name:18} {res['bytes']:>10} B  median {med*1e3:9.2f} ms",
-                  flush=True)
+    for (alg, nbytes), per_launch in secs.items():
+        pooled = [t for ts in per_launch for t in ts]
+        med, lo, hi = tb.summary(pooled)
+        r = base_row("collective", n, cmds[alg])
+        r.update(library="openmpi coll/tuned + mpi4py", method=f"mpi_{MPI_ALGORITHMS[alg]}",
+                 op="all_reduce", bytes=nbytes, sim_set=mpi_sim_set(alg), repeats=len(pooled),
+                 measured_secs=med, measured_min_secs=lo, measured_max_secs=hi,
+                 load_avg_1m_start=load0, load_avg_1m_end=load1, profile=a.profile)
+        rows.append(r)
+        launch_medians = ", ".join(f"{tb.summary(ts)[0]*1e3:.1f}" for ts in per_launch)
+        print(f"mpi {alg} {MPI_ALGORITHMS[alg]:18} {nbytes:>10} B  median {med*1e3:9.2f} ms "
+              f"(launch medians {launch_medians})", flush=True)
     tb.append_rows(a.out, rows)
 
 
@@ -346,6 +362,8 @@ def main():
     ap.add_argument("--groups", default="[[0,1],[2,3]]")
     ap.add_argument("--bytes", type=int, nargs="+", default=[MIB // 4, MIB, 4 * MIB, 16 * MIB])
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--launches", type=int, default=1,
+                    help="mpi: separate mpiruns per algorithm, pooled into one row")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--model", default="mlp")
     ap.add_argument("--bucket-mib", type=int, default=25)
