@@ -49,6 +49,16 @@ if [[ $what == all || $what == link || $what == collectives ]]; then
   $CAL import fanout data/runs/calibration/testbed_star4_300mbit.fanout.json \
     --measured-on "the dtsim testbed ($STAR with 300 Mbit/s links: the three-leaf topology's host link rate and shaper), host 0 sending to hosts 1 and 2 at once" \
     --out data/profiles/testbed_three_leaf_100mbit_uplinks.json
+  # The host work gloo does around its transfers (staging copies, reductions), one process on
+  # this machine's CPU, into every testbed profile.
+  $PY testbed/workloads/host_costs.py --repeats 50
+  for p in testbed_star4_200mbit testbed_two_level_2to1 testbed_three_leaf_100mbit_uplinks \
+      testbed_star4_200mbit_ddp testbed_star4_200mbit_allreduce_after_backward \
+      testbed_star4_200mbit_parameter_server; do
+    $CAL import host-costs data/runs/calibration/testbed_host_costs.json \
+      --measured-on "the machine that runs the dtsim testbed's hosts ($(nproc) cores), one process, torch on one thread" \
+      --out data/profiles/$p.json
+  done
 fi
 if [[ $what == all || $what == collectives ]]; then
   $TB run $STAR -- $PY $S collectives --out data/runs/testbed_gloo_collectives.csv \

@@ -56,6 +56,13 @@ pub fn describe(p: &Profile) -> String {
         }
         None => s += "  reduction rate: fused into transfers (no extra time)\n",
     }
+    if let Some(m) = &p.network.host_copy_bandwidth {
+        s += &format!(
+            "  host staging-copy rate {} (from {})\n",
+            fmt_bits_per_s(m.value.bits_per_s()),
+            prov(&m.provenance)
+        );
+    }
     for f in &p.network.collective_fits {
         s += &format!(
             "  {} over {} ranks / {} node(s) on {}: alpha {:.2} us [{:.2}, {:.2}], busbw {}, R2 {:.4}, max residual {:.1}%{}\n    (from {})\n",

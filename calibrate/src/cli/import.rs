@@ -288,6 +288,55 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
             );
             save(&p, &out.out)
         }
+        ImportCmd::HostCosts {
+            file,
+            measured_on,
+            out,
+        } => {
+            let log = host_costs::load(&file)?;
+            let rates = host_costs::fit(&log);
+            let on = measured_on
+                .as_ref()
+                .map(|on| format!("measured on {on}; "))
+                .unwrap_or_default();
+            let copy_detail = format!(
+                "one process's staging copies as ProcessGroupGloo's all_gather makes them (its \
+                 block into a fresh flat buffer, the buffer out to the caller's tensors), \
+                 all bytes over all time of {} sizes ({} B gathered); {on}calibrate import \
+                 host-costs {}",
+                log.copy.len(),
+                log.copy
+                    .iter()
+                    .map(|r| r.gathered_bytes.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                file.display()
+            );
+            let reduce_detail = format!(
+                "one process's float32 sum of a received segment into the local one, all bytes \
+                 over all time of {} segment sizes; {on}calibrate import host-costs {}",
+                log.reduce.len(),
+                file.display()
+            );
+            println!(
+                "host copy {} ({copy_detail})\nreduction {} ({reduce_detail})",
+                fmt_bits_per_s(rates.copy_bytes_per_s * 8.0),
+                fmt_bits_per_s(rates.reduce_bytes_per_s * 8.0)
+            );
+            let source = if measured_on.is_some() {
+                "measured"
+            } else {
+                "imported"
+            };
+            let mut p = open_profile(&out, build::provenance(source, copy_detail.clone()))?;
+            let measured = |bytes_per_s: f64, detail: String| sim::profile::MeasuredBandwidth {
+                value: sim::units::Bandwidth(bytes_per_s * 8.0),
+                provenance: build::provenance(source, detail),
+            };
+            p.network.host_copy_bandwidth = Some(measured(rates.copy_bytes_per_s, copy_detail));
+            p.network.reduce_bandwidth = Some(measured(rates.reduce_bytes_per_s, reduce_detail));
+            save(&p, &out.out)
+        }
         ImportCmd::Iperf3 {
             file,
             link_class,

@@ -22,7 +22,7 @@ use crate::build::{self, FitOptions, FittedRun};
 use crate::fit::Holdout;
 use crate::gpu;
 use crate::import::{
-    fanout, iperf3, kineto, layer_times, nccl_tests, p2p, torch_device, validation_csv,
+    fanout, host_costs, iperf3, kineto, layer_times, nccl_tests, p2p, torch_device, validation_csv,
 };
 
 /// Exit status: bad input (unreadable log, bad option, invalid profile).
@@ -251,6 +251,17 @@ enum ImportCmd {
         link_class: LinkClass,
         /// Where the runs were measured, kept in the provenance (e.g. "the dtsim testbed
         /// (testbed/topologies/star4_200mbit.toml)").
+        #[arg(long)]
+        measured_on: Option<String>,
+        #[command(flatten)]
+        out: OutArgs,
+    },
+    /// testbed/workloads/host_costs.py logs: the host's staging-copy and reduction rates
+    /// (network.host_copy_bandwidth, network.reduce_bandwidth), what gloo spends on the CPU
+    /// around its transfers.
+    HostCosts {
+        file: PathBuf,
+        /// Where it was measured, kept in the provenance (e.g. "this testbed's machine").
         #[arg(long)]
         measured_on: Option<String>,
         #[command(flatten)]

@@ -27,9 +27,15 @@
 //! the other way. dtsim plays that notification as a transfer of [`PREAMBLE_BYTES`] before
 //! every payload op, so it costs one path latency where the real one does.
 //!
-//! Not modelled, and refused: reduce_scatter (ProcessGroupGloo 1.13 has none). The host's own
-//! costs beyond the CPU reductions (copies into flat buffers, the work thread's hand-off) are
-//! not modelled either.
+//! Host work: a received segment's reduction takes the profile's `network.reduce_bandwidth`
+//! (the play's `Reduce` ops), and all_gather's staging copies (ProcessGroupGloo gathers into a
+//! fresh flat buffer: its own block in first, everything out to the caller's tensors last) take
+//! `network.host_copy_bandwidth`; both measured in one process by
+//! `testbed/workloads/host_costs.py` (`calibrate import host-costs`). Several ranks sharing a
+//! host's cores slow both, which is not modelled (8 testbed hosts on 2 cores: see the README).
+//!
+//! Not modelled, and refused: reduce_scatter (ProcessGroupGloo 1.13 has none). The work
+//! thread's hand-offs are not modelled either.
 
 use super::{LibraryError, LibraryOptions, Plan, Request, System};
 use crate::collective::steps::split_even;
@@ -85,7 +91,7 @@ pub fn plan(req: &Request, sys: &System, opts: &LibraryOptions) -> Result<Plan, 
     let (name, schedule) = match req.collective {
         Collective::AllReduce => ("ring", all_reduce(req.bytes, n)),
         Collective::Broadcast => ("binomial", broadcast(req.bytes, n, req.root)),
-        Collective::AllGather => ("ring", all_gather(req.bytes, n)),
+        Collective::AllGather => ("ring", all_gather(req.bytes, n, opts.host_copy_bytes_per_s)),
         Collective::AllToAll => ("direct", all_to_all(req.bytes, n)),
         Collective::SendRecv => ("send_recv", send_recv(req.bytes, n, req.root, req.peer)),
         Collective::Reduce => ("ring", reduce(req.bytes, n, req.root)),
@@ -381,22 +387,41 @@ fn broadcast(bytes: u64, n: u32, root: u32) -> Schedule {
 }
 
 /// gloo's ring all-gather of a gathered size `bytes`: 2(n − 1) iterations of half a block,
-/// each waiting for the one two before it (whose half it forwards).
-fn all_gather(bytes: u64, n: u32) -> Schedule {
+/// each waiting for the one two before it (whose half it forwards). ProcessGroupGloo stages it
+/// through a flat buffer: every rank first copies its block into its slot and, after the last
+/// receive, the whole buffer out to the caller's tensors; at `copy_bytes_per_s` (the host's
+/// measured staging-copy rate) those are compute ops before and after the ring.
+fn all_gather(bytes: u64, n: u32, copy_bytes_per_s: Option<f64>) -> Schedule {
     let mut s = Schedule::new(Collective::AllGather, "gloo ring", n, bytes);
     if n < 2 {
         return s;
     }
     let block = bytes / u64::from(n);
+    let copy = |s: &mut Schedule, copied: u64, deps: Vec<OpId>, step: u32| -> Option<OpId> {
+        let rate = copy_bytes_per_s.filter(|r| *r > 0.0)?;
+        let duration = crate::engine::SimTime::from_secs_f64(copied as f64 / rate);
+        Some(s.push(
+            OpKind::Compute {
+                endpoints: n,
+                duration,
+            },
+            deps,
+            Phase::AllGather,
+            0,
+            step,
+        ))
+    };
+    let primed = copy(&mut s, block, vec![], 0);
     let halves = [block / 2, block - block / 2];
     let right = to_right(n);
     let mut ops: Vec<Option<OpId>> = Vec::new();
     let mut last: Option<OpId> = None;
-    for i in 0..2 * (n as usize - 1) {
+    let iterations = 2 * (n as usize - 1);
+    for i in 0..iterations {
         let deps: Vec<OpId> = if i >= 2 {
             ops[i - 2].into_iter().collect()
         } else {
-            vec![]
+            primed.into_iter().collect()
         };
         let b = halves[i & 1];
         if b == 0 {
@@ -414,6 +439,9 @@ fn all_gather(bytes: u64, n: u32) -> Schedule {
         ));
         ops.push(last);
     }
+    // The copy out waits for every receive (the last two iterations').
+    let received: Vec<OpId> = ops.iter().rev().take(2).flatten().copied().collect();
+    copy(&mut s, bytes, received, iterations as u32);
     s
 }
 
@@ -622,7 +650,7 @@ mod tests {
 
     #[test]
     fn all_gather_sends_halves_to_the_right() {
-        let s = all_gather(4 << 20, 4);
+        let s = all_gather(4 << 20, 4, None);
         s.validate().unwrap();
         assert_eq!(payload_bytes(&s), 3 * (4 << 20));
         let payloads = s
@@ -631,6 +659,51 @@ mod tests {
             .filter(|op| matches!(op.kind, OpKind::Transfer { bytes, .. } if bytes == 512 << 10))
             .count();
         assert_eq!(payloads, 6);
+        assert!(
+            !s.ops
+                .iter()
+                .any(|op| matches!(op.kind, OpKind::Compute { .. })),
+            "no copy rate: no copies"
+        );
+    }
+
+    #[test]
+    fn all_gather_copies_its_block_in_first_and_the_whole_buffer_out_last() {
+        // At 1 GB/s, 4 MiB gathered on 4 ranks: 1 MiB primed before the ring, 4 MiB copied out
+        // after its last receives; the ring's first two messages wait for the priming.
+        let s = all_gather(4 << 20, 4, Some(1e9));
+        s.validate().unwrap();
+        let copies: Vec<(usize, crate::engine::SimTime)> = s
+            .ops
+            .iter()
+            .enumerate()
+            .filter_map(|(i, op)| match op.kind {
+                OpKind::Compute { duration, .. } => Some((i, duration)),
+                _ => None,
+            })
+            .collect();
+        let secs = |b: u64| crate::engine::SimTime::from_secs_f64(b as f64 / 1e9);
+        assert_eq!(copies.len(), 2);
+        assert_eq!(copies[0], (0, secs(1 << 20)));
+        assert_eq!(copies[1].1, secs(4 << 20));
+        assert_eq!(copies[1].0, s.ops.len() - 1, "the copy out is the last op");
+        let first_notify = &s.ops[1];
+        assert_eq!(
+            first_notify.deps,
+            vec![OpId(0)],
+            "the ring starts after the priming"
+        );
+        let out = &s.ops[copies[1].0];
+        assert_eq!(
+            out.deps.len(),
+            2,
+            "the copy out waits for the last two receives"
+        );
+        assert_eq!(
+            payload_bytes(&s),
+            3 * (4 << 20),
+            "copies move nothing on the wire"
+        );
     }
 
     #[test]

@@ -99,6 +99,19 @@ pub struct LibraryOptions {
     pub ring_orders: Vec<Vec<u32>>,
     /// A tuner plugin's rules (NCCL's example plugin with `NCCL_TUNER_CONFIG_FILE`).
     pub tuner_rules: Option<std::sync::Arc<nccl::plugin::TunerRules>>,
+    /// The host's staging-copy rate, bytes/s (the profile's `network.host_copy_bandwidth`):
+    /// what gloo's all_gather copies around its ring costs; `None`: nothing.
+    pub host_copy_bytes_per_s: Option<f64>,
+}
+
+impl LibraryOptions {
+    /// These options with the host rates the profile measured.
+    pub fn with_host_rates(self, profile: &crate::profile::Profile) -> Self {
+        LibraryOptions {
+            host_copy_bytes_per_s: profile.host_copy_bytes_per_s(),
+            ..self
+        }
+    }
 }
 
 /// Where a path between two ranks is limited: its slowest link's class and rate.

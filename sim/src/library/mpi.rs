@@ -497,15 +497,7 @@ fn recursive_doubling(s: &mut Schedule, m: u64, n: u32) {
             .filter(|v| v & distance == 0)
             .map(|v| (real(v), real(v ^ distance)))
             .collect();
-        let done = exchange(
-            s,
-            &pairs,
-            m,
-            n,
-            last.clone(),
-            Phase::ReduceScatter,
-            step,
-        );
+        let done = exchange(s, &pairs, m, n, last.clone(), Phase::ReduceScatter, step);
         last = vec![reduce(s, adj, m, done, Phase::ReduceScatter, step)];
         distance <<= 1;
         step += 1;
@@ -861,7 +853,15 @@ mod tests {
     fn rendezvous_exchanges_start_the_second_direction_after_the_expected_head() {
         // Two ranks: one direction after the other (request, answer, data; then the same back).
         let mut s = Schedule::new(Collective::AllReduce, "t", 2, 1 << 20);
-        exchange(&mut s, &[(0, 1)], 1 << 20, 2, vec![], Phase::ReduceScatter, 0);
+        exchange(
+            &mut s,
+            &[(0, 1)],
+            1 << 20,
+            2,
+            vec![],
+            Phase::ReduceScatter,
+            0,
+        );
         let sizes: Vec<u64> = s
             .ops
             .iter()
@@ -886,7 +886,15 @@ mod tests {
         }
         // Four ranks: the way back starts once the first way has delivered its expected head.
         let mut s = Schedule::new(Collective::AllReduce, "t", 4, 1 << 20);
-        exchange(&mut s, &[(0, 1)], 1 << 20, 4, vec![], Phase::ReduceScatter, 0);
+        exchange(
+            &mut s,
+            &[(0, 1)],
+            1 << 20,
+            4,
+            vec![],
+            Phase::ReduceScatter,
+            0,
+        );
         let head = serialized_head_bytes(4, 1 << 20);
         assert!(matches!(s.ops[2].kind, OpKind::Transfer { bytes, .. } if bytes == head));
         let back_request = &s.ops[3];
@@ -908,7 +916,15 @@ mod tests {
             "each way carries the whole message once"
         );
         let mut s = Schedule::new(Collective::AllReduce, "t", 2, 1 << 20);
-        exchange(&mut s, &[(0, 1)], 16 << 10, 2, vec![], Phase::ReduceScatter, 0);
+        exchange(
+            &mut s,
+            &[(0, 1)],
+            16 << 10,
+            2,
+            vec![],
+            Phase::ReduceScatter,
+            0,
+        );
         assert_eq!(s.ops.len(), 1, "eager messages cross at once");
     }
 
@@ -920,12 +936,24 @@ mod tests {
         for bytes in [128u64 << 10, 256 << 10, 1 << 20, 16 << 20] {
             let expected = ((bytes - SLOW_EXCHANGE_TAIL_BYTES) as f64 * p).round() as u64;
             assert_eq!(serialized_head_bytes(4, bytes), expected, "{bytes} B");
-            assert_eq!(serialized_head_bytes(2, bytes), bytes, "two ranks: all of it");
+            assert_eq!(
+                serialized_head_bytes(2, bytes),
+                bytes,
+                "two ranks: all of it"
+            );
         }
         // A message just above the eager limit fits in the tail: both ways at once.
         assert_eq!(serialized_head_bytes(4, 80 << 10), 0);
         let mut s = Schedule::new(Collective::AllReduce, "t", 4, 80 << 10);
-        exchange(&mut s, &[(0, 1)], 80 << 10, 4, vec![], Phase::ReduceScatter, 0);
+        exchange(
+            &mut s,
+            &[(0, 1)],
+            80 << 10,
+            4,
+            vec![],
+            Phase::ReduceScatter,
+            0,
+        );
         let back_request = &s.ops[2];
         assert!(matches!(
             back_request.kind,
@@ -934,7 +962,11 @@ mod tests {
                 ..
             }
         ));
-        assert_eq!(back_request.deps, vec![OpId(1)], "the way back waits only for the answer");
+        assert_eq!(
+            back_request.deps,
+            vec![OpId(1)],
+            "the way back waits only for the answer"
+        );
         assert_eq!(data_bytes(&s), 2 * (80 << 10));
     }
 }

@@ -90,9 +90,15 @@ pub struct NetworkCalibration {
     /// [`crate::net::flow`]; the packet model does not play it).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub shaper_burst: BTreeMap<LinkClass, MeasuredDuration>,
-    /// Rate at which one GPU reduces received data when reductions are not fused into copies.
+    /// Rate at which one GPU (or one host, for gloo) reduces received data when reductions
+    /// are not fused into copies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reduce_bandwidth: Option<MeasuredBandwidth>,
+    /// Rate at which one host copies the buffers a library stages its collective through
+    /// (ProcessGroupGloo's flat all-gather buffer, primed and copied out on every call), first
+    /// touch of fresh pages included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_copy_bandwidth: Option<MeasuredBandwidth>,
     /// Alpha-beta fits of measured collectives (nccl-tests logs, `calibrate gpu`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub collective_fits: Vec<CollectiveFit>,
@@ -493,6 +499,14 @@ impl Profile {
             .as_ref()
             .map(|m| m.value.bytes_per_s())
     }
+
+    /// Host staging-copy rate in bytes per second, when the profile has one.
+    pub fn host_copy_bytes_per_s(&self) -> Option<f64> {
+        self.network
+            .host_copy_bandwidth
+            .as_ref()
+            .map(|m| m.value.bytes_per_s())
+    }
 }
 
 /// Every compute number needs a provenance detail and a sensible value.
@@ -584,11 +598,13 @@ mod tests {
           "network": {
             "factors": {"ib": {"rows": [{"min_bytes": 0, "bandwidth_factor": 0.9, "latency_factor": 1.5}],
                                "provenance": {"source": "imported", "detail": "fit of a.txt"}}},
-            "reduce_bandwidth": {"value": "100GB/s", "provenance": {"source": "public", "detail": "spec"}}
+            "reduce_bandwidth": {"value": "100GB/s", "provenance": {"source": "public", "detail": "spec"}},
+            "host_copy_bandwidth": {"value": "3GB/s", "provenance": {"source": "measured", "detail": "host_costs.py"}}
           }}"#;
         let p = Profile::parse(text, "p.json").unwrap();
         assert_eq!(p.efficiency_factors().lookup(LinkClass::Ib, 10), (0.9, 1.5));
         assert_eq!(p.reduce_bytes_per_s(), Some(100e9));
+        assert_eq!(p.host_copy_bytes_per_s(), Some(3e9));
         let again = Profile::parse(&serde_json::to_string(&p).unwrap(), "q.json").unwrap();
         assert_eq!(again, p);
     }

@@ -667,6 +667,7 @@ pub fn library_options_of(
         version: c.library_version.clone(),
         ring_orders: c.orders.clone().unwrap_or_default(),
         tuner_rules,
+        host_copy_bytes_per_s: None,
     })
 }
 

@@ -394,7 +394,8 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
         }
         let c = s.file.collective.as_ref().expect("a collective scenario");
         let opts = super::library_options_of(c, library)
-            .map_err(|(f, e)| ScenarioError::new(&file, f, e))?;
+            .map_err(|(f, e)| ScenarioError::new(&file, f, e))?
+            .with_host_rates(&prep.profile);
         let fabric = NetFabric::new(model.as_mut(), &prep);
         let members: Vec<u32> = (0..n).collect();
         let system = System::of(&fabric, &members);

@@ -60,7 +60,9 @@ pub fn run_trace(
             let planner = LibraryPlanner::new(
                 &fabric,
                 library,
-                w.library_options(library).map_err(fail)?,
+                w.library_options(library)
+                    .map_err(fail)?
+                    .with_host_rates(&prep.profile),
                 prep.profile.network.nccl.as_ref(),
             );
             trace::build(&set, &cfg, &fabric, &planner)

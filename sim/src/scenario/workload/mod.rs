@@ -544,7 +544,9 @@ fn run_model_step(
             let planner = LibraryPlanner::new(
                 &fabric,
                 library,
-                w.library_options(library).map_err(fail)?,
+                w.library_options(library)
+                    .map_err(fail)?
+                    .with_host_rates(&prep.profile),
                 prep.profile.network.nccl.as_ref(),
             );
             step::build(&model, &cm, &cfg, n, &fabric, &planner).map_err(fail)?
