@@ -330,13 +330,14 @@ fn reduce(bytes: u64, n: u32, root: u32) -> Schedule {
         .collect();
     let step = segments.saturating_sub(2) as u32;
     let done: Vec<OpId> = last_reduced.or(last_sent).into_iter().collect();
-    if let Some(longest_chunk) = senders.iter().map(|&r| chunk(u64::from(r))).max() {
-        let pairs: Vec<(Endpoint, Endpoint)> = senders.iter().map(|&r| (r, root)).collect();
+    // One message per sender, each of its own chunk: the chunks past the buffer's end are
+    // short, and a batch would carry the longest for every sender.
+    for r in senders {
         message(
             &mut s,
-            &pairs,
-            longest_chunk,
-            done,
+            &[(r, root)],
+            chunk(u64::from(r)),
+            done.clone(),
             last_sent,
             Phase::Reduce,
             step,
@@ -585,20 +586,31 @@ mod tests {
         let ring: u128 = 14 * 4 * (1 << 20);
         let gather: u128 = 3 * (4 << 20);
         assert_eq!(payload_bytes(&s), ring + gather);
-        let last = s
-            .ops
-            .iter()
-            .rev()
-            .find(|op| matches!(op.kind, OpKind::Transfer { bytes, .. } if bytes != PREAMBLE_BYTES))
-            .unwrap();
-        let OpKind::Transfer { pattern, bytes } = last.kind else {
-            unreachable!()
+        let gathers = |s: &Schedule| -> Vec<(Vec<(Endpoint, Endpoint)>, u64)> {
+            s.ops
+                .iter()
+                .filter(|op| op.phase == Phase::Reduce)
+                .filter_map(|op| match op.kind {
+                    OpKind::Transfer { pattern, bytes } if bytes != PREAMBLE_BYTES => {
+                        Some((s.patterns[pattern.0 as usize].pairs.to_vec(), bytes))
+                    }
+                    _ => None,
+                })
+                .collect()
         };
-        assert_eq!(bytes, 4 << 20);
         assert_eq!(
-            &*s.patterns[pattern.0 as usize].pairs,
-            &[(0, 2), (1, 2), (3, 2)]
+            gathers(&s),
+            [
+                (vec![(0, 2)], 4 << 20),
+                (vec![(1, 2)], 4 << 20),
+                (vec![(3, 2)], 4 << 20)
+            ]
         );
+        // 16 MiB on 6 ranks: 18 segments of 1 MiB, 3 per rank; rank 5's chunk starts at
+        // 15 MiB and holds one, so it sends 1 MiB where the others send 3.
+        let s = reduce(16 << 20, 6, 0);
+        let sizes: Vec<u64> = gathers(&s).into_iter().map(|(_, b)| b).collect();
+        assert_eq!(sizes, [3 << 20, 3 << 20, 3 << 20, 3 << 20, 1 << 20]);
         // 256 KiB: two segments per rank, so exactly the reduce-scatter's 6 sends per rank.
         let s = reduce(256 << 10, 4, 0);
         assert_eq!(payload_bytes(&s), 6 * 4 * (32 << 10) + 3 * (64 << 10));
