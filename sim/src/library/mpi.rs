@@ -350,9 +350,9 @@ fn message_on(
 /// the 144 slow ones up to 4 MiB (beyond, a tail is under the timer's resolution of a 0.7 s
 /// exchange). What picks the mode is how the ranks enter (with the odd ranks 0.5 ms late, 10 of
 /// 10 crossed at once), which no model here knows: dtsim plays the expected time.
-const SLOW_EXCHANGES: u32 = 181;
+pub const SLOW_EXCHANGES: u32 = 181;
 /// All the four-rank exchange repetitions counted in [`SLOW_EXCHANGES`].
-const EXCHANGES: u32 = 320;
+pub const EXCHANGES: u32 = 320;
 /// What the first way of a slow exchange still had to deliver when the way back started.
 pub const SLOW_EXCHANGE_TAIL_BYTES: u64 = 82_500;
 
