@@ -64,26 +64,21 @@ pub fn parse(text: &str, file: &str) -> Result<HostCostsLog, ImportError> {
             "at least one `copy` and one `reduce` row",
         ));
     }
-    let positive = |secs: f64| secs.is_finite() && secs > 0.0;
-    let bad_copy = log
+    // The first row of each list whose bytes or time is not positive, by field.
+    let positive = |bytes: u64, secs: f64| bytes > 0 && secs.is_finite() && secs > 0.0;
+    let bad = log
         .copy
         .iter()
-        .position(|r| !positive(r.secs) || r.copied_bytes == 0);
-    if let Some(i) = bad_copy {
-        return Err(ImportError::whole(
-            file,
-            format!("copy[{i}]: copied_bytes > 0 and secs > 0"),
-        ));
-    }
-    let bad_reduce = log
-        .reduce
-        .iter()
-        .position(|r| !positive(r.secs) || r.segment_bytes == 0);
-    if let Some(i) = bad_reduce {
-        return Err(ImportError::whole(
-            file,
-            format!("reduce[{i}]: segment_bytes > 0 and secs > 0"),
-        ));
+        .position(|r| !positive(r.copied_bytes, r.secs))
+        .map(|i| format!("copy[{i}]: copied_bytes > 0 and secs > 0"))
+        .or_else(|| {
+            log.reduce
+                .iter()
+                .position(|r| !positive(r.segment_bytes, r.secs))
+                .map(|i| format!("reduce[{i}]: segment_bytes > 0 and secs > 0"))
+        });
+    if let Some(expected) = bad {
+        return Err(ImportError::whole(file, expected));
     }
     Ok(log)
 }

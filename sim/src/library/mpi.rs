@@ -849,6 +849,16 @@ mod tests {
         assert!(e.expected.contains("nonoverlapping"), "{}", e.expected);
     }
 
+    /// Op `at` of `s` is the way back's rendezvous request, and waits for op `after` alone.
+    fn assert_back_request(s: &Schedule, at: usize, after: u32, why: &str) {
+        let op = &s.ops[at];
+        assert!(
+            matches!(op.kind, OpKind::Transfer { bytes, .. } if bytes == REQUEST_BYTES),
+            "op {at} is a request"
+        );
+        assert_eq!(op.deps, vec![OpId(after)], "{why}");
+    }
+
     #[test]
     fn rendezvous_exchanges_start_the_second_direction_after_the_expected_head() {
         // Two ranks: one direction after the other (request, answer, data; then the same back).
@@ -897,19 +907,7 @@ mod tests {
         );
         let head = serialized_head_bytes(4, 1 << 20);
         assert!(matches!(s.ops[2].kind, OpKind::Transfer { bytes, .. } if bytes == head));
-        let back_request = &s.ops[3];
-        assert!(matches!(
-            back_request.kind,
-            OpKind::Transfer {
-                bytes: REQUEST_BYTES,
-                ..
-            }
-        ));
-        assert_eq!(
-            back_request.deps,
-            vec![OpId(2)],
-            "the way back waits for the head"
-        );
+        assert_back_request(&s, 3, 2, "the way back waits for the head");
         assert_eq!(
             data_bytes(&s),
             2 << 20,
@@ -954,19 +952,7 @@ mod tests {
             Phase::ReduceScatter,
             0,
         );
-        let back_request = &s.ops[2];
-        assert!(matches!(
-            back_request.kind,
-            OpKind::Transfer {
-                bytes: REQUEST_BYTES,
-                ..
-            }
-        ));
-        assert_eq!(
-            back_request.deps,
-            vec![OpId(1)],
-            "the way back waits only for the answer"
-        );
+        assert_back_request(&s, 2, 1, "the way back waits only for the answer");
         assert_eq!(data_bytes(&s), 2 * (80 << 10));
     }
 }
