@@ -14,11 +14,13 @@ use sim::profile::{Profile, Provenance};
 use sim::scenario::fit_nccl::FitRow;
 
 use crate::import::nccl_tests::NcclTestsRun;
+use sim::scenario::fit_nccl::FitChoices;
 
 /// Fits on the rows of `tables` whose system is one of `systems` (all when empty), leaving
 /// out every `hold_out_every`-th of them (so that `dtsim validate` scores the model on sizes
 /// it was not fitted on), merges the result into the profile at `out` (created when missing,
 /// named `name`), returns a summary.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     tables: &[PathBuf],
     systems: &[String],
@@ -26,6 +28,7 @@ pub fn run(
     out: &Path,
     name: &str,
     date: Option<String>,
+    choices: FitChoices,
 ) -> Result<String, String> {
     let keep = |s: &str| systems.is_empty() || systems.iter().any(|k| k == s);
     let rows: Vec<_> = sim::validate::nccl::fit_rows(tables, &keep)?
@@ -58,7 +61,12 @@ pub fn run(
             .unwrap_or_default(),
         file_names(tables)
     );
-    fit_and_write(&rows, &detail, out, name, date)
+    let detail = if choices.ring_channel_rates {
+        format!("{detail}; ring/tree channel rates fitted per protocol")
+    } else {
+        detail
+    };
+    fit_and_write(&rows, &detail, out, name, date, choices)
 }
 
 /// What the user says about logs that the logs do not say themselves.
@@ -174,7 +182,7 @@ pub fn from_logs(
         rows.len(),
         file_names(&files)
     );
-    fit_and_write(&rows, &detail, out, name, date)
+    fit_and_write(&rows, &detail, out, name, date, FitChoices::default())
 }
 
 fn file_names(paths: &[PathBuf]) -> String {
@@ -191,9 +199,10 @@ fn fit_and_write(
     out: &Path,
     name: &str,
     date: Option<String>,
+    choices: FitChoices,
 ) -> Result<String, String> {
     let detail = detail.to_string();
-    let fit = sim::scenario::fit_nccl::fit(rows, &detail, date.clone())?;
+    let fit = sim::scenario::fit_nccl::fit_with(rows, &detail, date.clone(), choices)?;
     let mut profile = if out.exists() {
         Profile::load(out).map_err(|e| e.to_string())?
     } else {

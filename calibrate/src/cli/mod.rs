@@ -126,6 +126,10 @@ enum Command {
         /// Date to record in the provenance (YYYY-MM-DD; default: today).
         #[arg(long)]
         date: Option<String>,
+        /// Also fit one channel's rate per ring/tree protocol (LL, LL128, Simple) in place of
+        /// the link's efficiency: for tables whose protocols reach different shares of a link.
+        #[arg(long)]
+        ring_channel_rates: bool,
     },
     /// Measure this machine's GPUs (needs the NVIDIA driver; cuBLAS and NCCL when found). Multi-node: launch with srun, mpirun or torchrun-style RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT.
     Gpu {
@@ -486,6 +490,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             out,
             name,
             date,
+            ring_channel_rates,
         } => {
             let summary = crate::fit_nccl::run(
                 &tables,
@@ -494,6 +499,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 &out,
                 &name,
                 date.or_else(|| Some(build::today())),
+                sim::scenario::fit_nccl::FitChoices { ring_channel_rates },
             )
             .map_err(|e| Failure(EXIT_INPUT, e))?;
             print!("{summary}");

@@ -230,7 +230,7 @@ pub fn simulate_rows(rows: &[FitRow], cal: &NcclCalibration) -> Result<Vec<f64>,
 /// latency is also used with other steps, the step keeps NCCL's constant.
 ///
 /// Returns every key once, in first-use order, and for each row the indices of its keys.
-fn exercised(rows: &[FitRow]) -> Result<(Vec<Key>, Vec<Vec<usize>>), String> {
+fn exercised(rows: &[FitRow], choices: FitChoices) -> Result<(Vec<Key>, Vec<Vec<usize>>), String> {
     let mut used_by_row = Vec::with_capacity(rows.len());
     let mut step_rank_counts: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for r in rows {
@@ -349,6 +349,22 @@ fn exercised(rows: &[FitRow]) -> Result<(Vec<Key>, Vec<Vec<usize>>), String> {
                         .is_some_and(crate::library::nccl::params::channel_rate_fitted) =>
                 {
                     continue
+                }
+                // Asked for: each ring or tree protocol's channel rate, in place of the link's
+                // efficiency (as for NVLS, the two cap the same flows).
+                "efficiency" if choices.ring_channel_rates && is_ring_tree(key) => {
+                    let algo = key.split('/').next().unwrap_or_default();
+                    for u in used {
+                        let proto = u
+                            .strip_prefix("base_latency_us[")
+                            .and_then(|b| b.strip_suffix(']'))
+                            .and_then(|b| b.strip_prefix(&format!("{algo}/")));
+                        if let Some(proto) = proto {
+                            let k = Key::Channel(format!("{algo}/{proto}"));
+                            use_key(&mut keys, &mut mine, k);
+                        }
+                    }
+                    continue;
                 }
                 "efficiency" => Key::Efficiency(key.to_string()),
                 "channel_gbps" => Key::Channel(key.to_string()),
@@ -511,12 +527,32 @@ fn nelder_mead(f: &dyn Fn(&[f64]) -> f64, x0: &[f64], step: f64, iters: usize) -
     simplex.swap_remove(0).0
 }
 
+/// Which parameters a fit may move beyond the defaults (see [`exercised`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FitChoices {
+    /// Fit one channel's payload rate per ring or tree protocol the rows run (LL, LL128,
+    /// Simple) instead of the link's efficiency for that algorithm: for a table whose
+    /// protocols reach different shares of the link (a thread block per channel copies at its
+    /// protocol's pace), which one efficiency per link cannot express.
+    pub ring_channel_rates: bool,
+}
+
 /// Fits the parameters the rows exercise; `detail` goes into every parameter's provenance.
 pub fn fit(rows: &[FitRow], detail: &str, date: Option<String>) -> Result<NcclFit, String> {
+    fit_with(rows, detail, date, FitChoices::default())
+}
+
+/// [`fit`], with the [`FitChoices`] given.
+pub fn fit_with(
+    rows: &[FitRow],
+    detail: &str,
+    date: Option<String>,
+    choices: FitChoices,
+) -> Result<NcclFit, String> {
     if rows.is_empty() {
         return Err("no rows to fit".into());
     }
-    let (keys, by_row) = exercised(rows)?;
+    let (keys, by_row) = exercised(rows, choices)?;
     let prov = Provenance {
         source: "fitted".into(),
         detail: detail.to_string(),
@@ -701,6 +737,62 @@ mod tests {
                 (vec![4], vec![])
             ]
         );
+    }
+
+    #[test]
+    fn ring_channel_rates_replace_the_links_efficiency_only_when_asked() {
+        let topo =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies/dgx_a100.toml");
+        let rows: Vec<FitRow> = [1u64 << 10, 1 << 28]
+            .into_iter()
+            .enumerate()
+            .map(|(i, bytes)| {
+                Measured {
+                    topology: &topo,
+                    collective: "all_reduce",
+                    bytes,
+                    ranks: 8,
+                    algorithm: None,
+                    protocol: None,
+                    version: Some("2.18.5"),
+                    tuner_config: None,
+                    measured_secs: 1e-4,
+                    file: "t.csv".into(),
+                    row: i as u32 + 1,
+                }
+                .fit_row()
+                .unwrap()
+            })
+            .collect();
+        let (plain, _) = exercised(&rows, FitChoices::default()).unwrap();
+        assert!(
+            plain.contains(&Key::Efficiency("ring/nvlink".into())),
+            "{plain:?}"
+        );
+        assert!(
+            !plain.iter().any(|k| matches!(k, Key::Channel(_))),
+            "{plain:?}"
+        );
+        let (rates, by_row) = exercised(
+            &rows,
+            FitChoices {
+                ring_channel_rates: true,
+            },
+        )
+        .unwrap();
+        assert!(
+            !rates.iter().any(|k| matches!(k, Key::Efficiency(_))),
+            "{rates:?}"
+        );
+        // 1 KiB runs ring/LL, 256 MiB ring/Simple: one channel rate each, in its own row.
+        let ll = rates
+            .iter()
+            .position(|k| *k == Key::Channel("ring/ll".into()));
+        let simple = rates
+            .iter()
+            .position(|k| *k == Key::Channel("ring/simple".into()));
+        assert!(by_row[0].contains(&ll.unwrap()) && !by_row[0].contains(&simple.unwrap()));
+        assert!(by_row[1].contains(&simple.unwrap()) && !by_row[1].contains(&ll.unwrap()));
     }
 
     #[test]

@@ -169,7 +169,10 @@ impl<'a> Params<'a> {
             ("step_latency_us", step_key(a, p, c)),
             ("efficiency", efficiency_key(a, c)),
         ];
-        if channel_rate_fitted(a) {
+        let has_channel_rate = self
+            .calibration
+            .is_some_and(|cal| cal.channel_gbps.contains_key(&channel_key(a, p)));
+        if channel_rate_fitted(a) || has_channel_rate {
             keys.push(("channel_gbps", channel_key(a, p)));
         }
         let mut fitted = Vec::new();
