@@ -216,6 +216,18 @@ fn every_shipped_profile_loads_and_shows() {
             let o = calibrate(&["show", &p.display().to_string()]);
             assert!(o.status.success(), "{}: {}", p.display(), text(&o.stderr));
             assert!(text(&o.stdout).contains("from "), "{}", p.display());
+            // A fitted NCCL model is listed with the rows it was fitted on.
+            let loaded = sim::profile::Profile::load(&p).unwrap();
+            if let Some(nccl) = &loaded.network.nccl {
+                let shown = text(&o.stdout);
+                assert!(shown.contains("NCCL model"), "{}", p.display());
+                for key in nccl.base_latency_us.keys().chain(nccl.channel_gbps.keys()) {
+                    assert!(shown.contains(key.as_str()), "{}: {key}", p.display());
+                }
+                if !nccl.fitted_on.is_empty() {
+                    assert!(shown.contains("fitted on"), "{}", p.display());
+                }
+            }
             n += 1;
         }
     }

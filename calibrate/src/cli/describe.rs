@@ -56,6 +56,39 @@ pub fn describe(p: &Profile) -> String {
         }
         None => s += "  reduction rate: fused into transfers (no extra time)\n",
     }
+    if let Some(n) = &p.network.nccl {
+        s += "  NCCL model (parameters not listed keep NCCL's own constants):\n";
+        let tables: [(&str, &str, &std::collections::BTreeMap<String, _>); 5] = [
+            ("per-call latency", "us", &n.base_latency_us),
+            (
+                "per-call latency factor on NCCL's",
+                "x",
+                &n.base_latency_scale,
+            ),
+            ("per-step latency", "us", &n.step_latency_us),
+            ("link efficiency", "", &n.efficiency),
+            ("channel rate", "GB/s", &n.channel_gbps),
+        ];
+        for (what, unit, table) in tables {
+            for (key, f) in table {
+                let ci = f
+                    .ci95
+                    .map(|[lo, hi]| format!(" [{lo:.4}, {hi:.4}]"))
+                    .unwrap_or_else(|| " (interval undetermined)".into());
+                s += &format!(
+                    "    {what} {key}: {:.4} {unit}{ci} (from {})\n",
+                    f.value,
+                    prov(&f.provenance)
+                );
+            }
+        }
+        for rows in &n.fitted_on {
+            s += &format!(
+                "    fitted on {} rows {:?} (never scored by dtsim validate)\n",
+                rows.file, rows.rows
+            );
+        }
+    }
     if let Some(m) = &p.network.host_copy_bandwidth {
         s += &format!(
             "  host staging-copy rate {} (from {})\n",
