@@ -61,11 +61,6 @@ pub fn run(
             .unwrap_or_default(),
         file_names(tables)
     );
-    let detail = if choices.ring_channel_rates {
-        format!("{detail}; ring/tree channel rates fitted per protocol")
-    } else {
-        detail
-    };
     fit_and_write(&rows, &detail, out, name, date, choices)
 }
 
@@ -98,6 +93,7 @@ pub fn from_logs(
     out: &Path,
     name: &str,
     date: Option<String>,
+    choices: FitChoices,
 ) -> Result<String, String> {
     let mut rows = Vec::new();
     for (path, run) in runs {
@@ -182,7 +178,7 @@ pub fn from_logs(
         rows.len(),
         file_names(&files)
     );
-    fit_and_write(&rows, &detail, out, name, date, FitChoices::default())
+    fit_and_write(&rows, &detail, out, name, date, choices)
 }
 
 fn file_names(paths: &[PathBuf]) -> String {
@@ -201,7 +197,11 @@ fn fit_and_write(
     date: Option<String>,
     choices: FitChoices,
 ) -> Result<String, String> {
-    let detail = detail.to_string();
+    let detail = if choices.ring_channel_rates {
+        format!("{detail}; ring/tree channel rates fitted per protocol")
+    } else {
+        detail.to_string()
+    };
     let fit = sim::scenario::fit_nccl::fit_with(rows, &detail, date.clone(), choices)?;
     let mut profile = if out.exists() {
         Profile::load(out).map_err(|e| e.to_string())?

@@ -20,6 +20,11 @@ fn tmp(name: &str) -> PathBuf {
 /// `calibrate import nccl-tests LOG --topology topologies/<topology> --out OUT`, through the
 /// binary.
 fn import_on(topology: &str, log: &Path, out: &Path) -> std::process::Output {
+    import_on_with(topology, log, out, &[])
+}
+
+/// [`import_on`] with more options.
+fn import_on_with(topology: &str, log: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_calibrate"))
         .args(["import", "nccl-tests"])
         .arg(log)
@@ -27,6 +32,7 @@ fn import_on(topology: &str, log: &Path, out: &Path) -> std::process::Output {
         .arg(root().join("topologies").join(topology))
         .arg("--out")
         .arg(out)
+        .args(extra)
         .output()
         .unwrap()
 }
@@ -52,6 +58,18 @@ fn simulate_on(topology: &str, profile: &Path, bytes: u64) -> f64 {
 /// The nccl-tests all-reduce log `profile` predicts on `topologies/<topology>` (`gpus` GPUs
 /// named `gpu_name`), 1 KiB to 1 GiB.
 fn predicted_log(topology: &str, profile: &Path, gpus: u32, gpu_name: &str) -> NcclTestsRun {
+    let sizes: Vec<u64> = (0..11).map(|i| 1024u64 << (2 * i)).collect();
+    predicted_log_at(topology, profile, gpus, gpu_name, &sizes)
+}
+
+/// [`predicted_log`] at these sizes.
+fn predicted_log_at(
+    topology: &str,
+    profile: &Path,
+    gpus: u32,
+    gpu_name: &str,
+    sizes: &[u64],
+) -> NcclTestsRun {
     let mut run = NcclTestsRun {
         collective: Some("all_reduce".into()),
         nccl_version: Some("2.20.5".into()),
@@ -66,7 +84,7 @@ fn predicted_log(topology: &str, profile: &Path, gpus: u32, gpu_name: &str) -> N
             name: gpu_name.into(),
         })
         .collect();
-    for b in (0..11).map(|i| 1024u64 << (2 * i)) {
+    for &b in sizes {
         let us = simulate_on(topology, profile, b) * 1e6;
         let algbw = b as f64 / us / 1e3;
         let t = Timing {
@@ -244,5 +262,81 @@ fn an_nccl_fit_needs_a_collective_nccl_runs_and_names_the_log() {
     assert!(
         e.contains("alltoall.log") && e.contains("collective"),
         "{e}"
+    );
+}
+
+#[test]
+fn channel_rates_per_ring_protocol_round_trip_when_asked() {
+    // An A100 node whose LL128 and Simple channels copy at different rates (what one NVLink
+    // efficiency cannot say): the log they predict, imported with --ring-channel-rates, gives
+    // back a profile that predicts every row within 1%, with a channel rate per protocol and
+    // no ring efficiency.
+    let p = assumed;
+    let mut truth = NcclCalibration::default();
+    for (k, v) in [
+        ("ring/ll", 12.0),
+        ("ring/ll128", 24.0),
+        ("ring/simple", 30.0),
+    ] {
+        truth.base_latency_us.insert(k.into(), p(v));
+    }
+    for (k, v) in [
+        ("ring/ll/nvlink", 1.1),
+        ("ring/ll128/nvlink", 3.3),
+        ("ring/simple/nvlink", 12.5),
+    ] {
+        truth.step_latency_us.insert(k.into(), p(v));
+    }
+    truth.channel_gbps.insert("ring/ll".into(), p(4.0));
+    truth.channel_gbps.insert("ring/ll128".into(), p(8.0));
+    truth.channel_gbps.insert("ring/simple".into(), p(11.0));
+    let dir = tmp("channel-rates");
+    let mut prof = Profile::load(&root().join("data/profiles/a100_sxm_node.json")).unwrap();
+    prof.network.nccl = Some(truth);
+    let truth_path = dir.join("truth.json");
+    std::fs::write(&truth_path, serde_json::to_string_pretty(&prof).unwrap()).unwrap();
+    // Every factor of two from 1 KiB to 1 GiB: LL128 runs at a few sizes only, and its
+    // call latency, step latency and channel rate need more rows than three.
+    let sizes: Vec<u64> = (0..21).map(|i| 1024u64 << i).collect();
+    let run = predicted_log_at(
+        "dgx_a100.toml",
+        &truth_path,
+        8,
+        "NVIDIA A100-SXM4-80GB",
+        &sizes,
+    );
+    let log = dir.join("all_reduce.log");
+    std::fs::write(&log, nccl_tests::to_text(&run)).unwrap();
+    let fitted_path = dir.join("fitted.json");
+    let o = import_on_with(
+        "dgx_a100.toml",
+        &log,
+        &fitted_path,
+        &["--ring-channel-rates"],
+    );
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for r in &run.rows {
+        let logged = r.out_of_place.unwrap().time_us;
+        let again = simulate_on("dgx_a100.toml", &fitted_path, r.size_bytes) * 1e6;
+        assert!(
+            (again / logged - 1.0).abs() < 0.01,
+            "{} B: log {logged:.2} us, fitted profile {again:.2} us\n{out}",
+            r.size_bytes
+        );
+    }
+    let fitted = Profile::load(&fitted_path).unwrap().network.nccl.unwrap();
+    assert!(fitted.channel_gbps.contains_key("ring/simple"), "{out}");
+    assert!(!fitted.efficiency.contains_key("ring/nvlink"), "{out}");
+    assert!(
+        fitted.channel_gbps["ring/simple"]
+            .provenance
+            .detail
+            .contains("channel rates fitted per protocol"),
+        "{out}"
     );
 }

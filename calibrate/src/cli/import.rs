@@ -15,6 +15,7 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
             protocol,
             tuner_config,
             date,
+            ring_channel_rates,
             out,
             ..
         } => {
@@ -45,6 +46,7 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
                 &path,
                 &name,
                 date.or_else(|| Some(build::today())),
+                sim::scenario::fit_nccl::FitChoices { ring_channel_rates },
             )
             .map_err(|e| Failure(EXIT_INPUT, e))?;
             print!("{summary}");

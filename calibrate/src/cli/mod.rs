@@ -188,6 +188,10 @@ enum ImportCmd {
         /// Date to record in the provenance of NCCL-model fits (YYYY-MM-DD; default: today).
         #[arg(long, requires = "topology")]
         date: Option<String>,
+        /// With --topology: also fit one channel's rate per ring/tree protocol in place of
+        /// the link's efficiency (as `fit-nccl --ring-channel-rates`).
+        #[arg(long, requires = "topology")]
+        ring_channel_rates: bool,
         #[command(flatten)]
         fit: FitArgs,
         #[command(flatten)]

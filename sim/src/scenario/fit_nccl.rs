@@ -564,6 +564,10 @@ pub fn fit_with(
             Key::Base(_) => to_x(k, 10.0),
             Key::Step(_) => to_x(k, 1.0),
             Key::Efficiency(_) => to_x(k, 0.8),
+            // A ring or tree channel's rate only shows while it binds (above, the link caps
+            // the flow and the objective is flat): start where it binds, so the search can
+            // rise until it stops mattering rather than stall in the flat part.
+            Key::Channel(c) if c.starts_with("ring/") || c.starts_with("tree/") => to_x(k, 2.0),
             Key::Channel(_) => to_x(k, 20.0),
             Key::Latency { .. } | Key::BaseScale(_) => to_x(k, 1.0),
         })
