@@ -57,12 +57,6 @@ fn simulate_on(topology: &str, profile: &Path, bytes: u64) -> f64 {
 
 /// The nccl-tests all-reduce log `profile` predicts on `topologies/<topology>` (`gpus` GPUs
 /// named `gpu_name`), 1 KiB to 1 GiB.
-fn predicted_log(topology: &str, profile: &Path, gpus: u32, gpu_name: &str) -> NcclTestsRun {
-    let sizes: Vec<u64> = (0..11).map(|i| 1024u64 << (2 * i)).collect();
-    predicted_log_at(topology, profile, gpus, gpu_name, &sizes)
-}
-
-/// [`predicted_log`] at these sizes.
 fn predicted_log_at(
     topology: &str,
     profile: &Path,
@@ -137,18 +131,32 @@ fn round_trip(
     gpus: u32,
     gpu_name: &str,
 ) -> RoundTrip {
+    let sizes: Vec<u64> = (0..11).map(|i| 1024u64 << (2 * i)).collect();
+    round_trip_with(name, topology, base, truth, (gpus, gpu_name), &sizes, &[])
+}
+
+/// [`round_trip`] with the log at `sizes` and `extra` options to the import.
+fn round_trip_with(
+    name: &str,
+    topology: &str,
+    base: &str,
+    truth: NcclCalibration,
+    (gpus, gpu_name): (u32, &str),
+    sizes: &[u64],
+    extra: &[&str],
+) -> RoundTrip {
     let dir = tmp(name);
     let mut prof = Profile::load(&root().join("data/profiles").join(base)).unwrap();
     prof.network.nccl = Some(truth);
     let truth_path = dir.join("truth.json");
     std::fs::write(&truth_path, serde_json::to_string_pretty(&prof).unwrap()).unwrap();
 
-    let run = predicted_log(topology, &truth_path, gpus, gpu_name);
+    let run = predicted_log_at(topology, &truth_path, gpus, gpu_name, sizes);
     let log = dir.join("all_reduce.log");
     std::fs::write(&log, nccl_tests::to_text(&run)).unwrap();
 
     let fitted_path = dir.join("fitted.json");
-    let o = import_on(topology, &log, &fitted_path);
+    let o = import_on_with(topology, &log, &fitted_path, extra);
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(
         o.status.success(),
@@ -290,53 +298,34 @@ fn channel_rates_per_ring_protocol_round_trip_when_asked() {
     truth.channel_gbps.insert("ring/ll".into(), p(4.0));
     truth.channel_gbps.insert("ring/ll128".into(), p(8.0));
     truth.channel_gbps.insert("ring/simple".into(), p(11.0));
-    let dir = tmp("channel-rates");
-    let mut prof = Profile::load(&root().join("data/profiles/a100_sxm_node.json")).unwrap();
-    prof.network.nccl = Some(truth);
-    let truth_path = dir.join("truth.json");
-    std::fs::write(&truth_path, serde_json::to_string_pretty(&prof).unwrap()).unwrap();
     // Every factor of two from 1 KiB to 1 GiB: LL128 runs at a few sizes only, and its
     // call latency, step latency and channel rate need more rows than three.
     let sizes: Vec<u64> = (0..21).map(|i| 1024u64 << i).collect();
-    let run = predicted_log_at(
+    let rt = round_trip_with(
+        "channel-rates",
         "dgx_a100.toml",
-        &truth_path,
-        8,
-        "NVIDIA A100-SXM4-80GB",
+        "a100_sxm_node.json",
+        truth,
+        (8, "NVIDIA A100-SXM4-80GB"),
         &sizes,
-    );
-    let log = dir.join("all_reduce.log");
-    std::fs::write(&log, nccl_tests::to_text(&run)).unwrap();
-    let fitted_path = dir.join("fitted.json");
-    let o = import_on_with(
-        "dgx_a100.toml",
-        &log,
-        &fitted_path,
         &["--ring-channel-rates"],
     );
-    let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(
-        o.status.success(),
-        "{out}{}",
-        String::from_utf8_lossy(&o.stderr)
+        rt.fitted.channel_gbps.contains_key("ring/simple"),
+        "{}",
+        rt.out
     );
-    for r in &run.rows {
-        let logged = r.out_of_place.unwrap().time_us;
-        let again = simulate_on("dgx_a100.toml", &fitted_path, r.size_bytes) * 1e6;
-        assert!(
-            (again / logged - 1.0).abs() < 0.01,
-            "{} B: log {logged:.2} us, fitted profile {again:.2} us\n{out}",
-            r.size_bytes
-        );
-    }
-    let fitted = Profile::load(&fitted_path).unwrap().network.nccl.unwrap();
-    assert!(fitted.channel_gbps.contains_key("ring/simple"), "{out}");
-    assert!(!fitted.efficiency.contains_key("ring/nvlink"), "{out}");
     assert!(
-        fitted.channel_gbps["ring/simple"]
+        !rt.fitted.efficiency.contains_key("ring/nvlink"),
+        "{}",
+        rt.out
+    );
+    assert!(
+        rt.fitted.channel_gbps["ring/simple"]
             .provenance
             .detail
             .contains("channel rates fitted per protocol"),
-        "{out}"
+        "{}",
+        rt.out
     );
 }
