@@ -56,7 +56,7 @@ fn simulate_on(topology: &str, profile: &Path, bytes: u64) -> f64 {
 }
 
 /// The nccl-tests all-reduce log `profile` predicts on `topologies/<topology>` (`gpus` GPUs
-/// named `gpu_name`), 1 KiB to 1 GiB.
+/// named `gpu_name`) at `sizes`.
 fn predicted_log_at(
     topology: &str,
     profile: &Path,
