@@ -859,19 +859,26 @@ mod tests {
         assert_eq!(op.deps, vec![OpId(after)], "{why}");
     }
 
-    #[test]
-    fn rendezvous_exchanges_start_the_second_direction_after_the_expected_head() {
-        // Two ranks: one direction after the other (request, answer, data; then the same back).
-        let mut s = Schedule::new(Collective::AllReduce, "t", 2, 1 << 20);
+    /// One pairwise exchange of `bytes` each way between ranks 0 and 1 of a communicator of
+    /// `ranks`, alone in its schedule.
+    fn one_exchange(ranks: u32, bytes: u64) -> Schedule {
+        let mut s = Schedule::new(Collective::AllReduce, "t", ranks, bytes);
         exchange(
             &mut s,
             &[(0, 1)],
-            1 << 20,
-            2,
+            bytes,
+            ranks,
             vec![],
             Phase::ReduceScatter,
             0,
         );
+        s
+    }
+
+    #[test]
+    fn rendezvous_exchanges_start_the_second_direction_after_the_expected_head() {
+        // Two ranks: one direction after the other (request, answer, data; then the same back).
+        let s = one_exchange(2, 1 << 20);
         let sizes: Vec<u64> = s
             .ops
             .iter()
@@ -895,16 +902,7 @@ mod tests {
             assert_eq!(op.deps, vec![OpId(i as u32 - 1)]);
         }
         // Four ranks: the way back starts once the first way has delivered its expected head.
-        let mut s = Schedule::new(Collective::AllReduce, "t", 4, 1 << 20);
-        exchange(
-            &mut s,
-            &[(0, 1)],
-            1 << 20,
-            4,
-            vec![],
-            Phase::ReduceScatter,
-            0,
-        );
+        let s = one_exchange(4, 1 << 20);
         let head = serialized_head_bytes(4, 1 << 20);
         assert!(matches!(s.ops[2].kind, OpKind::Transfer { bytes, .. } if bytes == head));
         assert_back_request(&s, 3, 2, "the way back waits for the head");
@@ -913,16 +911,7 @@ mod tests {
             2 << 20,
             "each way carries the whole message once"
         );
-        let mut s = Schedule::new(Collective::AllReduce, "t", 2, 1 << 20);
-        exchange(
-            &mut s,
-            &[(0, 1)],
-            16 << 10,
-            2,
-            vec![],
-            Phase::ReduceScatter,
-            0,
-        );
+        let s = one_exchange(2, 16 << 10);
         assert_eq!(s.ops.len(), 1, "eager messages cross at once");
     }
 
@@ -942,16 +931,7 @@ mod tests {
         }
         // A message just above the eager limit fits in the tail: both ways at once.
         assert_eq!(serialized_head_bytes(4, 80 << 10), 0);
-        let mut s = Schedule::new(Collective::AllReduce, "t", 4, 80 << 10);
-        exchange(
-            &mut s,
-            &[(0, 1)],
-            80 << 10,
-            4,
-            vec![],
-            Phase::ReduceScatter,
-            0,
-        );
+        let s = one_exchange(4, 80 << 10);
         assert_back_request(&s, 2, 1, "the way back waits only for the answer");
         assert_eq!(data_bytes(&s), 2 * (80 << 10));
     }

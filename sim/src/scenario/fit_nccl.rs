@@ -5,8 +5,9 @@
 //! (NCCL chooses by its own constants), so the keys a set of rows exercises are known before
 //! fitting: for each (algorithm, protocol) that runs, its per-call latency; for multi-step
 //! algorithms, its per-step latency over the steps' link class; for each (algorithm, link
-//! class), its efficiency, or for NVLS its channel rate instead. Only those are fitted; the
-//! rest keep NCCL's constants.
+//! class), its efficiency, or for NVLS its channel rate instead (and, with
+//! [`FitChoices::ring_channel_rates`], for ring and tree a channel rate per protocol). Only
+//! those are fitted; the rest keep NCCL's constants.
 //!
 //! The objective is the sum of squared log errors of simulated vs measured time (every size
 //! weighs the same, small and large), minimised by Nelder–Mead over transformed parameters
