@@ -3,6 +3,7 @@
   suite.py collectives --out data/runs/X.csv [--methods allreduce,ps,...] [--bytes ...]
   suite.py mpi --out data/runs/X.csv [--algorithms 0,1,4,6] [--launches K] [--bytes ...]
   suite.py mpi_p2p [--ranks N] [--skew-ms MS] [--out ...]  (Send vs Sendrecv vs ring, OpenMPI)
+  suite.py gloo_p2p --pairs 0:2,1:3 --name NAME  (gloo isend/irecv exchanges, one pair's socket)
   suite.py training --out data/runs/X.csv --profile data/profiles/testbed_X.json
   suite.py link --profile data/profiles/testbed_X.json   (iperf3 + TCP ping-pong -> calibrate)
   suite.py incast --profile data/profiles/testbed_X.json (every host -> host 1 at once, iperf3)
@@ -25,7 +26,9 @@ import tb
 
 MIB = 1 << 20
 # What dtsim replays for each method: gloo's own collectives with library = "gloo"; the
-# methods this suite writes itself over send/recv with the ideal template that does the same.
+# all-reduces this suite writes itself over gloo's isend/irecv (multiring, hierarchical) with
+# library = "gloo" and their orders or algorithm (sim::library::gloo::p2p); the parameter
+# server with the ideal template that does the same.
 SIM_SET = {
     "allreduce": "collective.library=gloo",
     "broadcast": "collective.library=gloo",
@@ -33,7 +36,7 @@ SIM_SET = {
     "reduce": "collective.library=gloo",
     "ps": "collective.library=ideal;collective.algorithm=parameter_server;collective.servers=1;"
           "collective.colocated=true",
-    "hierarchical": "collective.library=ideal;collective.algorithm=hierarchical",
+    "hierarchical": "collective.library=gloo;collective.algorithm=hierarchical",
 }
 OPS = {"broadcast": "broadcast", "allgather": "all_gather", "reduce": "reduce"}
 # OpenMPI 4.1 coll/tuned all-reduce algorithm ids (coll_tuned_allreduce_algorithm); dtsim's
@@ -93,8 +96,7 @@ def collectives(a):
         if method.startswith("multiring"):
             orders = a.orders
             extra = ["--orders", orders]
-            sim_set = ("collective.library=ideal;collective.algorithm=ring;"
-                       f"collective.orders={orders.replace(' ', '')}")
+            sim_set = f"collective.library=gloo;collective.orders={orders.replace(' ', '')}"
         if method == "hierarchical":
             extra = ["--groups", a.groups]
         load0 = tb.load1()
@@ -184,6 +186,29 @@ def mpi_p2p(a):
         print(f"{r['bytes']:>10} B  one-way {r['oneway_secs']*1e3:9.3f} ms  sendrecv "
               f"{r['sendrecv_secs']*1e3:9.3f} ms  ratio {r['sendrecv_secs']/r['oneway_secs']:.2f}"
               + ring)
+
+
+def gloo_p2p(a):
+    """gloo isend/irecv between host pairs (gloo_p2p.py), written as a JSON log with every
+    rank's post and finish time per repetition: the measurements behind dtsim's gloo messages
+    leaving their connection in the order they were written."""
+    n = int(os.environ["DTSIM_TESTBED_RANKS"])
+    args = ["--repeats", str(a.repeats), "--pairs", a.pairs, "--bytes"] + [str(b) for b in a.bytes]
+    load0 = tb.load1()
+    out = tb.launch("gloo_p2p.py", args, n, timeout=900)
+    out.update(tb.provenance(), ranks=n, load_avg_1m_start=load0, load_avg_1m_end=tb.load1(),
+               date_utc=tb.now(), command="gloo_p2p.py " + " ".join(args))
+    topo = os.path.splitext(os.path.basename(os.environ.get("DTSIM_TESTBED_TOPOLOGY", "testbed")))[0]
+    path = a.out or os.path.join(tb.ROOT, "data", "runs", "calibration",
+                                 f"testbed_{topo}.gloo_p2p_{a.name}.json")
+    with open(path, "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+    for r in out["results"]:
+        secs = sorted(max(e for _, e in rep) - min(s for s, _ in rep)
+                      for rep in r["start_end_secs_per_rank"])
+        print(f"{r['pattern']:20} {r['bytes']:>10} B  median {secs[len(secs) // 2] * 1e3:9.2f} ms  "
+              f"min {secs[0] * 1e3:9.2f}  max {secs[-1] * 1e3:9.2f}")
 
 
 def training(a):
@@ -351,7 +376,7 @@ def trace(a):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("suite", choices=["collectives", "mpi", "mpi_p2p", "training", "link",
-                                      "incast", "pairs", "trace"])
+                                      "incast", "pairs", "trace", "gloo_p2p"])
     ap.add_argument("--ranks", type=int, default=0,
                     help="trace, mpi_p2p: ranks (default: every host)")
     ap.add_argument("--out", default="")
@@ -368,8 +393,8 @@ def main():
     ap.add_argument("--model", default="mlp")
     ap.add_argument("--bucket-mib", type=int, default=25)
     ap.add_argument("--seconds", type=int, default=5)
-    ap.add_argument("--pairs", default="0:2,1:3", help="pairs: src:dst host pairs at once")
-    ap.add_argument("--name", default="pairs", help="pairs: name in the log files")
+    ap.add_argument("--pairs", default="0:2,1:3", help="pairs, gloo_p2p: src:dst host pairs at once")
+    ap.add_argument("--name", default="pairs", help="pairs, gloo_p2p: name in the log files")
     ap.add_argument("--streams", default="1,2,4,8",
                     help="link: iperf3 parallel stream counts, one run each")
     ap.add_argument("--pings", type=int, default=500)
@@ -383,7 +408,7 @@ def main():
                     help="the topology's one-way latency host0->host1 (sum over the path's links)")
     a = ap.parse_args()
     {"collectives": collectives, "mpi": mpi, "mpi_p2p": mpi_p2p, "training": training,
-     "link": link, "incast": incast, "pairs": pairs, "trace": trace}[a.suite](a)
+     "link": link, "incast": incast, "pairs": pairs, "trace": trace, "gloo_p2p": gloo_p2p}[a.suite](a)
 
 
 if __name__ == "__main__":

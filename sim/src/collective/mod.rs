@@ -26,12 +26,14 @@
 //! - [`direct`]: every rank sends straight to its destinations (all-to-all and friends)
 //! - [`generate`](mod@generate): the entry point, the algorithm × collective table, defaults,
 //!   exact byte splitting and the pipelined (sliced) chain every step-by-step algorithm uses.
-//! - [`play`]: the event loop that plays a schedule on a network model.
+//! - [`play`]: the event loop that plays a schedule on a network model; [`in_order`]: the
+//!   ordered connections it keeps for ops that ask for them (a library's TCP messages).
 
 pub mod direct;
 pub mod generate;
 pub mod halving_doubling;
 pub mod hierarchical;
+pub mod in_order;
 pub mod parameter_server;
 pub mod play;
 pub mod ring;
@@ -133,6 +135,10 @@ pub struct Op {
     /// What a communication library adds to a transfer op beyond the wire (see
     /// [`Transport`]); `None` for the ideal templates: the op is only its bytes on the links.
     pub transport: Option<Transport>,
+    /// The op's pairs are messages on ordered connections (one TCP socket per sender and
+    /// receiver): each waits for the in-order ops that became ready before it on the same
+    /// (sender, receiver) to finish ([`in_order`]). `false` for the ideal templates.
+    pub in_order: bool,
 }
 
 /// What a library's protocol costs on one transfer op, beyond moving its bytes over the
@@ -215,6 +221,7 @@ impl Schedule {
             channel,
             step,
             transport: None,
+            in_order: false,
         });
         OpId(self.ops.len() as u32 - 1)
     }
@@ -303,6 +310,7 @@ impl Schedule {
             };
             let id = self.push(kind, deps, op.phase, op.channel, op.step);
             self.ops[id.0 as usize].transport = op.transport;
+            self.ops[id.0 as usize].in_order = op.in_order;
         }
         (0..sub.ops.len())
             .filter(|&i| !has_succ[i])

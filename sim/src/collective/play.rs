@@ -1,7 +1,7 @@
 //! Plays a [`Schedule`] on a network model: the event loop of a collective.
 //!
 //! Ops start as soon as all their dependencies have finished, in op order among those ready at
-//! the same time. Transfer ops become batches of the network model (after their transport's
+//! the same time; an op marked in order also waits for its connections ([`super::in_order`]). Transfer ops become batches of the network model (after their transport's
 //! setup time, with its per-flow rate ceiling, when a library set one); reduce ops are delays of
 //! `bytes / reduce rate`; compute ops are delays of their duration. The loop owns the event queue; the network model schedules its own
 //! events through [`NetContext`] and never sees the loop's event type. When no event is left
@@ -14,6 +14,7 @@
 
 use std::collections::VecDeque;
 
+use super::in_order::Connections;
 use super::{OpKind, Schedule};
 use crate::engine::{EventHandle, EventQueue, SimTime};
 use crate::net::{NetContext, NetCounters, NetEvent, NetPatternId, NetworkModel};
@@ -291,6 +292,7 @@ pub fn play_watched(
         }
     }
 
+    let mut connections = Connections::new(schedule);
     let mut patterns = Patterns::new(schedule, endpoints);
     let mut timings = vec![OpTiming::default(); n_ops];
     let mut queue: EventQueue<Event> = EventQueue::new();
@@ -305,6 +307,9 @@ pub fn play_watched(
         // Start everything that is ready, then propagate completions, until quiet.
         loop {
             if let Some(op) = ready.pop_front() {
+                if !connections.admit(op) {
+                    continue;
+                }
                 let now = queue.now();
                 timings[op as usize].start = now;
                 match schedule.ops[op as usize].kind {
@@ -343,6 +348,7 @@ pub fn play_watched(
             if let Some(op) = finished.pop_front() {
                 timings[op as usize].end = queue.now();
                 completed += 1;
+                connections.finished(op, &mut ready);
                 for &s in &succ
                     [succ_offsets[op as usize] as usize..succ_offsets[op as usize + 1] as usize]
                 {

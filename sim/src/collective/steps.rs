@@ -1,5 +1,5 @@
 //! What the collective generators share: exact byte splitting and the pipelined chain of
-//! steps. The dispatcher ([`super::generate`]) and every algorithm import from here; nothing
+//! steps. The dispatcher ([`super::generate()`]) and every algorithm import from here; nothing
 //! here imports an algorithm.
 
 use super::{CollectiveError, OpId, OpKind, PatternId, Phase, Schedule};

@@ -12,7 +12,8 @@
 //! - [`nccl`]: NVIDIA NCCL 2.18–2.27: tuner, channels, protocols LL / LL128 / Simple, Ring,
 //!   Tree, NVLS, NVLS-Tree and PAT schedules (see its module doc for what is and is not modelled).
 //! - [`gloo`]: gloo as torch.distributed's ProcessGroupGloo runs it (ring all-reduce in 1 MiB
-//!   segments, binomial broadcast, ring all-gather, rendezvous messages).
+//!   segments, binomial broadcast, ring all-gather, rendezvous messages in order on one
+//!   connection per pair), and all-reduces written over its isend/irecv.
 //! - [`mpi`]: OpenMPI 4.1's coll/tuned fixed rules and coll/base all-reduce algorithms, ob1's
 //!   eager and rendezvous messages over TCP.
 //!
@@ -305,7 +306,7 @@ pub fn plan(
     }
     match library {
         Library::Nccl => nccl::plan(req, sys, opts, calibration, fabric),
-        Library::Gloo => gloo::plan(req, sys, opts),
+        Library::Gloo => gloo::plan(req, sys, opts, fabric),
         Library::Mpi => mpi::plan(req, sys, opts),
         Library::Ideal => Err(LibraryError::new(
             "collective.library",
@@ -318,7 +319,20 @@ pub fn plan(
 #[cfg(test)]
 pub(crate) mod testing {
     use super::System;
-    use crate::collective::{OpKind, Schedule};
+    use crate::collective::{Fabric, OpKind, Schedule};
+
+    /// `per` ranks per node, numbered node by node.
+    pub struct Nodes {
+        pub per: u32,
+    }
+    impl Fabric for Nodes {
+        fn bottleneck_bps(&self, _: u32, _: u32) -> f64 {
+            1e11
+        }
+        fn node_of(&self, r: u32) -> u32 {
+            r / self.per
+        }
+    }
 
     /// `n` hosts, one rank each, no GPU (what gloo and OpenMPI run on).
     pub fn cpu_hosts(n: u32) -> System {

@@ -22,7 +22,7 @@
 //!   dtsim plays those as three transfers. The answer leaves through the receiver's egress
 //!   queue: where the receiver is already sending, it waits behind that send's standing queue
 //!   (the flow model's FIFO head, `network.fifo_head_bytes`): 6.8 ms at 200 Mbit/s in the
-//!   capture, which is what each step of the ring costs beyond its bytes ([`ring`]).
+//!   capture, which is what each step of the ring costs beyond its bytes (`ring`).
 //! - **Measured on the testbed** (`data/runs/calibration/testbed_mpi_p2p_{2,4}ranks*.json`,
 //!   `suite.py mpi_p2p`, TCP cubic, 10 repetitions per size and launch): with two ranks, a
 //!   Sendrecv of a rendezvous message with its one peer takes 1.95-2.00× a one-way Send of it
@@ -32,7 +32,7 @@
 //!   but ~82 KB delivered (1.35× at 128 KiB, 1.67× at 256 KiB, 2.0× from 4 MiB), 181 of 320
 //!   repetitions the slow way, and a launch tends to keep one mode; 1.0× every time when one
 //!   rank of each pair enters 0.5 ms after the other. dtsim plays the pairwise exchanges of
-//!   recursive_doubling and rabenseifner at their expected time ([`serialized_head_bytes`]: the
+//!   recursive_doubling and rabenseifner at their expected time (`serialized_head_bytes`: the
 //!   way back starts once the first way has delivered the slow mode's head times its share).
 //!   This is the less certain part of the model, and a single launch lands on either side of
 //!   it: recursive doubling of 4 MiB on 4 ranks took 352-354 ms in three launches and 694-697

@@ -345,6 +345,7 @@ mod tests {
                     channel: 0,
                     step: 0,
                     transport: None,
+                    in_order: false,
                 },
                 Op {
                     kind: OpKind::Compute {
@@ -356,6 +357,7 @@ mod tests {
                     channel: 0,
                     step: 0,
                     transport: None,
+                    in_order: false,
                 },
             ],
         };

@@ -528,7 +528,7 @@ fn nelder_mead(f: &dyn Fn(&[f64]) -> f64, x0: &[f64], step: f64, iters: usize) -
     simplex.swap_remove(0).0
 }
 
-/// Which parameters a fit may move beyond the defaults (see [`exercised`]).
+/// Which parameters a fit may move beyond the defaults (see `exercised`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FitChoices {
     /// Fit one channel's payload rate per ring or tree protocol the rows run (LL, LL128,

@@ -441,7 +441,7 @@ fn resolve(base: &Path, p: &str) -> PathBuf {
     }
 }
 
-/// `a.b.c=value` → sets table[a][b][c], creating tables on the way.
+/// `a.b.c=value` → sets `table[a][b][c]`, creating tables on the way.
 pub fn apply_override(table: &mut toml::Table, assignment: &str) -> Result<(), String> {
     let Some((key, raw)) = assignment.split_once('=') else {
         return Err("the form key.path=value".into());

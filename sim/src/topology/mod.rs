@@ -5,7 +5,7 @@
 //! bandwidth, latency and output buffer. Device and link ids are dense integers so network
 //! models can keep flat tables indexed by them.
 //!
-//! - [`file`]: topology TOML files (explicit device/link lists or a generator) → [`Topology`]
+//! - [`file`](mod@file): topology TOML files (explicit device/link lists or a generator) → [`Topology`]
 //! - [`generators`]: ring, star, leaf-spine, fat-tree, rail-optimized, NVSwitch node, ...
 //! - [`routing`]: deterministic shortest paths with ECMP, cached per (source, destination)
 //! - [`summary`]: what `dtsim topo show` prints (counts, bisection bandwidth, diameter) and DOT

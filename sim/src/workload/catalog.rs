@@ -1263,7 +1263,7 @@ struct LayerEntry {
     saved_elements: Option<u64>,
 }
 
-/// Reads a model file (see [`ModelFile`]'s format above).
+/// Reads a model file (see `ModelFile`'s format above).
 pub fn load_model_file(path: &Path) -> Result<Model, ModelError> {
     let origin = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| ModelError {

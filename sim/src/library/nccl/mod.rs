@@ -183,25 +183,6 @@ pub(crate) fn ranks_by_node(ranks: u32, fabric: &dyn Fabric) -> Option<Vec<Vec<u
     Some(nodes.into_iter().map(|(_, v)| v).collect())
 }
 
-/// What the layouts' tests share.
-#[cfg(test)]
-mod testing {
-    use crate::collective::Fabric;
-
-    /// `per` ranks per node, numbered node by node.
-    pub struct Nodes {
-        pub per: u32,
-    }
-    impl Fabric for Nodes {
-        fn bottleneck_bps(&self, _: u32, _: u32) -> f64 {
-            1e11
-        }
-        fn node_of(&self, r: u32) -> u32 {
-            r / self.per
-        }
-    }
-}
-
 /// An NCCL release `2.minor`; dtsim models 2.18 to 2.27.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Version {

@@ -94,9 +94,9 @@ pub fn all_reduce(
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::Nodes;
     use super::*;
     use crate::collective::OpKind;
+    use crate::library::testing::Nodes;
 
     /// Bytes each endpoint sends: (GPU → another GPU, GPU → switch, switch → GPU) per endpoint.
     fn sent(s: &Schedule) -> (Vec<u64>, Vec<u64>, Vec<u64>) {

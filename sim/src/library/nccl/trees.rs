@@ -82,9 +82,9 @@ pub fn all_reduce(
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::Nodes;
     use super::*;
     use crate::collective::OpKind;
+    use crate::library::testing::Nodes;
 
     /// Bytes sent by each rank, and by each rank to another node.
     fn sent(s: &Schedule, per: u32) -> (Vec<u64>, Vec<u64>) {

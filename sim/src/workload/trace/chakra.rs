@@ -1,7 +1,7 @@
 //! MLCommons Chakra execution traces: one protobuf file per rank, `<name>.<rank>.et`, as
 //! ASTRA-sim replays them. A file is a `GlobalMetadata` message followed by `Node` messages,
 //! each preceded by its length as a varint (schema: `sim/proto/chakra/et_def.proto`,
-//! messages: [`super::chakra_pb`], decoded by prost).
+//! messages: `super::chakra_pb`, decoded by prost).
 //!
 //! Reading, node by node type:
 //! - `COMP_NODE`, `MEM_LOAD_NODE`, `MEM_STORE_NODE`: compute for `duration_micros`; a node

@@ -21,11 +21,19 @@
 //!   the root at once.
 //! - **all_to_all**: every send and receive posted at once (`alltoall.cc`).
 //! - **send_recv**: one message.
+//! - All-reduces a torch user writes over isend/irecv ([`p2p`]): rings in given orders, and
+//!   the hierarchical all-reduce over the topology's nodes.
 //!
 //! Every message is a rendezvous (`transport/tcp/pair.cc`): the payload leaves only when the
 //! receiver's NOTIFY_RECV_READY has arrived, a message of one preamble (six `size_t`, 48 B)
 //! the other way. dtsim plays that notification as a transfer of [`PREAMBLE_BYTES`] before
-//! every payload op, so it costs one path latency where the real one does.
+//! every payload op, so it costs one path latency where the real one does. A pair of ranks
+//! has one TCP connection, so both are in order on it ([`crate::collective::in_order`]): a
+//! notification leaves behind what its writer already sent to the same peer. Where two ranks
+//! send each other both ways on one connection, the order they post in decides the time:
+//! gloo's all_reduce posts its receive first (both ways at once), its all_gather its send
+//! first, so on two ranks the later rank's payload goes first and the other waits for it
+//! (see [`p2p`], whose all-reduces written over isend/irecv meet the same race).
 //!
 //! Host work: a received segment's reduction takes the profile's `network.reduce_bandwidth`
 //! (the play's `Reduce` ops), and all_gather's staging copies (ProcessGroupGloo gathers into a
@@ -37,9 +45,11 @@
 //! Not modelled, and refused: reduce_scatter (ProcessGroupGloo 1.13 has none). The work
 //! thread's hand-offs are not modelled either.
 
+pub mod p2p;
+
 use super::{LibraryError, LibraryOptions, Plan, Request, System};
 use crate::collective::steps::split_even;
-use crate::collective::{Collective, Endpoint, OpId, OpKind, Phase, Schedule};
+use crate::collective::{Collective, Endpoint, Fabric, OpId, OpKind, Phase, Schedule};
 
 /// gloo's `AllreduceOptions::kMaxSegmentSize`: the largest send of the all-reduce ring.
 pub const MAX_SEGMENT_BYTES: u64 = 1 << 20;
@@ -72,22 +82,43 @@ pub fn reduce_segments(bytes: u64, ranks: u64) -> (u64, u64) {
 }
 
 /// The schedule gloo runs for `req` on `sys`. `opts.algorithm` may only name what gloo would
-/// run anyway (`ring` for all_reduce): gloo has no tuner to override.
-pub fn plan(req: &Request, sys: &System, opts: &LibraryOptions) -> Result<Plan, LibraryError> {
+/// run anyway (`ring` for all_reduce): gloo has no tuner to override. Two all-reduces written
+/// over gloo's send/recv ([`p2p`]) are also what a torch user runs on gloo: rings in the
+/// scenario's `orders`, and `hierarchical` over the nodes of `fabric`.
+pub fn plan(
+    req: &Request,
+    sys: &System,
+    opts: &LibraryOptions,
+    fabric: &dyn Fabric,
+) -> Result<Plan, LibraryError> {
     if let Some(p) = &opts.protocol {
         return Err(LibraryError::new(
             "collective.protocol",
             format!("nothing with library = \"gloo\" (gloo has one TCP protocol), got {p:?}"),
         ));
     }
-    if opts.min_channels.is_some() || opts.max_channels.is_some() || !opts.ring_orders.is_empty() {
+    if opts.min_channels.is_some() || opts.max_channels.is_some() {
         return Err(LibraryError::new(
             "collective",
-            "no channel or ring-order settings with library = \"gloo\" (gloo runs one ring in \
-             rank order)",
+            "no channel settings with library = \"gloo\" (gloo runs one ring in rank order)",
         ));
     }
     let n = sys.ranks;
+    if req.collective == Collective::AllReduce {
+        if let Some(plan) = send_recv_all_reduce(req, n, opts, fabric)? {
+            return Ok(plan);
+        }
+    }
+    if !opts.ring_orders.is_empty() {
+        return Err(LibraryError::new(
+            "collective.orders",
+            format!(
+                "no ring orders for {} with library = \"gloo\" (gloo runs one ring in rank \
+                 order; orders are send/recv rings of an all_reduce)",
+                req.collective
+            ),
+        ));
+    }
     let (name, schedule) = match req.collective {
         Collective::AllReduce => ("ring", all_reduce(req.bytes, n)),
         Collective::Broadcast => ("binomial", broadcast(req.bytes, n, req.root)),
@@ -142,6 +173,79 @@ pub fn plan(req: &Request, sys: &System, opts: &LibraryOptions) -> Result<Plan, 
     })
 }
 
+/// The all-reduces written over send/recv ([`p2p`]): rings when the scenario gives `orders`
+/// (with no algorithm or `ring`), the hierarchical one for `algorithm = "hierarchical"`;
+/// `None` for gloo's own ring.
+fn send_recv_all_reduce(
+    req: &Request,
+    n: u32,
+    opts: &LibraryOptions,
+    fabric: &dyn Fabric,
+) -> Result<Option<Plan>, LibraryError> {
+    let plan = |schedule: Schedule, decision: String| {
+        Some(Plan {
+            schedule,
+            placed_endpoints: Vec::new(),
+            decision,
+            parameters: Vec::new(),
+        })
+    };
+    match opts.algorithm.as_deref() {
+        Some("hierarchical") => {
+            if !opts.ring_orders.is_empty() {
+                return Err(LibraryError::new(
+                    "collective.orders",
+                    "no ring orders with algorithm = \"hierarchical\" (its rings are the nodes)",
+                ));
+            }
+            let mut nodes: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
+            for r in 0..n {
+                nodes.entry(fabric.node_of(r)).or_default().push(r);
+            }
+            let groups: Vec<Vec<u32>> = nodes.into_values().collect();
+            if let Some(g) = groups.iter().find(|g| g.len() != groups[0].len()) {
+                return Err(LibraryError::new(
+                    "collective.algorithm",
+                    format!(
+                        "the same number of ranks on every node for hierarchical, but rank {} \
+                         has {} on its node and rank {} has {}",
+                        groups[0][0],
+                        groups[0].len(),
+                        g[0],
+                        g.len()
+                    ),
+                ));
+            }
+            let decision = format!(
+                "send/recv hierarchical: ring reduce-scatter in {} nodes of {}, gloo all_reduce \
+                 across, gloo all_gather in each",
+                groups.len(),
+                groups[0].len()
+            );
+            let s = p2p::hierarchical(req.bytes, &groups, opts.host_copy_bytes_per_s);
+            Ok(plan(s, decision))
+        }
+        None | Some("ring") if !opts.ring_orders.is_empty() => {
+            if let Some(o) = opts.ring_orders.iter().find(|o| {
+                let mut sorted = (*o).clone();
+                sorted.sort_unstable();
+                sorted != (0..n).collect::<Vec<_>>()
+            }) {
+                return Err(LibraryError::new(
+                    "collective.orders",
+                    format!("every order a permutation of the {n} ranks, got {o:?}"),
+                ));
+            }
+            let decision = format!(
+                "send/recv rings ({}), isend then irecv per ring and step",
+                opts.ring_orders.len()
+            );
+            Ok(plan(p2p::rings(req.bytes, n, &opts.ring_orders), decision))
+        }
+        _ => Ok(None),
+    }
+}
+
 /// A gloo message batch: the receivers' notification (pairs reversed, one preamble), then the
 /// payload once it arrived. Both wait for `deps`; the payload also waits for `previous`, the
 /// last payload on the same connections (a pair's messages leave its one TCP socket in
@@ -155,21 +259,49 @@ fn message(
     phase: Phase,
     step: u32,
 ) -> OpId {
+    let mut send_posted = deps.clone();
+    send_posted.extend(previous);
+    message_parts(s, pairs, bytes, deps, send_posted, phase, step).1
+}
+
+/// A gloo message batch whose receives and sends are posted at different times: the
+/// notification waits for `recv_posted`, the payload for `send_posted` and the notification.
+/// Both are in order on their connections ([`crate::collective::in_order`]): a notification
+/// leaves behind whatever its writer already sent to the same peer. Returns (notification,
+/// payload): the sender's send is complete once the notification arrived (gloo writes the
+/// payload into a socket buffer sized for it), the receiver's once the payload did.
+fn message_parts(
+    s: &mut Schedule,
+    pairs: &[(Endpoint, Endpoint)],
+    bytes: u64,
+    recv_posted: Vec<OpId>,
+    mut send_posted: Vec<OpId>,
+    phase: Phase,
+    step: u32,
+) -> (OpId, OpId) {
     let notify = s.add_pattern(super::reversed(pairs));
     let ready = s.push(
         OpKind::Transfer {
             pattern: notify,
             bytes: PREAMBLE_BYTES,
         },
-        deps,
+        recv_posted,
         phase,
         0,
         step,
     );
     let pattern = s.add_pattern(pairs.to_vec());
-    let mut after = vec![ready];
-    after.extend(previous);
-    s.push(OpKind::Transfer { pattern, bytes }, after, phase, 0, step)
+    send_posted.insert(0, ready);
+    let payload = s.push(
+        OpKind::Transfer { pattern, bytes },
+        send_posted,
+        phase,
+        0,
+        step,
+    );
+    s.ops[ready.0 as usize].in_order = true;
+    s.ops[payload.0 as usize].in_order = true;
+    (ready, payload)
 }
 
 /// Every rank sends to rank − 1.
@@ -414,6 +546,11 @@ fn all_gather(bytes: u64, n: u32, copy_bytes_per_s: Option<f64>) -> Schedule {
     };
     let primed = copy(&mut s, block, vec![], 0);
     let halves = [block / 2, block - block / 2];
+    if n == 2 {
+        let received = two_rank_all_gather(&mut s, halves, primed);
+        copy(&mut s, bytes, received, 2);
+        return s;
+    }
     let right = to_right(n);
     let mut ops: Vec<Option<OpId>> = Vec::new();
     let mut last: Option<OpId> = None;
@@ -444,6 +581,40 @@ fn all_gather(bytes: u64, n: u32, copy_bytes_per_s: Option<f64>) -> Schedule {
     let received: Vec<OpId> = ops.iter().rev().take(2).flatten().copied().collect();
     copy(&mut s, bytes, received, iterations as u32);
     s
+}
+
+/// gloo's all_gather on two ranks, rank by rank: each rank posts send, recv, send, recv (one
+/// per half, `allgather.cc`'s order) [`p2p::POST_GAP`] apart, rank 0 [`p2p::ENTRY_LAG`] late.
+/// Both directions share one connection here, so the post order decides (see [`p2p`]): the
+/// late rank finds both notifications waiting and writes its first half before its own
+/// notification, and the other rank's first half waits for it. Returns the payload ops.
+fn two_rank_all_gather(s: &mut Schedule, halves: [u64; 2], primed: Option<OpId>) -> Vec<OpId> {
+    let after: Vec<OpId> = primed.into_iter().collect();
+    let ready = p2p::entry(s, 2, &after);
+    let posted: Vec<Vec<Vec<OpId>>> = ready
+        .iter()
+        .map(|r| p2p::calls(s, r, 4, Phase::AllGather, 0))
+        .collect();
+    let mut payloads = Vec::new();
+    for (i, &b) in halves.iter().enumerate() {
+        for from in 0..2u32 {
+            let to = 1 - from;
+            if b == 0 {
+                continue;
+            }
+            let (_, payload) = message_parts(
+                s,
+                &[(from, to)],
+                b,
+                posted[to as usize][2 * i + 1].clone(),
+                posted[from as usize][2 * i].clone(),
+                Phase::AllGather,
+                i as u32,
+            );
+            payloads.push(payload);
+        }
+    }
+    payloads
 }
 
 /// gloo's all-to-all: every rank's n − 1 blocks of `bytes / n` posted at once.
@@ -728,19 +899,61 @@ mod tests {
             peer: 1,
         };
         let none = LibraryOptions::default();
-        let e = plan(&req(Collective::ReduceScatter), &sys, &none).unwrap_err();
+        let hosts = crate::library::testing::Nodes { per: 1 };
+        let plan = |r: &Request, o: &LibraryOptions| super::plan(r, &sys, o, &hosts);
+        let e = plan(&req(Collective::ReduceScatter), &none).unwrap_err();
         assert_eq!(e.field, "collective.op");
         let forced = LibraryOptions {
             algorithm: Some("tree".into()),
             ..Default::default()
         };
-        let e = plan(&req(Collective::AllReduce), &sys, &forced).unwrap_err();
+        let e = plan(&req(Collective::AllReduce), &forced).unwrap_err();
         assert_eq!(e.field, "collective.algorithm");
-        let p = plan(&req(Collective::AllReduce), &sys, &none).unwrap();
+        let p = plan(&req(Collective::AllReduce), &none).unwrap();
         assert!(
             p.decision.starts_with("gloo ring, 8 segments"),
             "{}",
             p.decision
         );
+    }
+
+    #[test]
+    fn send_recv_all_reduces_take_orders_or_hierarchical_and_refuse_what_does_not_fit() {
+        let sys = crate::library::testing::cpu_hosts(4);
+        let two_nodes = crate::library::testing::Nodes { per: 2 };
+        let req = |c| Request {
+            collective: c,
+            bytes: 1 << 20,
+            root: 0,
+            peer: 1,
+        };
+        let orders = LibraryOptions {
+            ring_orders: vec![vec![0, 1, 2, 3], vec![0, 2, 1, 3]],
+            ..Default::default()
+        };
+        let p = plan(&req(Collective::AllReduce), &sys, &orders, &two_nodes).unwrap();
+        assert!(
+            p.decision.starts_with("send/recv rings (2)"),
+            "{}",
+            p.decision
+        );
+        // Orders are rings of an all-reduce, over every rank once.
+        let e = plan(&req(Collective::Broadcast), &sys, &orders, &two_nodes).unwrap_err();
+        assert_eq!(e.field, "collective.orders");
+        let short = LibraryOptions {
+            ring_orders: vec![vec![0, 1, 2]],
+            ..Default::default()
+        };
+        let e = plan(&req(Collective::AllReduce), &sys, &short, &two_nodes).unwrap_err();
+        assert_eq!(e.field, "collective.orders");
+        let hier = LibraryOptions {
+            algorithm: Some("hierarchical".into()),
+            ..Default::default()
+        };
+        let p = plan(&req(Collective::AllReduce), &sys, &hier, &two_nodes).unwrap();
+        assert!(p.decision.contains("2 nodes of 2"), "{}", p.decision);
+        let uneven = crate::library::testing::Nodes { per: 3 };
+        let e = plan(&req(Collective::AllReduce), &sys, &hier, &uneven).unwrap_err();
+        assert_eq!(e.field, "collective.algorithm");
     }
 }

@@ -1,0 +1,342 @@
+//! All-reduces written by hand over ProcessGroupGloo's `isend`/`irecv`, as torch.distributed
+//! users compose them (and as the testbed's suite does, `testbed/workloads/gloo_collectives.py`),
+//! rather than gloo's own collectives:
+//!
+//! - [`rings`]: one ring all-reduce per rank order, each over an equal share of the buffer,
+//!   all rings stepping together. Each step, every rank posts, ring by ring, an isend to its
+//!   successor and then an irecv from its predecessor, waits for all of them, and adds what
+//!   it received (reduce-scatter), or keeps it (all-gather).
+//! - [`hierarchical`]: within each node's ranks such a ring's reduce-scatter; across nodes
+//!   (ranks of equal local index) gloo's own all_reduce of the chunk each holds; within each
+//!   node gloo's own all_gather (torch 1.13's gloo has no reduce_scatter to call).
+//!
+//! Every message is gloo's rendezvous (see [`super`]): the payload leaves once the receiver's
+//! notification arrived, and that notification is written into the receiver's own connection
+//! to the sender, behind any payload it wrote there before (`in_order` ops). So the order in
+//! which a rank posts matters. When two ranks exchange (isend, then irecv) and one posts later
+//! than the notification from the other takes to reach it, the late one writes its payload at
+//! once and its notification after it: the other way waits for the whole first way. The
+//! testbed's gloo_p2p log (`data/runs/calibration/testbed_two_level_2to1.gloo_p2p_cross_leaf.json`,
+//! `suite.py gloo_p2p`) shows both: a pair's exchange ran one way after the other (2× a
+//! one-way send) whenever its ranks posted more than ~150 µs apart, both ways at once below
+//! ~110 µs, and always both ways at once when both posted irecv first. After a barrier the
+//! pair's posts were a median 165 µs apart ([`ENTRY_LAG`]).
+//!
+//! dtsim plays one realisation of that: rank 0 posts its first step [`ENTRY_LAG`] after the
+//! others, every rank posts its calls [`POST_GAP`] apart in program order, and from then on the
+//! ranks drift as the simulated transfers make them.
+
+use super::{all_gather, all_reduce, message_parts};
+use crate::collective::steps::split_even;
+use crate::collective::{Collective, Endpoint, OpId, OpKind, Phase, Schedule};
+use crate::engine::SimTime;
+
+/// How much later than the others rank 0 posts its first send: the median of |post time of
+/// one rank − post time of its peer| over the 150 exchanges after a barrier in the gloo_p2p
+/// log (165 µs; quartiles 88 and 371 µs). Any lag beyond a notification's path latency plus
+/// [`POST_GAP`] plays the same: the late rank's payload goes first.
+pub const ENTRY_LAG: SimTime = SimTime::from_ps(165_000_000);
+
+/// The time between two torch.distributed calls of one rank (the isend, then the irecv),
+/// which orders what the rank writes; only the order matters while it is shorter than a
+/// notification's path latency (tens of µs on the testbed).
+pub const POST_GAP: SimTime = SimTime::from_ps(10_000_000);
+
+/// Element size for splitting buffers as `torch.tensor_split` does (float32).
+const ELEMENT_BYTES: u64 = 4;
+
+/// `bytes` cut into `parts` pieces the way `tensor_split` cuts a float32 tensor.
+fn tensor_split(bytes: u64, parts: u64) -> Vec<u64> {
+    split_even(bytes / ELEMENT_BYTES, parts)
+        .into_iter()
+        .map(|e| e * ELEMENT_BYTES)
+        .collect()
+}
+
+/// One ring of [`ring_steps`]: its ranks in order and the bytes it all-reduces.
+struct Ring<'a> {
+    order: &'a [Endpoint],
+    bytes: u64,
+}
+
+/// The steps of `rings` (all of one length) over send/recv: the reduce-scatter, then the
+/// all-gather when `gather`. `ready[r]` is what rank r waits for before its first post (empty:
+/// nothing); returns, per rank, the op after which it is done (its last step's receives and
+/// sends, and the reduction of what it received).
+fn ring_steps(
+    s: &mut Schedule,
+    rings: &[Ring<'_>],
+    gather: bool,
+    mut ready: Vec<Vec<OpId>>,
+) -> Vec<Vec<OpId>> {
+    let Some(n) = rings.first().map(|r| r.order.len()) else {
+        return ready;
+    };
+    let ranks = ready.len();
+    // Per rank, the rings it is on (in the order it posts them) and its place on each.
+    let mut mine: Vec<Vec<(usize, usize)>> = vec![Vec::new(); ranks];
+    // slot[k][i]: where ring k comes in the posts of the rank at place i on it.
+    let mut slot: Vec<Vec<usize>> = Vec::with_capacity(rings.len());
+    for (k, ring) in rings.iter().enumerate() {
+        let mut places = Vec::with_capacity(n);
+        for (i, &r) in ring.order.iter().enumerate() {
+            places.push(mine[r as usize].len());
+            mine[r as usize].push((k, i));
+        }
+        slot.push(places);
+    }
+    let chunks: Vec<Vec<u64>> = rings
+        .iter()
+        .map(|r| tensor_split(r.bytes, n as u64))
+        .collect();
+    let steps = if gather { 2 * (n - 1) } else { n - 1 };
+    for step in 0..steps {
+        let (phase, reducing) = if step < n - 1 {
+            (Phase::ReduceScatter, true)
+        } else {
+            (Phase::AllGather, false)
+        };
+        // Each rank's calls: isend then irecv per ring, POST_GAP apart.
+        let posted: Vec<Vec<Vec<OpId>>> = (0..ranks)
+            .map(|r| calls(s, &ready[r], 2 * mine[r].len(), phase, step as u32))
+            .collect();
+        // Every message of the step: (ring, sender, receiver, bytes), with the sender's isend
+        // and the receiver's irecv among their posts.
+        let mut messages = Vec::new();
+        let mut isend_irecv = Vec::new();
+        for (k, ring) in rings.iter().enumerate() {
+            for (i, &r) in ring.order.iter().enumerate() {
+                let next = ring.order[(i + 1) % n];
+                isend_irecv.push((2 * slot[k][i], 2 * slot[k][(i + 1) % n] + 1));
+                let chunk = if reducing {
+                    (i + n - step % n) % n
+                } else {
+                    (i + 1 + n - (step - (n - 1)) % n) % n
+                };
+                messages.push((k, r, next, chunks[k][chunk]));
+            }
+        }
+        // (notification, payload) of each message.
+        let sent: Vec<(OpId, OpId)> = messages
+            .iter()
+            .zip(&isend_irecv)
+            .map(|(&(_, from, to, bytes), &(isend, irecv))| {
+                let recv_posted = posted[to as usize][irecv].clone();
+                let send_posted = posted[from as usize][isend].clone();
+                message_parts(
+                    s,
+                    &[(from, to)],
+                    bytes,
+                    recv_posted,
+                    send_posted,
+                    phase,
+                    step as u32,
+                )
+            })
+            .collect();
+        // A rank waits for its sends (written once their notification arrived) and its
+        // receives (delivered), then reduces what it received.
+        for r in 0..ranks as Endpoint {
+            if mine[r as usize].is_empty() {
+                continue;
+            }
+            let mut deps = Vec::new();
+            let mut received = 0;
+            for (m, &(_, from, to, bytes)) in messages.iter().enumerate() {
+                if from == r {
+                    deps.push(sent[m].0);
+                }
+                if to == r {
+                    deps.push(sent[m].1);
+                    received += bytes;
+                }
+            }
+            let kind = if reducing {
+                OpKind::Reduce {
+                    endpoints: 1,
+                    bytes: received,
+                }
+            } else {
+                OpKind::Compute {
+                    endpoints: 1,
+                    duration: SimTime::ZERO,
+                }
+            };
+            ready[r as usize] = vec![s.push(kind, deps, phase, 0, step as u32)];
+        }
+    }
+    ready
+}
+
+/// What every rank waits for before its first post, each after `after`: rank 0 [`ENTRY_LAG`],
+/// the others nothing more.
+pub(super) fn entry(s: &mut Schedule, ranks: u32, after: &[OpId]) -> Vec<Vec<OpId>> {
+    let mut ready = vec![after.to_vec(); ranks as usize];
+    if ranks > 1 {
+        ready[0] = vec![s.push(
+            OpKind::Compute {
+                endpoints: 1,
+                duration: ENTRY_LAG,
+            },
+            after.to_vec(),
+            Phase::ReduceScatter,
+            0,
+            0,
+        )];
+    }
+    ready
+}
+
+/// When one rank's `count` calls in a row are posted, the first once `ready` finished and
+/// each next one [`POST_GAP`] later: what each call waits for.
+pub(super) fn calls(
+    s: &mut Schedule,
+    ready: &[OpId],
+    count: usize,
+    phase: Phase,
+    step: u32,
+) -> Vec<Vec<OpId>> {
+    (0..count)
+        .map(|call| {
+            if call == 0 {
+                return ready.to_vec();
+            }
+            vec![s.push(
+                OpKind::Compute {
+                    endpoints: 1,
+                    duration: SimTime::from_ps(POST_GAP.as_ps() * call as u64),
+                },
+                ready.to_vec(),
+                phase,
+                0,
+                step,
+            )]
+        })
+        .collect()
+}
+
+/// Ring all-reduces over send/recv, one per order in `orders` (each a permutation of the
+/// ranks), the buffer split evenly between them (see the module doc).
+pub fn rings(bytes: u64, n: u32, orders: &[Vec<u32>]) -> Schedule {
+    let mut s = Schedule::new(
+        Collective::AllReduce,
+        format!("send/recv rings ({})", orders.len()),
+        n,
+        bytes,
+    );
+    if n < 2 || bytes == 0 {
+        return s;
+    }
+    let parts = tensor_split(bytes, orders.len() as u64);
+    let rings: Vec<Ring<'_>> = orders
+        .iter()
+        .zip(&parts)
+        .map(|(order, &bytes)| Ring {
+            order: order.as_slice(),
+            bytes,
+        })
+        .collect();
+    let ready = entry(&mut s, n, &[]);
+    ring_steps(&mut s, &rings, true, ready);
+    s
+}
+
+/// The hierarchical all-reduce of `bytes` over `groups` (the ranks of each node, all groups of
+/// one size, in node order): see the module doc. `copy_bytes_per_s` is the host's staging-copy
+/// rate for gloo's all_gather.
+pub fn hierarchical(bytes: u64, groups: &[Vec<u32>], copy_bytes_per_s: Option<f64>) -> Schedule {
+    let n: u32 = groups.iter().map(|g| g.len() as u32).sum();
+    let mut s = Schedule::new(Collective::AllReduce, "send/recv hierarchical", n, bytes);
+    let local = groups.first().map_or(0, Vec::len);
+    if n < 2 || bytes == 0 || local == 0 {
+        return s;
+    }
+    // 1. Within each node: the send/recv ring's reduce-scatter of the whole buffer.
+    let rings: Vec<Ring<'_>> = groups
+        .iter()
+        .map(|g| Ring {
+            order: g.as_slice(),
+            bytes,
+        })
+        .collect();
+    let ready = entry(&mut s, n, &[]);
+    let reduced = ring_steps(&mut s, &rings, false, ready);
+    // 2. Across nodes, per local index l: gloo's all_reduce of the chunk those ranks hold
+    // (chunk (l + 1) mod L of the ring's split), once they all finished their reduce-scatter.
+    let chunks = tensor_split(bytes, local as u64);
+    let mut across = Vec::new();
+    for l in 0..local {
+        let members: Vec<Endpoint> = groups.iter().map(|g| g[l]).collect();
+        let after: Vec<OpId> = members
+            .iter()
+            .flat_map(|&r| reduced[r as usize].iter().copied())
+            .collect();
+        let sub = all_reduce(chunks[(l + 1) % local], groups.len() as u32);
+        across.extend(s.embed(&sub, &[&members], &after, &|op| op.kind.clone()));
+    }
+    // 3. Within each node: gloo's all_gather of the chunks back into the whole buffer.
+    if local > 1 {
+        let sub = all_gather(bytes, local as u32, copy_bytes_per_s);
+        for g in groups {
+            s.embed(&sub, &[g.as_slice()], &across, &|op| op.kind.clone());
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::library::gloo::PREAMBLE_BYTES;
+    use crate::library::testing::payload_bytes;
+
+    #[test]
+    fn rings_move_each_rings_share_two_n_minus_one_over_n_times() {
+        // Two rings of 4 ranks over 1 MiB: each carries 512 KiB, every rank sends 2·3/4 of it
+        // per ring.
+        let s = rings(1 << 20, 4, &[vec![0, 1, 2, 3], vec![0, 2, 1, 3]]);
+        s.validate().unwrap();
+        assert_eq!(payload_bytes(&s, PREAMBLE_BYTES), 2 * 4 * 6 * (128 << 10));
+        // One notification per payload, in order on its connection like the payload.
+        let transfers: Vec<_> = s
+            .ops
+            .iter()
+            .filter(|o| matches!(o.kind, OpKind::Transfer { .. }))
+            .collect();
+        assert!(transfers.iter().all(|o| o.in_order));
+        assert_eq!(transfers.len(), 2 * 2 * 4 * 6);
+    }
+
+    #[test]
+    fn a_rank_posts_its_isend_before_its_irecv_and_rank_zero_posts_late() {
+        let s = rings(1 << 20, 2, &[vec![0, 1]]);
+        // Rank 0's first call waits for ENTRY_LAG; each rank's irecv is POST_GAP after its isend.
+        let lag = s
+            .ops
+            .iter()
+            .filter(|o| matches!(o.kind, OpKind::Compute { duration, .. } if duration == ENTRY_LAG))
+            .count();
+        assert_eq!(lag, 1);
+        let gaps = s
+            .ops
+            .iter()
+            .filter(|o| matches!(o.kind, OpKind::Compute { duration, .. } if duration == POST_GAP))
+            .count();
+        assert_eq!(gaps, 2 * 2, "two ranks, two steps, one irecv each");
+    }
+
+    #[test]
+    fn hierarchical_reduces_in_nodes_then_all_reduces_across_then_gathers() {
+        let groups = vec![vec![0, 1], vec![2, 3]];
+        let m = 16u64 << 20;
+        let s = hierarchical(m, &groups, None);
+        s.validate().unwrap();
+        // Reduce-scatter in each node: every rank sends half the buffer once.
+        let rs: u128 = 4 * (m as u128 / 2);
+        // Across nodes: gloo's ring all-reduce of each 8 MiB chunk on 2 ranks (2·1/2 of it per
+        // rank); in each node gloo's all_gather of 16 MiB on 2 ranks (each rank its 8 MiB).
+        let across: u128 = 2 * 2 * (m as u128 / 2);
+        let gather: u128 = 4 * (m as u128 / 2);
+        assert_eq!(payload_bytes(&s, PREAMBLE_BYTES), rs + across + gather);
+    }
+}
