@@ -2,5 +2,6 @@
 //! line lives in [`calibrate::cli`]; run `calibrate --help` for commands and exit codes.
 
 fn main() -> std::process::ExitCode {
+    sim::pipe::end_quietly_on_closed_pipe();
     calibrate::cli::main()
 }

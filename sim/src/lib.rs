@@ -20,6 +20,7 @@ pub mod library;
 pub mod limits;
 pub mod metrics;
 pub mod net;
+pub mod pipe;
 pub mod profile;
 pub mod scenario;
 pub mod stats;

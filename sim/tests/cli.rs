@@ -317,3 +317,20 @@ fn a_training_step_run_writes_its_link_utilization_over_time() {
         "the gradient all-reduces load some link"
     );
 }
+
+#[test]
+fn printing_into_a_pipe_closed_early_ends_quietly() {
+    // `dtsim run ... | head -1`: the reader is gone before the summary is printed.
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dtsim"))
+        .args(["run", "scenarios/quickstart.toml"])
+        .current_dir(common::repo())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert!(!err.contains("panicked"), "{err}");
+}

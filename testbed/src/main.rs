@@ -92,6 +92,7 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
+    sim::pipe::end_quietly_on_closed_pipe();
     match dispatch(Cli::parse()) {
         Ok(code) => code,
         Err(e) => {

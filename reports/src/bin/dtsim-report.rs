@@ -21,6 +21,7 @@ const USAGE: &str = "usage:
       (default DIR: the first SWEEP_DIR).";
 
 fn main() -> ExitCode {
+    sim::pipe::end_quietly_on_closed_pipe();
     let args: Vec<String> = std::env::args().skip(1).collect();
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,

@@ -228,6 +228,7 @@ struct ImportArgs {
 }
 
 fn main() -> ExitCode {
+    sim::pipe::end_quietly_on_closed_pipe();
     let cli = Cli::parse();
     match dispatch(cli) {
         Ok(()) => ExitCode::SUCCESS,
