@@ -7,7 +7,10 @@
 //! on the connection (sender, receiver); among the in-order ops on one connection, an op starts
 //! only once every op that became ready before it there has finished, so the order they are
 //! written in is the order they became ready (ties: the play loop's order, op order). An op
-//! on several connections (a batch of many pairs) waits until it leads each of them.
+//! on several connections (a batch of many pairs) waits until it leads each of them. An op
+//! lets the next one go once its bytes have all left their senders, when the network model
+//! says so (`NetContext::batch_sent`: a stream's next bytes follow its last ones onto the
+//! wire, they do not wait for them to arrive), else once it finished.
 //!
 //! Ops that are not in order ignore connections entirely: the ideal templates, and the
 //! libraries' ops that do not ask for it, play exactly as before.
@@ -22,8 +25,10 @@ enum State {
     Idle,
     /// Queued on its connections, waiting to lead all of them.
     Waiting,
-    /// Started (or finished).
+    /// Started, and still holding its connections.
     Started,
+    /// Its bytes have left (or it finished): the next ops on its connections may start.
+    Released,
 }
 
 /// The in-order ops of one schedule and, per connection, the ones written and not finished.
@@ -97,9 +102,24 @@ impl Connections {
         go
     }
 
-    /// `op` finished: it leaves its connections, and the waiting ops that now lead all of
-    /// theirs are pushed onto `start` (each once) to be admitted.
+    /// Every byte of `op` has left its senders: what follows it on its connections may leave
+    /// (a stream's next bytes follow its last ones onto the wire). The waiting ops that now
+    /// lead all of theirs are pushed onto `start` (each once) to be admitted.
+    pub fn sent(&mut self, op: u32, start: &mut VecDeque<u32>) {
+        self.release(op, start);
+    }
+
+    /// `op` finished (delivered): released here if the network model did not say when it was
+    /// sent ([`sent`](Self::sent)).
     pub fn finished(&mut self, op: u32, start: &mut VecDeque<u32>) {
+        self.release(op, start);
+    }
+
+    fn release(&mut self, op: u32, start: &mut VecDeque<u32>) {
+        if self.state[op as usize] != State::Started {
+            return;
+        }
+        self.state[op as usize] = State::Released;
         let first = start.len();
         for i in self.offsets[op as usize]..self.offsets[op as usize + 1] {
             let c = self.conns[i as usize] as usize;
@@ -171,6 +191,27 @@ mod tests {
         c.finished(second, &mut start);
         assert_eq!(start, [batch]);
         assert!(c.admit(batch));
+    }
+
+    #[test]
+    fn the_next_message_leaves_once_the_last_bytes_of_the_one_before_have_left() {
+        let mut s = Schedule::new(Collective::SendRecv, "t", 2, 1);
+        let data = transfer(&mut s, &[(0, 1)], true);
+        let notify = transfer(&mut s, &[(0, 1)], true);
+        let mut c = Connections::new(&s);
+        assert!(c.admit(data));
+        assert!(!c.admit(notify));
+        let mut start = VecDeque::new();
+        c.sent(data, &mut start);
+        assert_eq!(
+            start,
+            [notify],
+            "released when sent, before the data arrives"
+        );
+        assert!(c.admit(notify));
+        start.clear();
+        c.finished(data, &mut start);
+        assert!(start.is_empty(), "its delivery releases nothing twice");
     }
 
     #[test]

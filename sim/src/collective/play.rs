@@ -210,6 +210,8 @@ enum Event {
 struct Ctx<'a> {
     queue: &'a mut EventQueue<Event>,
     finished: &'a mut VecDeque<u32>,
+    /// Transfer ops whose bytes have all left their senders (for ordered connections).
+    sent: &'a mut VecDeque<u32>,
 }
 
 impl NetContext for Ctx<'_> {
@@ -226,6 +228,9 @@ impl NetContext for Ctx<'_> {
     }
     fn batch_done(&mut self, tag: u64) {
         self.finished.push_back(tag as u32);
+    }
+    fn batch_sent(&mut self, tag: u64) {
+        self.sent.push_back(tag as u32);
     }
 }
 
@@ -297,6 +302,7 @@ pub fn play_watched(
     let mut timings = vec![OpTiming::default(); n_ops];
     let mut queue: EventQueue<Event> = EventQueue::new();
     let mut finished: VecDeque<u32> = VecDeque::new();
+    let mut sent: VecDeque<u32> = VecDeque::new();
     let mut ready: VecDeque<u32> = (0..n_ops as u32)
         .filter(|&i| waiting[i as usize] == 0)
         .collect();
@@ -318,7 +324,7 @@ pub fn play_watched(
                             .transport
                             .map_or(SimTime::ZERO, |t| t.setup);
                         if setup == SimTime::ZERO {
-                            patterns.start(net, &mut queue, &mut finished, op)?;
+                            patterns.start(net, &mut queue, &mut finished, &mut sent, op)?;
                         } else {
                             let _ = queue.schedule_in(setup, Event::SetupDone(op));
                         }
@@ -345,6 +351,10 @@ pub fn play_watched(
                 }
                 continue;
             }
+            if let Some(op) = sent.pop_front() {
+                connections.sent(op, &mut ready);
+                continue;
+            }
             if let Some(op) = finished.pop_front() {
                 timings[op as usize].end = queue.now();
                 completed += 1;
@@ -367,6 +377,7 @@ pub fn play_watched(
             net.settle(&mut Ctx {
                 queue: &mut queue,
                 finished: &mut finished,
+                sent: &mut sent,
             });
             continue;
         }
@@ -393,11 +404,14 @@ pub fn play_watched(
                 let mut ctx = Ctx {
                     queue: &mut queue,
                     finished: &mut finished,
+                    sent: &mut sent,
                 };
                 net.on_event(&mut ctx, e);
             }
             Event::ReduceDone(op) | Event::ComputeDone(op) => finished.push_back(op),
-            Event::SetupDone(op) => patterns.start(net, &mut queue, &mut finished, op)?,
+            Event::SetupDone(op) => {
+                patterns.start(net, &mut queue, &mut finished, &mut sent, op)?
+            }
         }
     }
     debug_assert_eq!(completed, n_ops, "every op of a valid schedule runs");
@@ -436,6 +450,7 @@ impl<'a> Patterns<'a> {
         net: &mut dyn NetworkModel,
         queue: &mut EventQueue<Event>,
         finished: &mut VecDeque<u32>,
+        sent: &mut VecDeque<u32>,
         op: u32,
     ) -> Result<(), TopologyError> {
         let o = &self.schedule.ops[op as usize];
@@ -458,7 +473,11 @@ impl<'a> Patterns<'a> {
         };
         self.bytes[p] += bytes as u128;
         let max_flow_bps = o.transport.map_or(f64::INFINITY, |t| t.max_flow_bps);
-        let mut ctx = Ctx { queue, finished };
+        let mut ctx = Ctx {
+            queue,
+            finished,
+            sent,
+        };
         net.start_batch(&mut ctx, id, bytes, max_flow_bps, op as u64);
         Ok(())
     }

@@ -70,6 +70,10 @@ pub trait NetContext {
     fn cancel(&mut self, handle: EventHandle);
     /// The batch started with `tag` has been delivered completely.
     fn batch_done(&mut self, tag: u64);
+    /// Every byte of the batch started with `tag` has left its senders (the last ones are on
+    /// the wire, a path latency from delivery): what a sender writes after it on the same
+    /// connection may leave now. A model that does not tell it leaves it at the delivery.
+    fn batch_sent(&mut self, _tag: u64) {}
 }
 
 /// Traffic a directed link carried over a run.

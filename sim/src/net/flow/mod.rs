@@ -796,6 +796,7 @@ impl FlowModel {
         }
         // The event handle is not kept: a delivery is never cancelled.
         let _ = ctx.schedule(at, NetEvent::Delivered { slot, generation });
+        ctx.batch_sent(self.batches[slot as usize].tag);
         let neighbours = self.component(slot);
         self.active.retain(|&a| a != slot);
         let p = self.batches[slot as usize].pattern as usize;
