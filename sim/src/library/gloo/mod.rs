@@ -309,11 +309,6 @@ fn to_left(n: u32) -> Vec<(Endpoint, Endpoint)> {
     (0..n).map(|r| (r, (r + n - 1) % n)).collect()
 }
 
-/// Every rank sends to rank + 1.
-fn to_right(n: u32) -> Vec<(Endpoint, Endpoint)> {
-    (0..n).map(|r| (r, (r + 1) % n)).collect()
-}
-
 /// The longest segment any rank sends at iteration i of either ring phase (the batch's size).
 /// At iteration i the ranks send one segment from each rank's chunk of `segments / n`, all at
 /// the same offset i mod per_rank within their chunk of per_rank = segments / n; segments only get shorter towards
@@ -520,7 +515,9 @@ fn broadcast(bytes: u64, n: u32, root: u32) -> Schedule {
 }
 
 /// gloo's ring all-gather of a gathered size `bytes`: 2(n − 1) iterations of half a block,
-/// each waiting for the one two before it (whose half it forwards). ProcessGroupGloo stages it
+/// each waiting for the one two before it (whose half it forwards), played rank by rank
+/// ([`ring_all_gather_by_rank`]: a rank's notification to its left neighbour leaves behind
+/// its own half to its right one, so who posts first matters). ProcessGroupGloo stages it
 /// through a flat buffer: every rank first copies its block into its slot and, after the last
 /// receive, the whole buffer out to the caller's tensors; at `copy_bytes_per_s` (the host's
 /// measured staging-copy rate) those are compute ops before and after the ring.
@@ -546,75 +543,63 @@ fn all_gather(bytes: u64, n: u32, copy_bytes_per_s: Option<f64>) -> Schedule {
     };
     let primed = copy(&mut s, block, vec![], 0);
     let halves = [block / 2, block - block / 2];
-    if n == 2 {
-        let received = two_rank_all_gather(&mut s, halves, primed);
-        copy(&mut s, bytes, received, 2);
-        return s;
-    }
-    let right = to_right(n);
-    let mut ops: Vec<Option<OpId>> = Vec::new();
-    let mut last: Option<OpId> = None;
-    let iterations = 2 * (n as usize - 1);
-    for i in 0..iterations {
-        let deps: Vec<OpId> = if i >= 2 {
-            ops[i - 2].into_iter().collect()
-        } else {
-            primed.into_iter().collect()
-        };
-        let b = halves[i & 1];
-        if b == 0 {
-            ops.push(ops.get(i.wrapping_sub(2)).copied().flatten());
-            continue;
-        }
-        last = Some(message(
-            &mut s,
-            &right,
-            b,
-            deps,
-            last,
-            Phase::AllGather,
-            i as u32,
-        ));
-        ops.push(last);
-    }
-    // The copy out waits for every receive (the last two iterations').
-    let received: Vec<OpId> = ops.iter().rev().take(2).flatten().copied().collect();
-    copy(&mut s, bytes, received, iterations as u32);
+    let received = ring_all_gather_by_rank(&mut s, n, halves, primed);
+    copy(&mut s, bytes, received, 2 * (n - 1));
     s
 }
 
-/// gloo's all_gather on two ranks, rank by rank: each rank posts send, recv, send, recv (one
-/// per half, `allgather.cc`'s order) [`p2p::POST_GAP`] apart, rank 0 [`p2p::ENTRY_LAG`] late.
-/// Both directions share one connection here, so the post order decides (see [`p2p`]): the
-/// late rank finds both notifications waiting and writes its first half before its own
-/// notification, and the other rank's first half waits for it. Returns the payload ops.
-fn two_rank_all_gather(s: &mut Schedule, halves: [u64; 2], primed: Option<OpId>) -> Vec<OpId> {
+/// gloo's all_gather ring rank by rank (`allgather.cc`): at iteration i every rank posts a send
+/// of half a block to rank + 1, then a receive from rank − 1, [`p2p::POST_GAP`] apart; from
+/// iteration 2 on, once its send of iteration i − 2 was written (its notification arrived) and
+/// its receive of i − 2 arrived. Rank 0 starts [`p2p::ENTRY_LAG`] late. On two ranks both
+/// directions share one connection, so the post order decides (see [`p2p`]): the late rank
+/// finds the notifications waiting and writes its half before its own notification. Returns
+/// every rank's receives of the last two iterations.
+fn ring_all_gather_by_rank(
+    s: &mut Schedule,
+    n: u32,
+    halves: [u64; 2],
+    primed: Option<OpId>,
+) -> Vec<OpId> {
     let after: Vec<OpId> = primed.into_iter().collect();
-    let ready = p2p::entry(s, 2, &after);
-    let posted: Vec<Vec<Vec<OpId>>> = ready
-        .iter()
-        .map(|r| p2p::calls(s, r, 4, Phase::AllGather, 0))
-        .collect();
-    let mut payloads = Vec::new();
-    for (i, &b) in halves.iter().enumerate() {
-        for from in 0..2u32 {
-            let to = 1 - from;
-            if b == 0 {
-                continue;
+    let mut ready = p2p::entry(s, n, &after);
+    let iterations = 2 * (n as usize - 1);
+    // (notification, payload) of rank r's send at iteration i: sent[i][r].
+    let mut sent: Vec<Vec<(OpId, OpId)>> = Vec::with_capacity(iterations);
+    for i in 0..iterations {
+        if i >= 2 {
+            for r in 0..n as usize {
+                let left = (r + n as usize - 1) % n as usize;
+                ready[r] = vec![sent[i - 2][r].0, sent[i - 2][left].1];
             }
-            let (_, payload) = message_parts(
-                s,
-                &[(from, to)],
-                b,
-                posted[to as usize][2 * i + 1].clone(),
-                posted[from as usize][2 * i].clone(),
-                Phase::AllGather,
-                i as u32,
-            );
-            payloads.push(payload);
         }
+        // Iterations 0 and 1 are posted back to back; later ones each after its waits.
+        let (send_call, calls) = if i < 2 { (2 * i, 4) } else { (0, 2) };
+        let posted: Vec<Vec<Vec<OpId>>> = ready
+            .iter()
+            .map(|r| p2p::calls(s, r, calls, Phase::AllGather, i as u32))
+            .collect();
+        let step: Vec<(OpId, OpId)> = (0..n)
+            .map(|from| {
+                let to = (from + 1) % n;
+                message_parts(
+                    s,
+                    &[(from, to)],
+                    halves[i & 1],
+                    posted[to as usize][send_call + 1].clone(),
+                    posted[from as usize][send_call].clone(),
+                    Phase::AllGather,
+                    i as u32,
+                )
+            })
+            .collect();
+        sent.push(step);
     }
-    payloads
+    sent.iter()
+        .rev()
+        .take(2)
+        .flat_map(|step| step.iter().map(|&(_, payload)| payload))
+        .collect()
 }
 
 /// gloo's all-to-all: every rank's n − 1 blocks of `bytes / n` posted at once.
@@ -831,56 +816,66 @@ mod tests {
         assert!(first.contains(&(2, 3)) && first.contains(&(2, 0)) && first.contains(&(3, 1)));
     }
 
+    /// The compute ops of `s` that are not the posts' own timing (a late entry, a call's gap).
+    fn copies(s: &Schedule) -> Vec<(usize, crate::engine::SimTime)> {
+        s.ops
+            .iter()
+            .enumerate()
+            .filter_map(|(i, op)| match op.kind {
+                OpKind::Compute { duration, .. }
+                    if duration != p2p::ENTRY_LAG
+                        && duration.as_ps() % p2p::POST_GAP.as_ps() != 0 =>
+                {
+                    Some((i, duration))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     #[test]
     fn all_gather_sends_halves_to_the_right() {
         let s = all_gather(4 << 20, 4, None);
         s.validate().unwrap();
         assert_eq!(payload_bytes(&s), 3 * (4 << 20));
-        let payloads = s
+        let payloads: Vec<&crate::collective::Op> = s
             .ops
             .iter()
             .filter(|op| matches!(op.kind, OpKind::Transfer { bytes, .. } if bytes == 512 << 10))
-            .count();
-        assert_eq!(payloads, 6);
-        assert!(
-            !s.ops
-                .iter()
-                .any(|op| matches!(op.kind, OpKind::Compute { .. })),
-            "no copy rate: no copies"
-        );
+            .collect();
+        // 2(n − 1) iterations, every rank one half each.
+        assert_eq!(payloads.len(), 6 * 4);
+        for op in payloads {
+            let OpKind::Transfer { pattern, .. } = op.kind else {
+                unreachable!()
+            };
+            let (from, to) = s.patterns[pattern.0 as usize].pairs[0];
+            assert_eq!(to, (from + 1) % 4);
+        }
+        assert!(copies(&s).is_empty(), "no copy rate: no copies");
     }
 
     #[test]
     fn all_gather_copies_its_block_in_first_and_the_whole_buffer_out_last() {
         // At 1 GB/s, 4 MiB gathered on 4 ranks: 1 MiB primed before the ring, 4 MiB copied out
-        // after its last receives; the ring's first two messages wait for the priming.
+        // after its last receives; every rank's first posts wait for the priming.
         let s = all_gather(4 << 20, 4, Some(1e9));
         s.validate().unwrap();
-        let copies: Vec<(usize, crate::engine::SimTime)> = s
-            .ops
-            .iter()
-            .enumerate()
-            .filter_map(|(i, op)| match op.kind {
-                OpKind::Compute { duration, .. } => Some((i, duration)),
-                _ => None,
-            })
-            .collect();
+        let copies = copies(&s);
         let secs = |b: u64| crate::engine::SimTime::from_secs_f64(b as f64 / 1e9);
         assert_eq!(copies.len(), 2);
         assert_eq!(copies[0], (0, secs(1 << 20)));
         assert_eq!(copies[1].1, secs(4 << 20));
         assert_eq!(copies[1].0, s.ops.len() - 1, "the copy out is the last op");
-        let first_notify = &s.ops[1];
-        assert_eq!(
-            first_notify.deps,
-            vec![OpId(0)],
-            "the ring starts after the priming"
-        );
+        let unblocked: Vec<usize> = (0..s.ops.len())
+            .filter(|&i| s.ops[i].deps.is_empty())
+            .collect();
+        assert_eq!(unblocked, [0], "everything waits for the priming");
         let out = &s.ops[copies[1].0];
         assert_eq!(
             out.deps.len(),
-            2,
-            "the copy out waits for the last two receives"
+            2 * 4,
+            "the copy out waits for every rank's last two receives"
         );
         assert_eq!(
             payload_bytes(&s),
