@@ -28,6 +28,10 @@ if [[ $what == all || $what == link || $what == collectives ]]; then
     --pairs 0:2,1:3 --name uplink_one_way
   $TB run $TWO -- $PY $S pairs --profile data/profiles/testbed_two_level_2to1.json --seconds 10 \
     --pairs 0:2,1:3,2:0,3:1 --name uplink_both_ways
+  # gloo isend/irecv exchanges across the uplinks: every rank's post and finish times (the
+  # order of a pair's posts decides whether it exchanges both ways at once).
+  $TB run $TWO -- $PY $S gloo_p2p --pairs 0:2,1:3 --name cross_leaf --repeats 10 \
+    --bytes 262144 1048576 4194304
   # host0-host1 share a leaf here: two 300 Mbit/s links.
   $TB run $LEAF3 -- $PY $S link --profile data/profiles/testbed_three_leaf_100mbit_uplinks.json \
     --nominal-bw 300Mbps --nominal-latency 50us --seconds 10

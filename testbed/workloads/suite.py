@@ -161,6 +161,20 @@ def mpi(a):
     tb.append_rows(a.out, rows)
 
 
+def calibration_log(name):
+    """Where a calibration log named `name` goes by default: data/runs/calibration/."""
+    return os.path.join(tb.ROOT, "data", "runs", "calibration", name)
+
+
+def write_log(path, out, load0, command):
+    """Writes a calibration log: `out` with the run's provenance, load and command."""
+    out.update(tb.provenance(), load_avg_1m_start=load0, load_avg_1m_end=tb.load1(),
+               date_utc=tb.now(), command=command)
+    with open(path, "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+
+
 def mpi_p2p(a):
     """OpenMPI point to point on every host: a one-way Send and a Sendrecv between the first
     two, and a ring exchange over all (mpi_p2p.py), written as a JSON log (the measurements
@@ -173,13 +187,7 @@ def mpi_p2p(a):
     load0 = tb.load1()
     out = run_json(cmd, "mpirun")
     os.remove(hostfile)
-    out.update(tb.provenance(), load_avg_1m_start=load0, load_avg_1m_end=tb.load1(),
-               date_utc=tb.now(), command=" ".join(cmd))
-    path = a.out or os.path.join(tb.ROOT, "data", "runs", "calibration",
-                                 f"testbed_mpi_p2p_{n}ranks.json")
-    with open(path, "w") as f:
-        json.dump(out, f, indent=1)
-        f.write("\n")
+    write_log(a.out or calibration_log(f"testbed_mpi_p2p_{n}ranks.json"), out, load0, " ".join(cmd))
     for r in out["results"]:
         ring = (f"  ring {r['ring_secs']*1e3:9.3f} ms  ratio {r['ring_secs']/r['oneway_secs']:.2f}"
                 if "ring_secs" in r else "")
@@ -196,14 +204,10 @@ def gloo_p2p(a):
     args = ["--repeats", str(a.repeats), "--pairs", a.pairs, "--bytes"] + [str(b) for b in a.bytes]
     load0 = tb.load1()
     out = tb.launch("gloo_p2p.py", args, n, timeout=900)
-    out.update(tb.provenance(), ranks=n, load_avg_1m_start=load0, load_avg_1m_end=tb.load1(),
-               date_utc=tb.now(), command="gloo_p2p.py " + " ".join(args))
+    out["ranks"] = n
     topo = os.path.splitext(os.path.basename(os.environ.get("DTSIM_TESTBED_TOPOLOGY", "testbed")))[0]
-    path = a.out or os.path.join(tb.ROOT, "data", "runs", "calibration",
-                                 f"testbed_{topo}.gloo_p2p_{a.name}.json")
-    with open(path, "w") as f:
-        json.dump(out, f, indent=1)
-        f.write("\n")
+    write_log(a.out or calibration_log(f"testbed_{topo}.gloo_p2p_{a.name}.json"), out, load0,
+              "gloo_p2p.py " + " ".join(args))
     for r in out["results"]:
         secs = sorted(max(e for _, e in rep) - min(s for s, _ in rep)
                       for rep in r["start_end_secs_per_rank"])
