@@ -18,8 +18,8 @@
 //! once and its notification after it: the other way waits for the whole first way. The
 //! testbed's gloo_p2p log (`data/runs/calibration/testbed_two_level_2to1.gloo_p2p_cross_leaf.json`,
 //! `suite.py gloo_p2p`) shows both: a pair's exchange ran one way after the other (2× a
-//! one-way send) whenever its ranks posted more than ~150 µs apart, both ways at once below
-//! ~110 µs, and always both ways at once when both posted irecv first. After a barrier the
+//! one-way send) whenever its ranks posted more than 160 µs apart, both ways at once below
+//! 110 µs, and always both ways at once when both posted irecv first. After a barrier the
 //! pair's posts were a median 165 µs apart ([`ENTRY_LAG`]).
 //!
 //! dtsim plays one realisation of that: rank 0 posts its first step [`ENTRY_LAG`] after the

@@ -1,0 +1,319 @@
+//! gloo's schedules against what its sources say: segments, orders of posts, bytes on the
+//! wire, copies, and what the plan refuses.
+
+use super::*;
+
+fn payload_bytes(s: &Schedule) -> u128 {
+    crate::library::testing::payload_bytes(s, PREAMBLE_BYTES)
+}
+
+#[test]
+fn all_reduce_segments_follow_gloo_allreduce_cc() {
+    // At least two segments per rank, a multiple of the ranks, at most 1 MiB each.
+    assert_eq!(ring_segments(256 << 10, 4), (8, 32 << 10));
+    assert_eq!(ring_segments(16 << 20, 4), (16, 1 << 20));
+    assert_eq!(ring_segments(16 << 20, 3), (18, 932_068));
+    assert_eq!(ring_segments(100, 4), (8, 16));
+}
+
+#[test]
+fn the_longest_segment_of_an_iteration_is_the_max_over_every_ranks_segment() {
+    // Slow reference: rank r sends segment ((r + first) * per_rank + i) mod segments.
+    for (bytes, n) in [
+        (100u64, 4u64),
+        (1000, 3),
+        (4 << 20, 4),
+        (5_000_011, 7),
+        (40, 8),
+    ] {
+        let (segments, seg) = ring_segments(bytes, n);
+        let per_rank = segments / n;
+        let len = |k: u64| bytes.saturating_sub(k * seg).min(seg);
+        for first in [0, 1] {
+            for i in 0..segments - per_rank {
+                let every = (0..n)
+                    .map(|r| len(((r + first) * per_rank + i) % segments))
+                    .max()
+                    .unwrap();
+                assert_eq!(
+                    longest_segment(bytes, per_rank, seg, i),
+                    every,
+                    "{bytes} B, {n}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn ring_all_reduce_moves_two_n_minus_one_over_n_of_the_buffer_per_rank() {
+    for (bytes, n) in [
+        (256u64 << 10, 4u32),
+        (16 << 20, 4),
+        (48 << 20, 6),
+        (64 << 20, 8),
+    ] {
+        let s = all_reduce(bytes, n);
+        s.validate().unwrap();
+        let per_rank = payload_bytes(&s) / u128::from(n);
+        assert_eq!(
+            per_rank,
+            u128::from(2 * bytes * u64::from(n - 1) / u64::from(n))
+        );
+    }
+}
+
+#[test]
+fn ring_messages_wait_for_their_notification_and_leave_the_socket_in_order() {
+    let s = all_reduce(4 << 20, 4);
+    let mut previous: Option<usize> = None;
+    for (i, op) in s.ops.iter().enumerate() {
+        if let OpKind::Transfer { bytes, .. } = op.kind {
+            if bytes != PREAMBLE_BYTES {
+                let dep = &s.ops[op.deps[0].0 as usize];
+                assert!(
+                    matches!(
+                        dep.kind,
+                        OpKind::Transfer {
+                            bytes: PREAMBLE_BYTES,
+                            ..
+                        }
+                    ),
+                    "op {i}"
+                );
+                if let Some(p) = previous {
+                    assert!(op.deps.contains(&OpId(p as u32)), "op {i} after op {p}");
+                }
+                previous = Some(i);
+            }
+        }
+    }
+}
+
+#[test]
+fn reduce_segments_as_reduce_cc_cuts_them() {
+    // min(⌈M / 2n⌉, 1 MiB) rounded to elements; their count a multiple of n, at least 2n.
+    assert_eq!(reduce_segments(256 << 10, 4), (8, 32 << 10));
+    assert_eq!(reduce_segments(16 << 20, 4), (16, 1 << 20));
+    assert_eq!(reduce_segments(16 << 20, 6), (18, 1 << 20));
+    assert_eq!(reduce_segments(1000, 3), (6, 168));
+}
+
+#[test]
+fn reduce_runs_segments_minus_two_iterations_then_gathers_to_the_root() {
+    // 16 MiB on 4 ranks: 16 segments of 1 MiB, 4 per rank; the ring sends 14 of them per
+    // rank (two more than a reduce-scatter needs, as reduce.cc does), then ranks 0, 1 and
+    // 3 send their 4 MiB chunk to root 2.
+    let s = reduce(16 << 20, 4, 2);
+    s.validate().unwrap();
+    let ring: u128 = 14 * 4 * (1 << 20);
+    let gather: u128 = 3 * (4 << 20);
+    assert_eq!(payload_bytes(&s), ring + gather);
+    let gathers = |s: &Schedule| -> Vec<(Vec<(Endpoint, Endpoint)>, u64)> {
+        s.ops
+            .iter()
+            .filter(|op| op.phase == Phase::Reduce)
+            .filter_map(|op| match op.kind {
+                OpKind::Transfer { pattern, bytes } if bytes != PREAMBLE_BYTES => {
+                    Some((s.patterns[pattern.0 as usize].pairs.to_vec(), bytes))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(
+        gathers(&s),
+        [
+            (vec![(0, 2)], 4 << 20),
+            (vec![(1, 2)], 4 << 20),
+            (vec![(3, 2)], 4 << 20)
+        ]
+    );
+    // 16 MiB on 6 ranks: 18 segments of 1 MiB, 3 per rank; rank 5's chunk starts at
+    // 15 MiB and holds one, so it sends 1 MiB where the others send 3.
+    let s = reduce(16 << 20, 6, 0);
+    let sizes: Vec<u64> = gathers(&s).into_iter().map(|(_, b)| b).collect();
+    assert_eq!(sizes, [3 << 20, 3 << 20, 3 << 20, 3 << 20, 1 << 20]);
+    // 256 KiB: two segments per rank, so exactly the reduce-scatter's 6 sends per rank.
+    let s = reduce(256 << 10, 4, 0);
+    assert_eq!(payload_bytes(&s), 6 * 4 * (32 << 10) + 3 * (64 << 10));
+}
+
+#[test]
+fn broadcast_is_binomial_with_concurrent_sends() {
+    // 8 ranks, root 0: 0 sends to 1, 2, 4 with no dependency among them; 1 forwards to
+    // 3 and 5 after it received; 3 forwards to 7.
+    let s = broadcast(1 << 20, 8, 0);
+    s.validate().unwrap();
+    type Send = ((u32, u32), Vec<(u32, u32)>);
+    let sends: Vec<Send> = s
+        .ops
+        .iter()
+        .filter(|op| matches!(op.kind, OpKind::Transfer { bytes, .. } if bytes == 1 << 20))
+        .map(|op| {
+            let OpKind::Transfer { pattern, .. } = op.kind else {
+                unreachable!()
+            };
+            let pair = s.patterns[pattern.0 as usize].pairs[0];
+            let after: Vec<(u32, u32)> = op
+                .deps
+                .iter()
+                .filter_map(|d| match s.ops[d.0 as usize].kind {
+                    OpKind::Transfer { pattern, bytes } if bytes == 1 << 20 => {
+                        Some(s.patterns[pattern.0 as usize].pairs[0])
+                    }
+                    _ => None,
+                })
+                .collect();
+            (pair, after)
+        })
+        .collect();
+    let after = |p: (u32, u32)| sends.iter().find(|(q, _)| *q == p).unwrap().1.clone();
+    assert_eq!(sends.len(), 7);
+    for child in [1, 2, 4] {
+        assert!(after((0, child)).is_empty());
+    }
+    assert_eq!(after((1, 3)), vec![(0, 1)]);
+    assert_eq!(after((1, 5)), vec![(0, 1)]);
+    assert_eq!(after((2, 6)), vec![(0, 2)]);
+    assert_eq!(after((3, 7)), vec![(1, 3)]);
+    // A root other than 0 shifts the tree.
+    let s = broadcast(1 << 20, 4, 2);
+    let first: Vec<(u32, u32)> = s.patterns.iter().map(|p| p.pairs[0]).collect();
+    assert!(first.contains(&(2, 3)) && first.contains(&(2, 0)) && first.contains(&(3, 1)));
+}
+
+/// The compute ops of `s` that are not the posts' own timing (a late entry, a call's gap).
+fn copies(s: &Schedule) -> Vec<(usize, crate::engine::SimTime)> {
+    s.ops
+        .iter()
+        .enumerate()
+        .filter_map(|(i, op)| match op.kind {
+            OpKind::Compute { duration, .. }
+                if duration != p2p::ENTRY_LAG && duration.as_ps() % p2p::POST_GAP.as_ps() != 0 =>
+            {
+                Some((i, duration))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn all_gather_sends_halves_to_the_right() {
+    let s = all_gather(4 << 20, 4, None);
+    s.validate().unwrap();
+    assert_eq!(payload_bytes(&s), 3 * (4 << 20));
+    let payloads: Vec<&crate::collective::Op> = s
+        .ops
+        .iter()
+        .filter(|op| matches!(op.kind, OpKind::Transfer { bytes, .. } if bytes == 512 << 10))
+        .collect();
+    // 2(n − 1) iterations, every rank one half each.
+    assert_eq!(payloads.len(), 6 * 4);
+    for op in payloads {
+        let OpKind::Transfer { pattern, .. } = op.kind else {
+            unreachable!()
+        };
+        let (from, to) = s.patterns[pattern.0 as usize].pairs[0];
+        assert_eq!(to, (from + 1) % 4);
+    }
+    assert!(copies(&s).is_empty(), "no copy rate: no copies");
+}
+
+#[test]
+fn all_gather_copies_its_block_in_first_and_the_whole_buffer_out_last() {
+    // At 1 GB/s, 4 MiB gathered on 4 ranks: 1 MiB primed before the ring, 4 MiB copied out
+    // after its last receives; every rank's first posts wait for the priming.
+    let s = all_gather(4 << 20, 4, Some(1e9));
+    s.validate().unwrap();
+    let copies = copies(&s);
+    let secs = |b: u64| crate::engine::SimTime::from_secs_f64(b as f64 / 1e9);
+    assert_eq!(copies.len(), 2);
+    assert_eq!(copies[0], (0, secs(1 << 20)));
+    assert_eq!(copies[1].1, secs(4 << 20));
+    assert_eq!(copies[1].0, s.ops.len() - 1, "the copy out is the last op");
+    let unblocked: Vec<usize> = (0..s.ops.len())
+        .filter(|&i| s.ops[i].deps.is_empty())
+        .collect();
+    assert_eq!(unblocked, [0], "everything waits for the priming");
+    let out = &s.ops[copies[1].0];
+    assert_eq!(
+        out.deps.len(),
+        2 * 4,
+        "the copy out waits for every rank's last two receives"
+    );
+    assert_eq!(
+        payload_bytes(&s),
+        3 * (4 << 20),
+        "copies move nothing on the wire"
+    );
+}
+
+#[test]
+fn gloo_refuses_what_it_does_not_have() {
+    let sys = crate::library::testing::cpu_hosts(4);
+    let req = |c| Request {
+        collective: c,
+        bytes: 1 << 20,
+        root: 0,
+        peer: 1,
+    };
+    let none = LibraryOptions::default();
+    let hosts = crate::library::testing::Nodes { per: 1 };
+    let plan = |r: &Request, o: &LibraryOptions| super::plan(r, &sys, o, &hosts);
+    let e = plan(&req(Collective::ReduceScatter), &none).unwrap_err();
+    assert_eq!(e.field, "collective.op");
+    let forced = LibraryOptions {
+        algorithm: Some("tree".into()),
+        ..Default::default()
+    };
+    let e = plan(&req(Collective::AllReduce), &forced).unwrap_err();
+    assert_eq!(e.field, "collective.algorithm");
+    let p = plan(&req(Collective::AllReduce), &none).unwrap();
+    assert!(
+        p.decision.starts_with("gloo ring, 8 segments"),
+        "{}",
+        p.decision
+    );
+}
+
+#[test]
+fn send_recv_all_reduces_take_orders_or_hierarchical_and_refuse_what_does_not_fit() {
+    let sys = crate::library::testing::cpu_hosts(4);
+    let two_nodes = crate::library::testing::Nodes { per: 2 };
+    let req = |c| Request {
+        collective: c,
+        bytes: 1 << 20,
+        root: 0,
+        peer: 1,
+    };
+    let orders = LibraryOptions {
+        ring_orders: vec![vec![0, 1, 2, 3], vec![0, 2, 1, 3]],
+        ..Default::default()
+    };
+    let p = plan(&req(Collective::AllReduce), &sys, &orders, &two_nodes).unwrap();
+    assert!(
+        p.decision.starts_with("send/recv rings (2)"),
+        "{}",
+        p.decision
+    );
+    // Orders are rings of an all-reduce, over every rank once.
+    let e = plan(&req(Collective::Broadcast), &sys, &orders, &two_nodes).unwrap_err();
+    assert_eq!(e.field, "collective.orders");
+    let short = LibraryOptions {
+        ring_orders: vec![vec![0, 1, 2]],
+        ..Default::default()
+    };
+    let e = plan(&req(Collective::AllReduce), &sys, &short, &two_nodes).unwrap_err();
+    assert_eq!(e.field, "collective.orders");
+    let hier = LibraryOptions {
+        algorithm: Some("hierarchical".into()),
+        ..Default::default()
+    };
+    let p = plan(&req(Collective::AllReduce), &sys, &hier, &two_nodes).unwrap();
+    assert!(p.decision.contains("2 nodes of 2"), "{}", p.decision);
+    let uneven = crate::library::testing::Nodes { per: 3 };
+    let e = plan(&req(Collective::AllReduce), &sys, &hier, &uneven).unwrap_err();
+    assert_eq!(e.field, "collective.algorithm");
+}
