@@ -1,5 +1,6 @@
 //! gloo's schedules against what its sources say: segments, orders of posts, bytes on the
 //! wire, copies, and what the plan refuses.
+#![cfg(test)]
 
 use super::*;
 
