@@ -73,15 +73,15 @@ fn ring_steps(
         return ready;
     };
     let ranks = ready.len();
-    // Per rank, the rings it is on (in the order it posts them) and its place on each.
-    let mut mine: Vec<Vec<(usize, usize)>> = vec![Vec::new(); ranks];
-    // slot[k][i]: where ring k comes in the posts of the rank at place i on it.
+    // Per rank, how many rings it is on (it posts them in ring order); slot[k][i]: where ring
+    // k comes among the posts of the rank at place i on it.
+    let mut rings_of = vec![0usize; ranks];
     let mut slot: Vec<Vec<usize>> = Vec::with_capacity(rings.len());
-    for (k, ring) in rings.iter().enumerate() {
+    for ring in rings {
         let mut places = Vec::with_capacity(n);
-        for (i, &r) in ring.order.iter().enumerate() {
-            places.push(mine[r as usize].len());
-            mine[r as usize].push((k, i));
+        for &r in ring.order {
+            places.push(rings_of[r as usize]);
+            rings_of[r as usize] += 1;
         }
         slot.push(places);
     }
@@ -98,59 +98,42 @@ fn ring_steps(
         };
         // Each rank's calls: isend then irecv per ring, POST_GAP apart.
         let posted: Vec<Vec<Vec<OpId>>> = (0..ranks)
-            .map(|r| calls(s, &ready[r], 2 * mine[r].len(), phase, step as u32))
+            .map(|r| calls(s, &ready[r], 2 * rings_of[r], phase, step as u32))
             .collect();
-        // Every message of the step: (ring, sender, receiver, bytes), with the sender's isend
-        // and the receiver's irecv among their posts.
-        let mut messages = Vec::new();
-        let mut isend_irecv = Vec::new();
+        // Every message of the step, from the rank at place i of ring k to the next. A rank
+        // waits for its sends (written once their notification arrived) and its receives
+        // (delivered), then reduces what it received.
+        let mut waits: Vec<Vec<OpId>> = vec![Vec::new(); ranks];
+        let mut received = vec![0u64; ranks];
         for (k, ring) in rings.iter().enumerate() {
-            for (i, &r) in ring.order.iter().enumerate() {
-                let next = ring.order[(i + 1) % n];
-                isend_irecv.push((2 * slot[k][i], 2 * slot[k][(i + 1) % n] + 1));
+            for (i, &from) in ring.order.iter().enumerate() {
+                let to = ring.order[(i + 1) % n];
                 let chunk = if reducing {
                     (i + n - step % n) % n
                 } else {
                     (i + 1 + n - (step - (n - 1)) % n) % n
                 };
-                messages.push((k, r, next, chunks[k][chunk]));
-            }
-        }
-        // (notification, payload) of each message.
-        let sent: Vec<(OpId, OpId)> = messages
-            .iter()
-            .zip(&isend_irecv)
-            .map(|(&(_, from, to, bytes), &(isend, irecv))| {
-                let recv_posted = posted[to as usize][irecv].clone();
-                let send_posted = posted[from as usize][isend].clone();
-                message_parts(
+                let bytes = chunks[k][chunk];
+                let (notified, delivered) = message_parts(
                     s,
                     &[(from, to)],
                     bytes,
-                    recv_posted,
-                    send_posted,
+                    posted[to as usize][2 * slot[k][(i + 1) % n] + 1].clone(),
+                    posted[from as usize][2 * slot[k][i]].clone(),
                     phase,
                     step as u32,
-                )
-            })
-            .collect();
-        // A rank waits for its sends (written once their notification arrived) and its
-        // receives (delivered), then reduces what it received.
-        for r in 0..ranks as Endpoint {
-            if mine[r as usize].is_empty() {
+                );
+                waits[from as usize].push(notified);
+                waits[to as usize].push(delivered);
+                received[to as usize] += bytes;
+            }
+        }
+        for r in 0..ranks {
+            if rings_of[r] == 0 {
                 continue;
             }
-            let mut deps = Vec::new();
-            let mut received = 0;
-            for (m, &(_, from, to, bytes)) in messages.iter().enumerate() {
-                if from == r {
-                    deps.push(sent[m].0);
-                }
-                if to == r {
-                    deps.push(sent[m].1);
-                    received += bytes;
-                }
-            }
+            let deps = std::mem::take(&mut waits[r]);
+            let received = received[r];
             let kind = if reducing {
                 OpKind::Reduce {
                     endpoints: 1,
@@ -162,7 +145,7 @@ fn ring_steps(
                     duration: SimTime::ZERO,
                 }
             };
-            ready[r as usize] = vec![s.push(kind, deps, phase, 0, step as u32)];
+            ready[r] = vec![s.push(kind, deps, phase, 0, step as u32)];
         }
     }
     ready
