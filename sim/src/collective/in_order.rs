@@ -44,22 +44,35 @@ pub struct Connections {
 
 impl Connections {
     /// The connections of `schedule`'s in-order transfer ops (one per distinct sender and
-    /// receiver of their patterns).
+    /// receiver of their patterns); nothing at all for a schedule without them (the ideal
+    /// templates, NCCL), so those pay no per-op table.
     pub fn new(schedule: &Schedule) -> Self {
+        if !schedule.ops.iter().any(|op| op.in_order) {
+            return Connections {
+                offsets: Vec::new(),
+                conns: Vec::new(),
+                queues: Vec::new(),
+                state: Vec::new(),
+            };
+        }
         let mut ids: HashMap<(u32, u32), u32> = HashMap::new();
         let mut offsets = Vec::with_capacity(schedule.ops.len() + 1);
         let mut conns = Vec::new();
         offsets.push(0);
         for op in &schedule.ops {
             if let (true, &OpKind::Transfer { pattern, .. }) = (op.in_order, &op.kind) {
-                let first = conns.len();
-                for &pair in schedule.patterns[pattern.0 as usize].pairs.iter() {
-                    let next = ids.len() as u32;
-                    let id = *ids.entry(pair).or_insert(next);
-                    if !conns[first..].contains(&id) {
-                        conns.push(id);
-                    }
-                }
+                let mut mine: Vec<u32> = schedule.patterns[pattern.0 as usize]
+                    .pairs
+                    .iter()
+                    .map(|&pair| {
+                        let next = ids.len() as u32;
+                        *ids.entry(pair).or_insert(next)
+                    })
+                    .collect();
+                // Each connection once per op (a pattern may name a pair twice).
+                mine.sort_unstable();
+                mine.dedup();
+                conns.extend(mine);
             }
             offsets.push(conns.len() as u32);
         }
@@ -72,6 +85,9 @@ impl Connections {
     }
 
     fn of(&self, op: u32) -> &[u32] {
+        if self.offsets.is_empty() {
+            return &[];
+        }
         &self.conns[self.offsets[op as usize] as usize..self.offsets[op as usize + 1] as usize]
     }
 
@@ -116,7 +132,8 @@ impl Connections {
     }
 
     fn release(&mut self, op: u32, start: &mut VecDeque<u32>) {
-        if self.state[op as usize] != State::Started {
+        // Not in order (or no in-order op at all): nothing to release.
+        if self.state.get(op as usize) != Some(&State::Started) {
             return;
         }
         self.state[op as usize] = State::Released;
@@ -212,6 +229,19 @@ mod tests {
         start.clear();
         c.finished(data, &mut start);
         assert!(start.is_empty(), "its delivery releases nothing twice");
+    }
+
+    #[test]
+    fn a_schedule_without_ordered_ops_admits_everything_and_releases_nothing() {
+        let mut s = Schedule::new(Collective::SendRecv, "t", 2, 1);
+        let a = transfer(&mut s, &[(0, 1)], false);
+        let b = transfer(&mut s, &[(0, 1)], false);
+        let mut c = Connections::new(&s);
+        assert!(c.admit(a) && c.admit(b));
+        let mut start = VecDeque::new();
+        c.sent(a, &mut start);
+        c.finished(b, &mut start);
+        assert!(start.is_empty());
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Plays a [`Schedule`] on a network model: the event loop of a collective.
 //!
 //! Ops start as soon as all their dependencies have finished, in op order among those ready at
-//! the same time; an op marked in order also waits for its connections ([`super::in_order`]). Transfer ops become batches of the network model (after their transport's
-//! setup time, with its per-flow rate ceiling, when a library set one); reduce ops are delays of
+//! the same time; an op marked in order also waits for its connections ([`super::in_order`]).
+//! Transfer ops become batches of the network model (after their transport's setup time, with
+//! its per-flow rate ceiling, when a library set one); reduce ops are delays of
 //! `bytes / reduce rate`; compute ops are delays of their duration. The loop owns the event queue; the network model schedules its own
 //! events through [`NetContext`] and never sees the loop's event type. When no event is left
 //! at the current time and nothing more is ready, the loop lets the model settle

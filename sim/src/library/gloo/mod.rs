@@ -562,7 +562,7 @@ fn ring_all_gather_by_rank(
     primed: Option<OpId>,
 ) -> Vec<OpId> {
     let after: Vec<OpId> = primed.into_iter().collect();
-    let mut ready = p2p::entry(s, n, &after);
+    let mut ready = p2p::entry(s, n, &after, Phase::AllGather);
     let iterations = 2 * (n as usize - 1);
     // (notification, payload) of rank r's send at iteration i: sent[i][r].
     let mut sent: Vec<Vec<(OpId, OpId)>> = Vec::with_capacity(iterations);

@@ -152,8 +152,8 @@ fn ring_steps(
 }
 
 /// What every rank waits for before its first post, each after `after`: rank 0 [`ENTRY_LAG`],
-/// the others nothing more.
-pub(super) fn entry(s: &mut Schedule, ranks: u32, after: &[OpId]) -> Vec<Vec<OpId>> {
+/// the others nothing more (`phase`: the first posts', for timelines).
+pub(super) fn entry(s: &mut Schedule, ranks: u32, after: &[OpId], phase: Phase) -> Vec<Vec<OpId>> {
     let mut ready = vec![after.to_vec(); ranks as usize];
     if ranks > 1 {
         ready[0] = vec![s.push(
@@ -162,7 +162,7 @@ pub(super) fn entry(s: &mut Schedule, ranks: u32, after: &[OpId]) -> Vec<Vec<OpI
                 duration: ENTRY_LAG,
             },
             after.to_vec(),
-            Phase::ReduceScatter,
+            phase,
             0,
             0,
         )];
@@ -219,7 +219,7 @@ pub fn rings(bytes: u64, n: u32, orders: &[Vec<u32>]) -> Schedule {
             bytes,
         })
         .collect();
-    let ready = entry(&mut s, n, &[]);
+    let ready = entry(&mut s, n, &[], Phase::ReduceScatter);
     ring_steps(&mut s, &rings, true, ready);
     s
 }
@@ -242,7 +242,7 @@ pub fn hierarchical(bytes: u64, groups: &[Vec<u32>], copy_bytes_per_s: Option<f6
             bytes,
         })
         .collect();
-    let ready = entry(&mut s, n, &[]);
+    let ready = entry(&mut s, n, &[], Phase::ReduceScatter);
     let reduced = ring_steps(&mut s, &rings, false, ready);
     // 2. Across nodes, per local index l: gloo's all_reduce of the chunk those ranks hold
     // (chunk (l + 1) mod L of the ring's split), once they all finished their reduce-scatter.
