@@ -72,6 +72,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--orders", default="", help="multiring: JSON list of rank orders")
     ap.add_argument("--groups", default="", help="hierarchical: JSON list of node groups")
+    ap.add_argument("--marks", action="store_true",
+                    help="also report every rank's (start, end) per iteration, warmup included")
     a = ap.parse_args()
     dist.init_process_group("gloo")
     me, n = dist.get_rank(), dist.get_world_size()
@@ -127,10 +129,16 @@ def main():
             else:
                 raise SystemExit(f"unknown method {a.method}")
 
-        ts = tb.timed(once, a.repeats, a.warmup, dist.barrier)
+        marks = [] if a.marks else None
+        ts = tb.timed(once, a.repeats, a.warmup, dist.barrier, marks)
         t = torch.tensor(ts, dtype=torch.float64)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         results.append({"bytes": nbytes, "secs": t.tolist()})
+        if marks is not None:
+            mine = torch.tensor(marks, dtype=torch.float64)
+            every = [torch.empty_like(mine) for _ in range(n)]
+            dist.all_gather(every, mine)
+            results[-1]["start_end_secs_per_rank"] = [e.tolist() for e in every]
     if me == 0:
         print(json.dumps({"results": results}), flush=True)
     dist.destroy_process_group()

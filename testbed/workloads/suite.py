@@ -4,6 +4,8 @@
   suite.py mpi --out data/runs/X.csv [--algorithms 0,1,4,6] [--launches K] [--bytes ...]
   suite.py mpi_p2p [--ranks N] [--skew-ms MS] [--out ...]  (Send vs Sendrecv vs ring, OpenMPI)
   suite.py gloo_p2p --pairs 0:2,1:3 --name NAME  (gloo isend/irecv exchanges, one pair's socket)
+  suite.py call_gaps --methods allreduce,broadcast  (each rank's idle time between timed calls)
+  suite.py capture --methods allreduce --bytes 262144 --name NAME  (every host's egress, per link)
   suite.py training --out data/runs/X.csv --profile data/profiles/testbed_X.json
   suite.py link --profile data/profiles/testbed_X.json   (iperf3 + TCP ping-pong -> calibrate)
   suite.py incast --profile data/profiles/testbed_X.json (every host -> host 1 at once, iperf3)
@@ -18,8 +20,10 @@ the machine load, software versions and the command, so `dtsim validate` can rep
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import tb
@@ -215,6 +219,117 @@ def gloo_p2p(a):
               f"min {secs[0] * 1e3:9.2f}  max {secs[-1] * 1e3:9.2f}")
 
 
+def call_gaps(a):
+    """How long each rank is out of a collective between two timed calls (the barrier and the
+    loop around it: tb.timed), per method and size, written as a JSON log with every rank's
+    (start, end) per iteration: a shaper's token bucket refills in that gap, so it says how
+    full the buckets are when a timed call starts."""
+    n = int(os.environ["DTSIM_TESTBED_RANKS"])
+    topo = os.path.splitext(os.path.basename(os.environ.get("DTSIM_TESTBED_TOPOLOGY", "testbed")))[0]
+    load0 = tb.load1()
+    logs, cmds = [], []
+    for method in a.methods.split(","):
+        args = ["--method", method, "--repeats", str(a.repeats), "--marks", "--bytes"] + \
+            [str(b) for b in a.bytes]
+        out = tb.launch("gloo_collectives.py", args, n, timeout=900)
+        cmds.append("gloo_collectives.py " + " ".join(args))
+        for r in out["results"]:
+            r["method"] = method
+            marks = r["start_end_secs_per_rank"]
+            gaps = sorted(rank[i + 1][0] - rank[i][1] for rank in marks
+                          for i in range(len(rank) - 1))
+            r["gap_secs_quartiles"] = [gaps[len(gaps) // 4], gaps[len(gaps) // 2],
+                                       gaps[3 * len(gaps) // 4]]
+            logs.append(r)
+            q = r["gap_secs_quartiles"]
+            print(f"{method:10} {r['bytes']:>10} B  gap between calls per rank: quartiles "
+                  f"{q[0] * 1e3:.3f} {q[1] * 1e3:.3f} {q[2] * 1e3:.3f} ms", flush=True)
+    write_log(a.out or calibration_log(f"testbed_{topo}.call_gaps.json"),
+              {"ranks": n, "results": logs}, load0, " ; ".join(cmds))
+
+
+def capture(a):
+    """gloo collectives with every host's egress captured (tcpdump, headers only) while each
+    rank marks its calls (gloo_collectives.py --marks), summarised per repetition and link as
+    a JSON log: when each connection's payload crossed every 16 KiB (after the shaper: an
+    egress capture sees packets as the qdisc releases them), each rank's start and end, and
+    per connection its first payload after both of its ranks had started. What it shows: the
+    token buckets' bursts, the steps of a ring, a call's set-up and its stalls."""
+    import re
+    n = int(os.environ["DTSIM_TESTBED_RANKS"])
+    hs = tb.hosts()[:n]
+    topo = os.path.splitext(os.path.basename(os.environ.get("DTSIM_TESTBED_TOPOLOGY", "testbed")))[0]
+    workdir = tempfile.mkdtemp(prefix="dtsim-capture-")
+    load0 = tb.load1()
+    logs, cmds = [], []
+    line = re.compile(r"([\d.]+) IP ([\d.]+)\.\d+ > ([\d.]+)\.\d+: .* length (\d+)")
+    rank_of = {h[2]: h[0] for h in hs}
+    for method in a.methods.split(","):
+        args = ["--method", method, "--repeats", str(a.repeats), "--marks", "--bytes"] + \
+            [str(b) for b in a.bytes]
+        caps = [subprocess.Popen(["ip", "netns", "exec", ns, "tcpdump", "-i", iface, "-n", "-Q",
+                                  "out", "-s", "96", "-w", os.path.join(workdir, f"{r}.pcap")],
+                                 stderr=subprocess.DEVNULL) for r, ns, _, iface, _ in hs]
+        time.sleep(1.0)
+        # tcpdump stamps packets with the wall clock, the ranks mark CLOCK_MONOTONIC.
+        wall_minus_mono = time.time() - time.clock_gettime(time.CLOCK_MONOTONIC)
+        out = tb.launch("gloo_collectives.py", args, n, timeout=900)
+        time.sleep(0.5)
+        for c in caps:
+            c.terminate()
+            c.wait()
+        cmds.append("gloo_collectives.py " + " ".join(args))
+        packets = []
+        for r in range(n):
+            text = subprocess.run(["tcpdump", "-r", os.path.join(workdir, f"{r}.pcap"), "-n", "-tt"],
+                                  capture_output=True, text=True).stdout
+            for m in line.finditer(text):
+                if int(m.group(4)) > 0 and m.group(2) in rank_of and m.group(3) in rank_of:
+                    packets.append((float(m.group(1)) - wall_minus_mono, rank_of[m.group(2)],
+                                    rank_of[m.group(3)], int(m.group(4))))
+        packets.sort()
+        for res in out["results"]:
+            marks = res["start_end_secs_per_rank"]
+            reps = []
+            for i in range(len(marks[0])):
+                t0 = min(m[i][0] for m in marks)
+                t1 = max(m[i][1] for m in marks)
+                flows = {}
+                for t, src, dst, size in packets:
+                    if t0 <= t <= t1:
+                        flows.setdefault((src, dst), []).append((t - t0, size))
+                conns = []
+                for (src, dst), pk in sorted(flows.items()):
+                    total, crossed, first = 0, [], None
+                    for t, size in pk:
+                        if size > 1000 and first is None:
+                            first = t
+                        total += size
+                        while total >= (len(crossed) + 1) * 16384:
+                            crossed.append(round(t, 6))
+                    both = max(marks[src][i][0], marks[dst][i][0]) - t0
+                    conns.append({"src": src, "dst": dst, "payload_bytes": total,
+                                  "first_payload_after_both_started_secs":
+                                      None if first is None else round(first - both, 6),
+                                  "secs_at_each_16KiB": crossed})
+                reps.append({"start_end_secs_per_rank": [[round(m[i][0] - t0, 6),
+                                                          round(m[i][1] - t0, 6)] for m in marks],
+                             "secs": max(m[i][1] - m[i][0] for m in marks),
+                             "connections": conns})
+            logs.append({"method": method, "bytes": res["bytes"], "repetitions": reps})
+            setups = sorted(c["first_payload_after_both_started_secs"] for r in reps
+                            for c in r["connections"]
+                            if c["first_payload_after_both_started_secs"] is not None)
+            secs = sorted(r["secs"] for r in reps)
+            print(f"{method:10} {res['bytes']:>10} B  per call: min {secs[0] * 1e3:.2f} median "
+                  f"{secs[len(secs) // 2] * 1e3:.2f} ms; first payload after both ranks started: "
+                  f"min {setups[0] * 1e3:.3f} median {setups[len(setups) // 2] * 1e3:.3f} ms",
+                  flush=True)
+    shutil.rmtree(workdir, ignore_errors=True)
+    write_log(a.out or calibration_log(f"testbed_{topo}.capture_{a.name}.json"),
+              {"ranks": n, "results": logs}, load0, " ; ".join(cmds))
+
+
 def training(a):
     n = int(os.environ["DTSIM_TESTBED_RANKS"])
     rows = []
@@ -380,7 +495,7 @@ def trace(a):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("suite", choices=["collectives", "mpi", "mpi_p2p", "training", "link",
-                                      "incast", "pairs", "trace", "gloo_p2p"])
+                                      "incast", "pairs", "trace", "gloo_p2p", "call_gaps", "capture"])
     ap.add_argument("--ranks", type=int, default=0,
                     help="trace, mpi_p2p: ranks (default: every host)")
     ap.add_argument("--out", default="")
@@ -398,7 +513,7 @@ def main():
     ap.add_argument("--bucket-mib", type=int, default=25)
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--pairs", default="0:2,1:3", help="pairs, gloo_p2p: src:dst host pairs at once")
-    ap.add_argument("--name", default="pairs", help="pairs, gloo_p2p: name in the log files")
+    ap.add_argument("--name", default="pairs", help="pairs, gloo_p2p, capture: name in the log files")
     ap.add_argument("--streams", default="1,2,4,8",
                     help="link: iperf3 parallel stream counts, one run each")
     ap.add_argument("--pings", type=int, default=500)
@@ -412,7 +527,8 @@ def main():
                     help="the topology's one-way latency host0->host1 (sum over the path's links)")
     a = ap.parse_args()
     {"collectives": collectives, "mpi": mpi, "mpi_p2p": mpi_p2p, "training": training,
-     "link": link, "incast": incast, "pairs": pairs, "trace": trace, "gloo_p2p": gloo_p2p}[a.suite](a)
+     "link": link, "incast": incast, "pairs": pairs, "trace": trace, "gloo_p2p": gloo_p2p,
+     "call_gaps": call_gaps, "capture": capture}[a.suite](a)
 
 
 if __name__ == "__main__":

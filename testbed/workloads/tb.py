@@ -77,14 +77,19 @@ def launch(script, args, n, timeout=600, port=29500):
     return json.loads(lines[-1])
 
 
-def timed(fn, repeats, warmup, barrier):
-    """Per-iteration wall seconds of fn() (after a barrier each), warmup iterations dropped."""
+def timed(fn, repeats, warmup, barrier, marks=None):
+    """Per-iteration wall seconds of fn() (after a barrier each), warmup iterations dropped.
+    With a list `marks`, also appends each iteration's (start, end) on CLOCK_MONOTONIC (one
+    clock across the namespaces), warmup included: the idle gaps between calls."""
     ts = []
     for i in range(warmup + repeats):
         barrier()
         t = time.perf_counter()
         fn()
         ts.append(time.perf_counter() - t)
+        if marks is not None:
+            end = time.clock_gettime(time.CLOCK_MONOTONIC)
+            marks.append((end - ts[-1], end))
     return ts[warmup:]
 
 
