@@ -180,6 +180,7 @@ pub fn ring_all_reduce(topo: &Arc<Topology>, ranks: &[DeviceId], bytes: u64) -> 
         &mut model,
         PlayOptions {
             reduce_bytes_per_s: None,
+            shared_cores: None,
         },
     )
     .expect("plays");

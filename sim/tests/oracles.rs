@@ -62,6 +62,7 @@ fn simulate(topo: &Arc<Topology>, spec: CollectiveSpec, extra: &[DeviceId]) -> P
         &mut model,
         PlayOptions {
             reduce_bytes_per_s: None,
+            shared_cores: None,
         },
     )
     .unwrap();

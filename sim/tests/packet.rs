@@ -84,6 +84,7 @@ fn play_on(s: &Schedule, eps: &[DeviceId], model: &mut dyn NetworkModel) -> Play
         model,
         PlayOptions {
             reduce_bytes_per_s: None,
+            shared_cores: None,
         },
     )
     .unwrap()

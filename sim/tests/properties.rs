@@ -84,6 +84,7 @@ fn run(topo: &Arc<Topology>, s: &Schedule, replay: bool) -> (PlayOutcome, Vec<Li
         &mut m,
         PlayOptions {
             reduce_bytes_per_s: None,
+            shared_cores: None,
         },
     )
     .unwrap();

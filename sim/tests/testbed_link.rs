@@ -41,6 +41,7 @@ fn play_on_the_star(s: &Schedule) -> PlayOutcome {
         &mut model,
         PlayOptions {
             reduce_bytes_per_s: None,
+            shared_cores: None,
         },
     )
     .unwrap()

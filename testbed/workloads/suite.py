@@ -6,6 +6,7 @@
   suite.py gloo_p2p --pairs 0:2,1:3 --name NAME  (gloo isend/irecv exchanges, one pair's socket)
   suite.py call_gaps --methods allreduce,broadcast  (each rank's idle time between timed calls)
   suite.py capture --methods allreduce --bytes 262144 --name NAME  (every host's egress, per link)
+  suite.py cpu_costs --repeats 3 --bytes 16384 65536 262144 1048576  (machine CPU per gloo message)
   suite.py training --out data/runs/X.csv --profile data/profiles/testbed_X.json
   suite.py link --profile data/profiles/testbed_X.json   (iperf3 + TCP ping-pong -> calibrate)
   suite.py incast --profile data/profiles/testbed_X.json (every host -> host 1 at once, iperf3)
@@ -223,7 +224,9 @@ def call_gaps(a):
     """How long each rank is out of a collective between two timed calls (the barrier and the
     loop around it: tb.timed), per method and size, written as a JSON log with every rank's
     (start, end) per iteration: a shaper's token bucket refills in that gap, so it says how
-    full the buckets are when a timed call starts."""
+    full the buckets are when a timed call starts; and how busy the machine's cores were over
+    the timed calls (/proc/stat), what the hosts' network stacks and gloo's threads take of
+    the cores that every namespace shares."""
     n = int(os.environ["DTSIM_TESTBED_RANKS"])
     topo = os.path.splitext(os.path.basename(os.environ.get("DTSIM_TESTBED_TOPOLOGY", "testbed")))[0]
     load0 = tb.load1()
@@ -231,7 +234,8 @@ def call_gaps(a):
     for method in a.methods.split(","):
         args = ["--method", method, "--repeats", str(a.repeats), "--marks", "--bytes"] + \
             [str(b) for b in a.bytes]
-        out = tb.launch("gloo_collectives.py", args, n, timeout=900)
+        with tb.CpuSampler() as cpu:
+            out = tb.launch("gloo_collectives.py", args, n, timeout=900)
         cmds.append("gloo_collectives.py " + " ".join(args))
         for r in out["results"]:
             r["method"] = method
@@ -240,12 +244,59 @@ def call_gaps(a):
                           for i in range(len(rank) - 1))
             r["gap_secs_quartiles"] = [gaps[len(gaps) // 4], gaps[len(gaps) // 2],
                                        gaps[3 * len(gaps) // 4]]
+            # The machine's CPU over the timed calls (warmup and first gap left out).
+            t0 = min(rank[1][0] for rank in marks)
+            t1 = max(rank[-1][1] for rank in marks)
+            r["machine_cpu"] = cpu.busy(t0, t1)
+            calls = len(marks[0]) - 1
+            r["machine_cpu"]["busy_core_secs_per_call"] = \
+                r["machine_cpu"]["busy_cores"] * (t1 - t0) / calls
             logs.append(r)
             q = r["gap_secs_quartiles"]
+            c = r["machine_cpu"]
             print(f"{method:10} {r['bytes']:>10} B  gap between calls per rank: quartiles "
-                  f"{q[0] * 1e3:.3f} {q[1] * 1e3:.3f} {q[2] * 1e3:.3f} ms", flush=True)
+                  f"{q[0] * 1e3:.3f} {q[1] * 1e3:.3f} {q[2] * 1e3:.3f} ms; machine busy "
+                  f"{c['busy_cores']:.2f} cores, {c['busy_core_secs_per_call'] * 1e3:.1f} "
+                  f"core-ms per call", flush=True)
     write_log(a.out or calibration_log(f"testbed_{topo}.call_gaps.json"),
               {"ranks": n, "results": logs}, load0, " ; ".join(cmds))
+
+
+def cpu_cost_fit(pts):
+    """per_message + per_byte x bytes through (bytes, core-seconds) points, least squares on
+    the relative error (the sizes span 64x; an absolute fit would follow the largest)."""
+    sw = sx = sy = sxx = sxy = 0.0
+    for x, y in pts:
+        w = 1.0 / (y * y)
+        sw, sx, sy, sxx, sxy = sw + w, sx + w * x, sy + w * y, sxx + w * x * x, sxy + w * x * y
+    det = sw * sxx - sx * sx
+    return {"per_message_core_secs": (sy * sxx - sx * sxy) / det,
+            "per_byte_core_secs": (sw * sxy - sx * sy) / det}
+
+
+def cpu_costs(a):
+    """The machine's CPU per gloo message by size (cpu_costs.py: rank 0 streams to rank 1,
+    /proc/stat around each stream), written as a JSON log with a fit of core-seconds per
+    message = per_message + per_byte x bytes (the fit `calibrate import cpu-costs` makes): what
+    the hosts' network stacks and gloo's threads take of the cores every namespace shares."""
+    n = int(os.environ["DTSIM_TESTBED_RANKS"])
+    topo = os.path.splitext(os.path.basename(os.environ.get("DTSIM_TESTBED_TOPOLOGY", "testbed")))[0]
+    args = ["--in-flight", str(a.in_flight), "--rounds", str(a.repeats), "--bytes"] + \
+        [str(b) for b in a.bytes]
+    load0 = tb.load1()
+    out = tb.launch("cpu_costs.py", args, n, timeout=900)
+    out["fit"] = cpu_cost_fit([(r["bytes"], r["core_secs_per_message"])
+                               for r in out["results"]])
+    out["ranks"] = n
+    write_log(a.out or calibration_log(f"testbed_{topo}.cpu_costs.json"), out, load0,
+              "cpu_costs.py " + " ".join(args))
+    for r in out["results"]:
+        print(f"{r['bytes']:>10} B  {r['messages']:5} messages  {r['secs']:.2f} s  "
+              f"{r['core_secs_per_message'] * 1e6:8.1f} core-us per message", flush=True)
+    f = out["fit"]
+    print(f"fit: {f['per_message_core_secs'] * 1e6:.1f} core-us per message + "
+          f"{f['per_byte_core_secs'] * 1e9:.2f} core-ns per byte (idle machine "
+          f"{out['idle_busy_cores']:.3f} cores busy)")
 
 
 def capture(a):
@@ -495,7 +546,7 @@ def trace(a):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("suite", choices=["collectives", "mpi", "mpi_p2p", "training", "link",
-                                      "incast", "pairs", "trace", "gloo_p2p", "call_gaps", "capture"])
+                                      "incast", "pairs", "trace", "gloo_p2p", "call_gaps", "capture", "cpu_costs"])
     ap.add_argument("--ranks", type=int, default=0,
                     help="trace, mpi_p2p: ranks (default: every host)")
     ap.add_argument("--out", default="")
@@ -517,6 +568,8 @@ def main():
     ap.add_argument("--streams", default="1,2,4,8",
                     help="link: iperf3 parallel stream counts, one run each")
     ap.add_argument("--pings", type=int, default=500)
+    ap.add_argument("--in-flight", type=int, default=8,
+                    help="cpu_costs: messages posted at a time (1: python wakes per message)")
     ap.add_argument("--skew-ms", type=float, default=0.0,
                     help="mpi_p2p: odd ranks enter the pairwise exchange this much later")
     ap.add_argument("--logs", default="", help="link: where the iperf3/ping-pong logs go "
@@ -528,7 +581,7 @@ def main():
     a = ap.parse_args()
     {"collectives": collectives, "mpi": mpi, "mpi_p2p": mpi_p2p, "training": training,
      "link": link, "incast": incast, "pairs": pairs, "trace": trace, "gloo_p2p": gloo_p2p,
-     "call_gaps": call_gaps, "capture": capture}[a.suite](a)
+     "call_gaps": call_gaps, "capture": capture, "cpu_costs": cpu_costs}[a.suite](a)
 
 
 if __name__ == "__main__":

@@ -77,6 +77,46 @@ def launch(script, args, n, timeout=600, port=29500):
     return json.loads(lines[-1])
 
 
+class CpuSampler:
+    """Samples the machine's /proc/stat every `period` seconds in a thread (CLOCK_MONOTONIC
+    stamps, the clock the ranks mark calls with), while in a `with` block; `busy(t0, t1)`
+    gives the cores busy between two instants, by kind."""
+    KINDS = ["user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"]
+
+    def __init__(self, period=0.02):
+        import threading
+        self.period, self.samples, self.stop = period, [], threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self.stop.is_set():
+            with open("/proc/stat") as f:
+                ticks = [int(x) for x in f.readline().split()[1:9]]
+            self.samples.append((time.clock_gettime(time.CLOCK_MONOTONIC), ticks))
+            self.stop.wait(self.period)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+    def busy(self, t0, t1):
+        inside = [s for s in self.samples if t0 <= s[0] <= t1]
+        if len(inside) < 2:
+            return {"busy_cores": float("nan"), "samples": len(inside)}
+        (a_t, a), (b_t, b) = inside[0], inside[-1]
+        d = [y - x for x, y in zip(a, b)]
+        cores = sum(d) / (os.sysconf("SC_CLK_TCK") * (b_t - a_t))
+        out = {k: v / sum(d) * cores for k, v in zip(self.KINDS, d) if k != "idle"}
+        # Ours: not idle, not waiting for I/O, not the hypervisor's (steal).
+        out["busy_cores"] = cores * (1 - (d[3] + d[4] + d[7]) / sum(d))
+        out["samples"] = len(inside)
+        return out
+
+
 def timed(fn, repeats, warmup, barrier, marks=None):
     """Per-iteration wall seconds of fn() (after a barrier each), warmup iterations dropped.
     With a list `marks`, also appends each iteration's (start, end) on CLOCK_MONOTONIC (one

@@ -290,6 +290,62 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
             );
             save(&p, &out.out)
         }
+        ImportCmd::CpuCosts {
+            file,
+            shared_cores,
+            measured_on,
+            out,
+        } => {
+            let log = cpu_costs::load(&file)?;
+            let cost = cpu_costs::fit(&log);
+            let cores = shared_cores.unwrap_or(f64::from(log.cpus));
+            let on = measured_on
+                .as_ref()
+                .map(|on| format!("measured on {on}; "))
+                .unwrap_or_default();
+            let detail = format!(
+                "the machine's busy core-seconds per gloo message, {} streams of {} sizes \
+                 ({} B) between two hosts, fitted as per message + per byte (least squares \
+                 on the relative error); {cores} cores shared by every host; {on}calibrate \
+                 import cpu-costs {}",
+                log.results.len(),
+                log.results
+                    .iter()
+                    .map(|r| r.bytes)
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .len(),
+                log.results
+                    .iter()
+                    .map(|r| r.bytes)
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                file.display()
+            );
+            println!(
+                "host CPU: {:.1} core-µs per message + {:.2} core-ns per byte on {cores} shared \
+                 cores ({detail})",
+                cost.per_message_secs * 1e6,
+                cost.per_byte_secs * 1e9
+            );
+            let source = if measured_on.is_some() {
+                "measured"
+            } else {
+                "imported"
+            };
+            let mut p = open_profile(&out, build::provenance(source, detail.clone()))?;
+            p.network.host_cpu = Some(sim::profile::HostCpu {
+                shared_cores: cores,
+                per_message: sim::units::Duration(sim::engine::SimTime::from_secs_f64(
+                    cost.per_message_secs,
+                )),
+                per_byte_ns: cost.per_byte_secs * 1e9,
+                provenance: build::provenance(source, detail),
+            });
+            save(&p, &out.out)
+        }
         ImportCmd::HostCosts {
             file,
             measured_on,

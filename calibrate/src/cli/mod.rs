@@ -22,7 +22,7 @@ use crate::build::{self, FitOptions, FittedRun};
 use crate::fit::Holdout;
 use crate::gpu;
 use crate::import::{
-    fanout, host_costs, iperf3, kineto, layer_times, nccl_tests, p2p, torch_device, validation_csv,
+    cpu_costs, fanout, host_costs, iperf3, kineto, layer_times, nccl_tests, p2p, torch_device, validation_csv,
 };
 
 /// Exit status: bad input (unreadable log, bad option, invalid profile).
@@ -259,6 +259,20 @@ enum ImportCmd {
         link_class: LinkClass,
         /// Where the runs were measured, kept in the provenance (e.g. "the dtsim testbed
         /// (testbed/topologies/star4_200mbit.toml)").
+        #[arg(long)]
+        measured_on: Option<String>,
+        #[command(flatten)]
+        out: OutArgs,
+    },
+    /// `suite.py cpu_costs` logs (testbed/workloads/cpu_costs.py): the cores all hosts share
+    /// and one gloo message's core time on them (network.host_cpu), where every host runs on
+    /// one machine (the testbed).
+    CpuCosts {
+        file: PathBuf,
+        /// Cores the hosts share (default: the log's `cpus`, the machine's).
+        #[arg(long)]
+        shared_cores: Option<f64>,
+        /// Where it was measured, kept in the provenance (e.g. "this testbed's machine").
         #[arg(long)]
         measured_on: Option<String>,
         #[command(flatten)]

@@ -169,7 +169,7 @@ mod tests {
                     let (a, b) = s.patterns[pattern.0 as usize].pairs[0];
                     Some((op.phase, a ^ b, bytes))
                 }
-                OpKind::Reduce { .. } | OpKind::Compute { .. } => None,
+                OpKind::Reduce { .. } | OpKind::Compute { .. } | OpKind::HostWork { .. } => None,
             })
             .collect();
         assert_eq!(
@@ -230,7 +230,7 @@ mod tests {
             .iter()
             .filter_map(|op| match op.kind {
                 OpKind::Transfer { bytes, .. } => Some(bytes),
-                OpKind::Reduce { .. } | OpKind::Compute { .. } => None,
+                OpKind::Reduce { .. } | OpKind::Compute { .. } | OpKind::HostWork { .. } => None,
             })
             .collect();
         // pre: 0 -> 1 all 300; halving d=1: rank 2 sends 2 blocks to rank 1 (the max);

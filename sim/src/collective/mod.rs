@@ -27,12 +27,14 @@
 //! - [`generate`](mod@generate): the entry point, the algorithm × collective table, defaults,
 //!   exact byte splitting and the pipelined (sliced) chain every step-by-step algorithm uses.
 //! - [`play`]: the event loop that plays a schedule on a network model; [`in_order`]: the
-//!   ordered connections it keeps for ops that ask for them (a library's TCP messages).
+//!   ordered connections it keeps for ops that ask for them (a library's TCP messages);
+//!   [`cpu_pool`]: the cores that hosts' work shares where hosts share a machine.
 
 pub mod direct;
 pub mod generate;
 pub mod halving_doubling;
 pub mod hierarchical;
+pub mod cpu_pool;
 pub mod in_order;
 pub mod parameter_server;
 pub mod play;
@@ -76,6 +78,14 @@ pub enum OpKind {
     Compute {
         endpoints: u32,
         duration: crate::engine::SimTime,
+    },
+    /// Each of the `endpoints` spends `core_time` of host CPU (a library's work per message:
+    /// waking its threads, system calls, the kernel's network stack), on the cores all hosts
+    /// of the machine share where the play says they share some ([`cpu_pool`]: equal shares
+    /// when more work runs than there are cores); otherwise a delay of `core_time`.
+    HostWork {
+        endpoints: u32,
+        core_time: crate::engine::SimTime,
     },
 }
 
@@ -238,7 +248,7 @@ impl Schedule {
                 OpKind::Transfer { pattern, bytes } => {
                     self.patterns[pattern.0 as usize].pairs.len() as u128 * bytes as u128
                 }
-                OpKind::Reduce { .. } | OpKind::Compute { .. } => 0,
+                OpKind::Reduce { .. } | OpKind::Compute { .. } | OpKind::HostWork { .. } => 0,
             })
             .sum()
     }
@@ -301,6 +311,13 @@ impl Schedule {
                 } => OpKind::Compute {
                     endpoints: endpoints * n_groups,
                     duration,
+                },
+                OpKind::HostWork {
+                    endpoints,
+                    core_time,
+                } => OpKind::HostWork {
+                    endpoints: endpoints * n_groups,
+                    core_time,
                 },
             };
             let deps = if op.deps.is_empty() {

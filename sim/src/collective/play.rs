@@ -4,7 +4,8 @@
 //! the same time; an op marked in order also waits for its connections ([`super::in_order`]).
 //! Transfer ops become batches of the network model (after their transport's setup time, with
 //! its per-flow rate ceiling, when a library set one); reduce ops are delays of
-//! `bytes / reduce rate`; compute ops are delays of their duration. The loop owns the event queue; the network model schedules its own
+//! `bytes / reduce rate`; compute ops are delays of their duration; host work shares the
+//! machine's cores where endpoints share some ([`super::cpu_pool`]), else is a delay. The loop owns the event queue; the network model schedules its own
 //! events through [`NetContext`] and never sees the loop's event type. When no event is left
 //! at the current time and nothing more is ready, the loop lets the model settle
 //! ([`NetworkModel::settle`]) before time moves on.
@@ -15,6 +16,7 @@
 
 use std::collections::VecDeque;
 
+use super::cpu_pool::CpuPool;
 use super::in_order::Connections;
 use super::{OpKind, Schedule};
 use crate::engine::{EventHandle, EventQueue, SimTime};
@@ -41,12 +43,15 @@ pub struct PlayOutcome {
     pub net: NetCounters,
 }
 
-/// How local reductions are timed.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// How local reductions and host work are timed.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct PlayOptions {
     /// Bytes per second one endpoint reduces; `None` means reductions are fused into the
     /// transfers (as NCCL's kernels do) and take no extra time.
     pub reduce_bytes_per_s: Option<f64>,
+    /// Cores that every endpoint's host work shares (hosts on one machine: the testbed);
+    /// `None`: each endpoint has its own cores, and host work is a delay.
+    pub shared_cores: Option<f64>,
 }
 
 /// Why a schedule could not be played to its end.
@@ -122,7 +127,9 @@ impl Estimate {
                     pair_bytes += bytes as u128 * pairs as u128;
                     trace_events += 2 * pairs;
                 }
-                OpKind::Compute { endpoints, .. } | OpKind::Reduce { endpoints, .. } => {
+                OpKind::Compute { endpoints, .. }
+                | OpKind::Reduce { endpoints, .. }
+                | OpKind::HostWork { endpoints, .. } => {
                     others += 1;
                     trace_events += endpoints as u64;
                 }
@@ -204,6 +211,8 @@ enum Event {
     Net(NetEvent),
     ReduceDone(u32),
     ComputeDone(u32),
+    /// The shared cores' next op is due.
+    CpuDue,
     /// A transfer op's transport setup is over: its batch starts now.
     SetupDone(u32),
 }
@@ -232,6 +241,24 @@ impl NetContext for Ctx<'_> {
     }
     fn batch_sent(&mut self, tag: u64) {
         self.sent.push_back(tag as u32);
+    }
+}
+
+/// Moves the shared cores' one pending event to their next finish.
+fn reschedule_cpu(
+    pool: &CpuPool,
+    queue: &mut EventQueue<Event>,
+    pending: &mut Option<EventHandle>,
+) {
+    if let Some(h) = pending.take() {
+        queue.cancel(h);
+    }
+    if let Some(at) = pool.next_finish() {
+        *pending = Some(
+            queue
+                .schedule(at.max(queue.now()), Event::CpuDue)
+                .expect("the shared cores finish at or after now"),
+        );
     }
 }
 
@@ -309,6 +336,9 @@ pub fn play_watched(
         .collect();
     let mut events = 0u64;
     let mut completed = 0usize;
+    let mut cpu = options.shared_cores.map(CpuPool::new);
+    let mut cpu_due: Option<EventHandle> = None;
+    let mut cpu_done: Vec<u32> = Vec::new();
 
     loop {
         // Start everything that is ready, then propagate completions, until quiet.
@@ -337,6 +367,19 @@ pub fn play_watched(
                             let _ = queue.schedule_in(duration, Event::ComputeDone(op));
                         }
                     }
+                    OpKind::HostWork {
+                        endpoints,
+                        core_time,
+                    } => match cpu.as_mut() {
+                        Some(pool) => {
+                            pool.start(now, op, endpoints, core_time.as_secs_f64());
+                            reschedule_cpu(pool, &mut queue, &mut cpu_due);
+                        }
+                        None if core_time == SimTime::ZERO => finished.push_back(op),
+                        None => {
+                            let _ = queue.schedule_in(core_time, Event::ComputeDone(op));
+                        }
+                    },
                     OpKind::Reduce { bytes, .. } => {
                         let secs = match options.reduce_bytes_per_s {
                             Some(rate) if rate > 0.0 => bytes as f64 / rate,
@@ -410,6 +453,14 @@ pub fn play_watched(
                 net.on_event(&mut ctx, e);
             }
             Event::ReduceDone(op) | Event::ComputeDone(op) => finished.push_back(op),
+            Event::CpuDue => {
+                cpu_due = None;
+                if let Some(pool) = cpu.as_mut() {
+                    pool.finish_due(at, &mut cpu_done);
+                    finished.extend(cpu_done.drain(..));
+                    reschedule_cpu(pool, &mut queue, &mut cpu_due);
+                }
+            }
             Event::SetupDone(op) => {
                 patterns.start(net, &mut queue, &mut finished, &mut sent, op)?
             }

@@ -255,7 +255,7 @@ mod tests {
     fn transfer_bytes(op: &Op) -> Option<u64> {
         match op.kind {
             OpKind::Transfer { bytes, .. } => Some(bytes),
-            OpKind::Reduce { .. } | OpKind::Compute { .. } => None,
+            OpKind::Reduce { .. } | OpKind::Compute { .. } | OpKind::HostWork { .. } => None,
         }
     }
 

@@ -178,7 +178,7 @@ mod tests {
             .iter()
             .map(|op| match op.kind {
                 OpKind::Transfer { bytes, .. } => bytes,
-                OpKind::Reduce { .. } | OpKind::Compute { .. } => 0,
+                OpKind::Reduce { .. } | OpKind::Compute { .. } | OpKind::HostWork { .. } => 0,
             })
             .collect();
         assert_eq!(bytes, vec![4, 3, 3]);

@@ -103,6 +103,9 @@ pub struct LibraryOptions {
     /// The host's staging-copy rate, bytes/s (the profile's `network.host_copy_bandwidth`):
     /// what gloo's all_gather copies around its ring costs; `None`: nothing.
     pub host_copy_bytes_per_s: Option<f64>,
+    /// What one message costs the hosts' cores where they share a machine's (the profile's
+    /// `network.host_cpu`): gloo charges it per message; `None`: nothing.
+    pub message_cpu: Option<gloo::host_cpu::MessageCpu>,
 }
 
 impl LibraryOptions {
@@ -110,6 +113,10 @@ impl LibraryOptions {
     pub fn with_host_rates(self, profile: &crate::profile::Profile) -> Self {
         LibraryOptions {
             host_copy_bytes_per_s: profile.host_copy_bytes_per_s(),
+            message_cpu: profile.network.host_cpu.as_ref().map(|h| gloo::host_cpu::MessageCpu {
+                per_message_secs: h.per_message.0.as_secs_f64(),
+                per_byte_secs: h.per_byte_ns * 1e-9,
+            }),
             ..self
         }
     }

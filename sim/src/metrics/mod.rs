@@ -213,6 +213,7 @@ impl RunReport {
                     ),
                     OpKind::Reduce { endpoints, bytes } => ("reduce", endpoints, bytes),
                     OpKind::Compute { endpoints, .. } => ("compute", endpoints, 0),
+                    OpKind::HostWork { endpoints, .. } => ("host", endpoints, 0),
                 };
                 TimelineRow {
                     op: i as u32,
@@ -235,7 +236,7 @@ impl RunReport {
                 OpKind::Transfer { pattern, .. } => {
                     2 * schedule.patterns[pattern.0 as usize].pairs.len()
                 }
-                OpKind::Reduce { .. } | OpKind::Compute { .. } => 0,
+                OpKind::Reduce { .. } | OpKind::Compute { .. } | OpKind::HostWork { .. } => 0,
             })
             .sum();
         let rank_timeline = (rows <= MAX_RANK_TIMELINE_ROWS).then(|| {

@@ -24,7 +24,7 @@ pub mod maxmin;
 pub mod packet;
 pub mod series;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 
 use crate::engine::{EventHandle, SimTime};
 use crate::topology::{DeviceId, LinkClass, TopologyError};

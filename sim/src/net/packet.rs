@@ -1050,6 +1050,7 @@ mod tests {
             &mut m,
             PlayOptions {
                 reduce_bytes_per_s: None,
+            shared_cores: None,
             },
         )
         .unwrap();
@@ -1259,6 +1260,7 @@ mod tests {
             &mut m,
             PlayOptions {
                 reduce_bytes_per_s: None,
+            shared_cores: None,
             },
         )
         .unwrap();

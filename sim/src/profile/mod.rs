@@ -99,6 +99,11 @@ pub struct NetworkCalibration {
     /// touch of fresh pages included.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_copy_bandwidth: Option<MeasuredBandwidth>,
+    /// The cores all hosts of the topology share, and what one message of a CPU library
+    /// takes of them (`calibrate import cpu-costs`): where hosts share a machine (the testbed's
+    /// namespaces), gloo's per-message host work is played on those cores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cpu: Option<HostCpu>,
     /// Alpha-beta fits of measured collectives (nccl-tests logs, `calibrate gpu`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub collective_fits: Vec<CollectiveFit>,
@@ -109,6 +114,20 @@ pub struct NetworkCalibration {
     /// `calibrate` by simulating the measured sweeps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nccl: Option<NcclCalibration>,
+}
+
+/// The cores that every host shares and a message's cost on them, measured on the machine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostCpu {
+    /// Cores every host of the topology runs on (the testbed machine's).
+    pub shared_cores: f64,
+    /// Core time of one message besides its bytes, both ends together (waking the library's
+    /// threads, system calls, the receiver's notification).
+    pub per_message: crate::units::Duration,
+    /// Core nanoseconds per payload byte, both ends together (the hosts' network stacks).
+    pub per_byte_ns: f64,
+    pub provenance: Provenance,
 }
 
 /// The few physical parameters of dtsim's NCCL model, each keyed the way the simulator looks
@@ -409,6 +428,35 @@ impl Profile {
                 ));
             }
         }
+        if let Some(h) = &p.network.host_cpu {
+            if !(h.shared_cores >= 1.0 && h.shared_cores <= 1e6) {
+                return Err(err(
+                    "network.host_cpu.shared_cores",
+                    format!("a number of cores from 1 to 10^6, got {}", h.shared_cores),
+                ));
+            }
+            if !(h.per_byte_ns >= 0.0 && h.per_byte_ns < 1e6) {
+                return Err(err(
+                    "network.host_cpu.per_byte_ns",
+                    format!("core nanoseconds per byte, 0 or more, got {}", h.per_byte_ns),
+                ));
+            }
+            if h.per_message.0.as_secs_f64() > 1.0 {
+                return Err(err(
+                    "network.host_cpu.per_message",
+                    format!(
+                        "at most 1 s of core time per message, got {} s",
+                        h.per_message.0.as_secs_f64()
+                    ),
+                ));
+            }
+            if h.provenance.detail.trim().is_empty() {
+                return Err(err(
+                    "network.host_cpu.provenance.detail",
+                    "where these costs were measured".into(),
+                ));
+            }
+        }
         for (i, f) in p.network.collective_fits.iter().enumerate() {
             let field = format!("network.collective_fits[{i}]");
             if f.provenance.detail.trim().is_empty() {
@@ -498,6 +546,11 @@ impl Profile {
             .reduce_bandwidth
             .as_ref()
             .map(|m| m.value.bytes_per_s())
+    }
+
+    /// Cores every host shares, when the profile says they share a machine's.
+    pub fn shared_cores(&self) -> Option<f64> {
+        self.network.host_cpu.as_ref().map(|h| h.shared_cores)
     }
 
     /// Host staging-copy rate in bytes per second, when the profile has one.
@@ -632,6 +685,25 @@ mod tests {
         let bad = text.replace(r#""detail": "t""#, r#""detail": " ""#);
         let e = Profile::parse(&bad, "p.json").unwrap_err().to_string();
         assert!(e.contains("network.paths[0].provenance"), "{e}");
+    }
+
+    #[test]
+    fn host_cpu_round_trips_and_a_bad_core_count_is_refused_by_field() {
+        let text = r#"{
+          "schema_version": 1, "name": "x",
+          "provenance": {"source": "measured", "detail": "cpu_costs.py"},
+          "network": {"host_cpu": {"shared_cores": 2, "per_message": "100us", "per_byte_ns": 3.2,
+                      "provenance": {"source": "measured", "detail": "cpu_costs.py"}}}}"#;
+        let p = Profile::parse(text, "p.json").unwrap();
+        assert_eq!(p.shared_cores(), Some(2.0));
+        let again = Profile::parse(&serde_json::to_string(&p).unwrap(), "q.json").unwrap();
+        assert_eq!(again, p);
+        let bad = text.replace(r#""shared_cores": 2"#, r#""shared_cores": 0"#);
+        let e = Profile::parse(&bad, "p.json").unwrap_err().to_string();
+        assert!(e.contains("network.host_cpu.shared_cores"), "{e}");
+        let bad = text.replace(r#""per_byte_ns": 3.2"#, r#""per_byte_ns": -1"#);
+        let e = Profile::parse(&bad, "p.json").unwrap_err().to_string();
+        assert!(e.contains("network.host_cpu.per_byte_ns"), "{e}");
     }
 
     #[test]

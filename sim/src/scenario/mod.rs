@@ -668,6 +668,7 @@ pub fn library_options_of(
         ring_orders: c.orders.clone().unwrap_or_default(),
         tuner_rules,
         host_copy_bytes_per_s: None,
+        message_cpu: None,
     })
 }
 

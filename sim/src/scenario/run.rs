@@ -449,6 +449,7 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
         model.as_mut(),
         PlayOptions {
             reduce_bytes_per_s: prep.profile.reduce_bytes_per_s(),
+            shared_cores: prep.profile.shared_cores(),
         },
         watch,
     )

@@ -39,12 +39,14 @@
 //! (the play's `Reduce` ops), and all_gather's staging copies (ProcessGroupGloo gathers into a
 //! fresh flat buffer: its own block in first, everything out to the caller's tensors last) take
 //! `network.host_copy_bandwidth`; both measured in one process by
-//! `testbed/workloads/host_costs.py` (`calibrate import host-costs`). Several ranks sharing a
-//! host's cores slow both, which is not modelled (8 testbed hosts on 2 cores: see the README).
+//! `testbed/workloads/host_costs.py` (`calibrate import host-costs`). Where the profile says
+//! the hosts share a machine's cores (`network.host_cpu`), every message's host work is played
+//! on them ([`host_cpu`]); reductions and copies are not (yet) among what shares them.
 //!
 //! Not modelled, and refused: reduce_scatter (ProcessGroupGloo 1.13 has none). The work
 //! thread's hand-offs are not modelled either.
 
+pub mod host_cpu;
 pub mod p2p;
 
 use super::{LibraryError, LibraryOptions, Plan, Request, System};
@@ -86,6 +88,20 @@ pub fn reduce_segments(bytes: u64, ranks: u64) -> (u64, u64) {
 /// over gloo's send/recv ([`p2p`]) are also what a torch user runs on gloo: rings in the
 /// scenario's `orders`, and `hierarchical` over the nodes of `fabric`.
 pub fn plan(
+    req: &Request,
+    sys: &System,
+    opts: &LibraryOptions,
+    fabric: &dyn Fabric,
+) -> Result<Plan, LibraryError> {
+    let mut plan = plan_messages(req, sys, opts, fabric)?;
+    if let Some(cpu) = opts.message_cpu {
+        host_cpu::charge(&mut plan.schedule, cpu);
+    }
+    Ok(plan)
+}
+
+/// The messages gloo sends for `req`, before their host work is charged.
+fn plan_messages(
     req: &Request,
     sys: &System,
     opts: &LibraryOptions,

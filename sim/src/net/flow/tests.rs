@@ -27,6 +27,7 @@ fn run(
         &mut m,
         PlayOptions {
             reduce_bytes_per_s: None,
+            shared_cores: None,
         },
     )
     .unwrap();
@@ -368,6 +369,7 @@ fn a_replay_interrupted_by_a_new_batch_continues_exactly_as_a_simulated_one() {
         &mut with,
         PlayOptions {
             reduce_bytes_per_s: None,
+            shared_cores: None,
         },
     )
     .unwrap();
@@ -378,6 +380,7 @@ fn a_replay_interrupted_by_a_new_batch_continues_exactly_as_a_simulated_one() {
         &mut without,
         PlayOptions {
             reduce_bytes_per_s: None,
+            shared_cores: None,
         },
     )
     .unwrap();
@@ -436,6 +439,7 @@ fn play_series(
         m,
         PlayOptions {
             reduce_bytes_per_s: None,
+            shared_cores: None,
         },
     )
     .unwrap();
@@ -503,6 +507,7 @@ fn only_the_busiest_links_are_kept() {
         &mut m,
         PlayOptions {
             reduce_bytes_per_s: None,
+            shared_cores: None,
         },
     )
     .unwrap();

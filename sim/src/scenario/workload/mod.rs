@@ -734,6 +734,7 @@ pub(super) fn play_step(
         net,
         PlayOptions {
             reduce_bytes_per_s: prep.profile.reduce_bytes_per_s(),
+            shared_cores: prep.profile.shared_cores(),
         },
         watch,
     )

@@ -1,0 +1,141 @@
+//! `suite.py cpu_costs` logs (testbed/workloads/cpu_costs.py): the machine's CPU that one gloo
+//! message takes, by size, where every host runs on one machine's cores.
+//!
+//! The log: `{"cpus", "idle_busy_cores", "results": [{"bytes", "messages", "in_flight",
+//! "secs", "busy_core_secs", "core_secs_per_message"}, ...], ...}`: rank 0 streamed
+//! `messages` of `bytes` to rank 1, `in_flight` at a time; `core_secs_per_message` is the
+//! machine's busy core-seconds over the stream less the idle machine's, per message.
+//!
+//! The fit: `core_secs = per_message + per_byte × bytes`, least squares on the relative error
+//! (weights 1/y²): the sizes span 64× and the points scatter by ±25% from one stream to the
+//! next, so an absolute fit would be the largest size's alone. Negative parts are clamped to
+//! zero (a stack does not give time back).
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::error::{read_text, ImportError};
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct CpuCostRow {
+    pub bytes: u64,
+    pub messages: u64,
+    pub core_secs_per_message: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct CpuCostsLog {
+    pub results: Vec<CpuCostRow>,
+    pub cpus: u32,
+}
+
+/// Core time of a message: `per_message_secs + per_byte_secs × bytes`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MessageCost {
+    pub per_message_secs: f64,
+    pub per_byte_secs: f64,
+}
+
+pub fn load(path: &Path) -> Result<CpuCostsLog, ImportError> {
+    parse(&read_text(path)?, &path.display().to_string())
+}
+
+pub fn parse(text: &str, file: &str) -> Result<CpuCostsLog, ImportError> {
+    let log: CpuCostsLog = serde_json::from_str(text).map_err(|e| {
+        ImportError::at(
+            file,
+            e.line(),
+            format!("the JSON of testbed/workloads/cpu_costs.py ({e})"),
+        )
+    })?;
+    let sizes: std::collections::BTreeSet<u64> = log.results.iter().map(|r| r.bytes).collect();
+    if sizes.len() < 2 {
+        return Err(ImportError::whole(
+            file,
+            "`results` with at least two message sizes",
+        ));
+    }
+    if let Some(i) = log.results.iter().position(|r| {
+        r.bytes == 0
+            || r.messages == 0
+            || !(r.core_secs_per_message.is_finite() && r.core_secs_per_message > 0.0)
+    }) {
+        return Err(ImportError::whole(
+            file,
+            format!("results[{i}]: bytes > 0, messages > 0 and core_secs_per_message > 0"),
+        ));
+    }
+    if log.cpus == 0 {
+        return Err(ImportError::whole(file, "cpus: the machine's cores, > 0"));
+    }
+    Ok(log)
+}
+
+/// The fit over every row (see the module).
+pub fn fit(log: &CpuCostsLog) -> MessageCost {
+    let (mut sw, mut sx, mut sy, mut sxx, mut sxy) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    for r in &log.results {
+        let (x, y) = (r.bytes as f64, r.core_secs_per_message);
+        let w = 1.0 / (y * y);
+        sw += w;
+        sx += w * x;
+        sy += w * y;
+        sxx += w * x * x;
+        sxy += w * x * y;
+    }
+    let det = sw * sxx - sx * sx;
+    MessageCost {
+        per_message_secs: ((sy * sxx - sx * sxy) / det).max(0.0),
+        per_byte_secs: ((sw * sxy - sx * sy) / det).max(0.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log(rows: &[(u64, f64)]) -> String {
+        let results: Vec<String> = rows
+            .iter()
+            .map(|(b, y)| format!(r#"{{"bytes": {b}, "messages": 10, "core_secs_per_message": {y}}}"#))
+            .collect();
+        format!(r#"{{"cpus": 2, "results": [{}]}}"#, results.join(","))
+    }
+
+    #[test]
+    fn costs_on_a_line_come_back() {
+        // 100 µs + 3 ns/B, exactly.
+        let rows: Vec<(u64, f64)> = [16384u64, 65536, 1 << 20]
+            .iter()
+            .map(|&b| (b, 100e-6 + 3e-9 * b as f64))
+            .collect();
+        let f = fit(&parse(&log(&rows), "t.json").unwrap());
+        assert!((f.per_message_secs - 100e-6).abs() < 1e-9, "{f:?}");
+        assert!((f.per_byte_secs - 3e-9).abs() < 1e-14, "{f:?}");
+    }
+
+    #[test]
+    fn the_fit_weighs_small_messages_as_much_as_large_ones() {
+        // The small sizes cost 200 µs, the 1 MiB one 20% over the line through them: a
+        // relative fit keeps the small sizes within a few percent.
+        let rows = [
+            (16384, 200e-6 + 3e-9 * 16384.0),
+            (32768, 200e-6 + 3e-9 * 32768.0),
+            (1 << 20, 1.2 * (200e-6 + 3e-9 * (1u64 << 20) as f64)),
+        ];
+        let f = fit(&parse(&log(&rows), "t.json").unwrap());
+        for &(b, y) in &rows[..2] {
+            let p = f.per_message_secs + f.per_byte_secs * b as f64;
+            assert!((p - y).abs() / y < 0.05, "{b} B: {p} against {y}");
+        }
+    }
+
+    #[test]
+    fn a_log_with_one_size_or_a_bad_row_is_refused_by_field() {
+        let e = parse(&log(&[(16384, 1e-4), (16384, 2e-4)]), "t.json").unwrap_err();
+        assert!(e.to_string().contains("two message sizes"), "{e}");
+        let e = parse(&log(&[(16384, 1e-4), (65536, 0.0)]), "t.json").unwrap_err();
+        assert!(e.to_string().contains("results[1]"), "{e}");
+    }
+}

@@ -1,0 +1,85 @@
+"""One rank of the host-CPU benchmark (suite.py cpu_costs): the machine's CPU that one gloo
+message takes, by size, on the cores every testbed namespace shares.
+
+Rank 0 streams messages to rank 1 (torch.distributed isend/irecv over gloo: a payload and
+its receiver's notification, as in every gloo collective), `--in-flight` posted at a time and
+waited for together, so that python wakes once per batch as it does once per collective (one
+at a time, python's own wake-ups per message are in the cost), one size at a time, the other
+ranks idle; rank 0 reads the machine's /proc/stat before and after each stream (a barrier on each
+side) and once around an idle second. What a stream's messages cost: the busy core-seconds
+over the stream less the idle machine's, per message. The hosts' kernels (TCP, veth, bridge,
+shaper, soft interrupts) and gloo's threads on both sides are all in it, as they are in a
+collective. Prints one JSON line on rank 0.
+"""
+import argparse
+import json
+import os
+import time
+
+import torch
+import torch.distributed as dist
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def busy_and_total_secs():
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:9]]
+    # user nice system idle iowait irq softirq steal: busy is ours, not idle, waiting or
+    # the hypervisor's (steal).
+    busy = ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6]
+    return busy / TICK, time.clock_gettime(time.CLOCK_MONOTONIC)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bytes", type=int, nargs="+", required=True)
+    ap.add_argument("--stream-secs", type=float, default=2.0,
+                    help="about how long each size streams (at --rate-bytes-per-s)")
+    ap.add_argument("--rate-bytes-per-s", type=float, default=25e6)
+    ap.add_argument("--in-flight", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=3, help="every size this many times, in turn")
+    a = ap.parse_args()
+    dist.init_process_group("gloo")
+    me = dist.get_rank()
+    dist.barrier()
+    b0, t0 = busy_and_total_secs()
+    time.sleep(2.0)
+    dist.barrier()
+    b1, t1 = busy_and_total_secs()
+    idle_cores = (b1 - b0) / (t1 - t0)
+    results = []
+    for nbytes in [b for _ in range(a.rounds) for b in a.bytes]:
+        k = a.in_flight
+        bufs = [torch.ones(nbytes // 4) for _ in range(k)]
+        batches = max(4, int(a.stream_secs * a.rate_bytes_per_s / nbytes / k))
+        count = batches * k
+
+        def batch():
+            if me == 0:
+                reqs = [dist.isend(b, 1) for b in bufs]
+            elif me == 1:
+                reqs = [dist.irecv(b, 0) for b in bufs]
+            else:
+                return
+            for r in reqs:
+                r.wait()
+
+        batch()  # warm the connection
+        dist.barrier()
+        b0, t0 = busy_and_total_secs()
+        for _ in range(batches):
+            batch()
+        dist.barrier()
+        b1, t1 = busy_and_total_secs()
+        results.append({"bytes": nbytes, "messages": count, "in_flight": k, "secs": t1 - t0,
+                        "busy_core_secs": b1 - b0,
+                        "core_secs_per_message": (b1 - b0 - idle_cores * (t1 - t0)) / count})
+    if me == 0:
+        print(json.dumps({"idle_busy_cores": idle_cores, "cpus": os.cpu_count(),
+                          "results": results}), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
