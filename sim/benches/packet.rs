@@ -69,6 +69,7 @@ fn run(
         &mut m,
         PlayOptions {
             reduce_bytes_per_s: None,
+            shared_cores: None,
         },
     )
     .expect("routable");

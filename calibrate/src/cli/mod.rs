@@ -22,7 +22,8 @@ use crate::build::{self, FitOptions, FittedRun};
 use crate::fit::Holdout;
 use crate::gpu;
 use crate::import::{
-    cpu_costs, fanout, host_costs, iperf3, kineto, layer_times, nccl_tests, p2p, torch_device, validation_csv,
+    cpu_costs, fanout, host_costs, iperf3, kineto, layer_times, nccl_tests, p2p, torch_device,
+    validation_csv,
 };
 
 /// Exit status: bad input (unreadable log, bad option, invalid profile).

@@ -98,7 +98,9 @@ mod tests {
     fn log(rows: &[(u64, f64)]) -> String {
         let results: Vec<String> = rows
             .iter()
-            .map(|(b, y)| format!(r#"{{"bytes": {b}, "messages": 10, "core_secs_per_message": {y}}}"#))
+            .map(|(b, y)| {
+                format!(r#"{{"bytes": {b}, "messages": 10, "core_secs_per_message": {y}}}"#)
+            })
             .collect();
         format!(r#"{{"cpus": 2, "results": [{}]}}"#, results.join(","))
     }

@@ -1,7 +1,7 @@
 //! Importers for measurements users already have; each reads one log format into plain data.
 
-pub mod fanout;
 pub mod cpu_costs;
+pub mod fanout;
 pub mod host_costs;
 pub mod iperf3;
 pub mod kineto;

@@ -30,11 +30,11 @@
 //!   ordered connections it keeps for ops that ask for them (a library's TCP messages);
 //!   [`cpu_pool`]: the cores that hosts' work shares where hosts share a machine.
 
+pub mod cpu_pool;
 pub mod direct;
 pub mod generate;
 pub mod halving_doubling;
 pub mod hierarchical;
-pub mod cpu_pool;
 pub mod in_order;
 pub mod parameter_server;
 pub mod play;

@@ -113,10 +113,14 @@ impl LibraryOptions {
     pub fn with_host_rates(self, profile: &crate::profile::Profile) -> Self {
         LibraryOptions {
             host_copy_bytes_per_s: profile.host_copy_bytes_per_s(),
-            message_cpu: profile.network.host_cpu.as_ref().map(|h| gloo::host_cpu::MessageCpu {
-                per_message_secs: h.per_message.0.as_secs_f64(),
-                per_byte_secs: h.per_byte_ns * 1e-9,
-            }),
+            message_cpu: profile
+                .network
+                .host_cpu
+                .as_ref()
+                .map(|h| gloo::host_cpu::MessageCpu {
+                    per_message_secs: h.per_message.0.as_secs_f64(),
+                    per_byte_secs: h.per_byte_ns * 1e-9,
+                }),
             ..self
         }
     }

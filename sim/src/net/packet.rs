@@ -1050,7 +1050,7 @@ mod tests {
             &mut m,
             PlayOptions {
                 reduce_bytes_per_s: None,
-            shared_cores: None,
+                shared_cores: None,
             },
         )
         .unwrap();
@@ -1260,7 +1260,7 @@ mod tests {
             &mut m,
             PlayOptions {
                 reduce_bytes_per_s: None,
-            shared_cores: None,
+                shared_cores: None,
             },
         )
         .unwrap();

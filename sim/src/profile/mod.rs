@@ -438,7 +438,10 @@ impl Profile {
             if !(h.per_byte_ns >= 0.0 && h.per_byte_ns < 1e6) {
                 return Err(err(
                     "network.host_cpu.per_byte_ns",
-                    format!("core nanoseconds per byte, 0 or more, got {}", h.per_byte_ns),
+                    format!(
+                        "core nanoseconds per byte, 0 or more, got {}",
+                        h.per_byte_ns
+                    ),
                 ));
             }
             if h.per_message.0.as_secs_f64() > 1.0 {

@@ -20,7 +20,7 @@
 //! The play shares the cores among all of it ([`crate::collective::cpu_pool`]).
 
 use super::PREAMBLE_BYTES;
-use crate::collective::{OpId, OpKind, Schedule};
+use crate::collective::{OpId, OpKind, PatternId, Schedule};
 use crate::engine::SimTime;
 
 /// Core time of one gloo message, both ends together.
@@ -34,11 +34,18 @@ pub struct MessageCpu {
 pub fn charge(s: &mut Schedule, cpu: MessageCpu) {
     let original = s.ops.len();
     let mut after: Vec<Option<OpId>> = vec![None; original];
-    for i in 0..original {
-        let (pattern, bytes) = match s.ops[i].kind {
-            OpKind::Transfer { pattern, bytes } if bytes > PREAMBLE_BYTES => (pattern, bytes),
-            _ => continue,
-        };
+    let payloads: Vec<(usize, PatternId, u64)> = s
+        .ops
+        .iter()
+        .enumerate()
+        .filter_map(|(i, op)| match op.kind {
+            OpKind::Transfer { pattern, bytes } if bytes > PREAMBLE_BYTES => {
+                Some((i, pattern, bytes))
+            }
+            _ => None,
+        })
+        .collect();
+    for (i, pattern, bytes) in payloads {
         let core_secs = cpu.per_message_secs + cpu.per_byte_secs * bytes as f64;
         if core_secs <= 0.0 {
             continue;
@@ -128,8 +135,10 @@ mod tests {
         assert_eq!(s.ops.len(), 5);
         let work = &s.ops[3];
         assert_eq!(work.deps, vec![note]);
-        assert!(matches!(work.kind, OpKind::HostWork { endpoints: 1, core_time }
-            if core_time == SimTime::from_secs_f64(1e-4 + 1e-6)));
+        assert!(
+            matches!(work.kind, OpKind::HostWork { endpoints: 1, core_time }
+            if core_time == SimTime::from_secs_f64(1e-4 + 1e-6))
+        );
         assert_eq!(s.ops[4].deps, vec![payload, OpId(3)]);
         assert_eq!(s.ops[next.0 as usize].deps, vec![OpId(4)]);
         assert_eq!(s.ops[payload.0 as usize].deps, vec![note]);
