@@ -8,8 +8,9 @@
 //!
 //! The fit: `core_secs = per_message + per_byte × bytes`, least squares on the relative error
 //! (weights 1/y²): the sizes span 64× and the points scatter by ±25% from one stream to the
-//! next, so an absolute fit would be the largest size's alone. Negative parts are clamped to
-//! zero (a stack does not give time back).
+//! next, so an absolute fit would be the largest size's alone. Neither part may be negative
+//! (a stack does not give time back): without a positive slope and non-negative intercept,
+//! the slope alone.
 
 use std::path::Path;
 
@@ -72,22 +73,18 @@ pub fn parse(text: &str, file: &str) -> Result<CpuCostsLog, ImportError> {
     Ok(log)
 }
 
-/// The fit over every row (see the module).
+/// The fit over every row (see the module): `sim::validate::fit`'s relative least squares of
+/// core time on bytes, intercept and slope kept non-negative.
 pub fn fit(log: &CpuCostsLog) -> MessageCost {
-    let (mut sw, mut sx, mut sy, mut sxx, mut sxy) = (0.0, 0.0, 0.0, 0.0, 0.0);
-    for r in &log.results {
-        let (x, y) = (r.bytes as f64, r.core_secs_per_message);
-        let w = 1.0 / (y * y);
-        sw += w;
-        sx += w * x;
-        sy += w * y;
-        sxx += w * x * x;
-        sxy += w * x * y;
-    }
-    let det = sw * sxx - sx * sx;
+    let points: Vec<(f64, f64)> = log
+        .results
+        .iter()
+        .map(|r| (r.bytes as f64, r.core_secs_per_message))
+        .collect();
+    let (per_message_secs, per_byte_secs) = sim::validate::fit(&points).unwrap_or((0.0, 0.0));
     MessageCost {
-        per_message_secs: ((sy * sxx - sx * sxy) / det).max(0.0),
-        per_byte_secs: ((sw * sxy - sx * sy) / det).max(0.0),
+        per_message_secs,
+        per_byte_secs,
     }
 }
 
