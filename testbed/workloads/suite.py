@@ -7,6 +7,7 @@
   suite.py call_gaps --methods allreduce,broadcast  (each rank's idle time between timed calls)
   suite.py capture --methods allreduce --bytes 262144 --name NAME  (every host's egress, per link)
   suite.py cpu_costs --repeats 3 --bytes 16384 65536 262144 1048576  (machine CPU per gloo message)
+  suite.py wakeup_load --repeats 3000  (a small gloo exchange's time as other hosts load the cores)
   suite.py training --out data/runs/X.csv --profile data/profiles/testbed_X.json
   suite.py link --profile data/profiles/testbed_X.json   (iperf3 + TCP ping-pong -> calibrate)
   suite.py incast --profile data/profiles/testbed_X.json (every host -> host 1 at once, iperf3)
@@ -299,6 +300,26 @@ def cpu_costs(a):
           f"{out['idle_busy_cores']:.3f} cores busy)")
 
 
+def wakeup_load(a):
+    """A small gloo exchange timed while other hosts load the machine's cores
+    (wakeup_load.py: ranks 0 and 1 time 4-byte all-reduces, pairs of the other ranks stream
+    16 KiB messages, one more pair per level), written as a JSON log: how long gloo's threads
+    wait to run as the shared cores fill, by the machine's busy cores."""
+    n = int(os.environ["DTSIM_TESTBED_RANKS"])
+    topo = os.path.splitext(os.path.basename(os.environ.get("DTSIM_TESTBED_TOPOLOGY", "testbed")))[0]
+    args = ["--calls", str(a.repeats)]
+    load0 = tb.load1()
+    out = tb.launch("wakeup_load.py", args, n, timeout=900)
+    write_log(a.out or calibration_log(f"testbed_{topo}_{n}hosts.wakeup_load.json"), out, load0,
+              "wakeup_load.py " + " ".join(args))
+    for r in out["results"]:
+        s = sorted(r["secs"])
+        print(f"{r['load_pairs']} load pairs: machine busy {r['busy_cores']:.2f} cores; "
+              f"{r['calls']} calls, median {r['median_secs'] * 1e3:.3f} ms, mean "
+              f"{r['mean_secs'] * 1e3:.3f}, p90 {s[int(0.9 * len(s))] * 1e3:.3f}, p99 "
+              f"{s[int(0.99 * len(s))] * 1e3:.3f}", flush=True)
+
+
 def capture(a):
     """gloo collectives with every host's egress captured (tcpdump, headers only) while each
     rank marks its calls (gloo_collectives.py --marks), summarised per repetition and link as
@@ -546,7 +567,8 @@ def trace(a):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("suite", choices=["collectives", "mpi", "mpi_p2p", "training", "link",
-                                      "incast", "pairs", "trace", "gloo_p2p", "call_gaps", "capture", "cpu_costs"])
+                                      "incast", "pairs", "trace", "gloo_p2p", "call_gaps", "capture", "cpu_costs",
+                                      "wakeup_load"])
     ap.add_argument("--ranks", type=int, default=0,
                     help="trace, mpi_p2p: ranks (default: every host)")
     ap.add_argument("--out", default="")
@@ -581,7 +603,8 @@ def main():
     a = ap.parse_args()
     {"collectives": collectives, "mpi": mpi, "mpi_p2p": mpi_p2p, "training": training,
      "link": link, "incast": incast, "pairs": pairs, "trace": trace, "gloo_p2p": gloo_p2p,
-     "call_gaps": call_gaps, "capture": capture, "cpu_costs": cpu_costs}[a.suite](a)
+     "call_gaps": call_gaps, "capture": capture, "cpu_costs": cpu_costs,
+     "wakeup_load": wakeup_load}[a.suite](a)
 
 
 if __name__ == "__main__":
