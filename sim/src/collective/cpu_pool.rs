@@ -11,7 +11,7 @@
 //! What makes it cheap: every running job advances at the same rate, so the pool keeps one
 //! virtual clock (the core-seconds each running job has received since the pool started) and
 //! each op's finish as a point on that clock, in a heap. Starting or finishing an op costs
-//! O(log n) and the next finish is the heap's top, however many ops run. [`reference`] steps
+//! O(log n) and the next finish is the heap's top, however many ops run. [`reference()`] steps
 //! every job explicitly, and the pool is tested against it.
 
 use std::cmp::{Ordering, Reverse};

@@ -5,10 +5,11 @@
 //! Transfer ops become batches of the network model (after their transport's setup time, with
 //! its per-flow rate ceiling, when a library set one); reduce ops are delays of
 //! `bytes / reduce rate`; compute ops are delays of their duration; host work shares the
-//! machine's cores where endpoints share some ([`super::cpu_pool`]), else is a delay. The loop owns the event queue; the network model schedules its own
-//! events through [`NetContext`] and never sees the loop's event type. When no event is left
-//! at the current time and nothing more is ready, the loop lets the model settle
-//! ([`NetworkModel::settle`]) before time moves on.
+//! machine's cores where endpoints share some ([`super::cpu_pool`]), else is a delay. The loop
+//! owns the event queue; the network model schedules its own events through [`NetContext`]
+//! and never sees the loop's event type. When no event is left at the current time and
+//! nothing more is ready, the loop lets the model settle ([`NetworkModel::settle`]) before
+//! time moves on.
 //!
 //! The loop stops with an error, never a wrapped clock, when an event lands on the horizon of
 //! simulated time ([`SimTime::MAX`], where sums saturate), or when a [`Watch`]'s event budget is
