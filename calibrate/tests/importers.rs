@@ -485,3 +485,39 @@ fn a_predicted_sweep_in_nccl_tests_layout_reads_back_and_lines_up() {
     }
     assert_eq!(label_ends.len(), 13, "{header}");
 }
+
+#[test]
+fn the_testbed_profiles_host_cpu_is_the_fit_of_the_log_their_provenance_names() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let log = calibrate::import::cpu_costs::load(
+        &root.join("data/runs/calibration/testbed_star4_200mbit.cpu_costs.json"),
+    )
+    .unwrap();
+    let fit = calibrate::import::cpu_costs::fit(&log);
+    for name in [
+        "testbed_star4_200mbit",
+        "testbed_two_level_2to1",
+        "testbed_three_leaf_100mbit_uplinks",
+    ] {
+        let path = root.join(format!("data/profiles/{name}.json"));
+        let p = sim::profile::Profile::load(&path).unwrap();
+        let h = p
+            .network
+            .host_cpu
+            .as_ref()
+            .expect("the testbed profiles carry host_cpu");
+        assert!(h.provenance.detail.contains(
+            "calibrate import cpu-costs data/runs/calibration/testbed_star4_200mbit.cpu_costs.json"
+        ));
+        assert_eq!(h.shared_cores, f64::from(log.cpus), "{name}");
+        let per_message = h.per_message.0.as_secs_f64();
+        assert!(
+            (per_message - fit.per_message_secs).abs() < 1e-12,
+            "{name}: {per_message}"
+        );
+        assert!(
+            (h.per_byte_ns * 1e-9 - fit.per_byte_secs).abs() < 1e-18,
+            "{name}"
+        );
+    }
+}
