@@ -77,52 +77,55 @@ fn a_topology_naming_an_unknown_library_is_an_error_naming_the_file_and_field() 
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The star's 8 hosts, all-reducing 256 KiB with gloo on the star's profile, its hosts sharing
-/// `cores` cores (a copy of the profile); `None`: the profile without host_cpu.
-fn eight_hosts_256k_on(cores: Option<f64>) -> f64 {
-    let mut p =
-        sim::profile::Profile::load(&root().join("data/profiles/testbed_star4_200mbit.json"))
-            .unwrap();
-    match cores {
-        Some(c) => p.network.host_cpu.as_mut().expect("measured").shared_cores = c,
-        None => p.network.host_cpu = None,
-    }
-    let dir = std::env::temp_dir().join(format!("dtsim-cores-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join(format!("star_{cores:?}.json"));
-    std::fs::write(&file, serde_json::to_string(&p).unwrap()).unwrap();
+/// The star's 8 hosts, all-reducing 256 KiB with gloo on the star's profile, with `set`.
+fn eight_hosts_256k(set: &[&str]) -> Result<f64, String> {
     let text = format!(
-        "name = \"t\"\nprofile = {:?}\n[topology]\nfile = {:?}\n[placement]\nranks = 8\n\
+        "name = \"t\"\nprofile = {:?}\n[topology]\nfile = {:?}\ngenerator.n = 8\n\
          [collective]\nop = \"all_reduce\"\nbytes = \"256KiB\"\nlibrary = \"gloo\"\n",
-        file.display().to_string(),
+        root()
+            .join("data/profiles/testbed_star4_200mbit.json")
+            .display()
+            .to_string(),
         root()
             .join("testbed/topologies/star4_200mbit.toml")
             .display()
             .to_string()
     );
-    let s = sim::scenario::parse(
-        &text,
-        Path::new("t.toml"),
-        &["topology.generator.n=8".into()],
-    )
-    .unwrap();
-    let secs = sim::scenario::run::run(&s).unwrap().summary.time_ps as f64 * 1e-12;
-    let _ = std::fs::remove_file(file);
-    secs
+    let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+    let s = sim::scenario::parse(&text, Path::new("t.toml"), &set).map_err(|e| e.to_string())?;
+    sim::scenario::run::run(&s)
+        .map(|r| r.summary.time_ps as f64 * 1e-12)
+        .map_err(|e| e.to_string())
 }
 
 #[test]
 fn hosts_sharing_one_core_wait_for_it_and_two_cores_hold_the_testbeds_gloo_work() {
     // Measured (data/runs/calibration/testbed_star_one_core_vs_two.csv): 27.9 ms on the
     // machine's 2 cores, 41.3 ms with every rank pinned to one.
-    let (none, two, one) = (
-        eight_hosts_256k_on(None),
-        eight_hosts_256k_on(Some(2.0)),
-        eight_hosts_256k_on(Some(1.0)),
-    );
+    let two = eight_hosts_256k(&[]).unwrap();
+    let one = eight_hosts_256k(&["network.shared_cores=1"]).unwrap();
+    let own_cores = eight_hosts_256k(&["network.shared_cores=1000"]).unwrap();
     // On 2 cores each step's work (8 messages of 16 KiB) fits beside its transfers.
-    assert!((two - none).abs() < 1e-3 * none, "{two} against {none}");
+    assert!(
+        (two - own_cores).abs() < 1e-3 * own_cores,
+        "{two} against {own_cores}"
+    );
     // On 1 core it does not: the pool carries most of the measured slowdown, not more.
     assert!(one > 1.5 * two, "{one} against {two}");
     assert!(one < 41.3e-3, "{one}");
+}
+
+#[test]
+fn shared_cores_need_a_profile_that_says_what_a_message_costs_them() {
+    let star = root().join("testbed/topologies/star4_200mbit.toml");
+    let e = run(&star, "1MiB", "[network]\nshared_cores = 1\n").unwrap_err();
+    assert!(
+        e.contains("network.shared_cores") && e.contains("host_cpu"),
+        "{e}"
+    );
+    let e = eight_hosts_256k(&["network.shared_cores=0.5"]).unwrap_err();
+    assert!(
+        e.contains("network.shared_cores") && e.contains("from 1"),
+        "{e}"
+    );
 }

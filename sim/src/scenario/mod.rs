@@ -194,6 +194,9 @@ pub struct NetworkSpec {
     /// Packet model, lossy: sender congestion control.
     #[serde(default)]
     pub congestion_control: CongestionControl,
+    /// Cores every host shares, in place of the profile's `network.host_cpu.shared_cores`
+    /// (what-if: the testbed's hosts on 1 core, or on 8); the profile must carry host_cpu.
+    pub shared_cores: Option<f64>,
 }
 
 impl NetworkSpec {

@@ -199,10 +199,33 @@ pub fn prepare(s: &Scenario) -> Result<Prepared, RunError> {
         topology_file::load_with_overrides(&s.topology_path, &s.topology_overrides)
             .map_err(|e| blame_overrides(s, e))?,
     );
-    let profile = match &s.profile_path {
+    let mut profile = match &s.profile_path {
         Some(p) => Profile::load(p)?,
         None => Profile::nominal(),
     };
+    if let Some(cores) = s.file.network.shared_cores {
+        let Some(host_cpu) = profile.network.host_cpu.as_mut() else {
+            return Err(ScenarioError::new(
+                &file,
+                "network.shared_cores",
+                format!(
+                    "a profile with network.host_cpu (what a message costs the cores: \
+                     calibrate import cpu-costs); profile {:?} has none",
+                    profile.name
+                ),
+            )
+            .into());
+        };
+        if !(1.0..=1e6).contains(&cores) {
+            return Err(ScenarioError::new(
+                &file,
+                "network.shared_cores",
+                format!("a number of cores from 1 to 10^6, got {cores}"),
+            )
+            .into());
+        }
+        host_cpu.shared_cores = cores;
+    }
     super::check_topology_library(&topology).map_err(|(field, expected)| {
         ScenarioError::new(s.topology_path.display().to_string(), field, expected)
     })?;
