@@ -19,17 +19,7 @@ import time
 import torch
 import torch.distributed as dist
 
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def busy_and_total_secs():
-    with open("/proc/stat") as f:
-        ticks = [int(x) for x in f.readline().split()[1:9]]
-    # user nice system idle iowait irq softirq steal: busy is ours, not idle, waiting or
-    # the hypervisor's (steal).
-    busy = ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6]
-    return busy / TICK, time.clock_gettime(time.CLOCK_MONOTONIC)
-
+import tb
 
 def main():
     ap = argparse.ArgumentParser()
@@ -43,10 +33,10 @@ def main():
     dist.init_process_group("gloo")
     me = dist.get_rank()
     dist.barrier()
-    b0, t0 = busy_and_total_secs()
+    b0, t0 = tb.busy_core_secs()
     time.sleep(2.0)
     dist.barrier()
-    b1, t1 = busy_and_total_secs()
+    b1, t1 = tb.busy_core_secs()
     idle_cores = (b1 - b0) / (t1 - t0)
     results = []
     for nbytes in [b for _ in range(a.rounds) for b in a.bytes]:
@@ -67,11 +57,11 @@ def main():
 
         batch()  # warm the connection
         dist.barrier()
-        b0, t0 = busy_and_total_secs()
+        b0, t0 = tb.busy_core_secs()
         for _ in range(batches):
             batch()
         dist.barrier()
-        b1, t1 = busy_and_total_secs()
+        b1, t1 = tb.busy_core_secs()
         results.append({"bytes": nbytes, "messages": count, "in_flight": k, "secs": t1 - t0,
                         "busy_core_secs": b1 - b0,
                         "core_secs_per_message": (b1 - b0 - idle_cores * (t1 - t0)) / count})

@@ -211,7 +211,7 @@ def gloo_p2p(a):
     load0 = tb.load1()
     out = tb.launch("gloo_p2p.py", args, n, timeout=900)
     out["ranks"] = n
-    topo = os.path.splitext(os.path.basename(os.environ.get("DTSIM_TESTBED_TOPOLOGY", "testbed")))[0]
+    topo = tb.topology_stem()
     write_log(a.out or calibration_log(f"testbed_{topo}.gloo_p2p_{a.name}.json"), out, load0,
               "gloo_p2p.py " + " ".join(args))
     for r in out["results"]:
@@ -229,7 +229,7 @@ def call_gaps(a):
     the timed calls (/proc/stat), what the hosts' network stacks and gloo's threads take of
     the cores that every namespace shares."""
     n = int(os.environ["DTSIM_TESTBED_RANKS"])
-    topo = os.path.splitext(os.path.basename(os.environ.get("DTSIM_TESTBED_TOPOLOGY", "testbed")))[0]
+    topo = tb.topology_stem()
     load0 = tb.load1()
     logs, cmds = [], []
     for method in a.methods.split(","):
@@ -263,41 +263,25 @@ def call_gaps(a):
               {"ranks": n, "results": logs}, load0, " ; ".join(cmds))
 
 
-def cpu_cost_fit(pts):
-    """per_message + per_byte x bytes through (bytes, core-seconds) points, least squares on
-    the relative error (the sizes span 64x; an absolute fit would follow the largest)."""
-    sw = sx = sy = sxx = sxy = 0.0
-    for x, y in pts:
-        w = 1.0 / (y * y)
-        sw, sx, sy, sxx, sxy = sw + w, sx + w * x, sy + w * y, sxx + w * x * x, sxy + w * x * y
-    det = sw * sxx - sx * sx
-    return {"per_message_core_secs": (sy * sxx - sx * sxy) / det,
-            "per_byte_core_secs": (sw * sxy - sx * sy) / det}
-
-
 def cpu_costs(a):
     """The machine's CPU per gloo message by size (cpu_costs.py: rank 0 streams to rank 1,
-    /proc/stat around each stream), written as a JSON log with a fit of core-seconds per
-    message = per_message + per_byte x bytes (the fit `calibrate import cpu-costs` makes): what
-    the hosts' network stacks and gloo's threads take of the cores every namespace shares."""
+    /proc/stat around each stream), written as a JSON log that `calibrate import cpu-costs`
+    fits (core-seconds per message = per_message + per_byte x bytes): what the hosts' network
+    stacks and gloo's threads take of the cores every namespace shares."""
     n = int(os.environ["DTSIM_TESTBED_RANKS"])
-    topo = os.path.splitext(os.path.basename(os.environ.get("DTSIM_TESTBED_TOPOLOGY", "testbed")))[0]
+    topo = tb.topology_stem()
     args = ["--in-flight", str(a.in_flight), "--rounds", str(a.repeats), "--bytes"] + \
         [str(b) for b in a.bytes]
     load0 = tb.load1()
     out = tb.launch("cpu_costs.py", args, n, timeout=900)
-    out["fit"] = cpu_cost_fit([(r["bytes"], r["core_secs_per_message"])
-                               for r in out["results"]])
     out["ranks"] = n
-    write_log(a.out or calibration_log(f"testbed_{topo}.cpu_costs.json"), out, load0,
-              "cpu_costs.py " + " ".join(args))
+    log = a.out or calibration_log(f"testbed_{topo}.cpu_costs.json")
+    write_log(log, out, load0, "cpu_costs.py " + " ".join(args))
     for r in out["results"]:
         print(f"{r['bytes']:>10} B  {r['messages']:5} messages  {r['secs']:.2f} s  "
               f"{r['core_secs_per_message'] * 1e6:8.1f} core-us per message", flush=True)
-    f = out["fit"]
-    print(f"fit: {f['per_message_core_secs'] * 1e6:.1f} core-us per message + "
-          f"{f['per_byte_core_secs'] * 1e9:.2f} core-ns per byte (idle machine "
-          f"{out['idle_busy_cores']:.3f} cores busy)")
+    print(f"idle machine {out['idle_busy_cores']:.3f} cores busy; the fit: "
+          f"calibrate import cpu-costs {log}")
 
 
 def wakeup_load(a):
@@ -306,7 +290,7 @@ def wakeup_load(a):
     16 KiB messages, one more pair per level), written as a JSON log: how long gloo's threads
     wait to run as the shared cores fill, by the machine's busy cores."""
     n = int(os.environ["DTSIM_TESTBED_RANKS"])
-    topo = os.path.splitext(os.path.basename(os.environ.get("DTSIM_TESTBED_TOPOLOGY", "testbed")))[0]
+    topo = tb.topology_stem()
     args = ["--calls", str(a.repeats)]
     load0 = tb.load1()
     out = tb.launch("wakeup_load.py", args, n, timeout=900)
@@ -330,7 +314,7 @@ def capture(a):
     import re
     n = int(os.environ["DTSIM_TESTBED_RANKS"])
     hs = tb.hosts()[:n]
-    topo = os.path.splitext(os.path.basename(os.environ.get("DTSIM_TESTBED_TOPOLOGY", "testbed")))[0]
+    topo = tb.topology_stem()
     workdir = tempfile.mkdtemp(prefix="dtsim-capture-")
     load0 = tb.load1()
     logs, cmds = [], []

@@ -77,12 +77,35 @@ def launch(script, args, n, timeout=600, port=29500):
     return json.loads(lines[-1])
 
 
+def topology_stem():
+    """The running testbed topology's file stem (star4_200mbit), as calibration logs name it."""
+    path = os.environ.get("DTSIM_TESTBED_TOPOLOGY", "testbed")
+    return os.path.splitext(os.path.basename(path))[0]
+
+
+# /proc/stat's first line: user nice system idle iowait irq softirq steal. Busy is ours: not
+# idle, not waiting for I/O, not the hypervisor's (steal).
+CPU_KINDS = ["user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"]
+BUSY_KINDS = [0, 1, 2, 5, 6]
+
+
+def cpu_ticks():
+    """The machine's CPU time so far per kind of CPU_KINDS, in clock ticks."""
+    with open("/proc/stat") as f:
+        return [int(x) for x in f.readline().split()[1:9]]
+
+
+def busy_core_secs():
+    """(the machine's busy core-seconds so far, CLOCK_MONOTONIC now)."""
+    ticks = cpu_ticks()
+    busy = sum(ticks[i] for i in BUSY_KINDS) / os.sysconf("SC_CLK_TCK")
+    return busy, time.clock_gettime(time.CLOCK_MONOTONIC)
+
+
 class CpuSampler:
     """Samples the machine's /proc/stat every `period` seconds in a thread (CLOCK_MONOTONIC
     stamps, the clock the ranks mark calls with), while in a `with` block; `busy(t0, t1)`
     gives the cores busy between two instants, by kind."""
-    KINDS = ["user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"]
-
     def __init__(self, period=0.02):
         import threading
         self.period, self.samples, self.stop = period, [], threading.Event()
@@ -90,9 +113,7 @@ class CpuSampler:
 
     def _run(self):
         while not self.stop.is_set():
-            with open("/proc/stat") as f:
-                ticks = [int(x) for x in f.readline().split()[1:9]]
-            self.samples.append((time.clock_gettime(time.CLOCK_MONOTONIC), ticks))
+            self.samples.append((time.clock_gettime(time.CLOCK_MONOTONIC), cpu_ticks()))
             self.stop.wait(self.period)
 
     def __enter__(self):
@@ -110,9 +131,8 @@ class CpuSampler:
         (a_t, a), (b_t, b) = inside[0], inside[-1]
         d = [y - x for x, y in zip(a, b)]
         cores = sum(d) / (os.sysconf("SC_CLK_TCK") * (b_t - a_t))
-        out = {k: v / sum(d) * cores for k, v in zip(self.KINDS, d) if k != "idle"}
-        # Ours: not idle, not waiting for I/O, not the hypervisor's (steal).
-        out["busy_cores"] = cores * (1 - (d[3] + d[4] + d[7]) / sum(d))
+        out = {k: v / sum(d) * cores for k, v in zip(CPU_KINDS, d) if k != "idle"}
+        out["busy_cores"] = cores * sum(d[i] for i in BUSY_KINDS) / sum(d)
         out["samples"] = len(inside)
         return out
 

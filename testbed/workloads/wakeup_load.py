@@ -10,21 +10,13 @@ on rank 0: per level the calls' times and the machine's busy cores.
 """
 import argparse
 import json
-import os
 import statistics
 import time
 
 import torch
 import torch.distributed as dist
 
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def busy_secs():
-    with open("/proc/stat") as f:
-        t = [int(x) for x in f.readline().split()[1:9]]
-    return (t[0] + t[1] + t[2] + t[5] + t[6]) / TICK, time.clock_gettime(time.CLOCK_MONOTONIC)
-
+import tb
 
 def main():
     ap = argparse.ArgumentParser()
@@ -66,7 +58,7 @@ def main():
             for _ in range(10):
                 dist.all_reduce(x, group=probe)
             time.sleep(0.2)  # let the load settle
-            b0, t0 = busy_secs()
+            b0, t0 = tb.busy_core_secs()
             secs = []
             for _ in range(a.calls):
                 s = time.perf_counter()
@@ -74,7 +66,7 @@ def main():
                 secs.append(time.perf_counter() - s)
                 if time.clock_gettime(time.CLOCK_MONOTONIC) > deadline - 0.2:
                     break
-            b1, t1 = busy_secs()
+            b1, t1 = tb.busy_core_secs()
             if me == 0:
                 results.append({"load_pairs": level, "busy_cores": (b1 - b0) / (t1 - t0),
                                 "calls": len(secs), "secs": secs,
