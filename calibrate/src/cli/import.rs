@@ -303,21 +303,16 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
                 .as_ref()
                 .map(|on| format!("measured on {on}; "))
                 .unwrap_or_default();
+            let sizes: std::collections::BTreeSet<u64> =
+                log.results.iter().map(|r| r.bytes).collect();
             let detail = format!(
                 "the machine's busy core-seconds per gloo message, {} streams of {} sizes \
                  ({} B) between two hosts, fitted as per message + per byte (least squares \
                  on the relative error); {cores} cores shared by every host; {on}calibrate \
                  import cpu-costs {}",
                 log.results.len(),
-                log.results
-                    .iter()
-                    .map(|r| r.bytes)
-                    .collect::<std::collections::BTreeSet<_>>()
-                    .len(),
-                log.results
-                    .iter()
-                    .map(|r| r.bytes)
-                    .collect::<std::collections::BTreeSet<_>>()
+                sizes.len(),
+                sizes
                     .iter()
                     .map(u64::to_string)
                     .collect::<Vec<_>>()

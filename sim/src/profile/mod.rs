@@ -130,6 +130,17 @@ pub struct HostCpu {
     pub provenance: Provenance,
 }
 
+impl HostCpu {
+    /// Whether `cores` can be the cores hosts share (1 to 10^6); else what was expected.
+    pub fn check_shared_cores(cores: f64) -> Result<(), String> {
+        if (1.0..=1e6).contains(&cores) {
+            Ok(())
+        } else {
+            Err(format!("a number of cores from 1 to 10^6, got {cores}"))
+        }
+    }
+}
+
 /// The few physical parameters of dtsim's NCCL model, each keyed the way the simulator looks
 /// it up, with its provenance. A key that is absent takes NCCL's own constant (its tuner's
 /// `baseLat`/`hwLat`) or an efficiency of 1, and reports say so.
@@ -429,11 +440,8 @@ impl Profile {
             }
         }
         if let Some(h) = &p.network.host_cpu {
-            if !(h.shared_cores >= 1.0 && h.shared_cores <= 1e6) {
-                return Err(err(
-                    "network.host_cpu.shared_cores",
-                    format!("a number of cores from 1 to 10^6, got {}", h.shared_cores),
-                ));
+            if let Err(expected) = HostCpu::check_shared_cores(h.shared_cores) {
+                return Err(err("network.host_cpu.shared_cores", expected));
             }
             if !(h.per_byte_ns >= 0.0 && h.per_byte_ns < 1e6) {
                 return Err(err(

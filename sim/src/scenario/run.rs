@@ -15,7 +15,7 @@ use crate::net::flow::FlowModel;
 use crate::net::packet::PacketModel;
 use crate::net::series::SeriesOptions;
 use crate::net::NetworkModel;
-use crate::profile::{Profile, ProfileError};
+use crate::profile::{HostCpu, Profile, ProfileError};
 use crate::topology::{file as topology_file, DeviceId, DeviceKind, Topology, TopologyError};
 
 /// Anything that can stop a run, each naming the file and field at fault.
@@ -216,14 +216,8 @@ pub fn prepare(s: &Scenario) -> Result<Prepared, RunError> {
             )
             .into());
         };
-        if !(1.0..=1e6).contains(&cores) {
-            return Err(ScenarioError::new(
-                &file,
-                "network.shared_cores",
-                format!("a number of cores from 1 to 10^6, got {cores}"),
-            )
-            .into());
-        }
+        HostCpu::check_shared_cores(cores)
+            .map_err(|expected| ScenarioError::new(&file, "network.shared_cores", expected))?;
         host_cpu.shared_cores = cores;
     }
     super::check_topology_library(&topology).map_err(|(field, expected)| {
