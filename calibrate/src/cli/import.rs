@@ -267,18 +267,11 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
                 fit.alone,
                 fit.reordered,
                 fmt_bits_per_s(fit.rate_bytes_per_s * 8.0),
-                measured_on
-                    .as_ref()
-                    .map(|on| format!("measured on {on}; "))
-                    .unwrap_or_default(),
+                measured_on_phrase(&measured_on),
                 list(&file)
             );
             println!("{link_class}: {detail}");
-            let source = if measured_on.is_some() {
-                "measured"
-            } else {
-                "imported"
-            };
+            let source = source_of(&measured_on);
             let prov = build::provenance(source, detail);
             let mut p = open_profile(&out, prov.clone())?;
             p.network.fifo_head_bytes.insert(
@@ -299,10 +292,7 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
             let log = cpu_costs::load(&file)?;
             let cost = cpu_costs::fit(&log);
             let cores = shared_cores.unwrap_or(f64::from(log.cpus));
-            let on = measured_on
-                .as_ref()
-                .map(|on| format!("measured on {on}; "))
-                .unwrap_or_default();
+            let on = measured_on_phrase(&measured_on);
             let sizes: std::collections::BTreeSet<u64> =
                 log.results.iter().map(|r| r.bytes).collect();
             let detail = format!(
@@ -325,11 +315,7 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
                 cost.per_message_secs * 1e6,
                 cost.per_byte_secs * 1e9
             );
-            let source = if measured_on.is_some() {
-                "measured"
-            } else {
-                "imported"
-            };
+            let source = source_of(&measured_on);
             let mut p = open_profile(&out, build::provenance(source, detail.clone()))?;
             p.network.host_cpu = Some(sim::profile::HostCpu {
                 shared_cores: cores,
@@ -348,10 +334,7 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
         } => {
             let log = host_costs::load(&file)?;
             let rates = host_costs::fit(&log);
-            let on = measured_on
-                .as_ref()
-                .map(|on| format!("measured on {on}; "))
-                .unwrap_or_default();
+            let on = measured_on_phrase(&measured_on);
             let copy_detail = format!(
                 "one process's staging copies as ProcessGroupGloo's all_gather makes them (its \
                  block into a fresh flat buffer, the buffer out to the caller's tensors), \
@@ -376,11 +359,7 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
                 fmt_bits_per_s(rates.copy_bytes_per_s * 8.0),
                 fmt_bits_per_s(rates.reduce_bytes_per_s * 8.0)
             );
-            let source = if measured_on.is_some() {
-                "measured"
-            } else {
-                "imported"
-            };
+            let source = source_of(&measured_on);
             let mut p = open_profile(&out, build::provenance(source, copy_detail.clone()))?;
             let measured = |bytes_per_s: f64, detail: String| sim::profile::MeasuredBandwidth {
                 value: sim::units::Bandwidth(bytes_per_s * 8.0),
@@ -675,4 +654,21 @@ fn import_layer_times(file: &Path, out: &Path, measured_on: Option<&str>) -> Res
     );
     eprintln!("{added} layer times");
     save(&profile, &Some(out.to_path_buf()))
+}
+
+/// "measured on WHERE; " for a provenance detail, or nothing when `--measured-on` was not given.
+fn measured_on_phrase(measured_on: &Option<String>) -> String {
+    measured_on
+        .as_ref()
+        .map(|on| format!("measured on {on}; "))
+        .unwrap_or_default()
+}
+
+/// A provenance source: "measured" where `--measured-on` says where, else "imported".
+fn source_of(measured_on: &Option<String>) -> &'static str {
+    if measured_on.is_some() {
+        "measured"
+    } else {
+        "imported"
+    }
 }
