@@ -31,6 +31,7 @@ use std::fmt;
 use std::collections::BTreeMap;
 
 use crate::collective::{Collective, Endpoint, Fabric, Schedule};
+use crate::topology::reduction::ReductionTree;
 use crate::topology::{DeviceId, LinkClass};
 
 /// Which library runs the collectives of a scenario or workload.
@@ -96,6 +97,8 @@ pub struct LibraryOptions {
     pub max_channels: Option<u32>,
     /// Library version, e.g. `"2.18"` for NCCL; `None`: the newest modelled.
     pub version: Option<String>,
+    /// NCCL's `NCCL_COLLNET_ENABLE`: CollNet may run on switches that reduce (SHARP).
+    pub collnet: bool,
     /// Explicit ring orders (NCCL_GRAPH_FILE-style): channel c follows `ring_orders[c % len]`.
     pub ring_orders: Vec<Vec<u32>>,
     /// A tuner plugin's rules (NCCL's example plugin with `NCCL_TUNER_CONFIG_FILE`).
@@ -154,6 +157,21 @@ pub struct System {
     pub node_nvswitches: Vec<DeviceId>,
     /// NICs per node (0 when the nodes' GPUs reach the network some other way).
     pub nics_per_node: u32,
+    /// What the network's switches can reduce for these ranks (NCCL's CollNet on SHARP).
+    pub in_network: InNetworkReduction,
+}
+
+/// In-network reduction (SHARP) as a communicator sees it: one tree per head index, over the
+/// nodes' heads of that index (the GPU next to NIC `h`: the node's `h`-th rank), as NCCL's
+/// CollNet connects each channel's head to the network.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InNetworkReduction {
+    /// No switch of the topology reduces.
+    Absent,
+    /// Tree `h` reduces over every node's head `h`; `Child::Member(k)` is node `k`'s.
+    Trees(Vec<ReductionTree>),
+    /// Switches reduce, but not for these ranks: why.
+    Unusable(String),
 }
 
 /// What a library's topology detection sees of the ranks (as NCCL's topology discovery
@@ -164,6 +182,11 @@ pub trait SystemView: Fabric {
     fn nvswitch_of(&self, rank: u32) -> Option<DeviceId>;
     fn nics_on_node_of(&self, rank: u32) -> u32;
     fn gpu(&self) -> Option<String>;
+    /// Whether any switch of the topology reduces in the network.
+    fn has_in_network_reduction(&self) -> bool;
+    /// The in-network reduction tree over `ranks` (`Child::Member(i)` is `ranks[i]`), or why
+    /// there is none.
+    fn reduction_tree(&self, ranks: &[u32]) -> Result<ReductionTree, String>;
 }
 
 impl System {
@@ -224,8 +247,58 @@ impl System {
             nvswitch,
             node_nvswitches,
             nics_per_node: members.first().map_or(0, |&r| view.nics_on_node_of(r)),
+            in_network: InNetworkReduction::Absent,
+        }
+        .with_reduction_trees(view, members)
+    }
+
+    /// The in-network reduction trees of [`InNetworkReduction`], when the topology has
+    /// switches that reduce.
+    fn with_reduction_trees(mut self, view: &dyn SystemView, members: &[u32]) -> System {
+        if !view.has_in_network_reduction() {
+            return self;
+        }
+        let nodes = members_by_node(members, view);
+        self.in_network = match nodes {
+            _ if self.nodes < 2 => InNetworkReduction::Unusable("the ranks are on one node".into()),
+            _ if self.nics_per_node == 0 => {
+                InNetworkReduction::Unusable("the nodes have no NICs".into())
+            }
+            None => {
+                InNetworkReduction::Unusable("nodes hold different numbers of the ranks".into())
+            }
+            Some(nodes) => {
+                let heads = self.nics_per_node.min(self.ranks_per_node) as usize;
+                let trees: Result<Vec<ReductionTree>, String> = (0..heads)
+                    .map(|h| {
+                        let head_ranks: Vec<u32> = nodes.iter().map(|v| v[h]).collect();
+                        view.reduction_tree(&head_ranks)
+                    })
+                    .collect();
+                match trees {
+                    Ok(t) => InNetworkReduction::Trees(t),
+                    Err(why) => InNetworkReduction::Unusable(why),
+                }
+            }
+        };
+        self
+    }
+}
+
+/// `members` grouped by node, nodes in order of their first member, members in order within
+/// each (as [`nccl::ranks_by_node`] groups a communicator's ranks); `None` when nodes hold
+/// different numbers of them.
+fn members_by_node(members: &[u32], view: &dyn SystemView) -> Option<Vec<Vec<u32>>> {
+    let mut nodes: Vec<(u32, Vec<u32>)> = Vec::new();
+    for &r in members {
+        let n = view.node_of(r);
+        match nodes.iter_mut().find(|(k, _)| *k == n) {
+            Some((_, v)) => v.push(r),
+            None => nodes.push((n, vec![r])),
         }
     }
+    let per = nodes.first()?.1.len();
+    (nodes.iter().all(|(_, v)| v.len() == per)).then(|| nodes.into_iter().map(|(_, v)| v).collect())
 }
 
 /// A library's schedule with what it decided.
@@ -357,6 +430,7 @@ pub(crate) mod testing {
             nvswitch: None,
             node_nvswitches: Vec::new(),
             nics_per_node: 1,
+            in_network: super::InNetworkReduction::Absent,
         }
     }
 

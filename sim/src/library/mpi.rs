@@ -188,6 +188,12 @@ pub fn plan(req: &Request, sys: &System, opts: &LibraryOptions) -> Result<Plan, 
              coll/tuned has none); force an algorithm with collective.algorithm",
         ));
     }
+    if opts.collnet {
+        return Err(LibraryError::new(
+            "collective.collnet",
+            "nothing with library = \"mpi\" (CollNet is NCCL's in-network reduction)",
+        ));
+    }
     if req.collective != Collective::AllReduce {
         return Err(LibraryError::new(
             "collective.op",

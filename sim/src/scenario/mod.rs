@@ -134,6 +134,9 @@ pub struct CollectiveTable {
     pub max_channels: Option<u32>,
     /// `nccl`: the release whose decisions to follow, `"2.18"` to `"2.27"` (default 2.27).
     pub library_version: Option<String>,
+    /// `nccl`: `NCCL_COLLNET_ENABLE=1`: CollNet may run where the topology's switches reduce
+    /// in the network (SHARP); off by default, as in NCCL.
+    pub collnet: Option<bool>,
     /// A tuner plugin's rules file (NCCL's example plugin's `NCCL_TUNER_CONFIG_FILE`), relative
     /// to the scenario file; NCCL only.
     pub tuner_config: Option<String>,
@@ -668,6 +671,7 @@ pub fn library_options_of(
         min_channels: c.min_channels,
         max_channels: c.max_channels,
         version: c.library_version.clone(),
+        collnet: c.collnet.unwrap_or(false),
         ring_orders: c.orders.clone().unwrap_or_default(),
         tuner_rules,
         host_copy_bytes_per_s: None,
@@ -714,6 +718,7 @@ fn reject_library_fields(c: &CollectiveTable) -> Result<(), (String, String)> {
         ("max_channels", c.max_channels.is_some()),
         ("library_version", c.library_version.is_some()),
         ("tuner_config", c.tuner_config.is_some()),
+        ("collnet", c.collnet.is_some()),
     ];
     match set.iter().find(|(_, s)| *s) {
         Some((name, _)) => Err((

@@ -16,6 +16,8 @@ use crate::net::packet::PacketModel;
 use crate::net::series::SeriesOptions;
 use crate::net::NetworkModel;
 use crate::profile::{HostCpu, Profile, ProfileError};
+use crate::topology::reduction::ReductionTree;
+use crate::topology::routing::Router;
 use crate::topology::{file as topology_file, DeviceId, DeviceKind, Topology, TopologyError};
 
 /// Anything that can stop a run, each naming the file and field at fault.
@@ -115,6 +117,16 @@ impl library::SystemView for NetFabric<'_> {
     }
     fn gpu(&self) -> Option<String> {
         self.topo.gpu.clone()
+    }
+    fn has_in_network_reduction(&self) -> bool {
+        self.topo.devices().iter().any(|d| d.in_network_reduction)
+    }
+    fn reduction_tree(&self, ranks: &[u32]) -> Result<ReductionTree, String> {
+        let members: Vec<DeviceId> = ranks.iter().map(|&r| self.endpoints[r as usize]).collect();
+        // Routes as the network model's own (same topology, ECMP salt of no consequence: a
+        // member's first switch is the one its NIC is cabled to).
+        let mut router = Router::new(self.topo, 0);
+        crate::topology::reduction::tree(self.topo, &mut router, &members)
     }
 }
 

@@ -8,6 +8,8 @@
 //! description = "free text"            # optional
 //! gpu = "H100-SXM5"                    # optional: the GPU model (libraries read its generation)
 //! library = "gloo"                     # optional: what the hosts run when a scenario names none
+//! in_network_reduction = true          # optional: every network switch reduces in the network
+//!                                      #   (InfiniBand SHARP; NCCL's CollNet runs on it)
 //!
 //! [generator]                          # EITHER a generator ...
 //! kind = "ring"                        # see generators::GeneratorSpec for kinds and parameters
@@ -25,6 +27,7 @@
 //! forwards = false                     # optional; default per kind (GPUs do not forward)
 //! staged_via = "host0"                 # optional, GPUs without peer-to-peer: the device whose
 //!                                      #   memory stages their transfers to each other
+//! in_network_reduction = true          # optional, kind = "switch" only: it reduces (SHARP)
 //! count = 2                            # optional; expands to gpu0, gpu1
 //!
 //! [[link]]
@@ -77,6 +80,10 @@ pub struct TopologyFile {
     /// is prepared.
     #[serde(default)]
     pub library: Option<String>,
+    /// Every network switch (`kind = "switch"`) reduces the streams through it, as InfiniBand
+    /// switches with SHARP do ([`super::reduction`]); `[[device]]` entries can say it per switch.
+    #[serde(default)]
+    pub in_network_reduction: Option<bool>,
     #[serde(default)]
     pub generator: Option<GeneratorSpec>,
     #[serde(default)]
@@ -134,6 +141,9 @@ pub struct DeviceEntry {
     /// the other GPUs staged via it ([`super::Device::staged_via`]).
     #[serde(default)]
     pub staged_via: Option<String>,
+    /// A network switch that reduces in the network (SHARP).
+    #[serde(default)]
+    pub in_network_reduction: Option<bool>,
     #[serde(default)]
     pub count: Option<u32>,
 }
@@ -225,6 +235,20 @@ fn parse_with_overrides(
     let mut topo = build(&file, origin).map_err(|e| source.attach(e))?;
     topo.gpu = file.gpu.clone().filter(|g| !g.trim().is_empty());
     topo.library = file.library.clone().filter(|l| !l.trim().is_empty());
+    if file.in_network_reduction == Some(true) {
+        let switches = topo
+            .devices
+            .iter_mut()
+            .filter(|d| d.kind == DeviceKind::Switch)
+            .map(|d| d.in_network_reduction = true)
+            .count();
+        if switches == 0 {
+            return Err(source.attach(TopologyError::new(
+                "in_network_reduction",
+                "network switches (kind = \"switch\") to reduce in; this topology has none",
+            )));
+        }
+    }
     Ok(topo)
 }
 
@@ -442,6 +466,19 @@ fn build_lists(file: &TopologyFile) -> Result<Topology, TopologyError> {
             }
             let id = b.add_device(name.clone(), d.kind, d.node);
             b.set_forwards(id, d.forwards.unwrap_or(d.kind.forwards_by_default()));
+            if let Some(on) = d.in_network_reduction {
+                if on && d.kind != DeviceKind::Switch {
+                    return Err(TopologyError::new(
+                        format!("device[{i}].in_network_reduction"),
+                        format!(
+                            "in-network reduction on a network switch (kind = \"switch\") only, \
+                             got it on a {}",
+                            d.kind
+                        ),
+                    ));
+                }
+                b.set_in_network_reduction(id, on);
+            }
             by_name.insert(name, (id, i));
         }
     }

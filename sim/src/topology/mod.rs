@@ -8,12 +8,14 @@
 //! - [`file`](mod@file): topology TOML files (explicit device/link lists or a generator) → [`Topology`]
 //! - [`generators`]: ring, star, leaf-spine, fat-tree, rail-optimized, NVSwitch node, ...
 //! - [`routing`]: deterministic shortest paths with ECMP, cached per (source, destination)
+//! - [`reduction`]: in-network reduction (SHARP) trees over the switches that reduce
 //! - [`summary`]: what `dtsim topo show` prints (counts, bisection bandwidth, diameter) and DOT
 
 pub mod file;
 pub mod generators;
 pub mod gpu_models;
 pub mod import;
+pub mod reduction;
 pub mod routing;
 pub mod summary;
 
@@ -148,6 +150,10 @@ pub struct Device {
     /// way; see [`Topology::staged_via`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub staged_via: Option<DeviceId>,
+    /// A network switch that reduces the streams passing through it (InfiniBand SHARP, as
+    /// NCCL's CollNet uses it): see [`reduction`].
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub in_network_reduction: bool,
 }
 
 /// One direction of a full-duplex link.
@@ -300,6 +306,7 @@ impl TopologyBuilder {
             node,
             forwards: kind.forwards_by_default(),
             staged_via: None,
+            in_network_reduction: false,
         });
         id
     }
@@ -308,6 +315,11 @@ impl TopologyBuilder {
     /// memory instead of peer to peer (see [`Device::staged_via`]).
     pub fn set_staged_via(&mut self, id: DeviceId, host: DeviceId) {
         self.devices[id.index()].staged_via = Some(host);
+    }
+
+    /// Makes network switch `id` reduce the streams through it (SHARP).
+    pub fn set_in_network_reduction(&mut self, id: DeviceId, on: bool) {
+        self.devices[id.index()].in_network_reduction = on;
     }
 
     /// Allows or forbids traffic of others through `id`.

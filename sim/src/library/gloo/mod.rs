@@ -119,6 +119,12 @@ fn plan_messages(
             "no channel settings with library = \"gloo\" (gloo runs one ring in rank order)",
         ));
     }
+    if opts.collnet {
+        return Err(LibraryError::new(
+            "collective.collnet",
+            "nothing with library = \"gloo\" (CollNet is NCCL's in-network reduction)",
+        ));
+    }
     let n = sys.ranks;
     if req.collective == Collective::AllReduce {
         if let Some(plan) = send_recv_all_reduce(req, n, opts, fabric)? {

@@ -13,6 +13,9 @@
 //! - NVLS-Tree: NVLS inside each node, NCCL's double binary tree between the nodes' heads
 //!   (one per NIC; [`nvls_tree`]), sliced in NVLS chunks; its switch transfers are NVLink steps,
 //!   its tree transfers network steps.
+//! - CollNet Direct / Chain: each head's share into the head (straight from every GPU, or up
+//!   the node's chain), through the switches that reduce ([`collnet`]), and back out, sliced
+//!   in Simple chunks (Direct: one per head and channel per loop).
 //! - PAT: recursive halving / doubling (log-step), unsliced.
 //!
 //! Then every transfer op gets the protocol's framing as extra wire bytes, the link's
@@ -22,7 +25,7 @@
 
 use super::params::Params;
 use super::tuner::{self, Choice, PluginPick, TunerInput};
-use super::{nvls_tree, trees};
+use super::{collnet, nvls_tree, trees};
 use super::{Algo, Proto, Version};
 use crate::collective::{
     generate, Algorithm, CollectiveSpec, Fabric, OpKind, Phase, RingOrder, Schedule, Transport,
@@ -119,6 +122,35 @@ pub(super) fn emit(
             let s = template(req, Algorithm::HalvingDoubling, 1, sys.ranks, fabric)?;
             (s, 1, nc as f64)
         }
+        Algo::Nvls if sys.nodes > 1 => {
+            let crate::library::InNetworkReduction::Trees(trees) = &sys.in_network else {
+                unreachable!("the tuner runs NVLS across nodes only with CollNet")
+            };
+            if sys.node_nvswitches.len() != sys.nodes as usize {
+                return Err(LibraryError::new(
+                    "collective.algorithm",
+                    "an NVSwitch on every node for NVLS",
+                ));
+            }
+            let heads = trees.len() as u64;
+            let per_loop = nc * heads * nvls_tree_chunk_bytes(sys.nodes);
+            let slices = req.bytes.div_ceil(per_loop).clamp(1, MAX_SLICES);
+            let (s, switches) = collnet::nvls_all_reduce(
+                req.bytes, sys.ranks, trees, slices, fabric,
+            )
+            .ok_or_else(|| {
+                LibraryError::new(
+                    "collective.algorithm",
+                    "nodes holding the same number (more than two) of the ranks for NVLS \
+                             across nodes",
+                )
+            })?;
+            let names = s.extra_endpoints.iter().cloned();
+            let devices = sys.node_nvswitches.iter().copied().chain(switches);
+            placed.extend(names.zip(devices));
+            // One lane per head, each carrying its share of the channels.
+            (s, slices, nc as f64 / heads.max(1) as f64)
+        }
         Algo::Nvls => {
             let switch = sys
                 .nvswitch
@@ -168,13 +200,36 @@ pub(super) fn emit(
             (s, slices, nc as f64 / 2.0)
         }
         Algo::CollnetDirect | Algo::CollnetChain => {
-            unreachable!("the tuner never chooses an algorithm it cannot run")
+            let crate::library::InNetworkReduction::Trees(trees) = &sys.in_network else {
+                unreachable!("the tuner chooses CollNet only with reduction trees")
+            };
+            let (kind, per_loop) = match choice.algo {
+                Algo::CollnetDirect => (collnet::Kind::Direct, nc * trees.len() as u64),
+                _ => (collnet::Kind::Chain, nc),
+            };
+            let chunk = choice.proto.chunk_bytes(false);
+            let slices = req.bytes.div_ceil(per_loop * chunk).clamp(1, MAX_SLICES);
+            let (s, switches) = collnet::all_reduce(
+                kind, req.bytes, sys.ranks, trees, slices, fabric,
+            )
+            .ok_or_else(|| {
+                LibraryError::new(
+                    "collective.algorithm",
+                    "nodes holding the same number of the ranks for CollNet",
+                )
+            })?;
+            for (name, d) in s.extra_endpoints.iter().zip(switches) {
+                placed.push((name.clone(), d));
+            }
+            // One lane per head, each carrying its share of the channels.
+            let lanes = trees.len().min(sys.ranks_per_node as usize).max(1);
+            (s, slices, nc as f64 / lanes as f64)
         }
     };
 
     // What the steps cross: the network when the ranks span nodes.
     let class = match choice.algo {
-        Algo::Nvls => LinkClass::Nvlink,
+        Algo::Nvls if sys.nodes == 1 => LinkClass::Nvlink,
         _ => sys
             .inter
             .filter(|_| sys.nodes > 1)
@@ -193,6 +248,20 @@ pub(super) fn emit(
         match a {
             Algo::NvlsTree if pairs.iter().any(|&(x, y)| x >= ranks || y >= ranks) => {
                 LinkClass::Nvlink
+            }
+            // NVLS with CollNet: the node switches (the first extra endpoints) are NVLink.
+            Algo::Nvls
+                if pairs
+                    .iter()
+                    .any(|&(x, y)| (ranks..ranks + sys.nodes).any(|sw| sw == x || sw == y)) =>
+            {
+                LinkClass::Nvlink
+            }
+            // CollNet: what stays among GPUs is inside a node; what reaches a switch, network.
+            Algo::CollnetDirect | Algo::CollnetChain
+                if pairs.iter().all(|&(x, y)| x < ranks && y < ranks) =>
+            {
+                intra_class.unwrap_or(class)
             }
             Algo::Tree if sys.nodes > 1 => match intra_class {
                 Some(intra)
@@ -214,7 +283,7 @@ pub(super) fn emit(
     // channel's data as a stream of chunks with a handshake each, which the slices played
     // here do not resolve: the channel moves `chunk` per `step + chunk / rate`.
     let (step, nvls_rate_factor) = match (a, params.channel_gbps(a, p)) {
-        (Algo::Nvls, Some(gbps)) if step > 0.0 => {
+        (Algo::Nvls, Some(gbps)) if step > 0.0 && nvls_chunk > 0 => {
             let stream_us = nvls_chunk as f64 / (gbps * 1e3);
             (0.0, stream_us / (step + stream_us))
         }
@@ -285,7 +354,7 @@ pub(super) fn emit(
         input.version,
         a.as_str(),
         p.as_str(),
-        if a == Algo::Nvls {
+        if a == Algo::Nvls && sys.nodes == 1 {
             format!(" ({channels_per_flow:.2} with work)")
         } else {
             String::new()

@@ -11,14 +11,17 @@
 //!    ([`trees`]), in tree chunks; NVLS = every GPU
 //!    pushing to and pulling from the NVSwitch (in-switch reduction and multicast); NVLS-Tree =
 //!    NVLS inside each node and the double binary tree between the nodes' NIC heads
-//!    ([`nvls_tree`]); PAT = log-step halving/doubling.
+//!    ([`nvls_tree`]); CollNet Direct and Chain = the nodes' heads summing through switches
+//!    that reduce in the network ([`collnet`], SHARP); PAT = log-step halving/doubling.
 //! 3. [`params`] turns the profile's fitted physical parameters (per-call latency, per-step
 //!    latency, link efficiency) into a [`crate::collective::Transport`] on every transfer op,
 //!    and protocol framing into wire bytes (LL sends 8 bytes per 4 of data, LL128 128 per 120).
 //!
-//! Not modelled (so never chosen, and an error if forced): CollNet (in-network reduction needs
-//! SHARP switch models dtsim does not have yet).
+//! CollNet runs where NCCL would: `collective.collnet = true` (`NCCL_COLLNET_ENABLE=1`) on a
+//! topology whose switches reduce (`in_network_reduction`); asked for anywhere else, it is an
+//! error naming what is missing.
 
+pub mod collnet;
 pub mod emit;
 pub mod nvls_tree;
 pub mod params;
@@ -321,6 +324,7 @@ pub fn tuner_input(
     let nvls_tree = (nvls_capable && sys.nodes > 1 && !sys.node_nvswitches.is_empty())
         .then(|| nvls_tree_graph(sys, cc, nvlink_bytes_per_s, version))
         .flatten();
+    let collnet = collnet_graph(sys, opts, graph)?;
     let force_algo = match &opts.algorithm {
         None => None,
         Some(name) => Some(Algo::parse(name).ok_or_else(|| {
@@ -373,11 +377,42 @@ pub fn tuner_input(
         tree: graph,
         nvls_channels,
         nvls_tree,
+        collnet,
         force_algo,
         protocols,
         min_channels: opts.min_channels,
         max_channels: opts.max_channels,
     })
+}
+
+/// NCCL's CollNet graph when `collective.collnet` enables it: the ring graph's channels and
+/// speed (`init.cc` gives the CollNet graph the ring's channel count), one head per NIC with a
+/// reduction tree each. Enabled where nothing reduces, it is an error naming why.
+fn collnet_graph(
+    sys: &System,
+    opts: &LibraryOptions,
+    ring: tuner::Graph,
+) -> Result<Option<tuner::CollnetGraph>, LibraryError> {
+    if !opts.collnet {
+        return Ok(None);
+    }
+    match &sys.in_network {
+        crate::library::InNetworkReduction::Trees(trees) => Ok(Some(tuner::CollnetGraph {
+            graph: ring,
+            heads: trees.len() as u32,
+            direct: sys.nvswitch.is_some() || !sys.node_nvswitches.is_empty(),
+        })),
+        crate::library::InNetworkReduction::Absent => Err(LibraryError::new(
+            "collective.collnet",
+            "a topology whose network switches reduce in the network (SHARP: \
+             in_network_reduction = true in the topology file, or \
+             --set topology.in_network_reduction=true); this one has none",
+        )),
+        crate::library::InNetworkReduction::Unusable(why) => Err(LibraryError::new(
+            "collective.collnet",
+            format!("switches that reduce for these ranks: {why}"),
+        )),
+    }
 }
 
 /// The protocols `NCCL_PROTO` enables: a comma-separated list (`"simple,ll128"`), or every
@@ -481,7 +516,7 @@ pub fn plan(
                 "collective.algorithm",
                 format!(
                     "an algorithm this system can run: {}",
-                    why_not(a, sys, version)
+                    why_not(a, sys, version, opts.collnet)
                 ),
             ));
         }
@@ -509,7 +544,7 @@ pub fn plan(
     emit::emit(req, sys, opts, &input, choice, &params, fabric)
 }
 
-fn why_not(a: Algo, sys: &System, v: Version) -> String {
+fn why_not(a: Algo, sys: &System, v: Version, opts_collnet: bool) -> String {
     match a {
         Algo::Nvls => format!(
             "NVLS needs Hopper or newer GPUs on one node attached to an NVSwitch ({})",
@@ -536,11 +571,20 @@ fn why_not(a: Algo, sys: &System, v: Version) -> String {
                 "the GPU is older than Hopper"
             }
         ),
-        Algo::CollnetDirect | Algo::CollnetChain => {
-            "CollNet needs in-network reduction (SHARP switches), which no dtsim topology \
-             models"
+        Algo::CollnetDirect | Algo::CollnetChain if !opts_collnet => {
+            "CollNet runs only where it is enabled: collective.collnet = true \
+             (NCCL_COLLNET_ENABLE=1)"
                 .into()
         }
+        Algo::CollnetDirect | Algo::CollnetChain if sys.nodes < 2 => {
+            "CollNet reduces across nodes; the ranks are on one node".into()
+        }
+        Algo::CollnetDirect => {
+            "CollNet Direct needs an NVSwitch in the nodes (NCCL turns it off where there is \
+             none); collnet_chain runs without"
+                .into()
+        }
+        Algo::CollnetChain => String::new(),
         Algo::Pat if v.minor < 23 => format!("PAT exists from NCCL 2.23, this is {v}"),
         Algo::Pat => "PAT runs with one GPU per node only".into(),
         Algo::Tree => "tree needs at least 2 ranks".into(),

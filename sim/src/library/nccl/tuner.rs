@@ -29,6 +29,17 @@
 //!   `0.70 × nodes / (2 (nodes − 1))` and charges `2 (nodes − 1)` network hops of 19 µs; from
 //!   2.19 `min(bwIntra, bwInter)` (half `bwInter` beyond two nodes), × 5/6, and
 //!   `2 log2(nodes)` hops of 14 µs.
+//! - CollNet (all-reduce on switches that reduce, `NCCL_COLLNET_ENABLE=1`; Simple only; the
+//!   CollNet graph has the ring's channels at `bwIntra`; algorithm bandwidth half the bus
+//!   bandwidth; Direct only on NVSwitch nodes, its bus bandwidth divided by `f − (f − 1)/2`,
+//!   `f` = GPUs per node over channels, and × 0.85 from Hopper): `hwLat` 2.18 Direct 8.0 µs
+//!   (NVLink, PCI) and 10.7 (network), Chain 4.75, 8.0 and 14; from 2.19 3.7 / 31 and
+//!   2.8 / 30; latency `2 (min(1, ppn − 1) intraLat + (ppn − 1) × arity) + interLat` for Direct
+//!   (arity 0.5 µs in 2.18, 0.4 from 2.19), `2 (ppn − 1) intraLat + interLat` for Chain.
+//!   Channels: Direct shrinks by NCCL's `ncSwitch` loop (`enqueue.cc`), Chain like the others,
+//!   both with 640 threads and a 512-byte threshold. NVLS across nodes runs only with CollNet
+//!   (2.27 disables it otherwise), on the NVLS graph NVLS-Tree uses, latency `intraLat +
+//!   interLat` (`hwLat` network NVLS 18 µs).
 
 use super::plugin::TunerRules;
 use super::{Algo, Arch, Proto, Version};
@@ -64,6 +75,8 @@ pub struct TunerInput {
     /// NVLS-Tree's graph across nodes of NVLS-capable GPUs: heads (one per NIC) as search
     /// channels, NVLS's compute channels, and the speed the search found per head.
     pub nvls_tree: Option<Graph>,
+    /// CollNet, when enabled (`NCCL_COLLNET_ENABLE`) on switches that reduce for these ranks.
+    pub collnet: Option<CollnetGraph>,
     /// Forced by the scenario (`NCCL_ALGO` of one element).
     pub force_algo: Option<Algo>,
     /// The protocols `NCCL_PROTO` enables (`None`: NCCL's defaults, LL128 only where its
@@ -71,6 +84,16 @@ pub struct TunerInput {
     pub protocols: Option<Vec<Proto>>,
     pub min_channels: Option<u32>,
     pub max_channels: Option<u32>,
+}
+
+/// NCCL's CollNet graph (`collNetGraph` in `init.cc`: the tree pattern, the ring's channel
+/// count), its heads (one per NIC), and whether the nodes have an NVSwitch (CollNet Direct
+/// needs one).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CollnetGraph {
+    pub graph: Graph,
+    pub heads: u32,
+    pub direct: bool,
 }
 
 /// NCCL's estimate for one (algorithm, protocol): what the tuner compares.
@@ -105,7 +128,27 @@ fn nccl_channels(t: &TunerInput, best: &Estimate, graph_channels: u32, bytes: u6
     if let Some(max) = t.max_channels {
         nc = nc.min(max.max(1));
     }
-    if !matches!(best.algo, Algo::Nvls | Algo::NvlsTree) {
+    if best.algo == Algo::CollnetDirect {
+        // enqueue.cc's CollNet channel tuning: shrink towards 16, 8, 4, ... channels while the
+        // size leaves threads idle, halving the threshold at 1.5 times each step.
+        let heads = t.collnet.map_or(1, |c| c.heads.max(1)) as u64;
+        let (nt, mut threshold) = threads_and_threshold(best.algo, best.proto, t.ranks);
+        let mut switch = 16u32;
+        let mut short = true;
+        while switch >= 1 && short {
+            loop {
+                short = bytes < nc as u64 * nt * heads * threshold;
+                if !(short && nc > switch) {
+                    break;
+                }
+                if nc == switch + switch / 2 {
+                    threshold /= 2;
+                }
+                nc -= 1;
+            }
+            switch /= 2;
+        }
+    } else if !matches!(best.algo, Algo::Nvls | Algo::NvlsTree) {
         let (nt, threshold) = threads_and_threshold(best.algo, best.proto, t.ranks);
         let floor = t.min_channels.unwrap_or(1).max(1);
         while nc > floor && bytes < nc as u64 * nt * threshold {
@@ -135,7 +178,8 @@ fn base_lat(v: Version, a: Algo, p: Proto) -> f64 {
     match a {
         Algo::Tree => [6.8, 14.0, if v.minor >= 20 { 8.4 } else { 0.0 }][p],
         Algo::Ring => [6.6, 14.0, 8.4][p],
-        Algo::CollnetDirect | Algo::CollnetChain => [6.8, 14.0, 0.0][p],
+        Algo::CollnetDirect | Algo::CollnetChain if v.minor < 19 => [6.8, 14.0, 0.0][p],
+        Algo::CollnetDirect | Algo::CollnetChain => 0.0,
         Algo::Nvls | Algo::NvlsTree => {
             if v.minor >= 20 {
                 0.0
@@ -159,8 +203,11 @@ fn hw_lat(v: Version, hw: usize, a: Algo, p: Proto) -> f64 {
         (HW_NET, Algo::Ring) => [2.7, 4.0, 14.0][p],
         (HW_NET, Algo::Nvls) => [0.0, 0.0, 18.0][p],
         (HW_NET, Algo::NvlsTree) => [0.0, 0.0, if v.minor >= 19 { 14.0 } else { 19.0 }][p],
-        (_, Algo::CollnetDirect) => [0.0, 0.0, 8.0][p],
-        (_, Algo::CollnetChain) => [0.0, 0.0, 4.75][p],
+        (HW_NET, Algo::CollnetDirect) => [0.0, 0.0, if v.minor < 19 { 10.7 } else { 31.0 }][p],
+        (HW_NET, Algo::CollnetChain) => [0.0, 0.0, if v.minor < 19 { 14.0 } else { 30.0 }][p],
+        (_, Algo::CollnetDirect) => [0.0, 0.0, if v.minor < 19 { 8.0 } else { 3.7 }][p],
+        (HW_PCI, Algo::CollnetChain) if v.minor < 19 => [0.0, 0.0, 8.0][p],
+        (_, Algo::CollnetChain) => [0.0, 0.0, if v.minor < 19 { 4.75 } else { 2.8 }][p],
         _ => 0.0,
     }
 }
@@ -286,6 +333,10 @@ const TREE_CORRECTION: [[f64; 23]; 3] = [
 
 /// Threads per channel and the bytes-per-thread threshold below which channels are dropped.
 pub fn threads_and_threshold(a: Algo, p: Proto, ranks: u32) -> (u64, u64) {
+    if matches!(a, Algo::CollnetDirect | Algo::CollnetChain) {
+        // NCCL_MAX_NTHREADS and CollNet's own threshold (tuning.cc).
+        return (640, 512);
+    }
     match p {
         Proto::Ll => (512, 8 * if a == Algo::Ring { ranks as u64 } else { 1 }),
         Proto::Ll128 => (640, 8),
@@ -360,14 +411,27 @@ pub fn estimates(t: &TunerInput, coll: Collective, bytes: u64) -> Vec<Estimate> 
                 Some(g) => g,
                 None => continue,
             },
+            // NVLS across nodes (with CollNet) runs on the same NVLS graph as NVLS-Tree.
+            Algo::Nvls if t.nodes > 1 => match &t.nvls_tree {
+                Some(g) => g,
+                None => continue,
+            },
+            Algo::CollnetDirect | Algo::CollnetChain => match &t.collnet {
+                Some(c) => &c.graph,
+                None => continue,
+            },
             _ => &t.ring,
         };
         let channels = match a {
-            Algo::Nvls => t.nvls_channels.unwrap_or(0),
+            Algo::Nvls if t.nodes == 1 => t.nvls_channels.unwrap_or(0),
             _ => graph.search_channels,
         } as f64;
         for p in Proto::ALL {
-            if matches!(a, Algo::Nvls | Algo::NvlsTree | Algo::Pat) && p != Proto::Simple {
+            let simple_only = matches!(
+                a,
+                Algo::Nvls | Algo::NvlsTree | Algo::Pat | Algo::CollnetDirect | Algo::CollnetChain
+            );
+            if simple_only && p != Proto::Simple {
                 continue;
             }
             if t.protocols.as_ref().is_some_and(|l| !l.contains(&p)) {
@@ -393,6 +457,7 @@ pub fn estimates(t: &TunerInput, coll: Collective, bytes: u64) -> Vec<Estimate> 
                 } else {
                     graph.bw_inter_gbps / 2.0
                 }),
+                Algo::CollnetDirect | Algo::CollnetChain => graph.bw_intra_gbps,
                 _ => bw,
             };
             let mut bus = channels * bw;
@@ -427,6 +492,14 @@ pub fn estimates(t: &TunerInput, coll: Collective, bytes: u64) -> Vec<Estimate> 
             }
             if a == Algo::Pat {
                 bus *= 0.75;
+            }
+            if a == Algo::CollnetDirect {
+                // "Collnet+Direct requires all GPUs to have a local NIC to work at full speed".
+                let f = ppn / channels;
+                bus /= f - (f - 1.0) / 2.0;
+                if t.arch >= Arch::Hopper {
+                    bus *= 0.85;
+                }
             }
             let ratio = match a {
                 Algo::Ring => n / nsteps,
@@ -481,7 +554,12 @@ pub fn estimates(t: &TunerInput, coll: Collective, bytes: u64) -> Vec<Estimate> 
                 }
                 Algo::NvlsTree => lat += 2.0 * (nodes - 1.0) * inter_lat,
                 Algo::Pat => lat = 8.0 + nodes.log2().floor() * inter_lat / 3.5 + n * 2.8,
-                Algo::CollnetDirect | Algo::CollnetChain => {}
+                Algo::CollnetDirect => {
+                    let arity = if v.minor < 19 { 0.5 } else { 0.4 };
+                    lat +=
+                        2.0 * ((ppn - 1.0).min(1.0) * intra_lat + (ppn - 1.0) * arity) + inter_lat;
+                }
+                Algo::CollnetChain => lat += 2.0 * (ppn - 1.0) * intra_lat + inter_lat,
             }
             // ncclTopoGetAlgoTime refinements.
             if a == Algo::Tree && coll == Collective::AllReduce && (0..23).contains(&log_size) {
@@ -513,10 +591,15 @@ pub fn runnable(t: &TunerInput, a: Algo) -> bool {
     match a {
         Algo::Ring => true,
         Algo::Tree => t.ranks > 1,
-        Algo::Nvls => t.nvls_channels.is_some() && t.nodes == 1,
+        // Across nodes NVLS needs CollNet for the sum between nodes (tuning.cc 2.27: "Disable
+        // ... Collnet+NVLS if collnet is not supported").
+        Algo::Nvls if t.nodes > 1 => t.nvls_tree.is_some() && t.collnet.is_some(),
+        Algo::Nvls => t.nvls_channels.is_some(),
         Algo::NvlsTree => t.nvls_tree.is_some() && t.nodes > 1,
-        // CollNet needs in-network reduction (SHARP switches), which no dtsim topology has.
-        Algo::CollnetDirect | Algo::CollnetChain => false,
+        // CollNet needs it enabled and switches that reduce for these ranks; Direct also an
+        // NVSwitch in the nodes (tuning.cc: off where `nvsCount == 0`).
+        Algo::CollnetDirect => t.collnet.is_some_and(|c| c.direct) && t.nodes > 1,
+        Algo::CollnetChain => t.collnet.is_some() && t.nodes > 1,
         Algo::Pat => t.nodes == t.ranks && t.version.minor >= 23,
     }
 }
@@ -555,9 +638,10 @@ pub fn choose_with(
             })?,
     };
     let graph_channels = match best.algo {
-        Algo::Nvls => t.nvls_channels.unwrap_or(1),
-        Algo::NvlsTree => t.nvls_tree.map_or(1, |g| g.channels),
+        Algo::Nvls if t.nodes == 1 => t.nvls_channels.unwrap_or(1),
+        Algo::Nvls | Algo::NvlsTree => t.nvls_tree.map_or(1, |g| g.channels),
         Algo::Tree => t.tree.channels,
+        Algo::CollnetDirect | Algo::CollnetChain => t.collnet.map_or(1, |c| c.graph.channels),
         _ => t.ring.channels,
     };
     // A tuner plugin's channel answer replaces NCCL's own count (one channel unless the rule
@@ -609,11 +693,97 @@ mod tests {
                 bw_inter_gbps: speed,
                 nvlink: true,
             }),
+            collnet: None,
             force_algo: Some(Algo::NvlsTree),
             protocols: None,
             min_channels: None,
             max_channels: None,
         }
+    }
+
+    /// [`h100_nodes`] with CollNet enabled (8 heads, NVSwitch nodes) and `force` forced.
+    fn with_collnet(minor: u32, nodes: u32, force: Option<Algo>) -> TunerInput {
+        let mut t = h100_nodes(minor, nodes, 50.0, 45.0);
+        t.collnet = Some(CollnetGraph {
+            graph: t.ring,
+            heads: 8,
+            direct: true,
+        });
+        t.force_algo = force;
+        t
+    }
+
+    fn only(t: &TunerInput) -> Estimate {
+        let e = estimates(t, Collective::AllReduce, 1 << 30);
+        assert_eq!(e.len(), 1, "{e:?}");
+        e[0]
+    }
+
+    #[test]
+    fn collnet_estimates_follow_each_releases_tuning_cc() {
+        // 4 nodes x 8 H100, 16 channels at 25 GB/s. Direct: bus 16 x 25 = 400 divided by
+        // f - (f - 1)/2 with f = 8/16, x 0.85 (Hopper), algorithm bandwidth half of it.
+        let d = only(&with_collnet(27, 4, Some(Algo::CollnetDirect)));
+        assert_eq!(d.proto, Proto::Simple, "CollNet runs Simple only");
+        assert!(
+            (d.algbw_gbps - 400.0 / 0.75 * 0.85 * 0.5).abs() < 1e-9,
+            "{d:?}"
+        );
+        // 2.19+: 2 (min(1, 7) x 3.7 + 7 x 0.4) + 31 us.
+        assert!(
+            (d.latency_us - (2.0 * (3.7 + 7.0 * 0.4) + 31.0)).abs() < 1e-9,
+            "{d:?}"
+        );
+        // 2.18: NVLink 8.0, arity 0.5, network 10.7.
+        let d = only(&with_collnet(18, 4, Some(Algo::CollnetDirect)));
+        assert!(
+            (d.latency_us - (2.0 * (8.0 + 7.0 * 0.5) + 10.7)).abs() < 1e-9,
+            "{d:?}"
+        );
+        // Chain: bus 400, halved; 2 (ppn - 1) intraLat + interLat.
+        let c = only(&with_collnet(27, 4, Some(Algo::CollnetChain)));
+        assert!((c.algbw_gbps - 200.0).abs() < 1e-9, "{c:?}");
+        assert!(
+            (c.latency_us - (2.0 * 7.0 * 2.8 + 30.0)).abs() < 1e-9,
+            "{c:?}"
+        );
+        let c = only(&with_collnet(18, 4, Some(Algo::CollnetChain)));
+        assert!(
+            (c.latency_us - (2.0 * 7.0 * 4.75 + 14.0)).abs() < 1e-9,
+            "{c:?}"
+        );
+    }
+
+    #[test]
+    fn collnet_runs_only_enabled_across_nodes_and_direct_only_on_nvswitch_nodes() {
+        let mut t = with_collnet(27, 4, None);
+        assert!(runnable(&t, Algo::CollnetDirect) && runnable(&t, Algo::CollnetChain));
+        // NVLS across nodes comes with CollNet (2.27: off without it).
+        assert!(runnable(&t, Algo::Nvls));
+        t.collnet = t.collnet.map(|c| CollnetGraph { direct: false, ..c });
+        assert!(!runnable(&t, Algo::CollnetDirect) && runnable(&t, Algo::CollnetChain));
+        t.collnet = None;
+        assert!(!runnable(&t, Algo::CollnetChain) && !runnable(&t, Algo::Nvls));
+        let mut one = with_collnet(27, 1, None);
+        one.ranks = 8;
+        assert!(!runnable(&one, Algo::CollnetChain));
+    }
+
+    #[test]
+    fn collnet_direct_sheds_channels_by_enqueues_switch_loop() {
+        // 32 channels, 8 heads, 640 threads, threshold 512 (halved at 24 and at 12 channels):
+        // 16 MiB goes down to 16, then to 12, where 12 x 640 x 8 x 256 B no longer exceeds it.
+        let t = with_collnet(27, 4, None);
+        let e = Estimate {
+            algo: Algo::CollnetDirect,
+            proto: Proto::Simple,
+            latency_us: 0.0,
+            algbw_gbps: 1.0,
+            time_us: 0.0,
+        };
+        assert_eq!(nccl_channels(&t, &e, 32, 16 << 20), 12);
+        assert_eq!(nccl_channels(&t, &e, 32, 1 << 30), 32);
+        assert_eq!(nccl_channels(&t, &e, 32, 1 << 10), 1);
     }
 
     fn nvls_tree(t: &TunerInput) -> Estimate {

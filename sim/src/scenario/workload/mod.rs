@@ -73,6 +73,8 @@ pub struct AllReduceTable {
     pub min_channels: Option<u32>,
     pub max_channels: Option<u32>,
     pub library_version: Option<String>,
+    /// `NCCL_COLLNET_ENABLE=1`, as `[collective] collnet`.
+    pub collnet: Option<bool>,
     /// A tuner plugin's rules file, as `[collective] tuner_config` (NCCL only): every
     /// communicator of the step (TP groups, DP groups) asks it with its own nodes and ranks.
     pub tuner_config: Option<String>,
@@ -271,6 +273,7 @@ impl WorkloadTable {
             min_channels: a.min_channels,
             max_channels: a.max_channels,
             library_version: a.library_version.clone(),
+            collnet: a.collnet,
             tuner_config: a.tuner_config.clone(),
             rings: a.rings,
             permutations: a.permutations.clone(),
@@ -321,6 +324,7 @@ impl WorkloadTable {
             plain.min_channels = None;
             plain.max_channels = None;
             plain.library_version = None;
+            plain.collnet = None;
             plain.tuner_config = None;
             plain.orders = None;
             collective_spec_of(&plain, ranks)
