@@ -10,7 +10,8 @@
 //!
 //! - `ideal`: the templates of [`crate::collective`] as written (the scenario's `algorithm`).
 //! - [`nccl`]: NVIDIA NCCL 2.18–2.27: tuner, channels, protocols LL / LL128 / Simple, Ring,
-//!   Tree, NVLS, NVLS-Tree and PAT schedules (see its module doc for what is and is not modelled).
+//!   Tree, NVLS, NVLS-Tree, CollNet and PAT schedules (see its module doc for what is and is not
+//!   modelled).
 //! - [`gloo`]: gloo as torch.distributed's ProcessGroupGloo runs it (ring all-reduce in 1 MiB
 //!   segments, binomial broadcast, ring all-gather, rendezvous messages in order on one
 //!   connection per pair), and all-reduces written over its isend/irecv.
@@ -261,14 +262,13 @@ impl System {
         let nodes = members_by_node(members, view);
         self.in_network = match nodes {
             _ if self.nodes < 2 => InNetworkReduction::Unusable("the ranks are on one node".into()),
-            _ if self.nics_per_node == 0 => {
-                InNetworkReduction::Unusable("the nodes have no NICs".into())
-            }
             None => {
                 InNetworkReduction::Unusable("nodes hold different numbers of the ranks".into())
             }
             Some(nodes) => {
-                let heads = self.nics_per_node.min(self.ranks_per_node) as usize;
+                // One head per NIC; a node without NIC devices (a GPU cabled to its switch)
+                // has one.
+                let heads = self.nics_per_node.min(self.ranks_per_node).max(1) as usize;
                 let trees: Result<Vec<ReductionTree>, String> = (0..heads)
                     .map(|h| {
                         let head_ranks: Vec<u32> = nodes.iter().map(|v| v[h]).collect();

@@ -50,6 +50,8 @@ pub struct TopologySummary {
     pub devices: usize,
     /// Kinds present, in [`DeviceKind::ALL`] order.
     pub devices_by_kind: Vec<(DeviceKind, usize)>,
+    /// Network switches that reduce in the network (SHARP).
+    pub reducing_switches: usize,
     /// Classes present, in [`LinkClass::ALL`] order.
     pub links_by_class: Vec<ClassSummary>,
     pub duplex_links: usize,
@@ -89,6 +91,11 @@ pub fn summarize(topo: &Topology) -> TopologySummary {
         name: topo.name.clone(),
         devices: topo.devices().len(),
         devices_by_kind,
+        reducing_switches: topo
+            .devices()
+            .iter()
+            .filter(|d| d.in_network_reduction)
+            .count(),
         links_by_class,
         duplex_links: topo.duplex_link_count(),
         gpus: topo.gpus().len(),
@@ -422,6 +429,14 @@ impl fmt::Display for TopologySummary {
             self.devices,
             kinds.join(", ")
         )?;
+        if self.reducing_switches > 0 {
+            writeln!(
+                f,
+                "{:<LABEL$}{} switches reduce in the network (SHARP: NCCL's CollNet with \
+                 collective.collnet = true)",
+                "in-network", self.reducing_switches
+            )?;
+        }
         let node_word = if self.nodes == 1 { "node" } else { "nodes" };
         writeln!(
             f,
