@@ -536,3 +536,24 @@ fn a_trees_steps_inside_a_node_pay_nvlinks_latency_and_only_its_network_steps_th
     let us = s.time_ps as f64 * 1e-6;
     assert!((48.5..100.0).contains(&us), "{us} us");
 }
+
+#[test]
+fn rings_across_rail_optimized_nodes_stay_on_their_rails() {
+    // NCCL keeps each ring on one NIC rail (same NIC in and out of a node), so its bus
+    // bandwidth across H100 nodes is the nodes' 8 NICs (8 x 50 GB/s) whatever the node count;
+    // rings that changed rails at every node boundary went through the spines and lost half
+    // of it from 4 nodes on.
+    let busbw = |nodes: &str| {
+        run_set(
+            "h100_rail_cluster.toml",
+            &[&format!("topology.generator.nodes={nodes}")],
+            "1GiB",
+            "algorithm = \"ring\"\nprotocol = \"simple\"\n",
+        )
+        .unwrap()
+        .busbw_gbytes_per_s
+    };
+    let (two, four) = (busbw("2"), busbw("4"));
+    assert!(two > 0.8 * 400.0 && two <= 400.0, "2 nodes: {two}");
+    assert!(four > 0.8 * 400.0 && four <= 400.0, "4 nodes: {four}");
+}
