@@ -557,3 +557,26 @@ fn rings_across_rail_optimized_nodes_stay_on_their_rails() {
     assert!(two > 0.8 * 400.0 && two <= 400.0, "2 nodes: {two}");
     assert!(four > 0.8 * 400.0 && four <= 400.0, "4 nodes: {four}");
 }
+
+#[test]
+fn a_ring_across_nodes_pays_network_latency_only_on_the_hops_that_cross_the_network() {
+    // 2 HGX H100 nodes, 16 ranks: of a ring's 15 hops one crosses the network. NCCL's ranks
+    // step on as their own input arrives, so a small all-reduce's 30 steps cost the hops' mean
+    // latency each (NCCL's Simple ring: 3.4 us over NVLink, 14 us over the network; tuning.cc
+    // charges 2 (nodes - 1) network hops), not the network's on every step (420 us).
+    let s = run_set(
+        "h100_rail_cluster.toml",
+        &["topology.generator.nodes=2"],
+        "64KiB",
+        "algorithm = \"ring\"\nprotocol = \"simple\"\n",
+    )
+    .unwrap();
+    let mean_hop_us = 3.4 + (14.0 - 3.4) / 15.0;
+    assert!(s.library.contains("step 4.11 us"), "{}", s.library);
+    // Each step also waits for its slowest pair's wires (a few µs across the network).
+    assert!(
+        s.time_us > 30.0 * mean_hop_us && s.time_us < 30.0 * 14.0,
+        "{} us",
+        s.time_us
+    );
+}

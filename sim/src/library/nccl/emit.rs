@@ -278,7 +278,7 @@ pub(super) fn emit(
     };
     let wire_of = |c: LinkClass| p.wire_bytes_per_byte() / params.efficiency(a, c);
     let wire = wire_of(class);
-    let step = params.step_latency_us(a, p, class);
+    let step = ring_step_latency_us(a, p, sys, params, class);
     // A ring or tree step is a transfer op: its latency is the op's setup. NVLS runs each
     // channel's data as a stream of chunks with a handshake each, which the slices played
     // here do not resolve: the channel moves `chunk` per `step + chunk / rate`.
@@ -393,6 +393,30 @@ pub(super) fn emit(
         decision,
         parameters,
     })
+}
+
+/// The latency one step op of `a` pays where it crosses `class`. A ring across nodes plays
+/// each step as one op of every rank at once, but NCCL's ranks are not in step: a rank sends
+/// its next chunk once its own input has arrived, so what adds up along a collective is the
+/// latency of the hops one chunk takes, around the ring: of a ring's `n − 1` hops per pass,
+/// `nodes − 1` cross the network and the rest stay inside a node (NCCL's own latency model
+/// charges `nInterSteps = 2 (nodes − 1)` network hops and `intraLat`, at least its network
+/// proxy overhead, on the other steps of an all-reduce). So a multi-node ring step pays the mean
+/// of the two over the ring's hops. Everything else pays the latency of the class it crosses.
+fn ring_step_latency_us(a: Algo, p: Proto, sys: &System, params: &Params, class: LinkClass) -> f64 {
+    let step = params.step_latency_us(a, p, class);
+    let intra = sys.intra.map(|i| i.class).filter(|&c| c != class);
+    match intra {
+        Some(intra) if a == Algo::Ring && sys.nodes > 1 && sys.ranks > sys.nodes => {
+            // NCCL's proxy overhead per step of a multi-node ring (tuning.cc: getNetOverhead,
+            // 1 µs, times 3 for Simple).
+            let overhead = if p == Proto::Simple { 3.0 } else { 1.0 };
+            let intra_us = params.step_latency_us(a, p, intra).max(overhead);
+            let network_share = (sys.nodes - 1) as f64 / (sys.ranks - 1) as f64;
+            intra_us + (step - intra_us) * network_share
+        }
+        _ => step,
+    }
 }
 
 /// NCCL's rings across nodes: each channel leaves and enters every node through its own NIC
