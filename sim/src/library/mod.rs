@@ -447,6 +447,27 @@ pub(crate) mod testing {
             .sum()
     }
 
+    /// Per rank of `s`: bytes it sends to other ranks, to the schedule's extra endpoints (the
+    /// switches of NVLS, NVLS-Tree and CollNet), and receives from them.
+    pub fn bytes_to_ranks_and_switches(s: &Schedule) -> (Vec<u64>, Vec<u64>, Vec<u64>) {
+        let n = s.ranks as usize;
+        let (mut to_ranks, mut up, mut down) = (vec![0; n], vec![0; n], vec![0; n]);
+        for op in &s.ops {
+            if let OpKind::Transfer { pattern, bytes } = op.kind {
+                for &(a, b) in s.patterns[pattern.0 as usize].pairs.iter() {
+                    let (a, b) = (a as usize, b as usize);
+                    match (a < n, b < n) {
+                        (true, true) => to_ranks[a] += bytes,
+                        (true, false) => up[a] += bytes,
+                        (false, true) => down[b] += bytes,
+                        (false, false) => {}
+                    }
+                }
+            }
+        }
+        (to_ranks, up, down)
+    }
+
     /// Bytes moved by the transfers of exactly `bytes` each (every pair counted).
     pub fn transfer_bytes(s: &Schedule, bytes: u64) -> u128 {
         bytes_where(s, |b| b == bytes)

@@ -279,7 +279,7 @@ pub fn nvls_all_reduce(
 mod tests {
     use super::*;
     use crate::collective::OpKind;
-    use crate::library::testing::Nodes;
+    use crate::library::testing::{bytes_to_ranks_and_switches as sent, Nodes};
 
     /// One tree per head over `nodes` nodes, every head on leaf switch `100 + h` (a rail leaf).
     fn rail_trees(nodes: usize, heads: usize) -> Vec<ReductionTree> {
@@ -292,26 +292,6 @@ mod tests {
                 }
             })
             .collect()
-    }
-
-    /// Per endpoint: bytes sent to another rank, to a switch, and received from a switch.
-    fn sent(s: &Schedule) -> (Vec<u64>, Vec<u64>, Vec<u64>) {
-        let n = s.ranks as usize;
-        let (mut gpu, mut up, mut down) = (vec![0; n], vec![0; n], vec![0; n]);
-        for op in &s.ops {
-            if let OpKind::Transfer { pattern, bytes } = op.kind {
-                for &(a, b) in s.patterns[pattern.0 as usize].pairs.iter() {
-                    let (a, b) = (a as usize, b as usize);
-                    match (a < n, b < n) {
-                        (true, true) => gpu[a] += bytes,
-                        (true, false) => up[a] += bytes,
-                        (false, true) => down[b] += bytes,
-                        (false, false) => {}
-                    }
-                }
-            }
-        }
-        (gpu, up, down)
     }
 
     #[test]

@@ -96,27 +96,7 @@ pub fn all_reduce(
 mod tests {
     use super::*;
     use crate::collective::OpKind;
-    use crate::library::testing::Nodes;
-
-    /// Bytes each endpoint sends: (GPU → another GPU, GPU → switch, switch → GPU) per endpoint.
-    fn sent(s: &Schedule) -> (Vec<u64>, Vec<u64>, Vec<u64>) {
-        let n = s.ranks as usize;
-        let (mut net, mut up, mut down) = (vec![0; n], vec![0; n], vec![0; n]);
-        for op in &s.ops {
-            if let OpKind::Transfer { pattern, bytes } = op.kind {
-                for &(a, b) in s.patterns[pattern.0 as usize].pairs.iter() {
-                    let (a, b) = (a as usize, b as usize);
-                    match (a < n, b < n) {
-                        (true, true) => net[a] += bytes,
-                        (true, false) => up[a] += bytes,
-                        (false, true) => down[b] += bytes,
-                        (false, false) => unreachable!("switch to switch"),
-                    }
-                }
-            }
-        }
-        (net, up, down)
-    }
+    use crate::library::testing::{bytes_to_ranks_and_switches as sent, Nodes};
 
     #[test]
     fn each_nic_carries_the_message_once_each_way_split_over_its_heads() {
