@@ -886,3 +886,22 @@ fn data_parallel_across_h100_nodes_reduces_with_nvls_tree_each_node_on_its_own_s
     assert!(alg.contains("nvls_tree/simple"), "{alg}");
     assert_two_distinct_switches(&r);
 }
+
+#[test]
+fn with_collnet_enabled_the_groups_inside_a_node_run_without_it_and_the_rest_may_use_it() {
+    // NCCL_COLLNET_ENABLE is for every communicator: TP groups inside a node run as before
+    // (NCCL sets CollNet up only across nodes), and the step runs where the switches reduce.
+    let set = [
+        "topology.in_network_reduction=true",
+        "workload.allreduce.collnet=true",
+    ];
+    let with = gpt_on_h100_nodes(&set).unwrap();
+    assert!(
+        with.summary.algorithm.contains("nvls/simple"),
+        "{}",
+        with.summary.algorithm
+    );
+    // Where nothing reduces, enabling it is an error naming the field.
+    let e = gpt_on_h100_nodes(&["workload.allreduce.collnet=true"]).unwrap_err();
+    assert!(e.contains("workload.allreduce.collnet"), "{e}");
+}

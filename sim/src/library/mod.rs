@@ -169,6 +169,9 @@ pub struct System {
 pub enum InNetworkReduction {
     /// No switch of the topology reduces.
     Absent,
+    /// Switches reduce, but the ranks are on one node: nothing to reduce across (NCCL does not
+    /// set CollNet up for a one-node communicator, and runs without it).
+    OneNode,
     /// Tree `h` reduces over every node's head `h`; `Child::Member(k)` is node `k`'s.
     Trees(Vec<ReductionTree>),
     /// Switches reduce, but not for these ranks: why.
@@ -261,7 +264,7 @@ impl System {
         }
         let nodes = members_by_node(members, view);
         self.in_network = match nodes {
-            _ if self.nodes < 2 => InNetworkReduction::Unusable("the ranks are on one node".into()),
+            _ if self.nodes < 2 => InNetworkReduction::OneNode,
             None => {
                 InNetworkReduction::Unusable("nodes hold different numbers of the ranks".into())
             }

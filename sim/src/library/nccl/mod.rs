@@ -402,6 +402,8 @@ fn collnet_graph(
             heads: trees.len() as u32,
             direct: sys.nvswitch.is_some() || !sys.node_nvswitches.is_empty(),
         })),
+        // NCCL_COLLNET_ENABLE is for every communicator; one inside a node runs without it.
+        crate::library::InNetworkReduction::OneNode => Ok(None),
         crate::library::InNetworkReduction::Absent => Err(LibraryError::new(
             "collective.collnet",
             "a topology whose network switches reduce in the network (SHARP: \
