@@ -66,6 +66,8 @@ pub(crate) struct NetFabric<'a> {
     /// NICs per node, counted once on first use (a per-group count over every device made
     /// planning a 16,384-GPU step quadratic).
     nics_per_node: std::cell::OnceCell<std::collections::HashMap<u32, u32>>,
+    /// Whether any switch reduces in the network, looked up once (every communicator asks).
+    reducing_switches: std::cell::OnceCell<bool>,
 }
 
 impl<'a> NetFabric<'a> {
@@ -76,6 +78,7 @@ impl<'a> NetFabric<'a> {
             endpoints: &prep.ranks,
             group_size: prep.group_size,
             nics_per_node: std::cell::OnceCell::new(),
+            reducing_switches: std::cell::OnceCell::new(),
         }
     }
 }
@@ -119,7 +122,9 @@ impl library::SystemView for NetFabric<'_> {
         self.topo.gpu.clone()
     }
     fn has_in_network_reduction(&self) -> bool {
-        self.topo.devices().iter().any(|d| d.in_network_reduction)
+        *self
+            .reducing_switches
+            .get_or_init(|| self.topo.devices().iter().any(|d| d.in_network_reduction))
     }
     fn reduction_tree(&self, ranks: &[u32]) -> Result<ReductionTree, String> {
         let members: Vec<DeviceId> = ranks.iter().map(|&r| self.endpoints[r as usize]).collect();
