@@ -73,6 +73,8 @@ pub struct LogSystem<'a> {
     pub protocol: Option<&'a str>,
     /// The tuner plugin rules the runs ran under (`NCCL_TUNER_CONFIG_FILE`), if any.
     pub tuner_config: Option<&'a Path>,
+    /// The runs had `NCCL_COLLNET_ENABLE=1` (CollNet on switches that reduce).
+    pub collnet: bool,
 }
 
 /// The collectives NCCL runs with its collective algorithms, as nccl-tests names them.
@@ -149,6 +151,7 @@ pub fn from_logs(
                 protocol: sys.protocol,
                 version,
                 tuner_config: sys.tuner_config,
+                collnet: sys.collnet,
                 measured_secs: t.time_us * 1e-6,
                 file: file.clone(),
                 row: i as u32 + 1,
@@ -174,7 +177,8 @@ pub fn from_logs(
             .unwrap_or_default(),
         sys.tuner_config
             .map(|t| format!(" --tuner-config {}", t.display()))
-            .unwrap_or_default(),
+            .unwrap_or_default()
+            + if sys.collnet { " --collnet" } else { "" },
         rows.len(),
         file_names(&files)
     );

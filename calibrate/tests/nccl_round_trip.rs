@@ -44,10 +44,15 @@ fn import_on_hgx(log: &Path, out: &Path) -> std::process::Output {
 /// Simulated seconds of an all-reduce of `bytes` over every GPU of `topologies/<topology>`
 /// under `profile`.
 fn simulate_on(topology: &str, profile: &Path, bytes: u64) -> f64 {
+    simulate_on_with(topology, profile, bytes, "")
+}
+
+/// [`simulate_on`] with `extra` `[collective]` lines.
+fn simulate_on_with(topology: &str, profile: &Path, bytes: u64, extra: &str) -> f64 {
     let q = |p: &Path| format!("{:?}", p.display().to_string());
     let text = format!(
         "name = \"rt\"\nprofile = {}\n[topology]\nfile = {}\n[collective]\nop = \"all_reduce\"\n\
-         bytes = \"{bytes}B\"\nlibrary = \"nccl\"\nlibrary_version = \"2.20\"\n",
+         bytes = \"{bytes}B\"\nlibrary = \"nccl\"\nlibrary_version = \"2.20\"\n{extra}",
         q(profile),
         q(&root().join("topologies").join(topology))
     );
@@ -64,6 +69,17 @@ fn predicted_log_at(
     gpu_name: &str,
     sizes: &[u64],
 ) -> NcclTestsRun {
+    predicted_log_with(topology, profile, (gpus, gpu_name), sizes, "")
+}
+
+/// [`predicted_log_at`] with `extra` `[collective]` lines in every simulated row.
+fn predicted_log_with(
+    topology: &str,
+    profile: &Path,
+    (gpus, gpu_name): (u32, &str),
+    sizes: &[u64],
+    extra: &str,
+) -> NcclTestsRun {
     let mut run = NcclTestsRun {
         collective: Some("all_reduce".into()),
         nccl_version: Some("2.20.5".into()),
@@ -79,7 +95,7 @@ fn predicted_log_at(
         })
         .collect();
     for &b in sizes {
-        let us = simulate_on(topology, profile, b) * 1e6;
+        let us = simulate_on_with(topology, profile, b, extra) * 1e6;
         let algbw = b as f64 / us / 1e3;
         let t = Timing {
             time_us: us,
@@ -328,4 +344,53 @@ fn channel_rates_per_ring_protocol_round_trip_when_asked() {
         "{}",
         rt.out
     );
+}
+
+#[test]
+fn a_collnet_system_round_trips_when_the_import_is_told_collnet_was_on() {
+    // 2 HGX H100 nodes whose NDR switches reduce (SHARP), runs with NCCL_COLLNET_ENABLE=1:
+    // NCCL runs NVLS across nodes (the NVSwitch inside, SHARP between) from a few hundred KiB.
+    // `--collnet` replays the log that way, and the fitted profile gives the log back.
+    let dir = tmp("collnet");
+    let text = std::fs::read_to_string(root().join("topologies/h100_rail_cluster.toml"))
+        .unwrap()
+        .replacen("\nnodes = 32\n", "\nnodes = 2\n", 1)
+        .replacen(
+            "\n[generator]",
+            "\nin_network_reduction = true\n[generator]",
+            1,
+        );
+    assert!(text.contains("nodes = 2") && text.contains("in_network_reduction"));
+    let topology = dir.join("sharp2.toml");
+    std::fs::write(&topology, text).unwrap();
+    let topo = topology.display().to_string();
+    let profile = root().join("data/profiles/h100_sxm_node.json");
+    let sizes = [1u64 << 20, 4 << 20, 16 << 20, 64 << 20];
+    let run = predicted_log_with(
+        &topo,
+        &profile,
+        (16, "NVIDIA H100 80GB HBM3"),
+        &sizes,
+        "collnet = true\n",
+    );
+    let log = dir.join("all_reduce.log");
+    std::fs::write(&log, nccl_tests::to_text(&run)).unwrap();
+    let fitted = dir.join("fitted.json");
+    let o = import_on_with(&topo, &log, &fitted, &["--collnet"]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("nvls/simple/ib"), "{out}");
+    for r in &run.rows {
+        let logged = r.out_of_place.unwrap().time_us;
+        let again = simulate_on_with(&topo, &fitted, r.size_bytes, "collnet = true\n") * 1e6;
+        assert!(
+            (again / logged - 1.0).abs() < 0.01,
+            "{} B: log {logged:.2} us, fitted profile {again:.2} us\n{out}",
+            r.size_bytes
+        );
+    }
 }

@@ -142,3 +142,27 @@ fn collnet_where_nothing_reduces_or_not_enabled_is_an_error_naming_the_field() {
     .unwrap_err();
     assert!(e.contains("collective.collnet"), "{e}");
 }
+
+#[test]
+fn nvls_across_nodes_shrinks_its_chunk_for_mid_sizes_so_its_stages_pipeline() {
+    // enqueue.cc: NVLS's chunk shrinks while the message is small against channels x heads x
+    // chunk, so a 16 MiB all-reduce runs in several chunks per (channel, head) and its six
+    // stages (into the switch, to the head, up, down, back, multicast) overlap: 4x the bytes
+    // of 4 MiB cost less than 3x the time (one 128 KiB chunk each played them one after
+    // another: 3.2x).
+    let time = |bytes: &str| {
+        let s = run(
+            "h100_rail_cluster.toml",
+            &[
+                "topology.generator.nodes=2",
+                "topology.in_network_reduction=true",
+            ],
+            bytes,
+            "collnet = true\nalgorithm = \"nvls\"\n",
+        )
+        .unwrap();
+        s.time_us
+    };
+    let (small, big) = (time("4MiB"), time("16MiB"));
+    assert!(big < 3.0 * small, "4 MiB {small} us, 16 MiB {big} us");
+}

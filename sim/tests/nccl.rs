@@ -410,6 +410,7 @@ fn an_nccl_fit_replays_every_row_as_the_runs_tuner_rules_steered_it() {
         protocol: None,
         version: None,
         tuner_config,
+        collnet: false,
         measured_secs: 1e-3,
         file: "all_reduce.log".into(),
         row: 1,

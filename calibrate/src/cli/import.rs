@@ -14,6 +14,7 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
             algorithm,
             protocol,
             tuner_config,
+            collnet,
             date,
             ring_channel_rates,
             out,
@@ -39,6 +40,7 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
                 algorithm: algorithm.as_deref(),
                 protocol: protocol.as_deref(),
                 tuner_config: tuner_config.as_deref(),
+                collnet,
             };
             let summary = crate::fit_nccl::from_logs(
                 &runs,

@@ -186,6 +186,10 @@ enum ImportCmd {
         /// NCCL_TUNER_CONFIG_FILE), with --topology: every row is replayed as it steered NCCL.
         #[arg(long, requires = "topology")]
         tuner_config: Option<PathBuf>,
+        /// The runs had NCCL_COLLNET_ENABLE=1 on switches that reduce in the network (SHARP;
+        /// the topology file says which, `in_network_reduction`), with --topology.
+        #[arg(long, requires = "topology")]
+        collnet: bool,
         /// Date to record in the provenance of NCCL-model fits (YYYY-MM-DD; default: today).
         #[arg(long, requires = "topology")]
         date: Option<String>,

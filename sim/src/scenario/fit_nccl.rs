@@ -51,6 +51,8 @@ pub struct Measured<'a> {
     pub version: Option<&'a str>,
     /// The rules file of the tuner plugin the runs were steered by, if any.
     pub tuner_config: Option<&'a std::path::Path>,
+    /// `NCCL_COLLNET_ENABLE=1` (CollNet where the topology's switches reduce).
+    pub collnet: bool,
     pub measured_secs: f64,
     pub file: String,
     pub row: u32,
@@ -82,6 +84,9 @@ impl Measured<'_> {
                 "tuner_config = {}\n",
                 quote(&t.display().to_string())
             ));
+        }
+        if self.collnet {
+            text.push_str("collnet = true\n");
         }
         let at = |e: String| format!("{} row {}: {e}", self.file, self.row);
         let scenario = super::parse(&text, std::path::Path::new("fit-row.toml"), &[])
@@ -761,6 +766,7 @@ mod tests {
                     protocol: None,
                     version: Some("2.18.5"),
                     tuner_config: None,
+                    collnet: false,
                     measured_secs: 1e-4,
                     file: "t.csv".into(),
                     row: i as u32 + 1,

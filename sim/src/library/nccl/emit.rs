@@ -133,8 +133,27 @@ pub(super) fn emit(
                 ));
             }
             let heads = trees.len() as u64;
-            let per_loop = nc * heads * nvls_tree_chunk_bytes(sys.nodes);
-            let slices = req.bytes.div_ceil(per_loop).clamp(1, MAX_SLICES);
+            // enqueue.cc (2.21+): NVLS's chunk, at most 32 KiB across nodes where NCCL's NVLS
+            // estimate is below 150 GB/s, shrunk for small messages over channels x heads.
+            let nvls_gbps = tuner::estimates(input, req.collective, req.bytes)
+                .iter()
+                .find(|e| e.algo == Algo::Nvls)
+                .map_or(0.0, |e| e.algbw_gbps);
+            let mut chunk: u64 = if nvls_gbps < 150.0 {
+                32 << 10
+            } else {
+                128 << 10
+            };
+            let ops_in_flight = nc * heads;
+            for (k, c) in [(64u64, 64u64 << 10), (8, 32 << 10), (2, 16 << 10)] {
+                if req.bytes < k * ops_in_flight * chunk && chunk > c {
+                    chunk = c;
+                }
+            }
+            let slices = req
+                .bytes
+                .div_ceil(ops_in_flight * chunk)
+                .clamp(1, MAX_SLICES);
             let (s, switches) = collnet::nvls_all_reduce(
                 req.bytes, sys.ranks, trees, slices, fabric,
             )
