@@ -288,13 +288,12 @@ impl System {
     }
 }
 
-/// `members` grouped by node, nodes in order of their first member, members in order within
-/// each (as [`nccl::ranks_by_node`] groups a communicator's ranks); `None` when nodes hold
-/// different numbers of them.
-fn members_by_node(members: &[u32], view: &dyn SystemView) -> Option<Vec<Vec<u32>>> {
+/// `members` grouped by node (`fabric`), nodes in order of their first member, members in
+/// order within each; `None` when there are none or nodes hold different numbers of them.
+pub(crate) fn members_by_node(members: &[u32], fabric: &dyn Fabric) -> Option<Vec<Vec<u32>>> {
     let mut nodes: Vec<(u32, Vec<u32>)> = Vec::new();
     for &r in members {
-        let n = view.node_of(r);
+        let n = fabric.node_of(r);
         match nodes.iter_mut().find(|(k, _)| *k == n) {
             Some((_, v)) => v.push(r),
             None => nodes.push((n, vec![r])),

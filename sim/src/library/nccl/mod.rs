@@ -171,19 +171,8 @@ pub(crate) fn head_tree_steps(
 /// nodes. `None` when there are no ranks or nodes hold different numbers of them (NCCL's
 /// layouts assume the same on every node).
 pub(crate) fn ranks_by_node(ranks: u32, fabric: &dyn Fabric) -> Option<Vec<Vec<u32>>> {
-    let mut nodes: Vec<(u32, Vec<u32>)> = Vec::new();
-    for r in 0..ranks {
-        let n = fabric.node_of(r);
-        match nodes.iter_mut().find(|(k, _)| *k == n) {
-            Some((_, v)) => v.push(r),
-            None => nodes.push((n, vec![r])),
-        }
-    }
-    let per = nodes.first()?.1.len();
-    if nodes.iter().any(|(_, v)| v.len() != per) {
-        return None;
-    }
-    Some(nodes.into_iter().map(|(_, v)| v).collect())
+    let all: Vec<u32> = (0..ranks).collect();
+    crate::library::members_by_node(&all, fabric)
 }
 
 /// An NCCL release `2.minor`; dtsim models 2.18 to 2.27.
