@@ -228,14 +228,7 @@ pub fn nvls_all_reduce(
         .chain(switches.names())
         .collect();
     let nvswitch = |k: usize| ranks + k as u32;
-    let to_switch: Vec<(u32, u32)> = nodes
-        .iter()
-        .enumerate()
-        .flat_map(|(k, v)| v.iter().map(move |&r| (r, nvswitch(k))))
-        .collect();
-    let from_switch: Vec<(u32, u32)> = to_switch.iter().map(|&(r, sw)| (sw, r)).collect();
-    let push = s.add_pattern(to_switch);
-    let multicast = s.add_pattern(from_switch);
+    let (push, multicast) = super::node_switch_patterns(&mut s, &nodes, ranks);
     for (h, &share) in split_even(bytes, heads as u64).iter().enumerate() {
         if share == 0 && !(bytes == 0 && h == 0) {
             continue;

@@ -139,21 +139,12 @@ pub(super) fn emit(
                 .iter()
                 .find(|e| e.algo == Algo::Nvls)
                 .map_or(0.0, |e| e.algbw_gbps);
-            let mut chunk: u64 = if nvls_gbps < 150.0 {
+            let max_chunk = if nvls_gbps < 150.0 {
                 32 << 10
             } else {
                 128 << 10
             };
-            let ops_in_flight = nc * heads;
-            for (k, c) in [(64u64, 64u64 << 10), (8, 32 << 10), (2, 16 << 10)] {
-                if req.bytes < k * ops_in_flight * chunk && chunk > c {
-                    chunk = c;
-                }
-            }
-            let slices = req
-                .bytes
-                .div_ceil(ops_in_flight * chunk)
-                .clamp(1, MAX_SLICES);
+            let (_, slices) = nvls_chunk_and_slices(req.bytes, nc * heads, max_chunk);
             let (s, switches) = collnet::nvls_all_reduce(
                 req.bytes, sys.ranks, trees, slices, fabric,
             )
@@ -177,17 +168,7 @@ pub(super) fn emit(
             placed.push(("nvswitch".to_string(), switch));
             // NVLS chunks: 128 KiB, shrunk for small messages (enqueue.cc 2.18); one loop
             // moves channels × ranks chunks.
-            let ops_in_flight = nc * n;
-            let mut chunk: u64 = 128 << 10;
-            for (k, c) in [(64u64, 64u64 << 10), (8, 32 << 10), (2, 16 << 10)] {
-                if req.bytes < k * ops_in_flight * chunk && chunk > c {
-                    chunk = c;
-                }
-            }
-            let slices = req
-                .bytes
-                .div_ceil(ops_in_flight * chunk)
-                .clamp(1, MAX_SLICES);
+            let (chunk, slices) = nvls_chunk_and_slices(req.bytes, nc * n, 128 << 10);
             let busy = nvls_busy_channels(input.version, req.bytes, nc, n, chunk);
             nvls_chunk = chunk;
             (nvls(req, sys.ranks, slices), slices, busy)
@@ -482,6 +463,22 @@ fn rail_rings(sys: &System, fabric: &dyn Fabric, channels: u64) -> Vec<Vec<u32>>
                 .collect()
         })
         .collect()
+}
+
+/// NVLS's chunk for `bytes` (`enqueue.cc`): `max_chunk`, shrunk to 64, 32 and 16 KiB while
+/// the message is under 64, 8 and 2 times `ops_in_flight` (channels × heads) chunks; and the
+/// slices that chunk makes (one loop moves `ops_in_flight` chunks).
+fn nvls_chunk_and_slices(bytes: u64, ops_in_flight: u64, max_chunk: u64) -> (u64, u64) {
+    let mut chunk = max_chunk;
+    for (k, c) in [(64u64, 64u64 << 10), (8, 32 << 10), (2, 16 << 10)] {
+        if bytes < k * ops_in_flight * chunk && chunk > c {
+            chunk = c;
+        }
+    }
+    (
+        chunk,
+        bytes.div_ceil(ops_in_flight * chunk).clamp(1, MAX_SLICES),
+    )
 }
 
 /// How many channels' worth of throughput an NVLS collective of `bytes` gets: `bytes` over

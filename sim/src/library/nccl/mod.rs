@@ -166,6 +166,23 @@ pub(crate) fn head_tree_steps(
     (up, down)
 }
 
+/// NVLS inside every node of `nodes` (ranks grouped by node): the patterns of every GPU
+/// writing to its node's switch (node `k`'s is endpoint `first_switch + k`) and of each switch
+/// multicasting back to its GPUs, added to `s`.
+pub(crate) fn node_switch_patterns(
+    s: &mut crate::collective::Schedule,
+    nodes: &[Vec<u32>],
+    first_switch: u32,
+) -> (crate::collective::PatternId, crate::collective::PatternId) {
+    let to_switch: Vec<(u32, u32)> = nodes
+        .iter()
+        .enumerate()
+        .flat_map(|(k, v)| v.iter().map(move |&r| (r, first_switch + k as u32)))
+        .collect();
+    let from_switch: Vec<(u32, u32)> = to_switch.iter().map(|&(r, sw)| (sw, r)).collect();
+    (s.add_pattern(to_switch), s.add_pattern(from_switch))
+}
+
 /// Ranks `0..ranks` grouped by node (`fabric`), nodes in order of their first rank, ranks in
 /// order within each: how NCCL's rail-aligned rings, trees and NVLS-Tree lay channels over
 /// nodes. `None` when there are no ranks or nodes hold different numbers of them (NCCL's

@@ -46,14 +46,7 @@ pub fn all_reduce(
     let lanes = heads * 2;
     let shares = split_even(bytes, lanes as u64);
     // Every GPU to its switch and back, the same for every lane.
-    let to_switch: Vec<(u32, u32)> = nodes
-        .iter()
-        .enumerate()
-        .flat_map(|(k, v)| v.iter().map(move |&r| (r, switch(k))))
-        .collect();
-    let from_switch: Vec<(u32, u32)> = to_switch.iter().map(|&(r, sw)| (sw, r)).collect();
-    let push = s.add_pattern(to_switch);
-    let multicast = s.add_pattern(from_switch);
+    let (push, multicast) = super::node_switch_patterns(&mut s, &nodes, ranks);
     for (lane, &share) in shares.iter().enumerate() {
         if share == 0 && !(bytes == 0 && lane == 0) {
             continue;
