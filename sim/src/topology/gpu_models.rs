@@ -5,7 +5,8 @@
 //! topology importers (NVLink bandwidth from a link count, the model behind a PCI id). Facts
 //! from vendor datasheets (general knowledge): NVLink1 (P100) 4 links × 20 GB/s per direction;
 //! NVLink2 (V100) 6 × 25; NVLink3 (A100) 12 × 25; NVLink4 (H100/H200) 18 × 25; NVLink5 (B200)
-//! 18 × 50; the RTX 3090 bridge 4 × 14.0625. Host interface: PCIe Gen3 (8 GT/s) up to
+//! 18 × 50; the RTX 3090 bridge 4 × 14.0625; the Ada cards (RTX 4090, L40, L40S) and the
+//! A10 have none. Host interface: PCIe Gen3 (8 GT/s) up to
 //! Volta/Turing, Gen4 (16) for Ampere, Gen5 (32) for Hopper and Blackwell, 16 lanes. PCI device ids from the PCI ID repository
 //! (pci-ids.ucw.cz, vendor 10de), and the two seen in the fixtures' own dumps (0x2330
 //! H100 SXM5, 0x2335 H200).
@@ -37,7 +38,7 @@ const fn model(name: &'static str, cc: u32, gbps: f64, links: u32, pcie: f64) ->
 }
 
 /// Searched in order: longer, more specific names first (GB200 before B200, GH200 before H200).
-const MODELS: [GpuModel; 16] = [
+const MODELS: [GpuModel; 20] = [
     model("GB200", 100, 50.0, 18, 32.0),
     model("B200", 100, 50.0, 18, 32.0),
     model("B100", 100, 50.0, 18, 32.0),
@@ -49,6 +50,10 @@ const MODELS: [GpuModel; 16] = [
     model("A800", 80, 25.0, 8, 16.0),
     model("A30", 80, 25.0, 4, 16.0),
     model("RTX-3090", 86, 14.0625, 4, 16.0),
+    model("4090", 89, 0.0, 0, 16.0),
+    model("L40S", 89, 0.0, 0, 16.0),
+    model("L40", 89, 0.0, 0, 16.0),
+    model("A10", 86, 0.0, 0, 16.0),
     model("V100", 70, 25.0, 6, 8.0),
     model("2080", 75, 25.0, 2, 8.0),
     model("T4", 75, 0.0, 0, 8.0),

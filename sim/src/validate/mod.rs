@@ -34,6 +34,7 @@ use crate::scenario;
 
 mod datasets;
 pub mod nccl;
+pub mod system;
 mod tables;
 
 use datasets::{ddp_row, single_device_rows, testbed_row, tf_cnn_row};
@@ -200,6 +201,8 @@ pub struct Report {
     pub groups: Vec<GroupError>,
     /// (dataset, why) for rows that could not be replayed.
     pub skipped: Vec<(String, String)>,
+    /// (dataset, group, what its rows were replayed on) for nccl-tests tables, each once.
+    pub replayed_on: Vec<(String, String, String)>,
 }
 
 /// Reads a CSV file (RFC 4180 quoting) into rows.
@@ -369,6 +372,14 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
                     format!("row {}: its profile was fitted on it; not scored", i + 1),
                 ));
                 continue;
+            }
+            if is_nccl_table {
+                if let Ok(c) = nccl::case(row, &root) {
+                    let entry = (name.clone(), c.group, c.replayed_on);
+                    if !report.replayed_on.contains(&entry) {
+                        report.replayed_on.push(entry);
+                    }
+                }
             }
             for replayed in replay(row, &root) {
                 match replayed {

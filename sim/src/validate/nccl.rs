@@ -1,11 +1,13 @@
-//! nccl-tests tables: each row replayed as NCCL runs it on the system its name selects, with
-//! that system's bundled profile; rows a profile was fitted on are never scored; and
-//! leave-one-system-out (fit the NCCL parameters on every other system, predict this one).
+//! nccl-tests tables: each row replayed as NCCL runs it on the system its own columns describe
+//! (GPU model, GPUs and nodes, the interconnects inside and between nodes: see
+//! [`super::system`], which names no system), with that GPU's bundled profile; rows a profile
+//! was fitted on are never scored; and leave-one-system-out (fit the NCCL parameters on every
+//! other system, predict this one). The shared tables come out as:
 //!
 //! | system (column `system`) | topology | bundled profile |
 //! |---|---|---|
 //! | `ND H100 v5` | `hgx_h100.toml` | `h100_sxm_node.json` |
-//! | `ND H200 v5` | `hgx_h100.toml` with `gpu = "H200-SXM5"` (same NVLink4 / NVSwitch) | `h200_sxm_node.json` |
+//! | `ND H200 v5` | `hgx_h100.toml` with `gpu = "H200"` (same NVLink4 / NVSwitch) | `h200_sxm_node.json` |
 //! | `ND A100 v4` | `dgx_a100.toml` | `a100_sxm_node.json` |
 //! | GCP `a3-megagpu-8g`, 2 nodes | `gcp_a3mega.toml` (8 NICs of 200 Gb/s per node) | `gcp_a3mega_2node_h100.json` |
 //! | 2x RTX 2080 Ti | `pcie_box_2gpu.toml` | `rtx2080ti_pcie_box.json` |
@@ -14,9 +16,9 @@
 //! `size` is dtsim's `bytes`); profiles are fitted, and leave-one-system-out fits, on all-reduce
 //! rows only, so the other collectives score how a fit carries over to them.
 //!
-//! Multi-node rows (GCP A3 Mega, GPUDirect-TCPXO) run with the NCCL settings of Google's
+//! Rows of GPUDirect-TCPXO clusters (GCP A3 Mega) run with the NCCL settings of Google's
 //! recommended TCPXO environment (`nccl-env-profile.sh`): `NCCL_PROTO=Simple,LL128` and
-//! `NCCL_MIN_NCHANNELS=4` ([`GCP_TCPXO_NCCL`]). Its tuner plugin's rules
+//! `NCCL_MIN_NCHANNELS=4` ([`super::system::GCP_TCPXO_NCCL`]). Its tuner plugin's rules
 //! (`a3plus_tuner_config.textproto`) are not public: NCCL's own choice stands in for them.
 //!
 //! A row whose command forced `NCCL_ALGO=NVLS` is replayed with NVLS forced where the system
@@ -42,6 +44,8 @@ pub struct Case {
     pub text: String,
     pub set: Vec<String>,
     pub profile: PathBuf,
+    /// What the row is replayed on, for the report ([`super::system::Replay::describe`]).
+    pub replayed_on: String,
 }
 
 /// The collectives of nccl-tests' `*_perf` programs that NCCL runs with its collective
@@ -54,10 +58,6 @@ const COLLECTIVES: [(&str, Collective); 5] = [
     ("broadcast", Collective::Broadcast),
     ("reduce", Collective::Reduce),
 ];
-
-/// NCCL settings of Google's TCPXO environment for A3 Mega (`nccl-env-profile.sh`:
-/// `NCCL_PROTO=Simple,LL128`, `NCCL_MIN_NCHANNELS=4`), as `[collective]` lines.
-pub const GCP_TCPXO_NCCL: &str = "protocol = \"simple,ll128\"\nmin_channels = 4\n";
 
 /// The scenario replaying `row` (without its profile: callers add it or fit one). Rows of other
 /// collectives than all-reduce are grouped apart (`<system> · <collective>`).
@@ -75,36 +75,17 @@ pub fn case(row: &Row, root: &Path) -> Result<Case, String> {
         ));
     };
     let bytes = num(row, "size_bytes")?;
-    let gpus = row
-        .get("total_gpus")
-        .or_else(|| row.get("num_gpus"))
-        .ok_or("column num_gpus/total_gpus: missing")?
-        .parse::<u32>()
-        .map_err(|_| "num_gpus: a whole number".to_string())?;
-    let nodes = row
-        .get("num_nodes")
-        .and_then(|v| v.parse::<u32>().ok())
-        .unwrap_or(1);
+    let spec = super::system::read(row)?;
+    let gpus = spec.gpus;
     let measured = if let Some(t) = row.get("oop_time_us").and_then(|v| v.parse::<f64>().ok()) {
         t * 1e-6
     } else {
         let busbw = num(row, "busbw_GBps")? * 1e9;
         bytes / (busbw / bus_factor(op, gpus))
     };
-    let mut set = Vec::new();
-    let (topo, profile, nvls_capable) = if nodes > 1 {
-        set.push(format!("topology.generator.nodes={nodes}"));
-        ("gcp_a3mega", "gcp_a3mega_2node_h100", false)
-    } else if system.contains("A100") {
-        ("dgx_a100", "a100_sxm_node", false)
-    } else if system.contains("2080 Ti") && gpus == 2 {
-        ("pcie_box_2gpu", "rtx2080ti_pcie_box", false)
-    } else if system.contains("H200") {
-        set.push("topology.gpu=H200-SXM5".into());
-        ("hgx_h100", "h200_sxm_node", true)
-    } else {
-        ("hgx_h100", "h100_sxm_node", true)
-    };
+    let replay = spec.replay()?;
+    let (topo, profile, nvls_capable) = (replay.topology, replay.profile, replay.nvls_capable);
+    let set = replay.set.clone();
     let command = format!(
         "{} {}",
         row.get("command").map(String::as_str).unwrap_or(""),
@@ -126,9 +107,7 @@ pub fn case(row: &Row, root: &Path) -> Result<Case, String> {
             text.push_str(&format!("root = {r}\n"));
         }
     }
-    if nodes > 1 {
-        text.push_str(GCP_TCPXO_NCCL);
-    }
+    text.push_str(replay.collective);
     if let Some(v) = row
         .get("nccl_version")
         .and_then(|v| crate::library::nccl::Version::parse(v))
@@ -151,6 +130,7 @@ pub fn case(row: &Row, root: &Path) -> Result<Case, String> {
         text,
         set,
         profile: root.join("data/profiles").join(format!("{profile}.json")),
+        replayed_on: replay.describe(),
     })
 }
 

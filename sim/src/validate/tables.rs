@@ -181,6 +181,12 @@ impl std::fmt::Display for Report {
                 g.dataset, g.group, g.rows, g.calibration_rows, g.median_abs_pct, g.max_abs_pct
             )?;
         }
+        if !self.replayed_on.is_empty() {
+            writeln!(f, "\nreplayed on (from each row's gpu, num_gpus, num_nodes and interconnect columns):")?;
+            for (d, g, how) in &self.replayed_on {
+                writeln!(f, "  {d} · {g}: {how}")?;
+            }
+        }
         if !self.skipped.is_empty() {
             let mut by: BTreeMap<(String, String), usize> = BTreeMap::new();
             for (d, why) in &self.skipped {

@@ -325,3 +325,202 @@ fn tf_cnn_nccl_rows_all_reduce_over_nvlink_and_calibration_rows_are_not_scored()
         "{added} s vs {ring} s"
     );
 }
+
+/// A row of an nccl-tests table in the shared layout, with the columns that describe its system.
+fn nccl_row(gpu: &str, nodes: u32, gpus: u32, intra: &str, inter: &str) -> Row {
+    let (nodes, gpus) = (nodes.to_string(), gpus.to_string());
+    row(&[
+        ("system", "a system dtsim has never seen"),
+        ("gpu", gpu),
+        ("num_nodes", &nodes),
+        ("total_gpus", &gpus),
+        ("intra_node_interconnect", intra),
+        ("inter_node_interconnect", inter),
+        ("collective", "all_reduce"),
+        ("size_bytes", "1073741824"),
+        ("oop_time_us", "10000"),
+    ])
+}
+
+fn replay_of(r: &Row) -> system::Replay {
+    system::read(r).and_then(|s| s.replay()).unwrap()
+}
+
+#[test]
+fn a_multi_node_infiniband_table_runs_on_rails_at_its_stated_nic_rate_not_on_tcpxo() {
+    let r = replay_of(&nccl_row(
+        "NVIDIA H100 80GB HBM3",
+        4,
+        32,
+        "NVLink4 via NVSwitch",
+        "8x 400 Gb/s InfiniBand NDR per node",
+    ));
+    assert_eq!(r.topology, "h100_rail_cluster");
+    assert_eq!(r.profile, "h100_sxm_node");
+    assert!(r.set.contains(&"topology.generator.nodes=4".to_string()));
+    assert!(r
+        .set
+        .contains(&"topology.generator.nic_link.bandwidth=400Gbps".to_string()));
+    assert!(r
+        .set
+        .contains(&"topology.generator.nic_link.class=ib".to_string()));
+    assert!(r.collective.is_empty(), "no TCPXO settings: {r:?}");
+    assert!(r.assumed.is_empty(), "{r:?}");
+    // GPUDirect-TCPXO is what selects GCP's A3 Mega build and its NCCL environment.
+    let gcp = replay_of(&nccl_row(
+        "NVIDIA H100 80GB HBM3",
+        2,
+        16,
+        "NVLink/NVSwitch",
+        "GPUDirect-TCPXO over 8 GPU NICs per VM",
+    ));
+    assert_eq!(gcp.topology, "gcp_a3mega");
+    assert_eq!(gcp.profile, "gcp_a3mega_2node_h100");
+    assert_eq!(gcp.collective, system::GCP_TCPXO_NCCL);
+}
+
+#[test]
+fn what_a_row_leaves_out_comes_from_its_gpu_generation_and_is_reported_as_assumed() {
+    let r = replay_of(&nccl_row("NVIDIA A100-SXM4-80GB", 2, 16, "", "not stated"));
+    assert_eq!(r.topology, "h100_rail_cluster");
+    assert_eq!(r.profile, "a100_sxm_node");
+    for key in [
+        "topology.generator.nvlink.bandwidth=300GB/s",
+        "topology.generator.nic_link.bandwidth=200Gbps",
+        "topology.gpu=\"A100\"",
+    ] {
+        assert!(r.set.contains(&key.to_string()), "{key}: {r:?}");
+    }
+    let said = r.assumed.join("; ");
+    for what in ["NVSwitch", "InfiniBand", "200 Gb/s", "8 NICs"] {
+        assert!(said.contains(what), "{what}: {said}");
+    }
+    // Four NICs of 200 Gb/s for eight GPUs: the node's total, one NIC per GPU.
+    let r = replay_of(&nccl_row(
+        "H100 SXM5",
+        2,
+        16,
+        "NVSwitch",
+        "4 x 200 Gbps RoCE",
+    ));
+    assert!(r
+        .set
+        .contains(&"topology.generator.nic_link.bandwidth=100Gbps".to_string()));
+    assert!(r
+        .set
+        .contains(&"topology.generator.nic_link.class=ethernet".to_string()));
+    assert!(r.assumed.join(" ").contains("4 NICs of 200 Gb/s"), "{r:?}");
+}
+
+#[test]
+fn pre_nvswitch_boards_and_pcie_cards_get_their_own_topologies() {
+    let v100 = replay_of(&nccl_row("Tesla V100-SXM2-32GB", 1, 8, "", "none"));
+    assert_eq!(v100.topology, "dgx1_v100");
+    assert_eq!(v100.profile, "default");
+    assert!(v100.set.contains(&"topology.gpu=\"V100\"".to_string()));
+    assert!(v100.assumed.join(" ").contains("hybrid cube mesh"));
+    let two = replay_of(&nccl_row(
+        "Tesla V100-SXM2-16GB",
+        2,
+        16,
+        "NVLink hybrid cube mesh",
+        "4x EDR 100Gb InfiniBand",
+    ));
+    assert_eq!(two.topology, "dgx1_v100_x2");
+    assert!(two.set.contains(&"topology.generator.nodes=2".to_string()));
+    // GeForce cards: no P2P unless the row says so; datacenter PCIe cards have it.
+    let geforce = replay_of(&nccl_row(
+        "NVIDIA GeForce RTX 4090",
+        1,
+        4,
+        "PCIe Gen4 x16",
+        "",
+    ));
+    assert_eq!(geforce.topology, "pcie_box_2gpu");
+    assert!(
+        !geforce.set.iter().any(|s| s.contains("p2p")),
+        "{geforce:?}"
+    );
+    assert!(geforce
+        .set
+        .contains(&"topology.generator.pcie.bandwidth=31.51GB/s".to_string()));
+    let l40s = replay_of(&nccl_row("NVIDIA L40S", 1, 4, "PCIe Gen4 switch", ""));
+    assert!(l40s
+        .set
+        .contains(&"topology.generator.p2p=true".to_string()));
+    // The shared 2080 Ti box states that P2P is not supported; its profile is the staged path's.
+    let box2 = replay_of(&nccl_row(
+        "NVIDIA GeForce RTX 2080 Ti (11GB)",
+        1,
+        2,
+        "PCIe Gen3 x16, PIX; P2P NOT supported; no NVLink",
+        "",
+    ));
+    assert_eq!(
+        (box2.topology, box2.profile),
+        ("pcie_box_2gpu", "rtx2080ti_pcie_box")
+    );
+    assert!(box2.set.is_empty(), "{box2:?}");
+}
+
+#[test]
+fn the_system_comes_from_the_gpu_column_not_from_the_system_name() {
+    let mut r = nccl_row("Tesla V100-SXM2-32GB", 1, 8, "NVLink2 hybrid cube mesh", "");
+    r.insert("system".into(), "ND H100 v5".into());
+    assert_eq!(replay_of(&r).topology, "dgx1_v100");
+}
+
+#[test]
+fn systems_dtsim_cannot_build_are_refused_naming_the_column() {
+    let e = system::read(&nccl_row("Intel Gaudi2", 1, 8, "", ""))
+        .and_then(|s| s.replay())
+        .unwrap_err();
+    assert!(e.starts_with("gpu:"), "{e}");
+    let e = system::read(&nccl_row("NVIDIA L40S", 2, 8, "PCIe", "100 Gb/s Ethernet"))
+        .and_then(|s| s.replay())
+        .unwrap_err();
+    assert!(e.starts_with("num_nodes:"), "{e}");
+    let e = system::read(&nccl_row("H100", 3, 16, "NVSwitch", "NDR")).unwrap_err();
+    assert!(e.starts_with("num_nodes:"), "{e}");
+}
+
+#[test]
+fn an_unseen_multi_node_table_is_replayed_end_to_end_and_says_on_what() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let csv = repo
+        .join("target")
+        .join(format!("nccl-unseen-{}.csv", std::process::id()));
+    let _ = std::fs::create_dir_all(csv.parent().unwrap());
+    std::fs::write(
+        &csv,
+        "system,num_nodes,gpus_per_node,total_gpus,gpu,intra_node_interconnect,\
+         inter_node_interconnect,collective,size_bytes,oop_time_us\n\
+         IB cluster,2,8,16,H100 SXM5,NVSwitch,8 x 400 Gb/s InfiniBand,all_reduce,1073741824,10000\n\
+         TCPXO cluster,2,8,16,H100 SXM5,NVSwitch,GPUDirect-TCPXO,all_reduce,1073741824,10000\n",
+    )
+    .unwrap();
+    let r = validate(std::slice::from_ref(&csv), &Options::default()).unwrap();
+    std::fs::remove_file(&csv).unwrap();
+    assert_eq!(r.predictions.len(), 2, "{:?}", r.skipped);
+    let secs = |g: &str| {
+        r.predictions
+            .iter()
+            .find(|p| p.group == g)
+            .unwrap()
+            .simulated_secs
+    };
+    // 1 GiB over 16 GPUs on two nodes: NCCL's trees send each byte across the network once
+    // where a ring sends it twice, so the bus bandwidth stays below twice the node's NICs
+    // (8 x 50 GB/s); and it is more than a quarter of them.
+    let busbw_ib = 2.0 * 15.0 / 16.0 * 1073741824.0 / secs("IB cluster") / 1e9;
+    assert!((100.0..800.0).contains(&busbw_ib), "{busbw_ib}");
+    // Twice the NIC rate is faster than GCP's 200 Gb/s TCPXO NICs.
+    assert!(secs("IB cluster") < secs("TCPXO cluster"));
+    let on: Vec<&str> = r
+        .replayed_on
+        .iter()
+        .map(|(_, _, how)| how.as_str())
+        .collect();
+    assert!(on.iter().any(|h| h.contains("h100_rail_cluster")), "{on:?}");
+    assert!(on.iter().any(|h| h.contains("gcp_a3mega")), "{on:?}");
+}

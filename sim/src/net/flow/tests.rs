@@ -160,6 +160,7 @@ fn gpus_without_p2p_behind_one_switch_share_its_uplink_only_when_both_directions
         gpus: 2,
         pcie: pcie.clone(),
         switch_uplink: Some(pcie),
+        p2p: false,
     };
     let t = Arc::new(generator.build("box").unwrap());
     let (one_way, traffic) = run(

@@ -144,6 +144,10 @@ impl HybridCubeMesh {
 /// staged transfer crosses that uplink twice, up to host memory and down to the peer, so one
 /// transfer alone has the uplink each way to itself, and two in opposite directions (a
 /// 2-GPU ring) share both directions of it.
+///
+/// `p2p = true` is a box whose GPUs do reach each other directly (datacenter PCIe cards, P2P
+/// enabled): transfers turn at the switch (or the host's root complex) instead of being staged
+/// in host memory.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PcieBox {
@@ -151,6 +155,8 @@ pub struct PcieBox {
     pub pcie: LinkParams,
     #[serde(default)]
     pub switch_uplink: Option<LinkParams>,
+    #[serde(default)]
+    pub p2p: bool,
 }
 
 impl PcieBox {
@@ -172,7 +178,9 @@ impl PcieBox {
         };
         for g in gpus {
             b.add_link(g, upstream, self.pcie.spec());
-            b.set_staged_via(g, host);
+            if !self.p2p {
+                b.set_staged_via(g, host);
+            }
         }
         b.build()
     }

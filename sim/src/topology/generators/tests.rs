@@ -535,6 +535,7 @@ fn pcie_box_sends_gpu_to_gpu_traffic_through_the_host() {
         gpus: 2,
         pcie: params("15.75GB/s", LinkClass::Pcie),
         switch_uplink: None,
+        p2p: false,
     }
     .build("box")
     .unwrap();
@@ -547,11 +548,30 @@ fn pcie_box_sends_gpu_to_gpu_traffic_through_the_host() {
 }
 
 #[test]
+fn pcie_box_with_p2p_turns_gpu_to_gpu_traffic_at_the_switch() {
+    let t = PcieBox {
+        gpus: 4,
+        pcie: params("31.5GB/s", LinkClass::Pcie),
+        switch_uplink: Some(params("31.5GB/s", LinkClass::Pcie)),
+        p2p: true,
+    }
+    .build("box")
+    .unwrap();
+    assert_eq!(
+        route(&t, "n0.gpu0", "n0.gpu3"),
+        ["n0.gpu0", "n0.pcie_sw", "n0.gpu3"]
+    );
+    let (gpu0, gpu3) = (t.find("n0.gpu0").unwrap(), t.find("n0.gpu3").unwrap());
+    assert_eq!(t.staged_via(gpu0, gpu3), None);
+}
+
+#[test]
 fn pcie_box_behind_one_switch_stages_through_the_host_across_its_uplink_twice() {
     let t = PcieBox {
         gpus: 2,
         pcie: params("15.75GB/s", LinkClass::Pcie),
         switch_uplink: Some(params("15.75GB/s", LinkClass::Pcie)),
+        p2p: false,
     }
     .build("box")
     .unwrap();
