@@ -581,3 +581,30 @@ fn a_ring_across_nodes_pays_network_latency_only_on_the_hops_that_cross_the_netw
         s.time_us
     );
 }
+
+#[test]
+fn on_a_dgx1_hybrid_cube_mesh_nccl_rings_stay_on_nvlink() {
+    // 8 V100 on DGX-1's mesh: GPU 3 and GPU 4 share no NVLink, so the ranks' own order would
+    // cross the CPUs' PCIe. NCCL's search finds six rings over the six NVLinks of every GPU
+    // (search.rs); 1 GiB then moves at most 6 x 25 GB/s per GPU and direction (the links'
+    // datasheet rate) and far more than PCIe Gen3's 15.75 GB/s: it moved 12 GB/s of bus
+    // bandwidth on the ranks' order before the search was modelled.
+    let s = run_set("dgx1_v100.toml", &["topology.gpu=V100-SXM2"], "1GiB", "").unwrap();
+    assert!(
+        s.library.contains("ring/simple, 12 channels"),
+        "{}",
+        s.library
+    );
+    assert!(
+        (80.0..150.0).contains(&s.busbw_gbytes_per_s),
+        "{} GB/s",
+        s.busbw_gbytes_per_s
+    );
+    // No byte crosses PCIe.
+    assert_eq!(
+        s.bytes_by_class.get("pcie").copied().unwrap_or(0.0),
+        0.0,
+        "{:?}",
+        s.bytes_by_class
+    );
+}

@@ -160,6 +160,10 @@ pub struct System {
     pub nics_per_node: u32,
     /// What the network's switches can reduce for these ranks (NCCL's CollNet on SHARP).
     pub in_network: InNetworkReduction,
+    /// Bits/s of NVLink cabled directly from member `i`'s GPU to member `j`'s, when the ranks
+    /// are on one node without an NVSwitch and some of them share NVLinks (DGX-1's hybrid cube
+    /// mesh, bridged cards): what NCCL's ring search runs over. Empty otherwise.
+    pub nvlink_mesh: Vec<Vec<f64>>,
 }
 
 /// In-network reduction (SHARP) as a communicator sees it: one tree per head index, over the
@@ -188,6 +192,9 @@ pub trait SystemView: Fabric {
     fn gpu(&self) -> Option<String>;
     /// Whether any switch of the topology reduces in the network.
     fn has_in_network_reduction(&self) -> bool;
+    /// Bits/s of NVLink cabled directly from `src`'s GPU to `dst`'s (0 without one: a route
+    /// through other GPUs or a switch does not count).
+    fn direct_nvlink_bps(&self, src: u32, dst: u32) -> f64;
     /// The in-network reduction tree over `ranks` (`Child::Member(i)` is `ranks[i]`), or why
     /// there is none.
     fn reduction_tree(&self, ranks: &[u32]) -> Result<ReductionTree, String>;
@@ -252,6 +259,30 @@ impl System {
             node_nvswitches,
             nics_per_node: members.first().map_or(0, |&r| view.nics_on_node_of(r)),
             in_network: InNetworkReduction::Absent,
+            nvlink_mesh: if per_node.len() == 1 && nvswitch.is_none() && members.len() >= 2 {
+                let m: Vec<Vec<f64>> = members
+                    .iter()
+                    .map(|&a| {
+                        members
+                            .iter()
+                            .map(|&b| {
+                                if a == b {
+                                    0.0
+                                } else {
+                                    view.direct_nvlink_bps(a, b)
+                                }
+                            })
+                            .collect()
+                    })
+                    .collect();
+                if m.iter().flatten().any(|&b| b > 0.0) {
+                    m
+                } else {
+                    Vec::new()
+                }
+            } else {
+                Vec::new()
+            },
         }
         .with_reduction_trees(view, members)
     }
@@ -433,6 +464,7 @@ pub(crate) mod testing {
             node_nvswitches: Vec::new(),
             nics_per_node: 1,
             in_network: super::InNetworkReduction::Absent,
+            nvlink_mesh: Vec::new(),
         }
     }
 

@@ -88,6 +88,16 @@ pub(super) fn emit(
                 let k = rails.len();
                 let rings = rails.into_iter().map(RingOrder::Explicit).collect();
                 (rings, nc as f64 / k as f64)
+            } else if !input.mesh_rings.is_empty() {
+                // The rings NCCL's search found over the node's NVLinks; channels beyond them
+                // (NCCL duplicates every ring once) run the same orders.
+                let k = input.mesh_rings.len().min(nc as usize).max(1);
+                let rings = input.mesh_rings[..k]
+                    .iter()
+                    .cloned()
+                    .map(RingOrder::Explicit)
+                    .collect();
+                (rings, nc as f64 / k as f64)
             } else {
                 let order = RingOrder::Generated {
                     offset: 0,
@@ -230,6 +240,7 @@ pub(super) fn emit(
     // What the steps cross: the network when the ranks span nodes.
     let class = match choice.algo {
         Algo::Nvls if sys.nodes == 1 => LinkClass::Nvlink,
+        Algo::Ring if !input.mesh_rings.is_empty() => LinkClass::Nvlink,
         _ => sys
             .inter
             .filter(|_| sys.nodes > 1)

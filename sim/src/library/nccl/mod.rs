@@ -26,6 +26,7 @@ pub mod emit;
 pub mod nvls_tree;
 pub mod params;
 pub mod plugin;
+pub mod search;
 pub mod trees;
 pub mod tuner;
 
@@ -303,6 +304,28 @@ pub fn tuner_input(
         }
         _ => (1, 12.0),
     };
+    // A node whose GPUs share NVLinks without a switch: NCCL's rings are the ones its search
+    // finds over those links (see `search`), not the ranks' order.
+    let mut nvlink = nvlink;
+    let mesh_rings = match (&sys.nvlink_mesh, nvlink_bytes_per_s > 0.0) {
+        (mesh, true) if !mesh.is_empty() && sys.nodes == 1 => {
+            let links: Vec<Vec<u32>> = mesh
+                .iter()
+                .map(|row| {
+                    row.iter()
+                        .map(|&bps| (bps / 8.0 / nvlink_bytes_per_s).round() as u32)
+                        .collect()
+                })
+                .collect();
+            search::nvlink_rings(&links, nccl_nvlink_bw_gbps(cc, version), cc)
+        }
+        _ => None,
+    };
+    if let Some(m) = &mesh_rings {
+        search = m.orders.len() as u32;
+        bw_intra = m.bw_gbps;
+        nvlink = true;
+    }
     let mut bw_inter = bw_intra;
     if let Some(net) = sys.inter {
         let nics = sys.nics_per_node.max(1);
@@ -384,6 +407,7 @@ pub fn tuner_input(
         nvls_channels,
         nvls_tree,
         collnet,
+        mesh_rings: mesh_rings.map(|m| m.orders).unwrap_or_default(),
         force_algo,
         protocols,
         min_channels: opts.min_channels,

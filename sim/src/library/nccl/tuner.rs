@@ -77,6 +77,9 @@ pub struct TunerInput {
     pub nvls_tree: Option<Graph>,
     /// CollNet, when enabled (`NCCL_COLLNET_ENABLE`) on switches that reduce for these ranks.
     pub collnet: Option<CollnetGraph>,
+    /// The rings NCCL's search found over a node's NVLink mesh (no NVSwitch), one order of
+    /// the ranks per search channel; empty where any order is a ring.
+    pub mesh_rings: Vec<Vec<u32>>,
     /// Forced by the scenario (`NCCL_ALGO` of one element).
     pub force_algo: Option<Algo>,
     /// The protocols `NCCL_PROTO` enables (`None`: NCCL's defaults, LL128 only where its
@@ -694,6 +697,7 @@ mod tests {
                 nvlink: true,
             }),
             collnet: None,
+            mesh_rings: Vec::new(),
             force_algo: Some(Algo::NvlsTree),
             protocols: None,
             min_channels: None,
