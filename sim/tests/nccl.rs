@@ -608,3 +608,30 @@ fn on_a_dgx1_hybrid_cube_mesh_nccl_rings_stay_on_nvlink() {
         s.bytes_by_class
     );
 }
+
+#[test]
+fn across_dgx1_nodes_each_ring_runs_its_nvlink_cycle_in_every_node() {
+    // Two DGX-1 (4 EDR NICs of 100 Gb/s each): the rings cross nodes through the NICs, so the
+    // bus bandwidth is bounded by the node's 4 x 12.5 GB/s; inside each node every ring stays
+    // on NVLink. The ranks' order (GPU 3 to GPU 4 over PCIe and the CPUs' link) gave 12.5 GB/s.
+    let s = run_set(
+        "dgx1_v100_x2.toml",
+        &["topology.gpu=V100-SXM2", "placement.ranks=16"],
+        "1GiB",
+        "",
+    )
+    .unwrap();
+    assert!(
+        (30.0..=50.0).contains(&s.busbw_gbytes_per_s),
+        "{} GB/s, {}",
+        s.busbw_gbytes_per_s,
+        s.library
+    );
+    // Nothing crosses the link between a node's two CPUs.
+    assert_eq!(
+        s.bytes_by_class.get("smp").copied().unwrap_or(0.0),
+        0.0,
+        "{:?}",
+        s.bytes_by_class
+    );
+}

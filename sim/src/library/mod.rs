@@ -160,9 +160,10 @@ pub struct System {
     pub nics_per_node: u32,
     /// What the network's switches can reduce for these ranks (NCCL's CollNet on SHARP).
     pub in_network: InNetworkReduction,
-    /// Bits/s of NVLink cabled directly from member `i`'s GPU to member `j`'s, when the ranks
-    /// are on one node without an NVSwitch and some of them share NVLinks (DGX-1's hybrid cube
-    /// mesh, bridged cards): what NCCL's ring search runs over. Empty otherwise.
+    /// Bits/s of NVLink cabled directly from the `i`-th member of a node to its `j`-th, when the
+    /// nodes have no NVSwitch and some of a node's GPUs share NVLinks (DGX-1's hybrid cube
+    /// mesh, bridged cards): what NCCL's ring search runs over. Read on the first node (nodes
+    /// holding different numbers of members have none). Empty otherwise.
     pub nvlink_mesh: Vec<Vec<f64>>,
 }
 
@@ -248,6 +249,11 @@ impl System {
         if node_nvswitches.len() != per_node.len() || distinct.len() != node_nvswitches.len() {
             node_nvswitches.clear();
         }
+        let mesh = nvlink_mesh(
+            view,
+            members,
+            nvswitch.is_some() || !node_nvswitches.is_empty(),
+        );
         System {
             ranks: members.len() as u32,
             nodes: per_node.len() as u32,
@@ -259,30 +265,7 @@ impl System {
             node_nvswitches,
             nics_per_node: members.first().map_or(0, |&r| view.nics_on_node_of(r)),
             in_network: InNetworkReduction::Absent,
-            nvlink_mesh: if per_node.len() == 1 && nvswitch.is_none() && members.len() >= 2 {
-                let m: Vec<Vec<f64>> = members
-                    .iter()
-                    .map(|&a| {
-                        members
-                            .iter()
-                            .map(|&b| {
-                                if a == b {
-                                    0.0
-                                } else {
-                                    view.direct_nvlink_bps(a, b)
-                                }
-                            })
-                            .collect()
-                    })
-                    .collect();
-                if m.iter().flatten().any(|&b| b > 0.0) {
-                    m
-                } else {
-                    Vec::new()
-                }
-            } else {
-                Vec::new()
-            },
+            nvlink_mesh: mesh,
         }
         .with_reduction_trees(view, members)
     }
@@ -316,6 +299,36 @@ impl System {
             }
         };
         self
+    }
+}
+
+/// [`System::nvlink_mesh`] of `members`: direct NVLink between the first node's members.
+fn nvlink_mesh(view: &dyn SystemView, members: &[u32], nvswitched: bool) -> Vec<Vec<f64>> {
+    let node = match members_by_node(members, view) {
+        Some(nodes) if !nvswitched && nodes[0].len() >= 2 => nodes.into_iter().next(),
+        _ => None,
+    };
+    let Some(node) = node else {
+        return Vec::new();
+    };
+    let m: Vec<Vec<f64>> = node
+        .iter()
+        .map(|&a| {
+            node.iter()
+                .map(|&b| {
+                    if a == b {
+                        0.0
+                    } else {
+                        view.direct_nvlink_bps(a, b)
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    if m.iter().flatten().any(|&b| b > 0.0) {
+        m
+    } else {
+        Vec::new()
     }
 }
 

@@ -77,7 +77,7 @@ pub(super) fn emit(
             // they are one ring carrying all of them (cap × channels), and simulate 1/nc as
             // many ops. Distinct orders stay distinct rings: explicit ones, and across nodes
             // one per NIC rail (see rail_rings).
-            let rails = rail_rings(sys, fabric, nc);
+            let rails = rail_rings(sys, fabric, nc, &input.mesh_rings);
             let (rings, per_flow): (Vec<RingOrder>, f64) = if !opts.ring_orders.is_empty() {
                 let k = opts.ring_orders.len().min(nc as usize);
                 let rings = (0..k)
@@ -240,7 +240,7 @@ pub(super) fn emit(
     // What the steps cross: the network when the ranks span nodes.
     let class = match choice.algo {
         Algo::Nvls if sys.nodes == 1 => LinkClass::Nvlink,
-        Algo::Ring if !input.mesh_rings.is_empty() => LinkClass::Nvlink,
+        Algo::Ring if !input.mesh_rings.is_empty() && sys.nodes == 1 => LinkClass::Nvlink,
         _ => sys
             .inter
             .filter(|_| sys.nodes > 1)
@@ -445,7 +445,17 @@ fn ring_step_latency_us(a: Algo, p: Proto, sys: &System, params: &Params, class:
 /// node ran `c, ..., c−1`, so every boundary crossed from rail `c−1` to rail `c` through a
 /// spine: on 4 to 32 rail-optimized H100 nodes a Simple ring all-reduce of 1 GiB lost half its
 /// bus bandwidth and more to spine links and their ECMP collisions.
-fn rail_rings(sys: &System, fabric: &dyn Fabric, channels: u64) -> Vec<Vec<u32>> {
+///
+/// Nodes whose GPUs share NVLinks without a switch (`mesh`: the rings NCCL's search found over
+/// one node, in node-local positions) run ring `c`'s NVLink cycle in every node, opened at
+/// position `c × per / rings` so that the rings leave their nodes from different GPUs (and so
+/// different NICs): node `k`'s last GPU of the cycle sends to node `k+1`'s first.
+fn rail_rings(
+    sys: &System,
+    fabric: &dyn Fabric,
+    channels: u64,
+    mesh: &[Vec<u32>],
+) -> Vec<Vec<u32>> {
     if sys.nodes <= 1 || sys.ranks_per_node <= 1 {
         return Vec::new();
     }
@@ -453,6 +463,19 @@ fn rail_rings(sys: &System, fabric: &dyn Fabric, channels: u64) -> Vec<Vec<u32>>
         return Vec::new();
     };
     let per = nodes[0].len();
+    if !mesh.is_empty() && mesh.iter().all(|c| c.len() == per) {
+        let rings = mesh.len().min(channels as usize).max(1);
+        return (0..rings)
+            .map(|c| {
+                let cycle = &mesh[c];
+                let open = c * per / rings;
+                nodes
+                    .iter()
+                    .flat_map(|v| (0..per).map(move |i| v[cycle[(open + i) % per] as usize]))
+                    .collect()
+            })
+            .collect();
+    }
     let rings = (sys.nics_per_node.max(1) as usize)
         .min(per)
         .min(channels as usize)

@@ -308,7 +308,7 @@ pub fn tuner_input(
     // finds over those links (see `search`), not the ranks' order.
     let mut nvlink = nvlink;
     let mesh_rings = match (&sys.nvlink_mesh, nvlink_bytes_per_s > 0.0) {
-        (mesh, true) if !mesh.is_empty() && sys.nodes == 1 => {
+        (mesh, true) if !mesh.is_empty() => {
             let links: Vec<Vec<u32>> = mesh
                 .iter()
                 .map(|row| {
