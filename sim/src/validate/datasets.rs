@@ -79,63 +79,50 @@ pub(super) fn testbed_row(row: &Row, root: &Path) -> Replayed {
     ))
 }
 
-/// NCCL rings over the DGX-1's NVLinks for n GPUs of one machine, or all 16 of two
-/// (as scenarios/ddp_validation_dgx1_v100.toml, whose comments say how they are built).
-fn dgx1_orders(machines: u32, n: u32) -> Option<&'static str> {
-    match (machines, n) {
-        (1, 1) => Some("[[0]]"),
-        (1, 2) => Some("[[0, 1], [1, 0]]"),
-        (1, 4) => Some("[[0, 2, 3, 1], [0, 1, 3, 2]]"),
-        (1, 8) => Some("[[0, 2, 3, 1, 5, 7, 6, 4], [0, 4, 6, 7, 5, 1, 3, 2]]"),
-        // Four rings, each through all 8 GPUs of a node over NVLink (cycle 0-2-3-7-6-4-5-1,
-        // either direction), leaving each node through the NIC of one PCIe switch.
-        (2, 16) => Some(
-            "[[0, 2, 3, 7, 6, 4, 5, 1, 8, 10, 11, 15, 14, 12, 13, 9], \
-             [3, 7, 6, 4, 5, 1, 0, 2, 11, 15, 14, 12, 13, 9, 8, 10], \
-             [4, 6, 7, 3, 2, 0, 1, 5, 12, 14, 15, 11, 10, 8, 9, 13], \
-             [7, 3, 2, 0, 1, 5, 4, 6, 15, 11, 10, 8, 9, 13, 12, 14]]",
-        ),
-        _ => None,
-    }
-}
-
-/// PyTorch DDP benchmark row (p50) on one DGX-1 (`topologies/dgx1_v100.toml`) or on two
-/// joined by EDR InfiniBand (`topologies/dgx1_v100_x2.toml`).
+/// PyTorch DDP benchmark row (p50), replayed as PyTorch runs it (NCCL's choice for each gradient
+/// bucket) on the system its own columns describe ([`super::system`]: the GPU named in `system`,
+/// `num_gpus`, `num_machines`, `gpus_per_machine`, `intra_node`, `inter_node`), with the bundled
+/// compute profile of its GPU. The shared table's DGX-1 rows run on `dgx1_v100.toml`, two or more
+/// machines on `dgx1_v100_x2.toml` with their count. Until 2026-11-27 every row ran on DGX-1 with
+/// hand-laid NVLink rings; NCCL's ring search finds the same (scores within 0.1 point).
 pub(super) fn ddp_row(row: &Row, root: &Path) -> Replayed {
     let model = row.get("model").cloned().unwrap_or_default();
     if row.get("percentile").map(String::as_str) != Some("p50") {
         return Err("only p50 rows are replayed".into());
     }
-    let machines = num(row, "num_machines")? as u32;
-    let topology = match machines {
-        1 => "topologies/dgx1_v100.toml",
-        2 => "topologies/dgx1_v100_x2.toml",
-        _ => {
-            return Err(format!(
-                "{machines} machines: only one or two DGX-1 are modelled"
-            ))
-        }
-    };
     if crate::workload::catalog::by_name(&model).is_err() {
         return Err(format!("model {model}: not in the catalog"));
     }
-    let gpus = num(row, "num_gpus")? as u32;
-    let orders = dgx1_orders(machines, gpus)
-        .ok_or_else(|| format!("{gpus} GPUs on {machines} machines: no ring order"))?;
+    let mut described = row.clone();
+    for (from, to) in [
+        ("num_machines", "num_nodes"),
+        ("gpus_per_machine", "gpus_per_node"),
+        ("intra_node", "intra_node_interconnect"),
+        ("inter_node", "inter_node_interconnect"),
+    ] {
+        if let Some(v) = row.get(from) {
+            described.entry(to.to_string()).or_insert_with(|| v.clone());
+        }
+    }
+    let spec = super::system::read(&described)?;
+    let replay = spec.replay()?;
+    let profile = super::system::compute_profile(&spec.gpu)?;
+    let gpus = spec.gpus;
     let batch = num(row, "batch_per_gpu")? as u64;
     let bucket_mb = row
         .get("bucket_cap_mb")
         .and_then(|v| v.parse::<f64>().ok())
         .unwrap_or(25.0);
-    let text = format!(
+    let text =
+        format!(
         "name = \"validate\"\nprofile = {}\n[topology]\nfile = {}\n[placement]\nranks = {gpus}\n\
          [workload]\nmodel = \"{model}\"\nbatch_per_gpu = {batch}\nparallelism = \"ddp\"\n\
-         bucket = \"{}B\"\n[workload.allreduce]\nalgorithm = \"ring\"\norders = {orders}\n",
-        toml_str(&root.join("data/profiles/v100_dgx1_public.json")),
-        toml_str(&root.join(topology)),
+         bucket = \"{}B\"\n",
+        toml_str(&root.join("data/profiles").join(format!("{profile}.json"))),
+        toml_str(&root.join("topologies").join(format!("{}.toml", replay.topology))),
         (bucket_mb * 1024.0 * 1024.0) as u64
     );
-    let sim = simulate(&text, &[], true)?;
+    let sim = simulate(&text, &replay.set, true)?;
     let label = format!(
         "{model} {gpus} GPUs {}",
         row.get("config_label").cloned().unwrap_or_default()

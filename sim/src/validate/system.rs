@@ -141,7 +141,7 @@ pub fn read(row: &Row) -> Result<SystemSpec, String> {
         t => t
             .parse()
             .ok()
-            .filter(|&g: &u32| g >= 1 && g * nodes == gpus)
+            .filter(|&g: &u32| g >= 1 && g.checked_mul(nodes) == Some(gpus))
             .ok_or_else(|| format!("gpus_per_node: {gpus} GPUs over {nodes} nodes, got {t:?}"))?,
     };
     let mut assumed = Vec::new();
@@ -359,6 +359,22 @@ fn profile_of(gpu: &GpuModel, intra: Intra) -> &'static str {
         "B200" | "B100" | "GB200" => "b200_sxm_node",
         "2080" if intra == (Intra::Pcie { p2p: false }) => "rtx2080ti_pcie_box",
         _ => "default",
+    }
+}
+
+/// The bundled profile whose compute section is a GPU model's (for training steps): its
+/// datasheet peaks and nominal efficiencies.
+pub fn compute_profile(gpu: &GpuModel) -> Result<&'static str, String> {
+    match gpu.name {
+        "V100" => Ok("v100_dgx1_public"),
+        "H200" => Ok("h200_sxm_node"),
+        "H100" | "H800" | "GH200" => Ok("h100_sxm_node"),
+        "A100" | "A800" => Ok("a100_sxm_node"),
+        "B200" | "B100" | "GB200" => Ok("b200_sxm_node"),
+        other => Err(format!(
+            "system: a GPU with a bundled compute profile (V100, A100, H100, H200, B200) for \
+             a training step, got {other}"
+        )),
     }
 }
 

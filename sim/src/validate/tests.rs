@@ -203,7 +203,7 @@ fn a_single_device_step_is_predicted_once_per_profile_the_row_names() {
 }
 
 #[test]
-fn ddp_rows_of_two_dgx1_are_replayed_on_the_two_node_topology() {
+fn ddp_rows_of_two_and_more_dgx1_are_replayed_on_that_many_nodes() {
     // Inside the repository, so that the topology and profile paths resolve.
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let csv = repo
@@ -212,26 +212,38 @@ fn ddp_rows_of_two_dgx1_are_replayed_on_the_two_node_topology() {
     let _ = std::fs::create_dir_all(csv.parent().unwrap());
     std::fs::write(
         &csv,
-        "model,batch_per_gpu,num_gpus,num_machines,gpus_per_machine,config_label,bucket_cap_mb,percentile,sec_per_iter\n\
-         resnet50,32,8,1,8,1M/8G,25,p50,0.104\n\
-         resnet50,32,16,2,8,2M/8G,25,p50,0.104\n\
-         resnet50,32,64,8,8,8M/8G,25,p50,0.105\n",
+        "model,batch_per_gpu,num_gpus,num_machines,gpus_per_machine,config_label,bucket_cap_mb,percentile,sec_per_iter,system,intra_node,inter_node\n\
+         resnet50,32,8,1,8,1M/8G,25,p50,0.104,DGX-1 8x V100,NVLink hybrid cube mesh,n/a\n\
+         resnet50,32,16,2,8,2M/8G,25,p50,0.104,DGX-1 8x V100,NVLink hybrid cube mesh,\"InfiniBand, 4x 100Gb per machine\"\n\
+         resnet50,32,64,8,8,8M/8G,25,p50,0.105,DGX-1 8x V100,NVLink hybrid cube mesh,\"InfiniBand, 4x 100Gb per machine\"\n\
+         resnet50,32,8,1,8,1M/8G,25,p50,0.104,8x RTX 4090,PCIe,n/a\n",
     )
     .unwrap();
     let r = validate(std::slice::from_ref(&csv), &Options::default()).unwrap();
     std::fs::remove_file(&csv).unwrap();
-    assert_eq!(r.predictions.len(), 2, "{:?}", r.skipped);
-    let (one, two) = (&r.predictions[0], &r.predictions[1]);
+    assert_eq!(r.predictions.len(), 3, "{:?}", r.skipped);
+    let (one, two, eight) = (&r.predictions[0], &r.predictions[1], &r.predictions[2]);
     assert!(two.label.contains("16 GPUs"), "{}", two.label);
-    // Two nodes add the InfiniBand hop: never faster than one node, and still DDP-bound by
+    assert!(eight.label.contains("64 GPUs"), "{}", eight.label);
+    // More nodes add InfiniBand hops: never faster than one node, and still DDP-bound by
     // compute (within a factor 2 of the 8-GPU step).
-    assert!(two.simulated_secs >= one.simulated_secs, "{one:?} {two:?}");
-    assert!(
-        two.simulated_secs < 2.0 * one.simulated_secs,
-        "{one:?} {two:?}"
-    );
+    for more in [two, eight] {
+        assert!(
+            more.simulated_secs >= one.simulated_secs,
+            "{one:?} {more:?}"
+        );
+        assert!(
+            more.simulated_secs < 2.0 * one.simulated_secs,
+            "{one:?} {more:?}"
+        );
+    }
+    // A GPU without a bundled compute profile is refused, naming the column.
     assert_eq!(r.skipped.len(), 1);
-    assert!(r.skipped[0].1.contains("8 machines"), "{:?}", r.skipped);
+    assert!(
+        r.skipped[0].1.contains("compute profile"),
+        "{:?}",
+        r.skipped
+    );
 }
 
 #[test]

@@ -37,6 +37,7 @@ const SPEEDS_SM90: [f64; 11] = [
     60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0,
 ];
 const MAX_SEARCH_CHANNELS: usize = 16;
+const MAX_MESH_GPUS: usize = 64;
 /// Depth-first steps allowed per speed (a full 8-GPU DGX-1 search takes a few thousand).
 const STEP_BUDGET: u64 = 50_000;
 
@@ -65,7 +66,8 @@ pub fn nvlink_rings(
 
 fn search(links: &[Vec<u32>], link_gbps: f64, compute_capability: u32) -> Option<MeshRings> {
     let n = links.len();
-    if n < 2 {
+    // NCCL's nodes hold a few dozen GPUs at most; a larger "node" keeps the ranks' order.
+    if !(2..=MAX_MESH_GPUS).contains(&n) {
         return None;
     }
     let cap: Vec<Vec<f64>> = links
