@@ -1,18 +1,20 @@
 //! `dtsim validate`: replays measured runs in the simulator and states the error.
 //!
-//! A dataset is a CSV of real measurements. Three layouts are recognised by their header:
+//! A dataset is a CSV of real measurements. These layouts are recognised by their header:
 //! - **testbed runs** (`data/runs/*.csv`, written by `testbed/workloads/suite.py`): each row
 //!   names its topology file and overrides, ranks, collective size or model, the profile, and
 //!   `sim_set` (the scenario `--set` lines that describe the same configuration). Collectives
 //!   are timed with [`crate::scenario::run::run`], training steps with
 //!   [`crate::scenario::workload::run_workload`]; rows with an empty `sim_set` (an algorithm
 //!   dtsim does not have) are skipped and counted.
-//! - **nccl-tests tables** (`size_bytes` with `busbw_GBps`, or `oop_time_us`): all-reduce (and
-//!   all-gather, reduce-scatter, broadcast, reduce) on the topology the system's name selects (HGX H100 / H200 / A100 node, two HGX H100 nodes
-//!   on a rail cluster, or the 2x RTX 2080 Ti PCIe box without P2P); measured time = `oop_time_us`, else size / algbw from busbw.
+//! - **nccl-tests tables** (`size_bytes` with a time or bandwidth column, see
+//!   [`nccl::TIME_COLUMNS`]): all-reduce (and all-gather, reduce-scatter, broadcast, reduce) on
+//!   the system the row's own columns describe ([`system`]: GPU, GPUs and nodes, the
+//!   interconnects), with that GPU's bundled profile.
 //! - **DDP step times** (`sec_per_iter`, `model`, `num_gpus`): p50 rows, DDP with the row's
-//!   bucket cap on one DGX-1 (`topologies/dgx1_v100.toml`) or two (`dgx1_v100_x2.toml`, 16 GPUs
-//!   on four NVLink/NIC-aware rings), public V100 profile.
+//!   bucket cap and NCCL's choice per bucket, on the system its columns describe (the shared
+//!   table: one DGX-1, `topologies/dgx1_v100.toml`, or more, `dgx1_v100_x2.toml`), with the
+//!   GPU's bundled compute profile.
 //!
 //! Calibration is opt-in and honest: `--calibrate-on FILTER` selects rows whose measurements
 //! fit `measured = a + b × simulated` (per group, least squares on relative error; `b` alone
@@ -23,9 +25,9 @@
 //! A filter is `;`-separated conditions `column OP value` with OP one of `= != < <= > >=`;
 //! `=` accepts alternatives `a|b|c`; numbers compare numerically.
 //!
-//! Here: reading datasets, filters, calibration and the run over every row; [`nccl`] replays
-//! nccl-tests tables (and leave-one-system-out), `datasets` the other layouts, `tables` writes
-//! the outputs.
+//! Here: reading datasets, filters, calibration and the run over every row; [`system`] reads
+//! what system a row ran on, [`nccl`] replays nccl-tests tables (and leave-one-system-out),
+//! `datasets` the other layouts, `tables` writes the outputs.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -338,7 +340,7 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
         let root = repo_root(path);
         let header: Vec<&String> = rows.first().map(|r| r.keys().collect()).unwrap_or_default();
         let has = |c: &str| header.iter().any(|h| h.as_str() == c);
-        let is_nccl_table = has("size_bytes") && (has("busbw_GBps") || has("oop_time_us"));
+        let is_nccl_table = has("size_bytes") && nccl::TIME_COLUMNS.iter().any(|c| has(c));
         let file_name = path
             .file_name()
             .map(|s| s.to_string_lossy().into_owned())
@@ -347,7 +349,7 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
             |r, p| vec![testbed_row(r, p)]
         } else if has("sec_per_iter") {
             |r, p| vec![ddp_row(r, p)]
-        } else if has("size_bytes") && (has("busbw_GBps") || has("oop_time_us")) {
+        } else if is_nccl_table {
             |r, p| vec![nccl::replay(r, p)]
         } else if has("step_secs_median") {
             single_device_rows
@@ -356,7 +358,8 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
         } else {
             return Err(format!(
                 "{}: a testbed run (sim_set column), an nccl-tests table (size_bytes with \
-                 busbw_GBps or oop_time_us), a DDP table (sec_per_iter), single-device \
+                 a time or bandwidth column: oop_time_us, ip_time_us, time_us, busbw_GBps, \
+                 algbw_GBps, ...), a DDP table (sec_per_iter), single-device \
                  training steps (step_secs_median, from calibrate/scripts/torch_bench.py) or \
                  the tf_cnn_benchmarks table (variable_update / local_parameter_device)",
                 path.display()

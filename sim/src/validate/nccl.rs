@@ -77,12 +77,7 @@ pub fn case(row: &Row, root: &Path) -> Result<Case, String> {
     let bytes = num(row, "size_bytes")?;
     let spec = super::system::read(row)?;
     let gpus = spec.gpus;
-    let measured = if let Some(t) = row.get("oop_time_us").and_then(|v| v.parse::<f64>().ok()) {
-        t * 1e-6
-    } else {
-        let busbw = num(row, "busbw_GBps")? * 1e9;
-        bytes / (busbw / bus_factor(op, gpus))
-    };
+    let measured = measured_secs(row, op, bytes, gpus)?;
     let replay = spec.replay()?;
     let (topo, profile, nvls_capable) = (replay.topology, replay.profile, replay.nvls_capable);
     let set = replay.set.clone();
@@ -108,11 +103,12 @@ pub fn case(row: &Row, root: &Path) -> Result<Case, String> {
         }
     }
     text.push_str(replay.collective);
-    if let Some(v) = row
-        .get("nccl_version")
-        .and_then(|v| crate::library::nccl::Version::parse(v))
-    {
+    let mut replayed_on = replay.describe();
+    if let Some((v, note)) = row.get("nccl_version").and_then(|v| nccl_version(v)) {
         text.push_str(&format!("library_version = \"{v}\"\n"));
+        if let Some(note) = note {
+            replayed_on.push_str(&format!("; {note}"));
+        }
     }
     if forced_nvls {
         if nvls_capable {
@@ -130,8 +126,64 @@ pub fn case(row: &Row, root: &Path) -> Result<Case, String> {
         text,
         set,
         profile: root.join("data/profiles").join(format!("{profile}.json")),
-        replayed_on: replay.describe(),
+        replayed_on,
     })
+}
+
+/// The columns a table may give a row's time in: nccl-tests' out-of-place or in-place time (µs),
+/// else its bus or algorithm bandwidth (GB/s), in that order.
+pub const TIME_COLUMNS: [&str; 7] = [
+    "oop_time_us",
+    "ip_time_us",
+    "time_us",
+    "busbw_GBps",
+    "oop_busbw_GBps",
+    "ip_busbw_GBps",
+    "algbw_GBps",
+];
+
+/// The measured time of `row`: the first of [`TIME_COLUMNS`] it gives.
+fn measured_secs(row: &Row, op: Collective, bytes: f64, gpus: u32) -> Result<f64, String> {
+    for column in TIME_COLUMNS {
+        let Some(v) = row.get(column).and_then(|v| v.trim().parse::<f64>().ok()) else {
+            continue;
+        };
+        return Ok(if column.ends_with("time_us") {
+            v * 1e-6
+        } else if column.starts_with("algbw") {
+            bytes / (v * 1e9)
+        } else {
+            bytes / (v * 1e9 / bus_factor(op, gpus))
+        });
+    }
+    Err(format!(
+        "{}: a measured time or bandwidth",
+        TIME_COLUMNS.join(" / ")
+    ))
+}
+
+/// The NCCL release a row names (`2.21.5`, `NCCL 2.21.5-1`, `v2.19`), as the release dtsim plays:
+/// the nearest it models, with a note where that is not the one named. `None` where the row
+/// names none (`not stated`): NCCL's newest modelled release.
+fn nccl_version(text: &str) -> Option<(crate::library::nccl::Version, Option<String>)> {
+    use crate::library::nccl::Version;
+    // "2." at the start of a number ("CUDA 12.4" names no NCCL release).
+    let start = text.match_indices("2.").map(|(i, _)| i).find(|&i| {
+        !text[..i]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_ascii_digit() || c == '.')
+    })?;
+    let minor: u32 = text[start + 2..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .ok()?;
+    let v = Version { minor }.clamp(Version::OLDEST, Version::NEWEST);
+    let note = (v.minor != minor)
+        .then(|| format!("NCCL 2.{minor} played as {v}, the nearest release dtsim models"));
+    Some((v, note))
 }
 
 /// Replays `row` with the system's bundled profile: (group, label, measured, simulated).
@@ -213,8 +265,7 @@ pub fn leave_one_out(datasets: &[PathBuf]) -> Result<Vec<super::Prediction>, Str
         .filter(|p| {
             super::read_csv(p).is_ok_and(|rows| {
                 rows.first().is_some_and(|r| {
-                    r.contains_key("size_bytes")
-                        && (r.contains_key("busbw_GBps") || r.contains_key("oop_time_us"))
+                    r.contains_key("size_bytes") && TIME_COLUMNS.iter().any(|c| r.contains_key(*c))
                 })
             })
         })

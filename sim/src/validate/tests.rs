@@ -536,3 +536,62 @@ fn an_unseen_multi_node_table_is_replayed_end_to_end_and_says_on_what() {
     assert!(on.iter().any(|h| h.contains("h100_rail_cluster")), "{on:?}");
     assert!(on.iter().any(|h| h.contains("gcp_a3mega")), "{on:?}");
 }
+
+#[test]
+fn a_row_names_its_nccl_release_in_any_common_spelling_and_older_ones_play_as_the_oldest_modelled()
+{
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let with_version = |v: &str| {
+        let mut r = nccl_row("H100 SXM5", 1, 8, "NVSwitch", "");
+        r.insert("nccl_version".into(), v.into());
+        nccl::case(&r, &root).unwrap()
+    };
+    for spelled in ["2.21.5", "NCCL 2.21.5-1", "v2.21"] {
+        let c = with_version(spelled);
+        assert!(
+            c.text.contains("library_version = \"2.21\""),
+            "{spelled}: {}",
+            c.text
+        );
+        assert!(!c.replayed_on.contains("nearest"), "{}", c.replayed_on);
+    }
+    let old = with_version("2.12.12");
+    assert!(
+        old.text.contains("library_version = \"2.18\""),
+        "{}",
+        old.text
+    );
+    assert!(
+        old.replayed_on.contains("NCCL 2.12 played as 2.18"),
+        "{}",
+        old.replayed_on
+    );
+    // CUDA's version is not NCCL's.
+    let unstated = with_version("not stated (CUDA 12.4, driver 550.90.07)");
+    assert!(
+        !unstated.text.contains("library_version"),
+        "{}",
+        unstated.text
+    );
+}
+
+#[test]
+fn a_rows_time_comes_from_whichever_time_or_bandwidth_column_the_table_has() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let secs = |column: &str, value: &str| {
+        let mut r = nccl_row("H100 SXM5", 1, 8, "NVSwitch", "");
+        r.remove("oop_time_us");
+        r.insert(column.into(), value.into());
+        nccl::case(&r, &root).unwrap().measured_secs
+    };
+    let gib = 1073741824.0;
+    assert!((secs("ip_time_us", "5000") - 5e-3).abs() < 1e-12);
+    assert!((secs("time_us", "5000") - 5e-3).abs() < 1e-12);
+    // 8 GPUs: bus bandwidth is 2 x 7/8 of the algorithm bandwidth.
+    assert!((secs("algbw_GBps", "100") - gib / 100e9).abs() < 1e-12);
+    assert!((secs("busbw_GBps", "175") - gib / 100e9).abs() < 1e-12);
+    let mut r = nccl_row("H100 SXM5", 1, 8, "NVSwitch", "");
+    r.remove("oop_time_us");
+    let e = nccl::case(&r, &root).err().unwrap();
+    assert!(e.contains("oop_time_us / ip_time_us"), "{e}");
+}
