@@ -11,6 +11,8 @@
 //!   [`nccl::TIME_COLUMNS`]): all-reduce (and all-gather, reduce-scatter, broadcast, reduce) on
 //!   the system the row's own columns describe ([`system`]: GPU, GPUs and nodes, the
 //!   interconnects), with that GPU's bundled profile.
+//! - **GPU copy bandwidth tables** (`direction_or_metric`, `src_gpu`, `value`): each GPU pair's
+//!   copy on the system the row describes, at the topology's link rates ([`p2p`]).
 //! - **DDP step times** (`sec_per_iter`, `model`, `num_gpus`): p50 rows, DDP with the row's
 //!   bucket cap and NCCL's choice per bucket, on the system its columns describe (the shared
 //!   table: one DGX-1, `topologies/dgx1_v100.toml`, or more, `dgx1_v100_x2.toml`), with the
@@ -36,6 +38,7 @@ use crate::scenario;
 
 mod datasets;
 pub mod nccl;
+mod p2p;
 pub mod system;
 mod tables;
 
@@ -351,6 +354,8 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
             |r, p| vec![ddp_row(r, p)]
         } else if is_nccl_table {
             |r, p| vec![nccl::replay(r, p)]
+        } else if has("direction_or_metric") && has("src_gpu") {
+            |r, p| vec![p2p::p2p_row(r, p)]
         } else if has("step_secs_median") {
             single_device_rows
         } else if has("variable_update / local_parameter_device") {
@@ -359,7 +364,8 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
             return Err(format!(
                 "{}: a testbed run (sim_set column), an nccl-tests table (size_bytes with \
                  a time or bandwidth column: oop_time_us, ip_time_us, time_us, busbw_GBps, \
-                 algbw_GBps, ...), a DDP table (sec_per_iter), single-device \
+                 algbw_GBps, ...), a GPU copy bandwidth table (direction_or_metric, src_gpu), \
+                 a DDP table (sec_per_iter), single-device \
                  training steps (step_secs_median, from calibrate/scripts/torch_bench.py) or \
                  the tf_cnn_benchmarks table (variable_update / local_parameter_device)",
                 path.display()

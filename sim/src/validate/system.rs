@@ -193,7 +193,13 @@ fn read_intra(
             "nccl_p2p_disable=1",
         ]) {
             false
-        } else if said(&["p2p supported", "p2p enabled", "with p2p"]) {
+        } else if said(&[
+            "p2p supported",
+            "p2p enabled",
+            "with p2p",
+            "bar1 p2p",
+            "p2p via",
+        ]) {
             true
         } else if consumer {
             // NVIDIA's GeForce drivers do not offer PCIe peer-to-peer.

@@ -595,3 +595,50 @@ fn a_rows_time_comes_from_whichever_time_or_bandwidth_column_the_table_has() {
     let e = nccl::case(&r, &root).err().unwrap();
     assert!(e.contains("oop_time_us / ip_time_us"), "{e}");
 }
+
+#[test]
+fn gpu_copy_tables_replay_each_pair_at_the_topologys_link_rates() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let csv = repo
+        .join("target")
+        .join(format!("p2p-{}.csv", std::process::id()));
+    let _ = std::fs::create_dir_all(csv.parent().unwrap());
+    let head =
+        "system,gpu,topology,test,direction_or_metric,src_gpu,dst_gpu,value,unit,transfer_size";
+    let v100 = "\"node, 8x V100-SXM2-32GB\",Tesla V100-SXM2-32GB,DGX-1-like hybrid cube mesh,p2p_bandwidth_all";
+    let a100 =
+        "DGX A100 (8x A100 + NVSwitch),NVIDIA A100-SXM4-40GB,DGX A100: NVSwitch,p2p_bandwidth_all";
+    std::fs::write(
+        &csv,
+        format!(
+            "{head}\n\
+             {v100},unidirectional,0,2,45.0,GiB/s,\"40,000,000 B\"\n\
+             {v100},unidirectional,0,5,8.1,GiB/s,\"40,000,000 B\"\n\
+             {v100},unidirectional,3,3,700,GiB/s,\"40,000,000 B\"\n\
+             {a100},bidirectional,0,1,460,GiB/s,\"40,000,000 B\"\n\
+             {a100},\"latency, P2P enabled\",0,1,2.1,us,\n\
+             {a100},Host to Device,host,0,24,GB/s,\n"
+        ),
+    )
+    .unwrap();
+    let r = validate(std::slice::from_ref(&csv), &Options::default()).unwrap();
+    std::fs::remove_file(&csv).unwrap();
+    assert_eq!(r.predictions.len(), 3, "{:?}", r.skipped);
+    let gbps = |label: &str, moved: f64| {
+        let p = r.predictions.iter().find(|p| p.label == label).unwrap();
+        moved / p.simulated_secs / 1e9
+    };
+    // Two NVLink2 bricks between GPUs 0 and 2: 50 GB/s each way, as the topology says.
+    let two_links = gbps("GPU 0 -> 2", 4e7);
+    assert!((two_links - 50.0).abs() < 1.0, "{two_links}");
+    // GPUs 0 and 5 share no NVLink: GPUs do not forward, so the copy crosses PCIe.
+    let no_link = gbps("GPU 0 -> 5", 4e7);
+    assert!(no_link <= 15.75 + 1e-6, "{no_link}");
+    // Both ways at once over NVSwitch: twice one direction's 300 GB/s, scored on the total.
+    let both = gbps("GPU 0 -> 1", 8e7);
+    assert!((both - 600.0).abs() < 10.0, "{both}");
+    let why: Vec<&str> = r.skipped.iter().map(|(_, w)| w.as_str()).collect();
+    assert!(why.iter().any(|w| w.contains("latency")), "{why:?}");
+    assert!(why.iter().any(|w| w.contains("own memory")), "{why:?}");
+    assert!(why.iter().any(|w| w.contains("host to device")), "{why:?}");
+}
