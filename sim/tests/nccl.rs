@@ -634,4 +634,19 @@ fn across_dgx1_nodes_each_ring_runs_its_nvlink_cycle_in_every_node() {
         "{:?}",
         s.bytes_by_class
     );
+    // NCCL's trees (small sizes) chain each node's GPUs over the same NVLink cycles.
+    let small = run_set(
+        "dgx1_v100_x2.toml",
+        &["topology.gpu=V100-SXM2", "placement.ranks=16"],
+        "32KiB",
+        "",
+    )
+    .unwrap();
+    assert!(small.library.contains("tree/"), "{}", small.library);
+    assert_eq!(
+        small.bytes_by_class.get("smp").copied().unwrap_or(0.0),
+        0.0,
+        "{:?}",
+        small.bytes_by_class
+    );
 }

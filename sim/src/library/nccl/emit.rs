@@ -68,174 +68,179 @@ pub(super) fn emit(
     let mut placed = Vec::new();
     // NVLS's chunk size: its per-chunk latency is paid inside the channel's rate (below).
     let mut nvls_chunk = 0u64;
-    let (mut schedule, slices, channels_per_flow) = match choice.algo {
-        Algo::Ring => {
-            let chunk = choice.proto.chunk_bytes(ring_like);
-            let per_loop = nc * chunk * if ring_like { n } else { 1 };
-            let slices = req.bytes.div_ceil(per_loop).clamp(1, MAX_SLICES);
-            // Channels whose rings follow the same order share the same links: under max-min
-            // they are one ring carrying all of them (cap × channels), and simulate 1/nc as
-            // many ops. Distinct orders stay distinct rings: explicit ones, and across nodes
-            // one per NIC rail (see rail_rings).
-            let rails = rail_rings(sys, fabric, nc, &input.mesh_rings);
-            let (rings, per_flow): (Vec<RingOrder>, f64) = if !opts.ring_orders.is_empty() {
-                let k = opts.ring_orders.len().min(nc as usize);
-                let rings = (0..k)
-                    .map(|c| RingOrder::Explicit(opts.ring_orders[c].clone()))
-                    .collect();
-                (rings, nc as f64 / k as f64)
-            } else if !rails.is_empty() {
-                let k = rails.len();
-                let rings = rails.into_iter().map(RingOrder::Explicit).collect();
-                (rings, nc as f64 / k as f64)
-            } else if !input.mesh_rings.is_empty() {
-                // The rings NCCL's search found over the node's NVLinks; channels beyond them
-                // (NCCL duplicates every ring once) run the same orders.
-                let k = input.mesh_rings.len().min(nc as usize).max(1);
-                let rings = input.mesh_rings[..k]
-                    .iter()
-                    .cloned()
-                    .map(RingOrder::Explicit)
-                    .collect();
-                (rings, nc as f64 / k as f64)
-            } else {
-                let order = RingOrder::Generated {
-                    offset: 0,
-                    stride: 1,
-                    reverse: false,
+    let (mut schedule, slices, channels_per_flow) =
+        match choice.algo {
+            Algo::Ring => {
+                let chunk = choice.proto.chunk_bytes(ring_like);
+                let per_loop = nc * chunk * if ring_like { n } else { 1 };
+                let slices = req.bytes.div_ceil(per_loop).clamp(1, MAX_SLICES);
+                // Channels whose rings follow the same order share the same links: under max-min
+                // they are one ring carrying all of them (cap × channels), and simulate 1/nc as
+                // many ops. Distinct orders stay distinct rings: explicit ones, and across nodes
+                // one per NIC rail (see rail_rings).
+                let rails = rail_rings(sys, fabric, nc, &input.mesh_rings);
+                let (rings, per_flow): (Vec<RingOrder>, f64) = if !opts.ring_orders.is_empty() {
+                    let k = opts.ring_orders.len().min(nc as usize);
+                    let rings = (0..k)
+                        .map(|c| RingOrder::Explicit(opts.ring_orders[c].clone()))
+                        .collect();
+                    (rings, nc as f64 / k as f64)
+                } else if !rails.is_empty() {
+                    let k = rails.len();
+                    let rings = rails.into_iter().map(RingOrder::Explicit).collect();
+                    (rings, nc as f64 / k as f64)
+                } else if !input.mesh_rings.is_empty() {
+                    // The rings NCCL's search found over the node's NVLinks; channels beyond them
+                    // (NCCL duplicates every ring once) run the same orders.
+                    let k = input.mesh_rings.len().min(nc as usize).max(1);
+                    let rings = input.mesh_rings[..k]
+                        .iter()
+                        .cloned()
+                        .map(RingOrder::Explicit)
+                        .collect();
+                    (rings, nc as f64 / k as f64)
+                } else {
+                    let order = RingOrder::Generated {
+                        offset: 0,
+                        stride: 1,
+                        reverse: false,
+                    };
+                    (vec![order], nc as f64)
                 };
-                (vec![order], nc as f64)
-            };
-            let s = template(req, Algorithm::Ring { rings }, slices, sys.ranks, fabric)?;
-            (s, slices, per_flow)
-        }
-        Algo::Tree => {
-            let chunk = choice.proto.chunk_bytes(false);
-            let slices = req.bytes.div_ceil(nc * chunk).clamp(1, MAX_SLICES);
-            let laid = match req.collective {
-                crate::collective::Collective::AllReduce => {
-                    trees::all_reduce(req.bytes, sys.ranks, nc, sys.nics_per_node, slices, fabric)
-                }
-                _ => None,
-            };
-            match laid {
-                Some((s, per_lane)) => (s, slices, per_lane),
-                None => {
-                    // Nodes of different sizes: the double binary tree over all ranks, its
-                    // two trees carrying all channels' data.
-                    let s = template(req, Algorithm::DoubleBinaryTree, slices, sys.ranks, fabric)?;
-                    (s, slices, nc as f64 / 2.0)
+                let s = template(req, Algorithm::Ring { rings }, slices, sys.ranks, fabric)?;
+                (s, slices, per_flow)
+            }
+            Algo::Tree => {
+                let chunk = choice.proto.chunk_bytes(false);
+                let slices = req.bytes.div_ceil(nc * chunk).clamp(1, MAX_SLICES);
+                let laid = match req.collective {
+                    crate::collective::Collective::AllReduce => trees::all_reduce(
+                        req.bytes,
+                        sys.ranks,
+                        nc,
+                        sys.nics_per_node,
+                        slices,
+                        fabric,
+                        input.mesh_rings.first().map(Vec::as_slice),
+                    ),
+                    _ => None,
+                };
+                match laid {
+                    Some((s, per_lane)) => (s, slices, per_lane),
+                    None => {
+                        // Nodes of different sizes: the double binary tree over all ranks, its
+                        // two trees carrying all channels' data.
+                        let s =
+                            template(req, Algorithm::DoubleBinaryTree, slices, sys.ranks, fabric)?;
+                        (s, slices, nc as f64 / 2.0)
+                    }
                 }
             }
-        }
-        Algo::Pat => {
-            let s = template(req, Algorithm::HalvingDoubling, 1, sys.ranks, fabric)?;
-            (s, 1, nc as f64)
-        }
-        Algo::Nvls if sys.nodes > 1 => {
-            let crate::library::InNetworkReduction::Trees(trees) = &sys.in_network else {
-                unreachable!("the tuner runs NVLS across nodes only with CollNet")
-            };
-            if sys.node_nvswitches.len() != sys.nodes as usize {
-                return Err(LibraryError::new(
-                    "collective.algorithm",
-                    "an NVSwitch on every node for NVLS",
-                ));
+            Algo::Pat => {
+                let s = template(req, Algorithm::HalvingDoubling, 1, sys.ranks, fabric)?;
+                (s, 1, nc as f64)
             }
-            let heads = trees.len() as u64;
-            // enqueue.cc (2.21+): NVLS's chunk, at most 32 KiB across nodes where NCCL's NVLS
-            // estimate is below 150 GB/s, shrunk for small messages over channels x heads.
-            let nvls_gbps = tuner::estimates(input, req.collective, req.bytes)
-                .iter()
-                .find(|e| e.algo == Algo::Nvls)
-                .map_or(0.0, |e| e.algbw_gbps);
-            let max_chunk = if nvls_gbps < 150.0 {
-                32 << 10
-            } else {
-                128 << 10
-            };
-            let (_, slices) = nvls_chunk_and_slices(req.bytes, nc * heads, max_chunk);
-            let (s, switches) = collnet::nvls_all_reduce(
-                req.bytes, sys.ranks, trees, slices, fabric,
-            )
-            .ok_or_else(|| {
-                LibraryError::new(
+            Algo::Nvls if sys.nodes > 1 => {
+                let crate::library::InNetworkReduction::Trees(trees) = &sys.in_network else {
+                    unreachable!("the tuner runs NVLS across nodes only with CollNet")
+                };
+                if sys.node_nvswitches.len() != sys.nodes as usize {
+                    return Err(LibraryError::new(
+                        "collective.algorithm",
+                        "an NVSwitch on every node for NVLS",
+                    ));
+                }
+                let heads = trees.len() as u64;
+                // enqueue.cc (2.21+): NVLS's chunk, at most 32 KiB across nodes where NCCL's NVLS
+                // estimate is below 150 GB/s, shrunk for small messages over channels x heads.
+                let nvls_gbps = tuner::estimates(input, req.collective, req.bytes)
+                    .iter()
+                    .find(|e| e.algo == Algo::Nvls)
+                    .map_or(0.0, |e| e.algbw_gbps);
+                let max_chunk = if nvls_gbps < 150.0 {
+                    32 << 10
+                } else {
+                    128 << 10
+                };
+                let (_, slices) = nvls_chunk_and_slices(req.bytes, nc * heads, max_chunk);
+                let (s, switches) =
+                    collnet::nvls_all_reduce(req.bytes, sys.ranks, trees, slices, fabric)
+                        .ok_or_else(|| {
+                            LibraryError::new(
                     "collective.algorithm",
                     "nodes holding the same number (more than two) of the ranks for NVLS \
                              across nodes",
                 )
-            })?;
-            let names = s.extra_endpoints.iter().cloned();
-            let devices = sys.node_nvswitches.iter().copied().chain(switches);
-            placed.extend(names.zip(devices));
-            // One lane per head, each carrying its share of the channels.
-            (s, slices, nc as f64 / heads.max(1) as f64)
-        }
-        Algo::Nvls => {
-            let switch = sys
-                .nvswitch
-                .ok_or_else(|| LibraryError::new("collective.algorithm", "an NVSwitch for NVLS"))?;
-            placed.push(("nvswitch".to_string(), switch));
-            // NVLS chunks: 128 KiB, shrunk for small messages (enqueue.cc 2.18); one loop
-            // moves channels × ranks chunks.
-            let (chunk, slices) = nvls_chunk_and_slices(req.bytes, nc * n, 128 << 10);
-            let busy = nvls_busy_channels(input.version, req.bytes, nc, n, chunk);
-            nvls_chunk = chunk;
-            (nvls(req, sys.ranks, slices), slices, busy)
-        }
-        Algo::NvlsTree => {
-            if sys.node_nvswitches.len() != sys.nodes as usize {
-                return Err(LibraryError::new(
-                    "collective.algorithm",
-                    "an NVSwitch on every node for NVLS-Tree",
-                ));
+                        })?;
+                let names = s.extra_endpoints.iter().cloned();
+                let devices = sys.node_nvswitches.iter().copied().chain(switches);
+                placed.extend(names.zip(devices));
+                // One lane per head, each carrying its share of the channels.
+                (s, slices, nc as f64 / heads.max(1) as f64)
             }
-            let heads = input.nvls_tree.map_or(1, |g| g.search_channels);
-            // One loop moves a chunk per channel and head.
-            let per_loop = nc * u64::from(heads) * nvls_tree_chunk_bytes(sys.nodes);
-            let slices = req.bytes.div_ceil(per_loop).clamp(1, MAX_SLICES);
-            let s = nvls_tree::all_reduce(req.bytes, sys.ranks, heads, slices, fabric).ok_or_else(
-                || {
-                    LibraryError::new(
+            Algo::Nvls => {
+                let switch = sys.nvswitch.ok_or_else(|| {
+                    LibraryError::new("collective.algorithm", "an NVSwitch for NVLS")
+                })?;
+                placed.push(("nvswitch".to_string(), switch));
+                // NVLS chunks: 128 KiB, shrunk for small messages (enqueue.cc 2.18); one loop
+                // moves channels × ranks chunks.
+                let (chunk, slices) = nvls_chunk_and_slices(req.bytes, nc * n, 128 << 10);
+                let busy = nvls_busy_channels(input.version, req.bytes, nc, n, chunk);
+                nvls_chunk = chunk;
+                (nvls(req, sys.ranks, slices), slices, busy)
+            }
+            Algo::NvlsTree => {
+                if sys.node_nvswitches.len() != sys.nodes as usize {
+                    return Err(LibraryError::new(
                         "collective.algorithm",
-                        "nodes holding the same number (more than two) of the ranks for \
+                        "an NVSwitch on every node for NVLS-Tree",
+                    ));
+                }
+                let heads = input.nvls_tree.map_or(1, |g| g.search_channels);
+                // One loop moves a chunk per channel and head.
+                let per_loop = nc * u64::from(heads) * nvls_tree_chunk_bytes(sys.nodes);
+                let slices = req.bytes.div_ceil(per_loop).clamp(1, MAX_SLICES);
+                let s = nvls_tree::all_reduce(req.bytes, sys.ranks, heads, slices, fabric)
+                    .ok_or_else(|| {
+                        LibraryError::new(
+                            "collective.algorithm",
+                            "nodes holding the same number (more than two) of the ranks for \
                          NVLS-Tree",
-                    )
-                },
-            )?;
-            for (k, &sw) in sys.node_nvswitches.iter().enumerate() {
-                placed.push((format!("nvswitch{k}"), sw));
+                        )
+                    })?;
+                for (k, &sw) in sys.node_nvswitches.iter().enumerate() {
+                    placed.push((format!("nvswitch{k}"), sw));
+                }
+                // Channels alternate between the two trees; each lane is one head's part of them.
+                (s, slices, nc as f64 / 2.0)
             }
-            // Channels alternate between the two trees; each lane is one head's part of them.
-            (s, slices, nc as f64 / 2.0)
-        }
-        Algo::CollnetDirect | Algo::CollnetChain => {
-            let crate::library::InNetworkReduction::Trees(trees) = &sys.in_network else {
-                unreachable!("the tuner chooses CollNet only with reduction trees")
-            };
-            let (kind, per_loop) = match choice.algo {
-                Algo::CollnetDirect => (collnet::Kind::Direct, nc * trees.len() as u64),
-                _ => (collnet::Kind::Chain, nc),
-            };
-            let chunk = choice.proto.chunk_bytes(false);
-            let slices = req.bytes.div_ceil(per_loop * chunk).clamp(1, MAX_SLICES);
-            let (s, switches) = collnet::all_reduce(
-                kind, req.bytes, sys.ranks, trees, slices, fabric,
-            )
-            .ok_or_else(|| {
-                LibraryError::new(
-                    "collective.algorithm",
-                    "nodes holding the same number of the ranks for CollNet",
-                )
-            })?;
-            for (name, d) in s.extra_endpoints.iter().zip(switches) {
-                placed.push((name.clone(), d));
+            Algo::CollnetDirect | Algo::CollnetChain => {
+                let crate::library::InNetworkReduction::Trees(trees) = &sys.in_network else {
+                    unreachable!("the tuner chooses CollNet only with reduction trees")
+                };
+                let (kind, per_loop) = match choice.algo {
+                    Algo::CollnetDirect => (collnet::Kind::Direct, nc * trees.len() as u64),
+                    _ => (collnet::Kind::Chain, nc),
+                };
+                let chunk = choice.proto.chunk_bytes(false);
+                let slices = req.bytes.div_ceil(per_loop * chunk).clamp(1, MAX_SLICES);
+                let (s, switches) =
+                    collnet::all_reduce(kind, req.bytes, sys.ranks, trees, slices, fabric)
+                        .ok_or_else(|| {
+                            LibraryError::new(
+                                "collective.algorithm",
+                                "nodes holding the same number of the ranks for CollNet",
+                            )
+                        })?;
+                for (name, d) in s.extra_endpoints.iter().zip(switches) {
+                    placed.push((name.clone(), d));
+                }
+                // One lane per head, each carrying its share of the channels.
+                let lanes = trees.len().min(sys.ranks_per_node as usize).max(1);
+                (s, slices, nc as f64 / lanes as f64)
             }
-            // One lane per head, each carrying its share of the channels.
-            let lanes = trees.len().min(sys.ranks_per_node as usize).max(1);
-            (s, slices, nc as f64 / lanes as f64)
-        }
-    };
+        };
 
     // What the steps cross: the network when the ranks span nodes.
     let class = match choice.algo {

@@ -17,7 +17,10 @@ use crate::collective::{Collective, Fabric, Phase, Schedule};
 /// The tree all-reduce of `bytes` over `ranks` ranks (grouped into nodes by `fabric`), for
 /// `channels` channels on nodes with `nics` NICs each, pipelined in `slices` chunks: the
 /// schedule and how many channels each lane carries. `None` when nodes hold different
-/// numbers of the ranks (NCCL's trees assume the same on every node).
+/// numbers of the ranks (NCCL's trees assume the same on every node). `mesh_order`, on nodes
+/// whose GPUs share NVLinks without a switch, is a cycle over a node's positions that stays on
+/// NVLink (NCCL's search finds its chains over those links): chains follow it instead of the
+/// ranks' order.
 pub fn all_reduce(
     bytes: u64,
     ranks: u32,
@@ -25,6 +28,7 @@ pub fn all_reduce(
     nics: u32,
     slices: u64,
     fabric: &dyn Fabric,
+    mesh_order: Option<&[u32]>,
 ) -> Option<(Schedule, f64)> {
     let nodes = super::ranks_by_node(ranks, fabric)?;
     let per = nodes[0].len();
@@ -42,7 +46,10 @@ pub fn all_reduce(
         }
         let (h, t) = (lane / trees, (lane % trees) as u32);
         // Local GPU i of chain h on node v.
-        let at = |v: &Vec<u32>, i: usize| v[(h + i) % per];
+        let at = |v: &Vec<u32>, i: usize| match mesh_order {
+            Some(order) if order.len() == per => v[order[(h + i) % per] as usize],
+            _ => v[(h + i) % per],
+        };
         let head_of = |node: u32| at(&nodes[node as usize], 0);
         // Between the nodes' heads (none inside one node).
         let (tree_up, tree_down) = if n_nodes > 1 {
@@ -108,7 +115,7 @@ mod tests {
         // 2 nodes x 8 GPUs, 16 channels, 8 NICs: 8 heads x 2 trees. Each tree moves its lane's
         // share up once and down once between the two nodes, each through its head's NIC.
         let bytes = 1u64 << 30;
-        let (s, per_lane) = all_reduce(bytes, 16, 16, 8, 4, &Nodes { per: 8 }).unwrap();
+        let (s, per_lane) = all_reduce(bytes, 16, 16, 8, 4, &Nodes { per: 8 }, None).unwrap();
         assert_eq!(per_lane, 1.0);
         let (_, across) = sent(&s, 8);
         let total: u64 = across.iter().sum();
@@ -122,7 +129,7 @@ mod tests {
         // 8 GPUs, 2 channels on 8 NICs: 2 chains (0, 1, ..., 7 and 1, 2, ..., 7, 0), each of
         // 7 hops up and 7 down. A GPU inside a chain sends its share up and down; a head only
         // down, a chain's last GPU only up.
-        let (s, per_lane) = all_reduce(1 << 20, 8, 2, 8, 1, &Nodes { per: 8 }).unwrap();
+        let (s, per_lane) = all_reduce(1 << 20, 8, 2, 8, 1, &Nodes { per: 8 }, None).unwrap();
         assert_eq!(per_lane, 1.0);
         let (all, _) = sent(&s, 8);
         let share = (1u64 << 20) / 2;
@@ -143,6 +150,6 @@ mod tests {
                 u32::from(r >= 3)
             }
         }
-        assert!(all_reduce(1 << 20, 8, 2, 8, 1, &Uneven).is_none());
+        assert!(all_reduce(1 << 20, 8, 2, 8, 1, &Uneven, None).is_none());
     }
 }
