@@ -11,6 +11,20 @@ fn row(pairs: &[(&str, &str)]) -> Row {
         .collect()
 }
 
+/// Validates a table written (as `text`) inside the repository's `target/`, so that its
+/// topology and profile paths resolve; the file is removed again.
+fn validate_table(tag: &str, text: &str) -> Report {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let csv = repo
+        .join("target")
+        .join(format!("{tag}-{}.csv", std::process::id()));
+    let _ = std::fs::create_dir_all(csv.parent().unwrap());
+    std::fs::write(&csv, text).unwrap();
+    let r = validate(std::slice::from_ref(&csv), &Options::default()).unwrap();
+    std::fs::remove_file(&csv).unwrap();
+    r
+}
+
 #[test]
 fn filters_compare_numbers_numerically_and_accept_alternatives() {
     let f = Filter::parse("size_bytes>=1048576; system=ND H100 v5|ND H200 v5").unwrap();
@@ -205,22 +219,14 @@ fn a_single_device_step_is_predicted_once_per_profile_the_row_names() {
 #[test]
 fn ddp_rows_of_two_and_more_dgx1_are_replayed_on_that_many_nodes() {
     // Inside the repository, so that the topology and profile paths resolve.
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let csv = repo
-        .join("target")
-        .join(format!("ddp-{}.csv", std::process::id()));
-    let _ = std::fs::create_dir_all(csv.parent().unwrap());
-    std::fs::write(
-        &csv,
+    let r = validate_table(
+        "ddp",
         "model,batch_per_gpu,num_gpus,num_machines,gpus_per_machine,config_label,bucket_cap_mb,percentile,sec_per_iter,system,intra_node,inter_node\n\
          resnet50,32,8,1,8,1M/8G,25,p50,0.104,DGX-1 8x V100,NVLink hybrid cube mesh,n/a\n\
          resnet50,32,16,2,8,2M/8G,25,p50,0.104,DGX-1 8x V100,NVLink hybrid cube mesh,\"InfiniBand, 4x 100Gb per machine\"\n\
          resnet50,32,64,8,8,8M/8G,25,p50,0.105,DGX-1 8x V100,NVLink hybrid cube mesh,\"InfiniBand, 4x 100Gb per machine\"\n\
          resnet50,32,8,1,8,1M/8G,25,p50,0.104,8x RTX 4090,PCIe,n/a\n",
-    )
-    .unwrap();
-    let r = validate(std::slice::from_ref(&csv), &Options::default()).unwrap();
-    std::fs::remove_file(&csv).unwrap();
+    );
     assert_eq!(r.predictions.len(), 3, "{:?}", r.skipped);
     let (one, two, eight) = (&r.predictions[0], &r.predictions[1], &r.predictions[2]);
     assert!(two.label.contains("16 GPUs"), "{}", two.label);
@@ -248,20 +254,12 @@ fn ddp_rows_of_two_and_more_dgx1_are_replayed_on_that_many_nodes() {
 
 #[test]
 fn the_2080_ti_table_is_replayed_on_the_pcie_box_not_an_nvlink_node() {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let csv = repo
-        .join("target")
-        .join(format!("nccl-{}.csv", std::process::id()));
-    let _ = std::fs::create_dir_all(csv.parent().unwrap());
-    std::fs::write(
-        &csv,
+    let r = validate_table(
+        "nccl",
         "system,num_nodes,num_gpus,collective,size_bytes,oop_time_us\n\
          \"AutoDL container, 2x RTX 2080 Ti\",1,2,all_reduce,268435456,67137\n\
          ND H100 v5,1,2,all_reduce,268435456,1000\n",
-    )
-    .unwrap();
-    let r = validate(std::slice::from_ref(&csv), &Options::default()).unwrap();
-    std::fs::remove_file(&csv).unwrap();
+    );
     assert_eq!(r.predictions.len(), 2, "{:?}", r.skipped);
     let pcie = r
         .predictions
@@ -498,21 +496,13 @@ fn systems_dtsim_cannot_build_are_refused_naming_the_column() {
 
 #[test]
 fn an_unseen_multi_node_table_is_replayed_end_to_end_and_says_on_what() {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let csv = repo
-        .join("target")
-        .join(format!("nccl-unseen-{}.csv", std::process::id()));
-    let _ = std::fs::create_dir_all(csv.parent().unwrap());
-    std::fs::write(
-        &csv,
+    let r = validate_table(
+        "nccl-unseen",
         "system,num_nodes,gpus_per_node,total_gpus,gpu,intra_node_interconnect,\
          inter_node_interconnect,collective,size_bytes,oop_time_us\n\
          IB cluster,2,8,16,H100 SXM5,NVSwitch,8 x 400 Gb/s InfiniBand,all_reduce,1073741824,10000\n\
          TCPXO cluster,2,8,16,H100 SXM5,NVSwitch,GPUDirect-TCPXO,all_reduce,1073741824,10000\n",
-    )
-    .unwrap();
-    let r = validate(std::slice::from_ref(&csv), &Options::default()).unwrap();
-    std::fs::remove_file(&csv).unwrap();
+    );
     assert_eq!(r.predictions.len(), 2, "{:?}", r.skipped);
     let secs = |g: &str| {
         r.predictions
@@ -598,19 +588,14 @@ fn a_rows_time_comes_from_whichever_time_or_bandwidth_column_the_table_has() {
 
 #[test]
 fn gpu_copy_tables_replay_each_pair_at_the_topologys_link_rates() {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let csv = repo
-        .join("target")
-        .join(format!("p2p-{}.csv", std::process::id()));
-    let _ = std::fs::create_dir_all(csv.parent().unwrap());
     let head =
         "system,gpu,topology,test,direction_or_metric,src_gpu,dst_gpu,value,unit,transfer_size";
     let v100 = "\"node, 8x V100-SXM2-32GB\",Tesla V100-SXM2-32GB,DGX-1-like hybrid cube mesh,p2p_bandwidth_all";
     let a100 =
         "DGX A100 (8x A100 + NVSwitch),NVIDIA A100-SXM4-40GB,DGX A100: NVSwitch,p2p_bandwidth_all";
-    std::fs::write(
-        &csv,
-        format!(
+    let r = validate_table(
+        "p2p",
+        &format!(
             "{head}\n\
              {v100},unidirectional,0,2,45.0,GiB/s,\"40,000,000 B\"\n\
              {v100},unidirectional,0,5,8.1,GiB/s,\"40,000,000 B\"\n\
@@ -619,10 +604,7 @@ fn gpu_copy_tables_replay_each_pair_at_the_topologys_link_rates() {
              {a100},\"latency, P2P enabled\",0,1,2.1,us,\n\
              {a100},Host to Device,host,0,24,GB/s,\n"
         ),
-    )
-    .unwrap();
-    let r = validate(std::slice::from_ref(&csv), &Options::default()).unwrap();
-    std::fs::remove_file(&csv).unwrap();
+    );
     assert_eq!(r.predictions.len(), 3, "{:?}", r.skipped);
     let gbps = |label: &str, moved: f64| {
         let p = r.predictions.iter().find(|p| p.label == label).unwrap();
