@@ -79,20 +79,18 @@ pub(super) fn testbed_row(row: &Row, root: &Path) -> Replayed {
     ))
 }
 
-/// PyTorch DDP benchmark row (p50), replayed as PyTorch runs it (NCCL's choice for each gradient
-/// bucket) on the system its own columns describe ([`super::system`]: the GPU named in `system`,
-/// `num_gpus`, `num_machines`, `gpus_per_machine`, `intra_node`, `inter_node`), with the bundled
-/// compute profile of its GPU. The shared table's DGX-1 rows run on `dgx1_v100.toml`, two or more
-/// machines on `dgx1_v100_x2.toml` with their count. Until 2026-11-27 every row ran on DGX-1 with
-/// hand-laid NVLink rings; NCCL's ring search finds the same (scores within 0.1 point).
-pub(super) fn ddp_row(row: &Row, root: &Path) -> Replayed {
-    let model = row.get("model").cloned().unwrap_or_default();
-    if row.get("percentile").map(String::as_str) != Some("p50") {
-        return Err("only p50 rows are replayed".into());
-    }
-    if crate::workload::catalog::by_name(&model).is_err() {
-        return Err(format!("model {model}: not in the catalog"));
-    }
+/// The system of a DDP row (its columns under the names [`super::system`] reads), what it is
+/// replayed on, and its GPU's compute profile.
+fn ddp_system(
+    row: &Row,
+) -> Result<
+    (
+        super::system::SystemSpec,
+        super::system::Replay,
+        &'static str,
+    ),
+    String,
+> {
     let mut described = row.clone();
     for (from, to) in [
         ("num_machines", "num_nodes"),
@@ -107,6 +105,39 @@ pub(super) fn ddp_row(row: &Row, root: &Path) -> Replayed {
     let spec = super::system::read(&described)?;
     let replay = spec.replay()?;
     let profile = super::system::compute_profile(&spec.gpu)?;
+    Ok((spec, replay, profile))
+}
+
+/// What a DDP row is replayed on, for the report: (group, description).
+pub(super) fn ddp_replayed_on(row: &Row) -> Option<(String, String)> {
+    let (_, replay, profile) = ddp_system(row).ok()?;
+    let mut how = replay.describe();
+    if let Some(i) = how.find(", profile ") {
+        // The step's compute comes from the GPU's compute profile, not the NCCL one.
+        let rest = how[i..]
+            .find(';')
+            .map(|j| how[i + j..].to_string())
+            .unwrap_or_default();
+        how = format!("{}, compute profile {profile}.json{rest}", &how[..i]);
+    }
+    Some((row.get("model").cloned().unwrap_or_default(), how))
+}
+
+/// PyTorch DDP benchmark row (p50), replayed as PyTorch runs it (NCCL's choice for each gradient
+/// bucket) on the system its own columns describe ([`super::system`]: the GPU named in `system`,
+/// `num_gpus`, `num_machines`, `gpus_per_machine`, `intra_node`, `inter_node`), with the bundled
+/// compute profile of its GPU. The shared table's DGX-1 rows run on `dgx1_v100.toml`, two or more
+/// machines on `dgx1_v100_x2.toml` with their count. Until 2026-11-27 every row ran on DGX-1 with
+/// hand-laid NVLink rings; NCCL's ring search finds the same (scores within 0.1 point).
+pub(super) fn ddp_row(row: &Row, root: &Path) -> Replayed {
+    let model = row.get("model").cloned().unwrap_or_default();
+    if row.get("percentile").map(String::as_str) != Some("p50") {
+        return Err("only p50 rows are replayed".into());
+    }
+    if crate::workload::catalog::by_name(&model).is_err() {
+        return Err(format!("model {model}: not in the catalog"));
+    }
+    let (spec, replay, profile) = ddp_system(row)?;
     let gpus = spec.gpus;
     let batch = num(row, "batch_per_gpu")? as u64;
     let bucket_mb = row

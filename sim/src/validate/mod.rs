@@ -206,7 +206,7 @@ pub struct Report {
     pub groups: Vec<GroupError>,
     /// (dataset, why) for rows that could not be replayed.
     pub skipped: Vec<(String, String)>,
-    /// (dataset, group, what its rows were replayed on) for nccl-tests tables, each once.
+    /// (dataset, group, what its rows were replayed on) for nccl-tests and DDP tables, each once.
     pub replayed_on: Vec<(String, String, String)>,
 }
 
@@ -382,12 +382,21 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
                 ));
                 continue;
             }
-            if is_nccl_table {
-                if let Ok(c) = nccl::case(row, &root) {
-                    let entry = (name.clone(), c.group, c.replayed_on);
-                    if !report.replayed_on.contains(&entry) {
-                        report.replayed_on.push(entry);
-                    }
+            let on = if is_nccl_table {
+                nccl::case(row, &root)
+                    .ok()
+                    .map(|c| (c.group, c.replayed_on))
+            } else if has("sec_per_iter")
+                && row.get("percentile").map(String::as_str) == Some("p50")
+            {
+                datasets::ddp_replayed_on(row)
+            } else {
+                None
+            };
+            if let Some((group, how)) = on {
+                let entry = (name.clone(), group, how);
+                if !report.replayed_on.contains(&entry) {
+                    report.replayed_on.push(entry);
                 }
             }
             for replayed in replay(row, &root) {

@@ -182,7 +182,7 @@ impl std::fmt::Display for Report {
             )?;
         }
         if !self.replayed_on.is_empty() {
-            writeln!(f, "\nreplayed on (from each row's gpu, num_gpus, num_nodes and interconnect columns):")?;
+            writeln!(f, "\nreplayed on (from each row's GPU, GPU and node counts and interconnect columns):")?;
             for (d, g, how) in &self.replayed_on {
                 writeln!(f, "  {d} · {g}: {how}")?;
             }
