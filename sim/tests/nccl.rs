@@ -650,3 +650,30 @@ fn across_dgx1_nodes_each_ring_runs_its_nvlink_cycle_in_every_node() {
         small.bytes_by_class
     );
 }
+
+#[test]
+fn nccl_sees_a_pcie_link_at_its_generations_rate() {
+    // topo.cc: a PCIe link is width x per-lane speed / 80 GB/s to NCCL, 12 for Gen3 x16 and
+    // 24 for Gen4: its own estimate of a 1 GiB ring over four Gen4 cards with P2P is half the
+    // Gen3 one (it was 12 GB/s at every generation).
+    let estimate_us = |bw: &str| {
+        let set = [
+            "topology.gpu=L40S".to_string(),
+            "topology.generator.gpus=4".to_string(),
+            "topology.generator.p2p=true".to_string(),
+            format!("topology.generator.pcie.bandwidth={bw}"),
+            format!("topology.generator.switch_uplink.bandwidth={bw}"),
+        ];
+        let set: Vec<&str> = set.iter().map(String::as_str).collect();
+        let s = run_set("pcie_box_2gpu.toml", &set, "1GiB", "").unwrap();
+        let tail = s
+            .library
+            .split("NCCL's own estimate ")
+            .nth(1)
+            .unwrap()
+            .to_string();
+        tail.trim_end_matches(" us").parse::<f64>().unwrap()
+    };
+    let (gen3, gen4) = (estimate_us("15.75GB/s"), estimate_us("31.5GB/s"));
+    assert!((gen3 / gen4 - 2.0).abs() < 0.01, "{gen3} {gen4}");
+}

@@ -292,7 +292,8 @@ pub fn tuner_input(
     let nvlink = sys.intra.is_some_and(|p| p.class == LinkClass::Nvlink) || sys.ranks_per_node <= 1;
     let intra_nvlink = sys.intra.filter(|p| p.class == LinkClass::Nvlink);
     // Ring/tree graph inside a node: one channel per NVLink (search capped at 16), each at
-    // NCCL's per-link bandwidth; duplicated on NVLink; PCIe: one search channel of 12 GB/s.
+    // NCCL's per-link bandwidth; duplicated on NVLink; PCIe: one search channel at NCCL's
+    // PCIe bandwidth.
     let (mut search, mut bw_intra) = match intra_nvlink {
         Some(p) if nvlink_bytes_per_s > 0.0 => {
             let links = (p.bits_per_s / 8.0 / nvlink_bytes_per_s).round().max(1.0) as u32;
@@ -302,7 +303,15 @@ pub fn tuner_input(
                 nccl_nvlink_bw_gbps(cc, version) * links as f64 / search as f64,
             )
         }
-        _ => (1, 12.0),
+        // PCIe: NCCL's link bandwidth is width × per-lane speed / 80 (topo.cc; 6 Gb/s a lane
+        // at Gen3's 8 GT/s): 12 GB/s for Gen3 x16, 24 for Gen4, 48 for Gen5, the same 0.76
+        // of the payload rate at every generation.
+        _ => (
+            1,
+            sys.intra
+                .filter(|p| p.class == LinkClass::Pcie)
+                .map_or(12.0, |p| p.bits_per_s / 8e9 * 12.0 / 15.75),
+        ),
     };
     // A node whose GPUs share NVLinks without a switch: NCCL's rings are the ones its search
     // finds over those links (see `search`), not the ranks' order.
