@@ -334,3 +334,37 @@ fn printing_into_a_pipe_closed_early_ends_quietly() {
     let err = stderr(&o);
     assert!(!err.contains("panicked"), "{err}");
 }
+
+#[test]
+fn nccl_tests_sweeps_a_measured_tables_system_without_a_scenario_of_its_own() {
+    // The system comes from the table's columns, as `dtsim validate` replays it.
+    let dir = scratch("nccl-tests-measured");
+    let table = dir.join("a100.csv");
+    std::fs::write(
+        &table,
+        "system,gpu,num_gpus,num_nodes,intra_node_interconnect,collective,size_bytes,busbw_GBps,nccl_version\n\
+         my A100 box,NVIDIA A100-SXM4-80GB,8,1,NVLink3 via NVSwitch,all_reduce,1048576,36.2,2.18.5\n\
+         my A100 box,NVIDIA A100-SXM4-80GB,8,1,NVLink3 via NVSwitch,all_reduce,4194304,71.4,2.18.5\n",
+    )
+    .unwrap();
+    let t = table.to_string_lossy().into_owned();
+    let o = dtsim(&[
+        "nccl-tests",
+        "--measured",
+        &t,
+        "--system",
+        "my A100 box",
+        "-b",
+        "1M",
+        "-e",
+        "4M",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    // Three sizes, two of them measured; NCCL's rings on A100 (no NVLS).
+    assert!(out.contains("2 sizes measured"), "{out}");
+    assert!(out.contains("ring/"), "{out}");
+    let o = dtsim(&["nccl-tests", "--measured", &t, "--system", "another box"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("my A100 box"), "{}", stderr(&o));
+}

@@ -318,6 +318,31 @@ pub fn leave_one_out(datasets: &[PathBuf]) -> Result<Vec<super::Prediction>, Str
     Ok(out)
 }
 
+/// The scenario (text, `--set` lines) that replays `system`'s all-reduce rows of the table at
+/// `path` as `dtsim validate` does, with the size left to the caller: `dtsim nccl-tests
+/// --measured TABLE --system NAME` without a scenario of its own.
+pub fn scenario_of(path: &Path, system: &str) -> Result<(String, Vec<String>), String> {
+    let rows = super::read_csv(path)?;
+    let root = super::repo_root(path);
+    let mut systems = Vec::new();
+    for row in &rows {
+        let name = row.get("system").map(String::as_str).unwrap_or("");
+        if !systems.iter().any(|s| s == name) {
+            systems.push(name.to_string());
+        }
+        if name != system || row.get("collective").is_some_and(|c| c != "all_reduce") {
+            continue;
+        }
+        let c = case(row, &root).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = format!("profile = {}\n{}", toml_str(&c.profile), c.text);
+        return Ok((text, c.set));
+    }
+    Err(format!(
+        "{}: --system: one of {systems:?} with all_reduce rows, got {system:?}",
+        path.display()
+    ))
+}
+
 /// The measured times (µs by size) of one system's `op` rows in a table, for printing a
 /// simulated sweep of that collective beside them (`dtsim nccl-tests --measured`).
 pub fn measured_us(

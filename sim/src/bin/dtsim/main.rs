@@ -64,7 +64,10 @@ enum Command {
     /// Run a collective scenario at every size of an nccl-tests sweep (-b, -e, -f) and print
     /// the library's choice, time, algbw and busbw per size, beside a measured table if given.
     NcclTests {
-        scenario: PathBuf,
+        /// The scenario to sweep; without one, the system of --measured/--system as `dtsim
+        /// validate` replays it (topology and profile read from the table's columns).
+        #[arg(required_unless_present = "measured")]
+        scenario: Option<PathBuf>,
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
         /// Smallest size (nccl-tests -b).
@@ -308,7 +311,17 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             system,
             format,
         } => {
-            let s = scenario::load(&path, &set)?;
+            let (s, path) = match (&path, &measured, &system) {
+                (Some(p), _, _) => (scenario::load(p, &set)?, p.clone()),
+                (None, Some(t), Some(sys)) => {
+                    let (text, mut all) =
+                        sim::validate::nccl::scenario_of(t, sys).map_err(|e| anyhow::anyhow!(e))?;
+                    all.extend(set.iter().cloned());
+                    let named = PathBuf::from(format!("{} ({sys})", t.display()));
+                    (scenario::parse(&text, &named, &all)?, named)
+                }
+                _ => anyhow::bail!("a scenario, or --measured TABLE with --system NAME"),
+            };
             let bytes = |flag: &str, v: &str| {
                 sim::units::parse_bytes(v).map_err(|e| anyhow::anyhow!("{flag} {v:?}: {e}"))
             };
