@@ -311,11 +311,18 @@ fn nccl_tests_rows_of_every_collective_nccl_runs_are_replayed_and_grouped_apart(
         assert!((measured - 1539.1e-6).abs() < 1e-12);
         assert!(simulated > 0.0 && simulated.is_finite());
     }
-    // nccl-tests' alltoall runs NCCL's point-to-point operations: said, not guessed.
-    let e = sim::validate::nccl::case(&nccl_tests_row("alltoall", 1 << 24, 1060.7), &root)
+    // nccl-tests' alltoall runs NCCL's point-to-point sends, every pair at once.
+    let row = nccl_tests_row("alltoall", 1 << 24, 1886.6);
+    let c = sim::validate::nccl::case(&row, &root).unwrap();
+    assert_eq!(c.op, sim::collective::Collective::AllToAll);
+    assert!(c.text.contains("op = \"all_to_all\""), "{}", c.text);
+    let (_, _, _, simulated) = sim::validate::nccl::replay(&row, &root).unwrap();
+    assert!(simulated > 0.0 && simulated.is_finite());
+    // sendrecv_perf's ring shift is not replayed: said, not guessed.
+    let e = sim::validate::nccl::case(&nccl_tests_row("sendrecv", 1 << 24, 1060.7), &root)
         .err()
         .unwrap();
-    assert!(e.contains("alltoall rows are not replayed"), "{e}");
+    assert!(e.contains("sendrecv rows are not replayed"), "{e}");
     // `dtsim nccl-tests --measured` reads the rows of the scenario's collective.
     let table = root.join("../shared/validation/autodl_2x2080ti_pcie_noP2P_nccl.csv");
     if table.exists() {
@@ -325,7 +332,10 @@ fn nccl_tests_rows_of_every_collective_nccl_runs_are_replayed_and_grouped_apart(
         assert_eq!(m.len(), 28);
         assert_eq!(m.get(&1073741824), Some(&96800.0));
         let all_to_all = sim::collective::Collective::AllToAll;
-        let e = sim::validate::nccl::measured_us(&table, system, all_to_all).unwrap_err();
+        let m = sim::validate::nccl::measured_us(&table, system, all_to_all).unwrap();
+        assert_eq!(m.get(&1073741824), Some(&116573.0));
+        let scatter = sim::collective::Collective::ReduceScatter;
+        let e = sim::validate::nccl::measured_us(&table, system, scatter).unwrap_err();
         assert!(e.contains("--system"), "{e}");
     }
 }
@@ -676,4 +686,21 @@ fn nccl_sees_a_pcie_link_at_its_generations_rate() {
     };
     let (gen3, gen4) = (estimate_us("15.75GB/s"), estimate_us("31.5GB/s"));
     assert!((gen3 / gen4 - 2.0).abs() < 0.01, "{gen3} {gen4}");
+}
+
+#[test]
+fn nccl_all_to_all_sends_every_pair_at_once_at_the_rings_link_efficiency() {
+    // 8 H100 on NVSwitch, 1 GiB: each GPU sends 7/8 of it over its 450 GB/s of NVLink at the
+    // ring's efficiency (NCCL's 20.6 GB/s per link x 18 = 371 GB/s): bus bandwidth just under.
+    let a2a = ["collective.op=all_to_all"];
+    let big = run_set("hgx_h100.toml", &a2a, "1GiB", "").unwrap();
+    assert!(big.library.contains("p2p/simple"), "{}", big.library);
+    assert!(
+        (340.0..=371.0).contains(&big.busbw_gbytes_per_s),
+        "{}",
+        big.busbw_gbytes_per_s
+    );
+    // Blocks of at most 16 KiB (NCCL_P2P_LL_THRESHOLD) go LL.
+    let small = run_set("hgx_h100.toml", &a2a, "128KiB", "").unwrap();
+    assert!(small.library.contains("p2p/ll"), "{}", small.library);
 }

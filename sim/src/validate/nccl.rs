@@ -49,14 +49,15 @@ pub struct Case {
 }
 
 /// The collectives of nccl-tests' `*_perf` programs that NCCL runs with its collective
-/// algorithms: (column `collective`, dtsim op). `alltoall_perf` and `sendrecv_perf` run NCCL's
-/// point-to-point operations, which the `nccl` library does not model.
-const COLLECTIVES: [(&str, Collective); 5] = [
+/// algorithms, and `alltoall_perf`'s point-to-point all-to-all ([`crate::library::nccl::p2p`]):
+/// (column `collective`, dtsim op). `sendrecv_perf` (a ring shift of sends) is not replayed.
+const COLLECTIVES: [(&str, Collective); 6] = [
     ("all_reduce", Collective::AllReduce),
     ("all_gather", Collective::AllGather),
     ("reduce_scatter", Collective::ReduceScatter),
     ("broadcast", Collective::Broadcast),
     ("reduce", Collective::Reduce),
+    ("alltoall", Collective::AllToAll),
 ];
 
 /// The scenario replaying `row` (without its profile: callers add it or fit one). Rows of other
@@ -69,8 +70,7 @@ pub fn case(row: &Row, root: &Path) -> Result<Case, String> {
         .unwrap_or("all_reduce");
     let Some(&(op_name, op)) = COLLECTIVES.iter().find(|(n, _)| *n == name) else {
         return Err(format!(
-            "{system}: {name} rows are not replayed (NCCL point-to-point; dtsim's nccl library \
-             models {})",
+            "{system}: {name} rows are not replayed (dtsim's nccl library models {})",
             COLLECTIVES.map(|c| c.0).join(", ")
         ));
     };
@@ -93,8 +93,9 @@ pub fn case(row: &Row, root: &Path) -> Result<Case, String> {
     }
     let mut text = format!(
         "name = \"validate\"\n[topology]\nfile = {}\n[placement]\nranks = {gpus}\n\
-         [collective]\nop = \"{op_name}\"\nbytes = \"{}B\"\nlibrary = \"nccl\"\n",
+         [collective]\nop = \"{}\"\nbytes = \"{}B\"\nlibrary = \"nccl\"\n",
         toml_str(&root.join("topologies").join(format!("{topo}.toml"))),
+        op.as_str(),
         bytes as u64,
     );
     if let Some(r) = row.get("root").and_then(|v| v.parse::<u32>().ok()) {

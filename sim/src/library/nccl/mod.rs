@@ -24,6 +24,7 @@
 pub mod collnet;
 pub mod emit;
 pub mod nvls_tree;
+pub mod p2p;
 pub mod params;
 pub mod plugin;
 pub mod search;
@@ -541,6 +542,11 @@ pub fn plan(
         })?,
     };
     let input = tuner_input(sys, opts, version)?;
+    // Point-to-point: no tuner, and NCCL_ALGO / NCCL_PROTO do not apply (see `p2p`).
+    if req.collective == Collective::AllToAll {
+        let params = params::Params::new(calibration, version, link_prior(sys, version));
+        return p2p::all_to_all(req, sys, version, &params, fabric);
+    }
     if let Some(a) = input.force_algo {
         if !tuner::implements(version, a, req.collective) {
             return Err(LibraryError::new(
@@ -562,12 +568,11 @@ pub fn plan(
             ));
         }
     }
-    if matches!(req.collective, Collective::AllToAll | Collective::SendRecv) {
+    if req.collective == Collective::SendRecv {
         return Err(LibraryError::new(
             "collective.op",
-            "a collective NCCL runs with its collective algorithms (all_reduce, all_gather, \
-             reduce_scatter, broadcast, reduce); all_to_all and send_recv are NCCL p2p \
-             operations dtsim plays with library = \"ideal\"",
+            "a collective NCCL runs (all_reduce, all_gather, reduce_scatter, broadcast, reduce, \
+             all_to_all); a single send_recv pair is played with library = \"ideal\"",
         ));
     }
     let rules = opts.tuner_rules.as_deref();
