@@ -411,27 +411,21 @@ impl SystemSpec {
         let (topology, collective, nvls_capable) =
             match (self.intra, self.network) {
                 (Intra::NvSwitch, None) => {
-                    let topology = match cc {
-                        100.. => "hgx_b200",
-                        90..=99 => "hgx_h100",
-                        80..=85 => "dgx_a100",
-                        _ => {
-                            return Err(format!(
-                                "intra_node_interconnect: an NVSwitch with a {} is not a system \
-                             dtsim has a board for (A100, H100, H200, B200 SXM)",
-                                g.name
-                            ))
-                        }
-                    };
-                    let board_gbps = match topology {
-                        "hgx_b200" => 900.0,
-                        "hgx_h100" => 450.0,
-                        _ => 300.0,
+                    // Other generations on a switch (DGX-2's 16 V100) take the HGX H100 board
+                    // with their own NVLink and PCIe rates.
+                    let (topology, board_gbps, board_pcie) = match cc {
+                        100.. => ("hgx_b200", 900.0, 63.0),
+                        80..=85 => ("dgx_a100", 300.0, 31.5),
+                        _ => ("hgx_h100", 450.0, 63.0),
                     };
                     if (nvlink_gbps - board_gbps).abs() > 1e-6 {
                         set.push(format!(
                             "topology.generator.nvlink.bandwidth={nvlink_gbps}GB/s"
                         ));
+                    }
+                    let pcie = pcie_gbps(g);
+                    if (pcie - board_pcie).abs() > 0.5 {
+                        set.push(format!("topology.generator.pcie.bandwidth={pcie}GB/s"));
                     }
                     if self.gpus > 8 {
                         set.push(format!("topology.generator.gpus={}", self.gpus));

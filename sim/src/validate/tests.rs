@@ -474,6 +474,22 @@ fn pre_nvswitch_boards_and_pcie_cards_get_their_own_topologies() {
 }
 
 #[test]
+fn a_switched_board_of_another_generation_takes_its_own_link_rates() {
+    // DGX-2: 16 V100 on NVSwitches, six NVLink2 bricks (150 GB/s) and PCIe Gen3 each.
+    let r = replay_of(&nccl_row("Tesla V100-SXM3-32GB", 1, 16, "NVSwitch", ""));
+    assert_eq!(r.topology, "hgx_h100");
+    for key in [
+        "topology.generator.nvlink.bandwidth=150GB/s",
+        "topology.generator.pcie.bandwidth=15.75GB/s",
+        "topology.generator.gpus=16",
+        "topology.gpu=\"V100\"",
+    ] {
+        assert!(r.set.contains(&key.to_string()), "{key}: {r:?}");
+    }
+    assert!(!r.nvls_capable);
+}
+
+#[test]
 fn the_system_comes_from_the_gpu_column_not_from_the_system_name() {
     let mut r = nccl_row("Tesla V100-SXM2-32GB", 1, 8, "NVLink2 hybrid cube mesh", "");
     r.insert("system".into(), "ND H100 v5".into());
