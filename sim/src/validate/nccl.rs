@@ -75,6 +75,11 @@ pub fn case(row: &Row, root: &Path) -> Result<Case, String> {
         ));
     };
     let bytes = num(row, "size_bytes")?;
+    if !(bytes >= 0.0 && bytes.is_finite()) {
+        return Err(format!(
+            "size_bytes: a size of 0 bytes or more, got {bytes}"
+        ));
+    }
     let spec = super::system::read(row)?;
     let gpus = spec.gpus;
     let measured = measured_secs(row, op, bytes, gpus)?;
