@@ -91,7 +91,8 @@ pub fn run_on(s: &Scenario, prep: &Prepared, range: &Range) -> Result<Vec<Point>
 }
 
 /// The sweep as nccl-tests would have printed it (`dtsim nccl-tests --format nccl-tests`): one
-/// row per size in float elements and sum (root -1, or 0 for rooted collectives), the same
+/// row per size in float elements and sum (none where nothing is reduced; root -1, or 0 for
+/// rooted collectives), the same
 /// simulated time in the out-of-place and in-place groups (dtsim does not tell them apart),
 /// `#wrong` N/A (nothing was checked), the ranks as `Using devices` lines.
 pub fn nccl_tests_run(
@@ -125,9 +126,11 @@ pub fn nccl_tests_run(
             }
         })
         .collect();
-    let rooted = matches!(
+    use crate::collective::Collective;
+    let rooted = matches!(c.op, Collective::Broadcast | Collective::Reduce);
+    let reduces = matches!(
         c.op,
-        crate::collective::Collective::Broadcast | crate::collective::Collective::Reduce
+        Collective::AllReduce | Collective::Reduce | Collective::ReduceScatter
     );
     let rows: Vec<Row> = points
         .iter()
@@ -142,7 +145,8 @@ pub fn nccl_tests_run(
                 size_bytes: p.bytes,
                 count: p.bytes / 4,
                 dtype: "float".into(),
-                redop: "sum".into(),
+                // nccl-tests prints "none" where nothing is reduced.
+                redop: if reduces { "sum" } else { "none" }.into(),
                 root: if rooted { 0 } else { -1 },
                 out_of_place: Some(t),
                 in_place: Some(t),
@@ -157,7 +161,15 @@ pub fn nccl_tests_run(
     let avg = (!points.is_empty())
         .then(|| points.iter().map(|p| p.busbw_gbytes_per_s).sum::<f64>() / points.len() as f64);
     Ok(NcclTestsRun {
-        collective: Some(c.op.as_str().to_string()),
+        // The program nccl-tests runs it with (`alltoall_perf`, `sendrecv_perf`).
+        collective: Some(
+            match c.op {
+                Collective::AllToAll => "alltoall",
+                Collective::SendRecv => "sendrecv",
+                other => other.as_str(),
+            }
+            .to_string(),
+        ),
         nccl_version: version,
         gpus_per_process: Some(devices.len() as u32),
         devices,
