@@ -368,3 +368,23 @@ fn nccl_tests_sweeps_a_measured_tables_system_without_a_scenario_of_its_own() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("my A100 box"), "{}", stderr(&o));
 }
+
+#[test]
+fn topo_show_prints_the_rings_nccls_search_finds_on_an_nvlink_mesh() {
+    let o = dtsim(&[
+        "topo",
+        "show",
+        "topologies/dgx1_v100.toml",
+        "--set",
+        "gpu=V100-SXM2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("NCCL rings  6 over NVLink at 20 GB/s"),
+        "{out}"
+    );
+    // On an NVSwitch any order is a ring: nothing to print.
+    let o = dtsim(&["topo", "show", "topologies/hgx_h100.toml"]);
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("NCCL rings"));
+}

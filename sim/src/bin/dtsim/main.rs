@@ -430,7 +430,22 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             let text = if dot {
                 summary::to_dot(&topo)
             } else {
-                summary::summarize(&topo).to_string() + "\n"
+                let mut t = summary::summarize(&topo).to_string();
+                if let Some(r) = sim::library::nccl::first_node_rings(&topo) {
+                    let orders: Vec<String> = r
+                        .orders
+                        .iter()
+                        .map(|o| o.iter().map(u32::to_string).collect::<Vec<_>>().join(" "))
+                        .collect();
+                    t += &format!(
+                        "NCCL rings  {} over NVLink at {} GB/s each (search.cc, a node's GPUs in \
+                         file order): {}\n",
+                        r.orders.len(),
+                        r.bw_gbps,
+                        orders.join(" | ")
+                    );
+                }
+                t + "\n"
             };
             progress.finish();
             print!("{text}");

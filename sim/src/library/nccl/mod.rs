@@ -245,6 +245,55 @@ fn arch_of(cc: u32) -> Arch {
     }
 }
 
+/// NCCL's rings over the NVLinks of a topology's first node (as `dtsim topo show` prints
+/// them), when its GPUs share NVLinks without an NVSwitch and the file names their model: the
+/// rings as positions among that node's GPUs (in the file's order), and each one's bandwidth.
+pub fn first_node_rings(topo: &crate::topology::Topology) -> Option<search::MeshRings> {
+    use crate::topology::DeviceKind;
+    let (cc, nvlink_bytes_per_s) = topo.gpu.as_deref().and_then(gpu_facts)?;
+    let node = topo
+        .devices()
+        .iter()
+        .find(|d| d.kind == DeviceKind::Gpu)?
+        .node;
+    let gpus: Vec<_> = topo
+        .devices()
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| d.kind == DeviceKind::Gpu && d.node == node)
+        .map(|(i, _)| crate::topology::DeviceId(i as u32))
+        .collect();
+    let switched = gpus.iter().any(|&g| {
+        topo.out_links(g)
+            .iter()
+            .any(|&l| topo.device(topo.link(l).to).kind == DeviceKind::Nvswitch)
+    });
+    if switched || nvlink_bytes_per_s <= 0.0 {
+        return None;
+    }
+    let links: Vec<Vec<u32>> = gpus
+        .iter()
+        .map(|&a| {
+            gpus.iter()
+                .map(|&b| {
+                    let bps: f64 = topo
+                        .out_links(a)
+                        .iter()
+                        .map(|&l| topo.link(l))
+                        .filter(|l| l.to == b && l.class == LinkClass::Nvlink)
+                        .map(|l| l.bandwidth_bps)
+                        .sum();
+                    (bps / 8.0 / nvlink_bytes_per_s).round() as u32
+                })
+                .collect()
+        })
+        .collect();
+    if links.iter().flatten().all(|&l| l == 0) {
+        return None;
+    }
+    search::nvlink_rings(&links, nccl_nvlink_bw_gbps(cc, Version::NEWEST), cc)
+}
+
 /// NCCL's assumed NVLink bandwidth per link, GB/s (`SM*_NVLINK_BW`, topo.h): 20 for Volta
 /// to Hopper, Hopper 20.6 from 2.20, 12 for SM86, 18 for Pascal, 40.1 for Blackwell.
 fn nccl_nvlink_bw_gbps(cc: u32, v: Version) -> f64 {
