@@ -252,6 +252,7 @@ impl System {
         let mesh = nvlink_mesh(
             view,
             members,
+            &per_node,
             nvswitch.is_some() || !node_nvswitches.is_empty(),
         );
         System {
@@ -302,15 +303,26 @@ impl System {
     }
 }
 
-/// [`System::nvlink_mesh`] of `members`: direct NVLink between the first node's members.
-fn nvlink_mesh(view: &dyn SystemView, members: &[u32], nvswitched: bool) -> Vec<Vec<f64>> {
-    let node = match members_by_node(members, view) {
-        Some(nodes) if !nvswitched && nodes[0].len() >= 2 => nodes.into_iter().next(),
-        _ => None,
-    };
-    let Some(node) = node else {
+/// [`System::nvlink_mesh`] of `members`: direct NVLink between the first node's members, read
+/// only where the nodes have no NVSwitch and hold the same number (two or more) of members.
+/// Every communicator asks, so nothing here is more than linear in the members.
+fn nvlink_mesh(
+    view: &dyn SystemView,
+    members: &[u32],
+    per_node: &BTreeMap<u32, u32>,
+    nvswitched: bool,
+) -> Vec<Vec<f64>> {
+    let mut counts = per_node.values().copied();
+    let per = counts.next().unwrap_or(0);
+    if nvswitched || per < 2 || counts.any(|c| c != per) {
         return Vec::new();
-    };
+    }
+    let first = view.node_of(members[0]);
+    let node: Vec<u32> = members
+        .iter()
+        .copied()
+        .filter(|&r| view.node_of(r) == first)
+        .collect();
     let m: Vec<Vec<f64>> = node
         .iter()
         .map(|&a| {

@@ -129,12 +129,7 @@ impl library::SystemView for NetFabric<'_> {
     fn direct_nvlink_bps(&self, src: u32, dst: u32) -> f64 {
         let (a, b) = (self.endpoints[src as usize], self.endpoints[dst as usize]);
         self.topo
-            .out_links(a)
-            .iter()
-            .map(|&l| self.topo.link(l))
-            .filter(|l| l.to == b && l.class == crate::topology::LinkClass::Nvlink)
-            .map(|l| l.bandwidth_bps)
-            .sum()
+            .direct_bps(a, b, crate::topology::LinkClass::Nvlink)
     }
     fn reduction_tree(&self, ranks: &[u32]) -> Result<ReductionTree, String> {
         let members: Vec<DeviceId> = ranks.iter().map(|&r| self.endpoints[r as usize]).collect();

@@ -250,6 +250,16 @@ impl Topology {
     pub fn out_links(&self, id: DeviceId) -> &[LinkId] {
         &self.out_links[id.index()]
     }
+    /// Bits/s of the `class` links cabled directly from `a` to `b` (0 where none is; a route
+    /// through other devices does not count).
+    pub fn direct_bps(&self, a: DeviceId, b: DeviceId, class: LinkClass) -> f64 {
+        self.out_links(a)
+            .iter()
+            .map(|&l| self.link(l))
+            .filter(|l| l.to == b && l.class == class)
+            .map(|l| l.bandwidth_bps)
+            .sum()
+    }
     /// GPUs in declaration order: rank-ordered placement puts rank i on `gpus()[i]`.
     pub fn gpus(&self) -> &[DeviceId] {
         &self.gpus

@@ -108,18 +108,19 @@ fn ddp_system(
     Ok((spec, replay, profile))
 }
 
+/// Whether a DDP row is replayed: its median (p50), the other percentiles are not.
+fn ddp_replayed(row: &Row) -> bool {
+    row.get("percentile").map(String::as_str) == Some("p50")
+}
+
 /// What a DDP row is replayed on, for the report: (group, description).
 pub(super) fn ddp_replayed_on(row: &Row) -> Option<(String, String)> {
-    let (_, replay, profile) = ddp_system(row).ok()?;
-    let mut how = replay.describe();
-    if let Some(i) = how.find(", profile ") {
-        // The step's compute comes from the GPU's compute profile, not the NCCL one.
-        let rest = how[i..]
-            .find(';')
-            .map(|j| how[i + j..].to_string())
-            .unwrap_or_default();
-        how = format!("{}, compute profile {profile}.json{rest}", &how[..i]);
+    if !ddp_replayed(row) {
+        return None;
     }
+    let (_, replay, profile) = ddp_system(row).ok()?;
+    // The step's compute comes from the GPU's compute profile, not the NCCL one.
+    let how = replay.describe_with(&format!("compute profile {profile}.json"));
     Some((row.get("model").cloned().unwrap_or_default(), how))
 }
 
@@ -131,7 +132,7 @@ pub(super) fn ddp_replayed_on(row: &Row) -> Option<(String, String)> {
 /// hand-laid NVLink rings; NCCL's ring search finds the same (scores within 0.1 point).
 pub(super) fn ddp_row(row: &Row, root: &Path) -> Replayed {
     let model = row.get("model").cloned().unwrap_or_default();
-    if row.get("percentile").map(String::as_str) != Some("p50") {
+    if !ddp_replayed(row) {
         return Err("only p50 rows are replayed".into());
     }
     if crate::workload::catalog::by_name(&model).is_err() {

@@ -343,7 +343,7 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
         let root = repo_root(path);
         let header: Vec<&String> = rows.first().map(|r| r.keys().collect()).unwrap_or_default();
         let has = |c: &str| header.iter().any(|h| h.as_str() == c);
-        let is_nccl_table = has("size_bytes") && nccl::TIME_COLUMNS.iter().any(|c| has(c));
+        let is_nccl_table = nccl::is_table(has);
         let file_name = path
             .file_name()
             .map(|s| s.to_string_lossy().into_owned())
@@ -386,9 +386,7 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
                 nccl::case(row, &root)
                     .ok()
                     .map(|c| (c.group, c.replayed_on))
-            } else if has("sec_per_iter")
-                && row.get("percentile").map(String::as_str) == Some("p50")
-            {
+            } else if has("sec_per_iter") {
                 datasets::ddp_replayed_on(row)
             } else {
                 None

@@ -48,6 +48,18 @@ pub struct Case {
     pub replayed_on: String,
 }
 
+impl Case {
+    /// The scenario with the row's bundled profile (`set` still to apply).
+    pub fn scenario_text(&self) -> String {
+        format!("profile = {}\n{}", toml_str(&self.profile), self.text)
+    }
+}
+
+/// Whether a header (`has` a column) is an nccl-tests table's: sizes and a time or bandwidth.
+pub fn is_table(has: impl Fn(&str) -> bool) -> bool {
+    has("size_bytes") && TIME_COLUMNS.iter().any(|c| has(c))
+}
+
 /// The collectives of nccl-tests' `*_perf` programs that NCCL runs with its collective
 /// algorithms, and `alltoall_perf`'s point-to-point all-to-all ([`crate::library::nccl::p2p`]):
 /// (column `collective`, dtsim op). `sendrecv_perf` (a ring shift of sends) is not replayed.
@@ -195,7 +207,7 @@ fn nccl_version(text: &str) -> Option<(crate::library::nccl::Version, Option<Str
 /// Replays `row` with the system's bundled profile: (group, label, measured, simulated).
 pub fn replay(row: &Row, root: &Path) -> super::Replayed {
     let c = case(row, root)?;
-    let text = format!("profile = {}\n{}", toml_str(&c.profile), c.text);
+    let text = c.scenario_text();
     let sim = super::simulate(&text, &c.set, false)?;
     Ok((c.group, c.label, c.measured_secs, sim))
 }
@@ -270,9 +282,8 @@ pub fn leave_one_out(datasets: &[PathBuf]) -> Result<Vec<super::Prediction>, Str
         .iter()
         .filter(|p| {
             super::read_csv(p).is_ok_and(|rows| {
-                rows.first().is_some_and(|r| {
-                    r.contains_key("size_bytes") && TIME_COLUMNS.iter().any(|c| r.contains_key(*c))
-                })
+                rows.first()
+                    .is_some_and(|r| is_table(|c| r.contains_key(c)))
             })
         })
         .cloned()
@@ -340,7 +351,7 @@ pub fn scenario_of(path: &Path, system: &str) -> Result<(String, Vec<String>), S
             continue;
         }
         let c = case(row, &root).map_err(|e| format!("{}: {e}", path.display()))?;
-        let text = format!("profile = {}\n{}", toml_str(&c.profile), c.text);
+        let text = c.scenario_text();
         return Ok((text, c.set));
     }
     Err(format!(

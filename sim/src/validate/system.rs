@@ -80,11 +80,16 @@ pub struct Replay {
 impl Replay {
     /// One line for the validate report: what the rows were replayed on.
     pub fn describe(&self) -> String {
+        self.describe_with(&format!("profile {}.json", self.profile))
+    }
+
+    /// [`Self::describe`] naming another profile (a training step's compute profile).
+    pub fn describe_with(&self, profile: &str) -> String {
         let mut s = format!("topologies/{}.toml", self.topology);
         if !self.set.is_empty() {
             s.push_str(&format!(" ({})", self.set.join(", ")));
         }
-        s.push_str(&format!(", profile {}.json", self.profile));
+        s.push_str(&format!(", {profile}"));
         if !self.assumed.is_empty() {
             s.push_str(&format!("; assumed: {}", self.assumed.join("; ")));
         }

@@ -245,53 +245,62 @@ fn arch_of(cc: u32) -> Arch {
     }
 }
 
-/// NCCL's rings over the NVLinks of a topology's first node (as `dtsim topo show` prints
-/// them), when its GPUs share NVLinks without an NVSwitch and the file names their model: the
-/// rings as positions among that node's GPUs (in the file's order), and each one's bandwidth.
-pub fn first_node_rings(topo: &crate::topology::Topology) -> Option<search::MeshRings> {
-    use crate::topology::DeviceKind;
-    let (cc, nvlink_bytes_per_s) = topo.gpu.as_deref().and_then(gpu_facts)?;
-    let node = topo
-        .devices()
-        .iter()
-        .find(|d| d.kind == DeviceKind::Gpu)?
-        .node;
-    let gpus: Vec<_> = topo
-        .devices()
-        .iter()
-        .enumerate()
-        .filter(|(_, d)| d.kind == DeviceKind::Gpu && d.node == node)
-        .map(|(i, _)| crate::topology::DeviceId(i as u32))
-        .collect();
-    let switched = gpus.iter().any(|&g| {
-        topo.out_links(g)
-            .iter()
-            .any(|&l| topo.device(topo.link(l).to).kind == DeviceKind::Nvswitch)
-    });
-    if switched || nvlink_bytes_per_s <= 0.0 {
+/// NCCL's rings (its `search.cc`, see [`search`]) over a node's NVLink mesh: `bps[i][j]` the
+/// NVLink bits/s cabled from the node's `i`-th GPU to its `j`-th, of a GPU of compute
+/// capability `cc` whose links move `nvlink_bytes_per_s` each. `None` without a mesh.
+fn mesh_rings(
+    bps: &[Vec<f64>],
+    cc: u32,
+    nvlink_bytes_per_s: f64,
+    version: Version,
+) -> Option<search::MeshRings> {
+    if bps.is_empty() || nvlink_bytes_per_s <= 0.0 {
         return None;
     }
-    let links: Vec<Vec<u32>> = gpus
+    let links: Vec<Vec<u32>> = bps
         .iter()
-        .map(|&a| {
-            gpus.iter()
-                .map(|&b| {
-                    let bps: f64 = topo
-                        .out_links(a)
-                        .iter()
-                        .map(|&l| topo.link(l))
-                        .filter(|l| l.to == b && l.class == LinkClass::Nvlink)
-                        .map(|l| l.bandwidth_bps)
-                        .sum();
-                    (bps / 8.0 / nvlink_bytes_per_s).round() as u32
-                })
+        .map(|row| {
+            row.iter()
+                .map(|&b| (b / 8.0 / nvlink_bytes_per_s).round() as u32)
                 .collect()
         })
         .collect();
     if links.iter().flatten().all(|&l| l == 0) {
         return None;
     }
-    search::nvlink_rings(&links, nccl_nvlink_bw_gbps(cc, Version::NEWEST), cc)
+    search::nvlink_rings(&links, nccl_nvlink_bw_gbps(cc, version), cc)
+}
+
+/// NCCL's rings over the NVLinks of a topology's first node (as `dtsim topo show` prints
+/// them), when its GPUs share NVLinks without an NVSwitch and the file names their model: the
+/// rings as positions among that node's GPUs (in the file's order), and each one's bandwidth.
+pub fn first_node_rings(topo: &crate::topology::Topology) -> Option<search::MeshRings> {
+    use crate::topology::DeviceKind;
+    let (cc, nvlink_bytes_per_s) = topo.gpu.as_deref().and_then(gpu_facts)?;
+    let node = topo.device(*topo.gpus().first()?).node;
+    let gpus: Vec<_> = topo
+        .gpus()
+        .iter()
+        .copied()
+        .filter(|&g| topo.device(g).node == node)
+        .collect();
+    let switched = gpus.iter().any(|&g| {
+        topo.out_links(g)
+            .iter()
+            .any(|&l| topo.device(topo.link(l).to).kind == DeviceKind::Nvswitch)
+    });
+    if switched {
+        return None;
+    }
+    let bps: Vec<Vec<f64>> = gpus
+        .iter()
+        .map(|&a| {
+            gpus.iter()
+                .map(|&b| topo.direct_bps(a, b, LinkClass::Nvlink))
+                .collect()
+        })
+        .collect();
+    mesh_rings(&bps, cc, nvlink_bytes_per_s, Version::NEWEST)
 }
 
 /// NCCL's assumed NVLink bandwidth per link, GB/s (`SM*_NVLINK_BW`, topo.h): 20 for Volta
@@ -366,20 +375,7 @@ pub fn tuner_input(
     // A node whose GPUs share NVLinks without a switch: NCCL's rings are the ones its search
     // finds over those links (see `search`), not the ranks' order.
     let mut nvlink = nvlink;
-    let mesh_rings = match (&sys.nvlink_mesh, nvlink_bytes_per_s > 0.0) {
-        (mesh, true) if !mesh.is_empty() => {
-            let links: Vec<Vec<u32>> = mesh
-                .iter()
-                .map(|row| {
-                    row.iter()
-                        .map(|&bps| (bps / 8.0 / nvlink_bytes_per_s).round() as u32)
-                        .collect()
-                })
-                .collect();
-            search::nvlink_rings(&links, nccl_nvlink_bw_gbps(cc, version), cc)
-        }
-        _ => None,
-    };
+    let mesh_rings = mesh_rings(&sys.nvlink_mesh, cc, nvlink_bytes_per_s, version);
     if let Some(m) = &mesh_rings {
         search = m.orders.len() as u32;
         bw_intra = m.bw_gbps;
@@ -591,9 +587,9 @@ pub fn plan(
         })?,
     };
     let input = tuner_input(sys, opts, version)?;
+    let params = params::Params::new(calibration, version, link_prior(sys, version));
     // Point-to-point: no tuner, and NCCL_ALGO / NCCL_PROTO do not apply (see `p2p`).
     if req.collective == Collective::AllToAll {
-        let params = params::Params::new(calibration, version, link_prior(sys, version));
         return p2p::all_to_all(req, sys, version, &params, fabric);
     }
     if let Some(a) = input.force_algo {
@@ -635,7 +631,6 @@ pub fn plan(
             ),
         )
     })?;
-    let params = params::Params::new(calibration, version, link_prior(sys, version));
     emit::emit(req, sys, opts, &input, choice, &params, fabric)
 }
 
