@@ -12,16 +12,24 @@
 # the CUDA driver, cuBLAS and NCCL at run time, including the copies inside PyTorch's pip wheels.
 # Each step's output is kept even when a later one fails; the exit status is the first failure's.
 # Copy OUT_DIR to data/runs/gpu/MACHINE and the two profiles to data/profiles/ to commit them.
+#
+# Environment: MODELS (default resnet50,alexnet,gpt2,gpt_1_3b: torch_bench's step models and the
+# layer GEMMs calibrate times), LAYER_BATCHES (1,2,8,32), STEP_TIMEOUT (seconds any one step may
+# take, default 900; TIMEOUT_<step> for one step: a machine lent for minutes keeps whatever the
+# earlier steps measured).
 set -uo pipefail
 out=${1:?usage: gpu_session.sh OUT_DIR [BIN_DIR]}
 bin=${2:-target/release}
 py=${PYTHON:-python3}
 mkdir -p "$out/logs" "$out/torch_tf32" "$out/torch_bf16"
 status=0
+models=${MODELS:-resnet50,alexnet,gpt2,gpt_1_3b}
+step_timeout=${STEP_TIMEOUT:-900}
 run() { # name, command...: logs to OUT/NAME.log, remembers the first failure
   local name=$1; shift
   echo "=== $name: $*" >&2
-  "$@" >"$out/$name.log" 2>&1
+  local limit="TIMEOUT_$name" # a step's own limit, e.g. TIMEOUT_torch_bf16=300
+  timeout "${!limit:-$step_timeout}" "$@" >"$out/$name.log" 2>&1
   local rc=$?
   tail -n 40 "$out/$name.log" >&2
   [ $rc -eq 0 ] || { echo "=== $name failed with $rc" >&2; [ $status -ne 0 ] || status=$rc; }
@@ -32,11 +40,17 @@ host=$(hostname)
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr ' ' '_')
 tag=$(echo "${gpu:-gpu}" | tr 'A-Z' 'a-z' | tr -cd 'a-z0-9_')
 
-run calibrate_gpu "$bin/calibrate" gpu --out "$out/${tag}_measured.json" --logs "$out/logs"
-for dt in tf32 bf16; do
+# Copies, the GEMM grid and NCCL first, then the layer GEMMs on their own (the longest part), so
+# that a step cut short by STEP_TIMEOUT loses only itself.
+run calibrate_gpu "$bin/calibrate" gpu --out "$out/${tag}_measured.json" --logs "$out/logs" \
+  --max-bytes "${MAX_BYTES:-1GiB}" --skip layers
+run calibrate_gpu_layers "$bin/calibrate" gpu --out "$out/${tag}_layers.json" \
+  --logs "$out/logs_layers" --skip copies,p2p,gemm,nccl --warmup 3 --reps 10 \
+  --layer-models "$models" --layer-batches "${LAYER_BATCHES:-1,2,8,32}" --layer-dtypes tf32,bf16
+for dt in bf16 tf32; do
   run "torch_$dt" env PYTHONUNBUFFERED=1 "$py" calibrate/scripts/torch_bench.py --device cuda \
-    --dtype "$dt" --out "$out/torch_$dt" --label "$gpu ($host)" \
-    --profile "data/profiles/${tag}_measured.json;data/profiles/${tag}_torch.json"
+    --dtype "$dt" --out "$out/torch_$dt" --label "$gpu ($host)" --models "$models" \
+    --profile "data/profiles/${tag}_layers.json;data/profiles/${tag}_torch.json"
 done
 # A profile from what PyTorch measured (GEMMs at the layer shapes, copy rate, each layer alone).
 run import_device "$bin/calibrate" import torch-device "$out/torch_tf32/device.json" \
@@ -53,7 +67,7 @@ for trace in "$out"/torch_*/trace_*.json.gz; do
 done
 # Predicted vs measured with the profiles as they will sit in data/profiles/.
 mkdir -p data/profiles
-cp "$out/${tag}_measured.json" "$out/${tag}_torch.json" data/profiles/ 2>/dev/null
+cp "$out/${tag}_measured.json" "$out/${tag}_layers.json" "$out/${tag}_torch.json" data/profiles/ 2>/dev/null
 run validate "$bin/dtsim" validate "$out/torch_tf32/step_times.csv" \
   "$out/torch_bf16/step_times.csv" --out "$out/validation"
 exit $status

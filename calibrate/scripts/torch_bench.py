@@ -1,12 +1,13 @@
 """Single-device PyTorch training runs that dtsim's compute predictions are checked against.
 
   python3 calibrate/scripts/torch_bench.py --out data/runs/compute/MACHINE [--device auto|cpu|cuda]
-      [--models resnet50,alexnet] [--batches resnet50=8,16,32 alexnet=32,64,128 | 1,2,4]
+      [--models resnet50,alexnet,gpt2,gpt_1_3b] [--batches resnet50=8,16,32 alexnet=32,64,128 | 1,2,4]
       [--dtype fp32|tf32|bf16|fp16] [--steps 20] [--warmup 5] [--threads N] [--profile PATH]
       [--no-trace] [--no-layers] [--no-gemm]
 
 What it measures, on one device, for each model × batch size (synthetic ImageNet-sized data,
-SGD with momentum, cross-entropy, the torchvision model):
+SGD with momentum, cross-entropy, the torchvision model; for gpt2 and gpt_1_3b a GPT of the
+catalog's shape on random tokens, whole steps and traces only):
 - step_times.csv: whole training steps (zero_grad, forward, loss, backward, optimizer step),
   `--warmup` untimed then `--steps` timed, each ended by a device synchronize; median, min, max.
   Each row names the dtsim profile to predict it with (`--profile`), so
@@ -40,8 +41,15 @@ import time
 import torch
 import torch.nn as nn
 
-DEFAULT_BATCHES = {"resnet50": [8, 16, 32, 64], "alexnet": [32, 64, 128, 256]}
-CPU_BATCHES = {"resnet50": [1, 2, 4, 8], "alexnet": [8, 16, 32, 64]}
+DEFAULT_BATCHES = {"resnet50": [8, 16, 32, 64], "alexnet": [32, 64, 128, 256],
+                   "gpt2": [4, 8, 16], "gpt_1_3b": [1, 2]}
+CPU_BATCHES = {"resnet50": [1, 2, 4, 8], "alexnet": [8, 16, 32, 64], "gpt2": [1], "gpt_1_3b": [1]}
+
+# GPT models as dtsim's catalog defines them (sim/src/workload/catalog.rs, TransformerConfig):
+# layers, hidden, heads, sequence, vocabulary. Pre-norm blocks with biases, GELU MLP of 4 x hidden,
+# learned positions, final LayerNorm, LM head tied to the token embedding, no dropout, attention
+# that stores its s x s scores (the catalog's flash_attention = false).
+GPT_SHAPES = {"gpt2": (12, 768, 12, 1024, 50257), "gpt_1_3b": (24, 2048, 16, 2048, 50257)}
 
 
 def now():
@@ -126,11 +134,67 @@ def cpu_name():
     return platform.processor() or "cpu"
 
 
-def build_model(name):
-    import torchvision.models as tvm
-    if not hasattr(tvm, name):
-        sys.exit(f"--models: torchvision has no model {name!r}")
-    return getattr(tvm, name)()
+class GptBlock(nn.Module):
+    def __init__(self, hidden, heads, sequence):
+        super().__init__()
+        self.heads = heads
+        self.ln_1 = nn.LayerNorm(hidden)
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.proj = nn.Linear(hidden, hidden)
+        self.ln_2 = nn.LayerNorm(hidden)
+        self.fc = nn.Linear(hidden, 4 * hidden)
+        self.fc_proj = nn.Linear(4 * hidden, hidden)
+        causal = torch.tril(torch.ones(sequence, sequence, dtype=torch.bool))
+        self.register_buffer("causal", causal, persistent=False)
+
+    def forward(self, x):
+        b, t, h = x.shape
+        q, k, v = self.qkv(self.ln_1(x)).split(h, dim=2)
+        q, k, v = (z.view(b, t, self.heads, h // self.heads).transpose(1, 2) for z in (q, k, v))
+        scores = (q @ k.transpose(-2, -1)) * (h // self.heads) ** -0.5
+        scores = scores.masked_fill(~self.causal[:t, :t], float("-inf"))
+        y = (scores.softmax(dim=-1) @ v).transpose(1, 2).reshape(b, t, h)
+        x = x + self.proj(y)
+        return x + self.fc_proj(nn.functional.gelu(self.fc(self.ln_2(x))))
+
+
+class Gpt(nn.Module):
+    """A GPT of dtsim's catalog shape; input token ids (batch, sequence), output logits."""
+
+    def __init__(self, layers, hidden, heads, sequence, vocabulary):
+        super().__init__()
+        self.sequence, self.vocabulary = sequence, vocabulary
+        self.wte = nn.Embedding(vocabulary, hidden)
+        self.wpe = nn.Embedding(sequence, hidden)
+        self.h = nn.ModuleList(GptBlock(hidden, heads, sequence) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(hidden)
+
+    def forward(self, tokens):
+        pos = torch.arange(tokens.shape[1], device=tokens.device)
+        x = self.wte(tokens) + self.wpe(pos)
+        for block in self.h:
+            x = block(x)
+        return self.ln_f(x) @ self.wte.weight.t()
+
+
+def is_gpt(name):
+    return name in GPT_SHAPES
+
+
+def build_model(name, dev=None):
+    """The model, its parameters created on `dev` where torch can (2.0+: a 1.3B GPT initialized
+    on the CPU takes seconds per build)."""
+    import contextlib
+    here = dev.torch if dev is not None and hasattr(torch.device, "__enter__") else None
+    with here if here is not None else contextlib.nullcontext():
+        if is_gpt(name):
+            model = Gpt(*GPT_SHAPES[name])
+        else:
+            import torchvision.models as tvm
+            if not hasattr(tvm, name):
+                sys.exit(f"--models: torchvision has no model {name!r}")
+            model = getattr(tvm, name)()
+    return model if dev is None else model.to(dev.torch)
 
 
 def timed(dev, fn, warmup, reps):
@@ -148,10 +212,21 @@ def timed(dev, fn, warmup, reps):
 
 
 def training_step(model, dev, batch):
-    x = torch.randn(batch, 3, 224, 224, device=dev.torch)
-    y = torch.randint(0, 1000, (batch,), device=dev.torch)
+    """One step: synthetic ImageNet images and labels, or for a GPT random token ids and next
+    tokens (cross-entropy over every position)."""
+    if isinstance(model, Gpt):
+        shape = (batch, model.sequence)
+        x = torch.randint(0, model.vocabulary, shape, device=dev.torch)
+        y = torch.randint(0, model.vocabulary, shape, device=dev.torch)
+        ce = nn.CrossEntropyLoss()
+
+        def loss_fn(logits, target):
+            return ce(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
+    else:
+        x = torch.randn(batch, 3, 224, 224, device=dev.torch)
+        y = torch.randint(0, 1000, (batch,), device=dev.torch)
+        loss_fn = nn.CrossEntropyLoss()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    loss_fn = nn.CrossEntropyLoss()
     scaler = torch.cuda.amp.GradScaler() if dev.dtype == "fp16" else None
 
     def step():
@@ -314,8 +389,16 @@ def main():
     steps, layers, gemms, done_shapes = [], [], [], {}
     for name in models:
         for batch in batches[name]:
-            model = build_model(name).to(dev.torch).train()
-            med, lo, hi = timed(dev, training_step(model, dev, batch), a.warmup, a.steps)
+            model = build_model(name, dev).train()
+            try:
+                med, lo, hi = timed(dev, training_step(model, dev, batch), a.warmup, a.steps)
+            except RuntimeError as e:  # out of memory at this batch: say so, go on
+                if "out of memory" not in str(e):
+                    raise
+                print(f"{name} batch {batch}: out of memory, skipped", file=sys.stderr, flush=True)
+                del model
+                torch.cuda.empty_cache()
+                continue
             print(f"{name} batch {batch}: {med * 1e3:.2f} ms/step (min {lo * 1e3:.2f}, "
                   f"max {hi * 1e3:.2f})", file=sys.stderr, flush=True)
             steps.append(dict(model=name, batch=batch, **common, steps=a.steps, warmup=a.warmup,
@@ -325,9 +408,11 @@ def main():
                               load1=f"{os.getloadavg()[0]:.2f}",
                               machine=a.label or socket.gethostname(),
                               command=" ".join(sys.argv)))
-            if not a.no_layers:
+            # Layers alone and their GEMM shapes are the CNNs' (image inputs); a GPT's layer
+            # GEMMs are timed by `calibrate gpu --layer-models gpt2,...`.
+            if not a.no_layers and not is_gpt(name):
                 layers += layer_times(name, model, dev, batch, a.layer_reps)
-            if not a.no_gemm:
+            if not a.no_gemm and not is_gpt(name):
                 for s in gemm_shapes(model, dev, batch):
                     key = (s["m"], s["n"], s["k"], s["count"])
                     if key not in done_shapes:
@@ -338,6 +423,8 @@ def main():
                                       count=s["count"], dtype=a.dtype, secs_median=med_g,
                                       secs_min=lo_g, secs_max=hi_g))
             del model
+            if dev.kind == "cuda":
+                torch.cuda.empty_cache()
         if not a.no_trace:
             trace(name, batches[name][len(batches[name]) // 2], dev, a.out)
         # Rows are written after every model, so an interrupted run keeps what it measured.
@@ -364,7 +451,7 @@ def main():
 def trace(name, batch, dev, out_dir):
     """A profiler trace of 3 training steps after 2 warm-up steps. Without Kineto (some CPU
     builds of torch), the legacy autograd profiler writes the trace: CPU ops only, no steps."""
-    model = build_model(name).to(dev.torch).train()
+    model = build_model(name, dev).train()
     step = training_step(model, dev, batch)
     path = os.path.join(out_dir, f"trace_{name}_b{batch}.json")
     tmp = f"{path}.tmp{os.getpid()}.json"
