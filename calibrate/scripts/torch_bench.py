@@ -332,6 +332,42 @@ def copy_rate(dev, reps):
                 read_plus_write_bytes_per_s=2 * n / med)
 
 
+def kernel_costs(dev, reps):
+    """What an eager framework's step is made of besides GEMMs, each timed alone:
+    - issue: seconds per tiny operation when operations are issued back to back and waited for
+      once (the host's cost per op: Python, dispatcher, kernel launch), and `launch_sync` with a
+      wait after each (issue plus the device's round trip);
+    - elementwise: bytes read plus written per second of large out-of-place additions,
+      softmax over rows of 1024 and LayerNorm over rows of 1024 in the run's dtype."""
+    dt = dev.operand_dtype()
+    tiny = torch.ones(1, device=dev.torch)
+    n_ops = 2000
+
+    def burst():
+        for _ in range(n_ops):
+            tiny.add_(1.0)
+
+    issue = timed(dev, burst, 1, reps)
+    sync = timed(dev, lambda: tiny.add_(1.0), 10, 200)
+    out = dict(issue_secs_per_op=issue[0] / n_ops, issue_ops=n_ops,
+               launch_sync_secs=sync[0], elementwise=[])
+    elems = [1 << 16, 1 << 20, 1 << 24] + ([1 << 26, 1 << 28] if dev.kind == "cuda" else [])
+    e = torch.finfo(dt).bits // 8
+    for n in elems:
+        x = torch.randn(n // 1024, 1024, device=dev.torch, dtype=dt)
+        y = torch.randn_like(x)
+        ln = nn.LayerNorm(1024, device=dev.torch, dtype=dt)
+        for op, fn, moved in (("add", lambda: x + y, 3), ("softmax", lambda: x.softmax(-1), 2),
+                              ("layer_norm", lambda: ln(x), 2)):
+            with torch.no_grad():
+                med, lo, hi = timed(dev, fn, 2, reps)
+            out["elementwise"].append(dict(op=op, elements=n, dtype=dev.dtype, secs_median=med,
+                                           secs_min=lo, bytes_moved=moved * n * e,
+                                           bytes_per_s=moved * n * e / med))
+        del x, y, ln
+    return out
+
+
 def parse_batches(items, models, cpu):
     default = CPU_BATCHES if cpu else DEFAULT_BATCHES
     out = {m: list(default.get(m, [1, 2, 4, 8])) for m in models}
@@ -372,6 +408,8 @@ def main():
     ap.add_argument("--no-trace", action="store_true")
     ap.add_argument("--no-layers", action="store_true")
     ap.add_argument("--no-gemm", action="store_true")
+    ap.add_argument("--kernels", action="store_true",
+                    help="also time per-op issue cost and elementwise rates (device.json)")
     a = ap.parse_args()
 
     torch.set_num_threads(a.threads or os.cpu_count())
@@ -443,6 +481,8 @@ def main():
             grid.append(dict(m=s, n=s, k=s, count=1, dtype=a.dtype, secs_median=med_g,
                              secs_min=lo_g, secs_max=hi_g))
         info.update(gemm_grid=grid, layer_gemms=gemms, copy=copy_rate(dev, a.gemm_reps))
+    if a.kernels:
+        info.update(kernels=kernel_costs(dev, a.gemm_reps))
     write_atomic(os.path.join(a.out, "device.json"), json.dumps(info, indent=1) + "\n")
     print(f"wrote {a.out}: step_times.csv" + (", layer_times.csv" if layers else "") +
           ", device.json" + ("" if a.no_trace else ", traces"), file=sys.stderr)
@@ -458,12 +498,17 @@ def trace(name, batch, dev, out_dir):
     if torch.autograd.kineto_available():
         from torch.profiler import ProfilerActivity, profile, schedule
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.kind == "cuda" else [])
+        # Exported when the active steps end: later torch clears a cycle's events after it, so
+        # an export after the `with` finds none.
         with profile(activities=acts, schedule=schedule(wait=0, warmup=2, active=3),
-                     record_shapes=True, with_modules=True) as p:
+                     record_shapes=True, with_modules=True,
+                     on_trace_ready=lambda prof: prof.export_chrome_trace(tmp)) as p:
             for _ in range(5):
                 step()
                 dev.sync()
                 p.step()
+        if not os.path.exists(tmp):
+            p.export_chrome_trace(tmp)
     else:
         for _ in range(2):
             step()
@@ -473,7 +518,7 @@ def trace(name, batch, dev, out_dir):
                 with torch.autograd.profiler.record_function(f"ProfilerStep#{i}"):
                     step()
                     dev.sync()
-    p.export_chrome_trace(tmp)
+        p.export_chrome_trace(tmp)
     with open(tmp, "rb") as f, gzip.open(path + ".gz.tmp", "wb") as g:
         shutil.copyfileobj(f, g)
     os.remove(tmp)

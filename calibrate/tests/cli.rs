@@ -348,3 +348,54 @@ fn a_recorded_torch_bench_run_becomes_a_profile_with_layer_times() {
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("compute"), "{}", text(&o.stderr));
 }
+
+#[test]
+fn a_measured_compute_section_replaces_a_clusters_and_keeps_what_was_not_measured() {
+    let root = format!("{}/..", env!("CARGO_MANIFEST_DIR"));
+    let measured = format!("{root}/data/runs/gpu/h200_vm/calibrate/nvidia_h200_measured.json");
+    let out = tmp("compute").join("cluster.json");
+    std::fs::copy(format!("{root}/data/profiles/h100_sxm_node.json"), &out).unwrap();
+    let before = sim::profile::Profile::load(&out).unwrap();
+    let o = calibrate(&[
+        "import",
+        "compute",
+        &measured,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let after = sim::profile::Profile::load(&out).unwrap();
+    // The network section is the cluster's, untouched.
+    assert_eq!(after.network, before.network);
+    let (old, new) = (before.compute.unwrap(), after.compute.unwrap());
+    let src = sim::profile::Profile::load(std::path::Path::new(&measured))
+        .unwrap()
+        .compute
+        .unwrap();
+    assert_eq!(
+        new.peak_flops_per_s["bf16"].value,
+        src.peak_flops_per_s["bf16"].value
+    );
+    assert_eq!(new.memory_bandwidth.value, src.memory_bandwidth.value);
+    // fp8 was not measured: it is kept, rescaled so it plays at the rate it did
+    // (datasheet peak x nominal efficiency = measured-section peak x efficiency 1).
+    let played = |c: &sim::profile::ComputeCalibration| {
+        c.peak_flops_per_s["fp8"].value * c.matmul_efficiency.value
+    };
+    assert!((played(&new) - played(&old)).abs() / played(&old) < 1e-12);
+    assert!(new.peak_flops_per_s["fp8"]
+        .provenance
+        .detail
+        .contains("plays at the rate"));
+    // A source without a compute section is refused, naming the file and the field.
+    let o = calibrate(&[
+        "import",
+        "compute",
+        &format!("{root}/data/profiles/default.json"),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = text(&o.stderr);
+    assert!(e.contains("default.json") && e.contains("compute"), "{e}");
+}

@@ -147,6 +147,7 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
             save(&p, &out.out)
         }
         ImportCmd::TorchDevice { file, out } => import_torch_device(&file, &out),
+        ImportCmd::Compute { source, out } => import_compute(&source, &out),
         ImportCmd::LayerTimes {
             file,
             out,
@@ -588,6 +589,78 @@ fn import_torch_device(file: &Path, o: &OutArgs) -> Result<(), Failure> {
     if o.out.is_none() {
         println!("{}", describe(&p));
     }
+    save(&p, &o.out)
+}
+
+/// `calibrate import compute`: `source`'s compute section into `out`; peaks `source` lacks
+/// are kept from `out`.
+fn import_compute(source: &Path, out: &Path) -> Result<(), Failure> {
+    let src = Profile::load(source)?;
+    let Some(mut section) = src.compute else {
+        return Err(Failure(
+            EXIT_INPUT,
+            format!(
+                "{}: compute: a compute section (written by `calibrate gpu` or `calibrate import \
+                 torch-device`); this profile has none",
+                source.display()
+            ),
+        ));
+    };
+    let o = OutArgs {
+        out: Some(out.to_path_buf()),
+        name: None,
+        description: String::new(),
+    };
+    let mut p = open_profile(
+        &o,
+        build::provenance(
+            "measured",
+            format!(
+                "compute section of {} from {} ({})",
+                section.device,
+                source.display(),
+                src.provenance.detail
+            ),
+        ),
+    )?;
+    // A kept peak is rescaled so that it still plays at the rate the destination gave it: the
+    // two sections' matmul efficiencies differ (a measured section's peaks are achieved rates,
+    // efficiency 1; a datasheet peak came with a nominal efficiency).
+    let mut kept = Vec::new();
+    if let Some(old) = p.compute.take() {
+        let scale = old.matmul_efficiency.value / section.matmul_efficiency.value;
+        for (dtype, mut peak) in old.peak_flops_per_s {
+            if section.peak_flops_per_s.contains_key(&dtype) {
+                continue;
+            }
+            kept.push(dtype.clone());
+            if scale != 1.0 {
+                peak.provenance.detail = format!(
+                    "{}; x {scale:.4} (its profile's matmul efficiency {} over the measured \
+                     section's {}), so that it plays at the rate it did",
+                    peak.provenance.detail,
+                    old.matmul_efficiency.value,
+                    section.matmul_efficiency.value
+                );
+                peak.value *= scale;
+            }
+            section.peak_flops_per_s.insert(dtype, peak);
+        }
+    }
+    eprintln!(
+        "compute of {} from {}{}",
+        section.device,
+        source.display(),
+        if kept.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; kept the destination's {} peak(s), not measured",
+                kept.join(", ")
+            )
+        }
+    );
+    p.compute = Some(section);
     save(&p, &o.out)
 }
 

@@ -235,6 +235,17 @@ enum ImportCmd {
         #[command(flatten)]
         out: OutArgs,
     },
+    /// The compute section of a profile `calibrate gpu` wrote on one node, into another profile
+    /// (a cluster's, keeping its network section): every rate the source measured replaces the
+    /// destination's; the peaks of number formats the source did not measure (fp8, say) stay,
+    /// with their own provenance.
+    Compute {
+        /// The measured profile (`calibrate gpu --out`).
+        source: PathBuf,
+        /// The profile to write it into (created when missing).
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Per-layer times of calibrate/scripts/torch_bench.py (layer_times.csv) into an existing
     /// profile's compute.layer_times, aligned with dtsim's catalog models.
     LayerTimes {
