@@ -134,6 +134,12 @@ def cpu_name():
     return platform.processor() or "cpu"
 
 
+# Attention of the GPT blocks: "plain" stores the s x s scores (scale, causal mask, softmax,
+# then the product with V, each its own kernel); "sdpa" is torch's fused
+# scaled_dot_product_attention (FlashAttention on GPUs that have it), set by --attention.
+ATTENTION = {"kind": "plain"}
+
+
 class GptBlock(nn.Module):
     def __init__(self, hidden, heads, sequence):
         super().__init__()
@@ -151,9 +157,13 @@ class GptBlock(nn.Module):
         b, t, h = x.shape
         q, k, v = self.qkv(self.ln_1(x)).split(h, dim=2)
         q, k, v = (z.view(b, t, self.heads, h // self.heads).transpose(1, 2) for z in (q, k, v))
-        scores = (q @ k.transpose(-2, -1)) * (h // self.heads) ** -0.5
-        scores = scores.masked_fill(~self.causal[:t, :t], float("-inf"))
-        y = (scores.softmax(dim=-1) @ v).transpose(1, 2).reshape(b, t, h)
+        if ATTENTION["kind"] == "sdpa":
+            y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            scores = (q @ k.transpose(-2, -1)) * (h // self.heads) ** -0.5
+            scores = scores.masked_fill(~self.causal[:t, :t], float("-inf"))
+            y = scores.softmax(dim=-1) @ v
+        y = y.transpose(1, 2).reshape(b, t, h)
         x = x + self.proj(y)
         return x + self.fc_proj(nn.functional.gelu(self.fc(self.ln_2(x))))
 
@@ -211,9 +221,10 @@ def timed(dev, fn, warmup, reps):
     return statistics.median(out), min(out), max(out)
 
 
-def training_step(model, dev, batch):
+def training_step(model, dev, batch, compiled=False):
     """One step: synthetic ImageNet images and labels, or for a GPT random token ids and next
-    tokens (cross-entropy over every position)."""
+    tokens (cross-entropy over every position); the forward through torch.compile'd `model`
+    when `compiled`."""
     if isinstance(model, Gpt):
         shape = (batch, model.sequence)
         x = torch.randint(0, model.vocabulary, shape, device=dev.torch)
@@ -228,11 +239,12 @@ def training_step(model, dev, batch):
         loss_fn = nn.CrossEntropyLoss()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     scaler = torch.cuda.amp.GradScaler() if dev.dtype == "fp16" else None
+    forward = torch.compile(model) if compiled else model
 
     def step():
         opt.zero_grad(set_to_none=True)
         with dev.autocast():
-            loss = loss_fn(model(x), y)
+            loss = loss_fn(forward(x), y)
         if scaler:
             scaler.scale(loss).backward()
             scaler.step(opt)
@@ -408,10 +420,15 @@ def main():
     ap.add_argument("--no-trace", action="store_true")
     ap.add_argument("--no-layers", action="store_true")
     ap.add_argument("--no-gemm", action="store_true")
+    ap.add_argument("--attention", default="plain", choices=["plain", "sdpa"],
+                    help="GPT attention: scores stored (plain) or torch's fused SDPA")
+    ap.add_argument("--compile", action="store_true",
+                    help="train the torch.compile'd model (warm-up steps include compiling)")
     ap.add_argument("--kernels", action="store_true",
                     help="also time per-op issue cost and elementwise rates (device.json)")
     a = ap.parse_args()
 
+    ATTENTION["kind"] = a.attention
     torch.set_num_threads(a.threads or os.cpu_count())
     torch.manual_seed(0)
     dev = Device(a.device, a.dtype)
@@ -429,7 +446,8 @@ def main():
         for batch in batches[name]:
             model = build_model(name, dev).train()
             try:
-                med, lo, hi = timed(dev, training_step(model, dev, batch), a.warmup, a.steps)
+                step = training_step(model, dev, batch, a.compile)
+                med, lo, hi = timed(dev, step, a.warmup, a.steps)
             except RuntimeError as e:  # out of memory at this batch: say so, go on
                 if "out of memory" not in str(e):
                     raise
@@ -439,7 +457,9 @@ def main():
                 continue
             print(f"{name} batch {batch}: {med * 1e3:.2f} ms/step (min {lo * 1e3:.2f}, "
                   f"max {hi * 1e3:.2f})", file=sys.stderr, flush=True)
-            steps.append(dict(model=name, batch=batch, **common, steps=a.steps, warmup=a.warmup,
+            steps.append(dict(model=name, batch=batch, **common,
+                              attention=a.attention if is_gpt(name) else "",
+                              compiled=int(a.compile), steps=a.steps, warmup=a.warmup,
                               step_secs_median=f"{med:.9f}", step_secs_min=f"{lo:.9f}",
                               step_secs_max=f"{hi:.9f}",
                               samples_per_s=f"{batch / med:.3f}", profile=a.profile,
