@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 use sim::engine::SimTime;
-use sim::profile::{Calibrated, ComputeCalibration, Provenance};
+use sim::profile::{Calibrated, ComputeCalibration, GemmTime, MeasuredGemms, Provenance};
 use sim::units::{Bandwidth, Bytes, Duration};
 
 use crate::fit::{self, Point, Weighting};
@@ -167,6 +167,8 @@ pub fn half_efficiency_fit(fits: &[DtypeFit]) -> Option<&DtypeFit> {
 ///   and written once), so `memory_bandwidth` = 2 × this; `memory_efficiency` = 1.
 /// - `memory_bytes`: the GPU's memory capacity. `layer_overhead` = 0 (the fixed cost per
 ///   kernel is in F½); no DDP overhead, no measured layer times.
+/// - `gemm_times`: every layer-shape GEMM of `gemms`, one per dtype and shape (`None` without
+///   any), which the simulator uses in place of the line for the products it covers.
 /// - `prov(detail)` makes each value's provenance from a sentence about how it was derived.
 ///
 /// `None` when no dtype has three GEMMs of distinct size or there is no copy rate.
@@ -234,6 +236,50 @@ pub fn compute_section(
         },
         ddp_overhead_per_tensor: None,
         layer_times: Vec::new(),
+        gemm_times: layer_gemm_times(gemms, prov),
+    })
+}
+
+/// The layer-shape GEMMs of `gemms` (those with a [`GemmLayer`]), one per dtype and shape, as the
+/// profile's `gemm_times`: the simulator times each layer product it covers from it.
+fn layer_gemm_times(
+    gemms: &[GemmTiming],
+    prov: &dyn Fn(String) -> Provenance,
+) -> Option<MeasuredGemms> {
+    let mut by_shape: BTreeMap<(String, u64, u64, u64, u64), f64> = BTreeMap::new();
+    let mut models: Vec<&str> = Vec::new();
+    for g in gemms {
+        let Some(layer) = &g.layer else { continue };
+        if !(g.median_secs.is_finite() && g.median_secs > 0.0) {
+            continue;
+        }
+        if !models.contains(&layer.model.as_str()) {
+            models.push(&layer.model);
+        }
+        by_shape.insert((g.dtype.clone(), g.m, g.n, g.k, g.count), g.median_secs);
+    }
+    if by_shape.is_empty() {
+        return None;
+    }
+    let times: Vec<GemmTime> = by_shape
+        .into_iter()
+        .map(|((dtype, m, n, k, count), secs)| GemmTime {
+            dtype,
+            m,
+            n,
+            k,
+            count,
+            secs,
+        })
+        .collect();
+    Some(MeasuredGemms {
+        provenance: prov(format!(
+            "{} distinct GEMMs timed alone at the layer shapes of {} (forward, input and weight \
+             gradient products; median of the repetitions)",
+            times.len(),
+            models.join(", ")
+        )),
+        times,
     })
 }
 

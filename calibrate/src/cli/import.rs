@@ -148,6 +148,7 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
         }
         ImportCmd::TorchDevice { file, out } => import_torch_device(&file, &out),
         ImportCmd::Compute { source, out } => import_compute(&source, &out),
+        ImportCmd::GpuMeasurements { file, out } => import_gpu_measurements(&file, &out),
         ImportCmd::LayerTimes {
             file,
             out,
@@ -592,11 +593,10 @@ fn import_torch_device(file: &Path, o: &OutArgs) -> Result<(), Failure> {
     save(&p, &o.out)
 }
 
-/// `calibrate import compute`: `source`'s compute section into `out`; peaks `source` lacks
-/// are kept from `out`.
+/// `calibrate import compute`: `source`'s compute section into `out`.
 fn import_compute(source: &Path, out: &Path) -> Result<(), Failure> {
     let src = Profile::load(source)?;
-    let Some(mut section) = src.compute else {
+    let Some(section) = src.compute else {
         return Err(Failure(
             EXIT_INPUT,
             format!(
@@ -606,6 +606,53 @@ fn import_compute(source: &Path, out: &Path) -> Result<(), Failure> {
             ),
         ));
     };
+    let origin = format!("{} ({})", source.display(), src.provenance.detail);
+    graft_compute(section, &origin, out)
+}
+
+/// `calibrate import gpu-measurements`: the compute section of a `calibrate gpu` run's
+/// measurements, rebuilt, into `out`.
+fn import_gpu_measurements(file: &Path, out: &Path) -> Result<(), Failure> {
+    let g = gpu_measurements::load(file)?;
+    let date = build::today();
+    let prov = |detail: String| Provenance {
+        source: "measured".into(),
+        detail: format!("{detail}; {} ({})", g.origin, file.display()),
+        date: Some(date.clone()),
+    };
+    let section = crate::compute::compute_section(
+        &g.gemms,
+        g.copy_bytes_per_s,
+        &g.device_name,
+        g.memory_bytes,
+        &prov,
+    )
+    .ok_or_else(|| {
+        Failure(
+            EXIT_INPUT,
+            format!(
+                "{}: expected a device-to-device copy in `copies` and at least three GEMMs of \
+                 distinct size in one dtype",
+                file.display()
+            ),
+        )
+    })?;
+    for f in crate::compute::fit_gemms(&g.gemms) {
+        eprintln!("{}", f.describe());
+    }
+    graft_compute(section, &format!("{} ({})", file.display(), g.origin), out)
+}
+
+/// Writes `section` into the profile `out` (created when missing), replacing its compute section
+/// but for the peaks of number formats `section` lacks, which stay: rescaled so that they still
+/// play at the rate the destination gave them, since the two sections' matmul efficiencies
+/// differ (a measured section's peaks are achieved rates, efficiency 1; a datasheet peak came
+/// with a nominal efficiency).
+fn graft_compute(
+    mut section: sim::profile::ComputeCalibration,
+    origin: &str,
+    out: &Path,
+) -> Result<(), Failure> {
     let o = OutArgs {
         out: Some(out.to_path_buf()),
         name: None,
@@ -615,17 +662,9 @@ fn import_compute(source: &Path, out: &Path) -> Result<(), Failure> {
         &o,
         build::provenance(
             "measured",
-            format!(
-                "compute section of {} from {} ({})",
-                section.device,
-                source.display(),
-                src.provenance.detail
-            ),
+            format!("compute section of {} from {origin}", section.device),
         ),
     )?;
-    // A kept peak is rescaled so that it still plays at the rate the destination gave it: the
-    // two sections' matmul efficiencies differ (a measured section's peaks are achieved rates,
-    // efficiency 1; a datasheet peak came with a nominal efficiency).
     let mut kept = Vec::new();
     if let Some(old) = p.compute.take() {
         let scale = old.matmul_efficiency.value / section.matmul_efficiency.value;
@@ -648,9 +687,8 @@ fn import_compute(source: &Path, out: &Path) -> Result<(), Failure> {
         }
     }
     eprintln!(
-        "compute of {} from {}{}",
+        "compute of {} from {origin}{}",
         section.device,
-        source.display(),
         if kept.is_empty() {
             String::new()
         } else {

@@ -22,8 +22,8 @@ use crate::build::{self, FitOptions, FittedRun};
 use crate::fit::Holdout;
 use crate::gpu;
 use crate::import::{
-    cpu_costs, fanout, host_costs, iperf3, kineto, layer_times, nccl_tests, p2p, torch_device,
-    validation_csv,
+    cpu_costs, fanout, gpu_measurements, host_costs, iperf3, kineto, layer_times, nccl_tests, p2p,
+    torch_device, validation_csv,
 };
 
 /// Exit status: bad input (unreadable log, bad option, invalid profile).
@@ -242,6 +242,15 @@ enum ImportCmd {
     Compute {
         /// The measured profile (`calibrate gpu --out`).
         source: PathBuf,
+        /// The profile to write it into (created when missing).
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// The measurements `calibrate gpu --logs DIR` kept (gpu_measurements.json, gzip allowed):
+    /// the compute section rebuilt from them, into a profile as `import compute` does (every
+    /// layer GEMM's time included, which the simulator times layer products from).
+    GpuMeasurements {
+        file: PathBuf,
         /// The profile to write it into (created when missing).
         #[arg(long)]
         out: PathBuf,

@@ -2,6 +2,7 @@
 
 pub mod cpu_costs;
 pub mod fanout;
+pub mod gpu_measurements;
 pub mod host_costs;
 pub mod iperf3;
 pub mod kineto;

@@ -283,13 +283,37 @@ pub struct MeasuredLayerTime {
     pub provenance: Provenance,
 }
 
+/// One GEMM timed alone on the device: `count` products of `m × k` by `k × n` (column-major,
+/// as cuBLAS runs them), the median of its repetitions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GemmTime {
+    /// `fp32`, `tf32`, `fp16`, `bf16`.
+    pub dtype: String,
+    pub m: u64,
+    pub n: u64,
+    pub k: u64,
+    pub count: u64,
+    pub secs: f64,
+}
+
+/// GEMMs timed at the shapes of layers (`calibrate gpu`'s layer GEMMs: each layer's forward,
+/// input-gradient and weight-gradient products), one provenance for the table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeasuredGemms {
+    pub provenance: Provenance,
+    pub times: Vec<GemmTime>,
+}
+
 /// How fast one GPU computes: what turns a layer's FLOPs and bytes into time.
 ///
 /// A matmul-class layer (convolution, linear, attention, MLP) of F FLOPs moving B bytes takes
 /// `max((F + half_efficiency_flops) / (peak × matmul_efficiency), B / (memory_bandwidth ×
 /// memory_efficiency)) + layer_overhead`: its efficiency rises with the work per kernel and is
 /// half of `matmul_efficiency` at F = `half_efficiency_flops`, so small batches underuse the
-/// GPU. Other layers are memory-bound. Measured per-layer times, when present, win.
+/// GPU. Other layers are memory-bound. Measured per-layer times, when present, win; measured
+/// GEMM times (`gemm_times`) replace the line for each product of a layer they cover.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ComputeCalibration {
@@ -314,6 +338,8 @@ pub struct ComputeCalibration {
     pub ddp_overhead_per_tensor: Option<Calibrated<Duration>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub layer_times: Vec<MeasuredLayerTime>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gemm_times: Option<MeasuredGemms>,
 }
 
 /// A calibration profile.

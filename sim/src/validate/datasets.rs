@@ -189,6 +189,19 @@ pub(super) fn single_device_rows(row: &Row, root: &Path) -> Vec<Replayed> {
         "" => get("device_name"),
         m => m,
     };
+    // How the step ran, where the row says (torch_bench.py --attention, --compile): each way
+    // is its own group. The prediction does not depend on it.
+    let how = [
+        match get("attention") {
+            "sdpa" => " sdpa",
+            _ => "",
+        },
+        match get("compiled") {
+            "1" => " compiled",
+            _ => "",
+        },
+    ]
+    .concat();
     profiles
         .into_iter()
         .map(|profile| {
@@ -206,7 +219,7 @@ pub(super) fn single_device_rows(row: &Row, root: &Path) -> Vec<Replayed> {
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_default();
             Ok((
-                format!("{machine} {model} {dtype} · {stem}"),
+                format!("{machine} {model} {dtype}{how} · {stem}"),
                 format!("{model} batch {batch} ({stem})"),
                 num(row, "step_secs_median")?,
                 sim,
