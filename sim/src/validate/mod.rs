@@ -334,12 +334,22 @@ pub fn fit(points: &[(f64, f64)]) -> Option<(f64, f64)> {
 /// Replays every row of every dataset, calibrates if asked, and computes the errors.
 pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> {
     let mut report = Report::default();
+    let stem = |p: &Path| {
+        p.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
     for path in datasets {
         let rows = read_csv(path)?;
-        let name = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        // A dataset is named by its file; files of one name (torch_bench.py's step_times.csv
+        // of several runs) by their folder too.
+        let name = match datasets.iter().filter(|d| stem(d) == stem(path)).count() {
+            1 => stem(path),
+            _ => match path.parent().and_then(Path::file_name) {
+                Some(dir) => format!("{}/{}", dir.to_string_lossy(), stem(path)),
+                None => stem(path),
+            },
+        };
         let root = repo_root(path);
         let header: Vec<&String> = rows.first().map(|r| r.keys().collect()).unwrap_or_default();
         let has = |c: &str| header.iter().any(|h| h.as_str() == c);
