@@ -399,3 +399,39 @@ fn a_measured_compute_section_replaces_a_clusters_and_keeps_what_was_not_measure
     let e = text(&o.stderr);
     assert!(e.contains("default.json") && e.contains("compute"), "{e}");
 }
+
+#[test]
+fn a_gpu_runs_measurements_rebuild_the_bundled_h200_compute_section() {
+    let root = format!("{}/..", env!("CARGO_MANIFEST_DIR"));
+    let out = tmp("gpu-measurements").join("h200.json");
+    let _ = std::fs::remove_file(&out);
+    let o = calibrate(&[
+        "import",
+        "gpu-measurements",
+        &format!("{root}/data/runs/gpu/h200_vm/calibrate/gpu_measurements.json.gz"),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let rebuilt = sim::profile::Profile::load(&out).unwrap().compute.unwrap();
+    let bundled = sim::profile::Profile::load(std::path::Path::new(&format!(
+        "{root}/data/profiles/h200_sxm_node.json"
+    )))
+    .unwrap()
+    .compute
+    .unwrap();
+    for dtype in ["fp32", "tf32", "fp16", "bf16"] {
+        assert_eq!(
+            rebuilt.peak_flops_per_s[dtype].value, bundled.peak_flops_per_s[dtype].value,
+            "{dtype}"
+        );
+    }
+    assert_eq!(
+        rebuilt.memory_bandwidth.value,
+        bundled.memory_bandwidth.value
+    );
+    let (r, b) = (rebuilt.gemm_times.unwrap(), bundled.gemm_times.unwrap());
+    assert_eq!(r.times, b.times);
+    // Every layer GEMM of the four models in tf32 and bf16, each distinct shape once.
+    assert_eq!(r.times.len(), 804);
+}

@@ -534,31 +534,14 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
 /// `calibrate import torch-device`: a compute section from PyTorch-measured GEMMs.
 fn import_torch_device(file: &Path, o: &OutArgs) -> Result<(), Failure> {
     let d = torch_device::load(file)?;
-    let date = build::today();
-    let prov = |detail: String| Provenance {
-        source: "measured".into(),
-        detail: format!("{detail}; {} ({})", d.origin, file.display()),
-        date: Some(date.clone()),
-    };
-    let section = crate::compute::compute_section(
+    let (section, prov) = measured_section(
         &d.gemms,
         Some(d.copy_bytes_per_s),
         &d.device_name,
         d.memory_bytes,
-        &prov,
-    )
-    .ok_or_else(|| {
-        Failure(
-            EXIT_INPUT,
-            format!(
-                "{}: expected at least three GEMMs of distinct size in one dtype",
-                file.display()
-            ),
-        )
-    })?;
-    for f in crate::compute::fit_gemms(&d.gemms) {
-        eprintln!("{}", f.describe());
-    }
+        &d.origin,
+        file,
+    )?;
     let mut p = open_profile(
         o,
         prov(format!(
@@ -567,9 +550,21 @@ fn import_torch_device(file: &Path, o: &OutArgs) -> Result<(), Failure> {
         )),
     )?;
     match p.compute.as_mut() {
-        // Another dtype of the same device: add its peak, keep the rest.
+        // Another dtype of the same device: add its peak and its GEMMs, keep the rest.
         Some(c) if c.device == section.device => {
             c.peak_flops_per_s.extend(section.peak_flops_per_s);
+            if let Some(new) = section.gemm_times {
+                match c.gemm_times.as_mut() {
+                    Some(old) => {
+                        let dtypes: Vec<&String> = new.times.iter().map(|t| &t.dtype).collect();
+                        old.times.retain(|t| !dtypes.contains(&&t.dtype));
+                        old.times.extend(new.times);
+                        old.provenance.detail =
+                            format!("{}; then {}", old.provenance.detail, new.provenance.detail);
+                    }
+                    None => c.gemm_times = Some(new),
+                }
+            }
         }
         Some(c) => {
             return Err(Failure(
@@ -614,33 +609,57 @@ fn import_compute(source: &Path, out: &Path) -> Result<(), Failure> {
 /// measurements, rebuilt, into `out`.
 fn import_gpu_measurements(file: &Path, out: &Path) -> Result<(), Failure> {
     let g = gpu_measurements::load(file)?;
-    let date = build::today();
-    let prov = |detail: String| Provenance {
-        source: "measured".into(),
-        detail: format!("{detail}; {} ({})", g.origin, file.display()),
-        date: Some(date.clone()),
-    };
-    let section = crate::compute::compute_section(
+    let (section, _) = measured_section(
         &g.gemms,
         g.copy_bytes_per_s,
         &g.device_name,
         g.memory_bytes,
-        &prov,
-    )
-    .ok_or_else(|| {
-        Failure(
-            EXIT_INPUT,
-            format!(
-                "{}: expected a device-to-device copy in `copies` and at least three GEMMs of \
-                 distinct size in one dtype",
-                file.display()
-            ),
-        )
-    })?;
-    for f in crate::compute::fit_gemms(&g.gemms) {
+        &g.origin,
+        file,
+    )?;
+    graft_compute(section, &format!("{} ({})", file.display(), g.origin), out)
+}
+
+/// A compute section from measured GEMMs and a copy rate (`crate::compute::compute_section`),
+/// with each line fitted printed, and the provenance maker it used; an error naming `file` when
+/// there is too little to fit.
+fn measured_section(
+    gemms: &[crate::compute::GemmTiming],
+    copy_bytes_per_s: Option<f64>,
+    device: &str,
+    memory_bytes: u64,
+    origin: &str,
+    file: &Path,
+) -> Result<
+    (
+        sim::profile::ComputeCalibration,
+        impl Fn(String) -> Provenance,
+    ),
+    Failure,
+> {
+    let date = build::today();
+    let where_ = format!("{origin} ({})", file.display());
+    let prov = move |detail: String| Provenance {
+        source: "measured".into(),
+        detail: format!("{detail}; {where_}"),
+        date: Some(date.clone()),
+    };
+    let section =
+        crate::compute::compute_section(gemms, copy_bytes_per_s, device, memory_bytes, &prov)
+            .ok_or_else(|| {
+                Failure(
+                    EXIT_INPUT,
+                    format!(
+                        "{}: expected a device copy rate and at least three GEMMs of distinct \
+                         size in one dtype",
+                        file.display()
+                    ),
+                )
+            })?;
+    for f in crate::compute::fit_gemms(gemms) {
         eprintln!("{}", f.describe());
     }
-    graft_compute(section, &format!("{} ({})", file.display(), g.origin), out)
+    Ok((section, prov))
 }
 
 /// Writes `section` into the profile `out` (created when missing), replacing its compute section
