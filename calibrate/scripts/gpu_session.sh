@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Everything a GPU machine is for, in one command: `calibrate gpu` (inventory, copies, P2P, cuBLAS
 # GEMM grid and the catalog models' layer GEMMs, NCCL collectives in nccl-tests' format), then
-# single-GPU PyTorch training of ResNet-50 and AlexNet at several batch sizes (step times, each
-# layer alone, a profiler trace) in TF32 and BF16, then the profiles built from them and
-# `dtsim validate` of the measured steps against dtsim's predictions.
+# single-GPU PyTorch training of ResNet-50, AlexNet, GPT-2 and GPT 1.3B at several batch sizes
+# (step times, each CNN layer alone, a profiler trace) in TF32 and BF16, then the profiles built
+# from them and `dtsim validate` of the measured steps against dtsim's predictions. Run on an
+# H200 on 2026-11-27 (data/runs/gpu/h200_vm): about 3 minutes.
 #
 #   calibrate/scripts/gpu_session.sh OUT_DIR [BIN_DIR]
 #
@@ -40,17 +41,15 @@ host=$(hostname)
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr ' ' '_')
 tag=$(echo "${gpu:-gpu}" | tr 'A-Z' 'a-z' | tr -cd 'a-z0-9_')
 
-# Copies, the GEMM grid and NCCL first, then the layer GEMMs on their own (the longest part), so
-# that a step cut short by STEP_TIMEOUT loses only itself.
+# Copies, the GEMM grid, every layer GEMM of the models (tf32, bf16) and NCCL: the profile's
+# compute section, with each layer GEMM's time (on an H200: about 15 s).
 run calibrate_gpu "$bin/calibrate" gpu --out "$out/${tag}_measured.json" --logs "$out/logs" \
-  --max-bytes "${MAX_BYTES:-1GiB}" --skip layers
-run calibrate_gpu_layers "$bin/calibrate" gpu --out "$out/${tag}_layers.json" \
-  --logs "$out/logs_layers" --skip copies,p2p,gemm,nccl --warmup 3 --reps 10 \
-  --layer-models "$models" --layer-batches "${LAYER_BATCHES:-1,2,8,32}" --layer-dtypes tf32,bf16
+  --max-bytes "${MAX_BYTES:-1GiB}" --warmup 3 --reps 10 --layer-models "$models" \
+  --layer-batches "${LAYER_BATCHES:-1,2,8,32}" --layer-dtypes tf32,bf16
 for dt in bf16 tf32; do
   run "torch_$dt" env PYTHONUNBUFFERED=1 "$py" calibrate/scripts/torch_bench.py --device cuda \
     --dtype "$dt" --out "$out/torch_$dt" --label "$gpu ($host)" --models "$models" \
-    --profile "data/profiles/${tag}_layers.json;data/profiles/${tag}_torch.json"
+    --profile "data/profiles/${tag}_measured.json;data/profiles/${tag}_torch.json"
 done
 # A profile from what PyTorch measured (GEMMs at the layer shapes, copy rate, each layer alone).
 run import_device "$bin/calibrate" import torch-device "$out/torch_tf32/device.json" \
@@ -67,7 +66,7 @@ for trace in "$out"/torch_*/trace_*.json.gz; do
 done
 # Predicted vs measured with the profiles as they will sit in data/profiles/.
 mkdir -p data/profiles
-cp "$out/${tag}_measured.json" "$out/${tag}_layers.json" "$out/${tag}_torch.json" data/profiles/ 2>/dev/null
+cp "$out/${tag}_measured.json" "$out/${tag}_torch.json" data/profiles/ 2>/dev/null
 run validate "$bin/dtsim" validate "$out/torch_tf32/step_times.csv" \
   "$out/torch_bf16/step_times.csv" --out "$out/validation"
 exit $status
