@@ -423,16 +423,36 @@ fn mixtral_on_h100(set: &[&str]) -> Result<sim::metrics::workload::WorkloadRepor
 fn moe_all_to_all_bytes_follow_the_capacity_factor() {
     // Mixtral 8x7B, 16 GPUs in expert-parallel groups of 8: per MoE block and pass, one
     // all-to-all out to the experts and one back, each of cf x top-2 x 4,096 tokens x 4,096
-    // hidden x 2 bytes per rank, of which 7/8 leave the rank.
+    // hidden x 2 bytes per rank, of which 7/8 leave the rank. On the ideal templates (NCCL
+    // adds its protocol's and links' overhead to the bytes on the wire).
     let a2a = |cf: &str| {
         let p = format!("workload.capacity_factor={cf}");
-        class_bytes(&mixtral_on_h100(&[&p]).unwrap(), "point-to-point")
+        let r = mixtral_on_h100(&[&p, "workload.allreduce.library=\"ideal\""]).unwrap();
+        class_bytes(&r, "point-to-point")
     };
     let (one, padded) = (a2a("1.0"), a2a("1.25"));
     assert!((padded / one - 1.25).abs() < 1e-9, "{padded} / {one}");
     let per_rank = 4096.0 * 4096.0 * 2.0 * 2.0;
     let expected = 32.0 * 4.0 * 16.0 * 7.0 / 8.0 * per_rank;
     assert!((one / expected - 1.0).abs() < 1e-9, "{one} vs {expected}");
+}
+
+#[test]
+fn under_nccl_moe_all_to_alls_run_as_nccls_grouped_sends() {
+    // NCCL's all-to-all is a group of send/receive pairs with the ring's kernels' costs: the
+    // step says so, and it is slower than the template's bare transfers at the links' rate.
+    let nccl = mixtral_on_h100(&[]).unwrap();
+    assert!(nccl.to_string().contains("p2p/simple"), "{nccl}");
+    let ideal = mixtral_on_h100(&["workload.allreduce.library=\"ideal\""]).unwrap();
+    assert!(!ideal.to_string().contains("p2p/"), "{ideal}");
+    let a2a = |r: &sim::metrics::workload::WorkloadReport| class_bytes(r, "point-to-point");
+    // NVLink's efficiency puts more bytes on the wire for the same payload.
+    assert!(
+        a2a(&nccl) > a2a(&ideal),
+        "{} vs {}",
+        a2a(&nccl),
+        a2a(&ideal)
+    );
 }
 
 #[test]

@@ -450,12 +450,17 @@ impl Planner for LibraryPlanner<'_> {
         members: &[u32],
         fabric: &dyn Fabric,
     ) -> Result<Planned, (String, String)> {
-        // Parameter-server exchanges are not library collectives; NCCL runs all-to-all as
-        // grouped point-to-point sends (every pair at once), which is the template's pattern.
+        // Parameter-server exchanges and single send/receive pairs (pipeline stages, ring
+        // attention's shifts) are not library collectives. NCCL's all-to-all (MoE dispatch,
+        // Ulysses) is its grouped point-to-point plan, with the protocol and the ring's kernel
+        // costs (`library::nccl::p2p`); the CPU libraries' all-to-alls stay the template.
+        let library_all_to_all =
+            spec.collective == Collective::AllToAll && self.library == Library::Nccl;
         if matches!(
             spec.algorithm,
             crate::collective::Algorithm::ParameterServer { .. }
         ) || matches!(spec.collective, Collective::AllToAll | Collective::SendRecv)
+            && !library_all_to_all
         {
             return Templates.plan(spec, members, fabric);
         }
