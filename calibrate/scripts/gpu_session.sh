@@ -4,7 +4,7 @@
 # single-GPU PyTorch training of ResNet-50, AlexNet, GPT-2 and GPT 1.3B at several batch sizes
 # (step times, each CNN layer alone, a profiler trace) in TF32 and BF16, then the profiles built
 # from them and `dtsim validate` of the measured steps against dtsim's predictions. Run on an
-# H200 on 2026-11-27 (data/runs/gpu/h200_vm): about 3 minutes.
+# H200 on 2026-11-27 (data/runs/gpu/h200_vm): about 3 minutes, and 2 more for the compiled GPTs.
 #
 #   calibrate/scripts/gpu_session.sh OUT_DIR [BIN_DIR]
 #
@@ -48,9 +48,24 @@ run calibrate_gpu "$bin/calibrate" gpu --out "$out/${tag}_measured.json" --logs 
   --layer-batches "${LAYER_BATCHES:-1,2,8,32}" --layer-dtypes tf32,bf16
 for dt in bf16 tf32; do
   run "torch_$dt" env PYTHONUNBUFFERED=1 "$py" calibrate/scripts/torch_bench.py --device cuda \
-    --dtype "$dt" --out "$out/torch_$dt" --label "$gpu ($host)" --models "$models" \
+    --dtype "$dt" --out "$out/torch_$dt" --label "$gpu ($host)" --models "$models" --kernels \
     --profile "data/profiles/${tag}_measured.json;data/profiles/${tag}_torch.json"
 done
+# The GPTs as fused training runs them: torch's fused attention, eager and torch.compile'd.
+gpts=$(echo "$models" | tr ',' '\n' | grep '^gpt' | paste -sd, -)
+one_batch=""  # compiling takes a minute a model: one batch each
+for m in ${gpts//,/ }; do
+  case $m in gpt2) one_batch="$one_batch gpt2=8" ;; gpt_1_3b) one_batch="$one_batch gpt_1_3b=2" ;; esac
+done
+if [ -n "$gpts" ]; then
+  run torch_bf16_sdpa env PYTHONUNBUFFERED=1 "$py" calibrate/scripts/torch_bench.py --device cuda \
+    --dtype bf16 --out "$out/torch_bf16_sdpa" --label "$gpu ($host)" --models "$gpts" \
+    --attention sdpa --no-layers --no-gemm --no-trace --profile "data/profiles/${tag}_measured.json"
+  run torch_bf16_sdpa_compiled env PYTHONUNBUFFERED=1 "$py" calibrate/scripts/torch_bench.py \
+    --device cuda --dtype bf16 --out "$out/torch_bf16_sdpa_compiled" --label "$gpu ($host)" \
+    --models "$gpts" --batches $one_batch --attention sdpa --compile --steps 10 \
+    --warmup 3 --no-layers --no-gemm --no-trace --profile "data/profiles/${tag}_measured.json"
+fi
 # A profile from what PyTorch measured (GEMMs at the layer shapes, copy rate, each layer alone).
 run import_device "$bin/calibrate" import torch-device "$out/torch_tf32/device.json" \
   --out "$out/${tag}_torch.json"
@@ -67,6 +82,5 @@ done
 # Predicted vs measured with the profiles as they will sit in data/profiles/.
 mkdir -p data/profiles
 cp "$out/${tag}_measured.json" "$out/${tag}_torch.json" data/profiles/ 2>/dev/null
-run validate "$bin/dtsim" validate "$out/torch_tf32/step_times.csv" \
-  "$out/torch_bf16/step_times.csv" --out "$out/validation"
+run validate "$bin/dtsim" validate "$out"/torch_*/step_times.csv --out "$out/validation"
 exit $status

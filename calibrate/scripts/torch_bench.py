@@ -344,11 +344,50 @@ def copy_rate(dev, reps):
                 read_plus_write_bytes_per_s=2 * n / med)
 
 
+def module_step_cost(dev, reps, blocks=64):
+    """The host's cost per kernel inside a training step: a step (forward, loss, backward, SGD
+    with momentum, under the run's autocast) of `blocks` tiny convolution + BatchNorm + ReLU
+    blocks on one 8-channel 8x8 image, whose kernels each do almost nothing, so that the step is
+    the host's time to issue them (Python, modules, autograd, dispatch, launch). Kernels per step
+    are counted with the profiler where it sees the device (CUDA), else left out."""
+    layers = []
+    for _ in range(blocks):
+        layers += [nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU()]
+    model = nn.Sequential(*layers).to(dev.torch).train()
+    x = torch.randn(1, 8, 8, 8, device=dev.torch)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with dev.autocast():
+            loss = model(x).float().sum()
+        loss.backward()
+        opt.step()
+
+    med, lo, hi = timed(dev, step, 3, reps)
+    kernels = None
+    if dev.kind == "cuda" and torch.autograd.kineto_available():
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]) as p:
+            step()
+            dev.sync()
+        # Kernels are events of their own in newer torch, attached to their CPU op in older.
+        events = p.events()
+        on_device = sum(1 for e in events
+                        if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA)
+        attached = sum(len(getattr(e, "kernels", None) or []) for e in events)
+        kernels = max(on_device, attached) or None
+    return dict(blocks=blocks, step_secs_median=med, step_secs_min=lo, kernels=kernels,
+                secs_per_kernel=med / kernels if kernels else None)
+
+
 def kernel_costs(dev, reps):
     """What an eager framework's step is made of besides GEMMs, each timed alone:
     - issue: seconds per tiny operation when operations are issued back to back and waited for
       once (the host's cost per op: Python, dispatcher, kernel launch), and `launch_sync` with a
       wait after each (issue plus the device's round trip);
+    - module_step: the host's cost per kernel inside a whole training step of tiny layers
+      (modules, autograd and the optimizer around each launch; `module_step_cost`);
     - elementwise: bytes read plus written per second of large out-of-place additions,
       softmax over rows of 1024 and LayerNorm over rows of 1024 in the run's dtype."""
     dt = dev.operand_dtype()
@@ -362,7 +401,8 @@ def kernel_costs(dev, reps):
     issue = timed(dev, burst, 1, reps)
     sync = timed(dev, lambda: tiny.add_(1.0), 10, 200)
     out = dict(issue_secs_per_op=issue[0] / n_ops, issue_ops=n_ops,
-               launch_sync_secs=sync[0], elementwise=[])
+               launch_sync_secs=sync[0], module_step=module_step_cost(dev, reps),
+               elementwise=[])
     elems = [1 << 16, 1 << 20, 1 << 24] + ([1 << 26, 1 << 28] if dev.kind == "cuda" else [])
     e = torch.finfo(dt).bits // 8
     for n in elems:
