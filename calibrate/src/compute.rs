@@ -6,7 +6,9 @@
 //! of time against FLOPs (weighted 1/time², i.e. relative error, [`crate::fit::fit`]) gives the
 //! achieved peak as 1/slope and F½ as intercept / slope; η is then 1. GEMMs of the catalog
 //! models' layer shapes (timings with a [`GemmLayer`]) are preferred over a synthetic grid,
-//! because they are the sizes the workload actually runs.
+//! because they are the sizes the workload actually runs. Those timings also go into the
+//! profile as they are (`gemm_times`): the simulator times every layer product it finds there
+//! from its own measurement, and only the others from the line.
 
 use std::collections::BTreeMap;
 
