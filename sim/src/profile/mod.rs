@@ -665,12 +665,62 @@ fn check_compute(c: &ComputeCalibration) -> Result<(), (String, String)> {
             return Err((format!("layer_times[{i}].batch"), "at least 1".into()));
         }
     }
+    if let Some(g) = &c.gemm_times {
+        prov("gemm_times", &g.provenance)?;
+        for (i, t) in g.times.iter().enumerate() {
+            let at = |f: &str| format!("gemm_times.times[{i}].{f}");
+            for (f, v) in [("m", t.m), ("n", t.n), ("k", t.k), ("count", t.count)] {
+                if v == 0 {
+                    return Err((at(f), "at least 1".into()));
+                }
+            }
+            if !(t.secs.is_finite() && t.secs > 0.0) {
+                return Err((at("secs"), format!("seconds > 0, got {}", t.secs)));
+            }
+        }
+    }
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_measured_gemm_of_no_size_or_time_is_refused_naming_it() {
+        let mut p = Profile::load(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/profiles/h200_sxm_node.json"),
+        )
+        .unwrap();
+        let times = &mut p
+            .compute
+            .as_mut()
+            .unwrap()
+            .gemm_times
+            .as_mut()
+            .unwrap()
+            .times;
+        times[3].k = 0;
+        let text = serde_json::to_string(&p).unwrap();
+        let e = Profile::parse(&text, "g.json").unwrap_err().to_string();
+        assert!(
+            e.contains("gemm_times.times[3].k") && e.contains("at least 1"),
+            "{e}"
+        );
+        let times = &mut p
+            .compute
+            .as_mut()
+            .unwrap()
+            .gemm_times
+            .as_mut()
+            .unwrap()
+            .times;
+        times[3].k = 64;
+        times[5].secs = -1.0;
+        let text = serde_json::to_string(&p).unwrap();
+        let e = Profile::parse(&text, "g.json").unwrap_err().to_string();
+        assert!(e.contains("gemm_times.times[5].secs"), "{e}");
+    }
 
     #[test]
     fn a_profile_without_provenance_is_refused() {
