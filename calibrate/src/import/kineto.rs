@@ -270,13 +270,34 @@ pub fn parse(text: &str, file: &str) -> Result<KinetoSummary, ImportError> {
             layer_of[k] = outermost(Kind::Annotation)
                 .or_else(|| outermost(Kind::Module))
                 .or_else(|| outermost(Kind::Op));
-            step_of[k] = outermost(Kind::Step)
-                .and_then(|n| n.trim_start_matches("ProfilerStep#").parse().ok());
             comm_args_of[k] = open
                 .iter()
                 .rev()
                 .find(|r| r.kind == Kind::CommParams)
                 .and_then(|r| r.args);
+        }
+    }
+    // A kernel's step is the `ProfilerStep#N` range open at its launch on any thread: the
+    // backward pass launches from autograd's own thread, where no step range is open (the
+    // training thread waits inside `backward()` meanwhile).
+    let mut step_ranges: Vec<(f64, f64, u64)> = ranges
+        .values()
+        .flatten()
+        .filter(|r| r.kind == Kind::Step)
+        .filter_map(|r| {
+            let n = r.name.trim_start_matches("ProfilerStep#").parse().ok()?;
+            Some((r.start, r.end, n))
+        })
+        .collect();
+    step_ranges.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for (k, kern) in kernels.iter().enumerate() {
+        if let Some((_, ts)) = kern.3.and_then(|c| launches.get(&c)) {
+            let at = step_ranges.partition_point(|r| r.0 <= *ts);
+            step_of[k] = at
+                .checked_sub(1)
+                .map(|i| step_ranges[i])
+                .filter(|r| *ts < r.1)
+                .map(|r| r.2);
         }
     }
     let mut summary = KinetoSummary::default();
@@ -364,4 +385,43 @@ pub fn parse(text: &str, file: &str) -> Result<KinetoSummary, ImportError> {
         return Err(ImportError::whole(file, "GPU kernels (`cat: kernel`) or `ProfilerStep#N` ranges in `traceEvents`; was the profiler run with ProfilerActivity.CUDA?"));
     }
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One step on the training thread (tid 1): a forward kernel launched there, and a backward
+    /// kernel launched from autograd's thread (tid 2) while the step waits in `backward()`;
+    /// a kernel launched after the step belongs to none.
+    const TWO_THREADS: &str = r#"{"traceEvents": [
+      {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#7", "pid": 1, "tid": 1, "ts": 0, "dur": 1000},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10, "dur": 20},
+      {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 12, "dur": 5, "args": {"correlation": 1}},
+      {"ph": "X", "cat": "cpu_op", "name": "autograd::engine::evaluate_function: MmBackward0", "pid": 1, "tid": 2, "ts": 400, "dur": 50},
+      {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "ts": 410, "dur": 5, "args": {"correlation": 2}},
+      {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1500, "dur": 5, "args": {"correlation": 3}},
+      {"ph": "X", "cat": "kernel", "name": "fwd_gemm", "pid": 0, "tid": 7, "ts": 20, "dur": 100, "args": {"correlation": 1}},
+      {"ph": "X", "cat": "kernel", "name": "bwd_gemm", "pid": 0, "tid": 7, "ts": 420, "dur": 300, "args": {"correlation": 2}},
+      {"ph": "X", "cat": "kernel", "name": "later", "pid": 0, "tid": 7, "ts": 1510, "dur": 50, "args": {"correlation": 3}}
+    ]}"#;
+
+    #[test]
+    fn kernels_launched_from_autograds_thread_count_in_their_step() {
+        let s = parse(TWO_THREADS, "t.json").unwrap();
+        assert_eq!(s.steps.len(), 1);
+        assert_eq!(s.steps[0].number, 7);
+        assert!(
+            (s.steps[0].gpu_kernel_secs - 400e-6).abs() < 1e-12,
+            "{:?}",
+            s.steps
+        );
+        // Layers still come from the launching thread's own ranges.
+        let bwd = s
+            .layers
+            .iter()
+            .find(|l| l.name.contains("MmBackward0"))
+            .unwrap();
+        assert!((bwd.total_secs - 300e-6).abs() < 1e-12);
+    }
 }
