@@ -688,38 +688,29 @@ mod tests {
 
     #[test]
     fn a_measured_gemm_of_no_size_or_time_is_refused_naming_it() {
-        let mut p = Profile::load(
+        let bundled = Profile::load(
             &Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/profiles/h200_sxm_node.json"),
         )
         .unwrap();
-        let times = &mut p
-            .compute
-            .as_mut()
-            .unwrap()
-            .gemm_times
-            .as_mut()
-            .unwrap()
-            .times;
-        times[3].k = 0;
-        let text = serde_json::to_string(&p).unwrap();
-        let e = Profile::parse(&text, "g.json").unwrap_err().to_string();
+        // The bundled profile with one measured GEMM changed, as read back.
+        let refusal = |change: &dyn Fn(&mut GemmTime)| {
+            let mut p = bundled.clone();
+            let g = p
+                .compute
+                .as_mut()
+                .and_then(|c| c.gemm_times.as_mut())
+                .unwrap();
+            change(&mut g.times[3]);
+            let text = serde_json::to_string(&p).unwrap();
+            Profile::parse(&text, "g.json").unwrap_err().to_string()
+        };
+        let e = refusal(&|t| t.k = 0);
         assert!(
             e.contains("gemm_times.times[3].k") && e.contains("at least 1"),
             "{e}"
         );
-        let times = &mut p
-            .compute
-            .as_mut()
-            .unwrap()
-            .gemm_times
-            .as_mut()
-            .unwrap()
-            .times;
-        times[3].k = 64;
-        times[5].secs = -1.0;
-        let text = serde_json::to_string(&p).unwrap();
-        let e = Profile::parse(&text, "g.json").unwrap_err().to_string();
-        assert!(e.contains("gemm_times.times[5].secs"), "{e}");
+        let e = refusal(&|t| t.secs = -1.0);
+        assert!(e.contains("gemm_times.times[3].secs"), "{e}");
     }
 
     #[test]
