@@ -454,14 +454,15 @@ impl Planner for LibraryPlanner<'_> {
         // attention's shifts) are not library collectives. NCCL's all-to-all (MoE dispatch,
         // Ulysses) is its grouped point-to-point plan, with the protocol and the ring's kernel
         // costs (`library::nccl::p2p`); the CPU libraries' all-to-alls stay the template.
-        let library_all_to_all =
-            spec.collective == Collective::AllToAll && self.library == Library::Nccl;
-        if matches!(
+        let template = matches!(
             spec.algorithm,
             crate::collective::Algorithm::ParameterServer { .. }
-        ) || matches!(spec.collective, Collective::AllToAll | Collective::SendRecv)
-            && !library_all_to_all
-        {
+        ) || match spec.collective {
+            Collective::SendRecv => true,
+            Collective::AllToAll => self.library != Library::Nccl,
+            _ => false,
+        };
+        if template {
             return Templates.plan(spec, members, fabric);
         }
         let request = Request::of(spec);
