@@ -704,3 +704,37 @@ fn nccl_all_to_all_sends_every_pair_at_once_at_the_rings_link_efficiency() {
     let small = run_set("hgx_h100.toml", &a2a, "128KiB", "").unwrap();
     assert!(small.library.contains("p2p/ll"), "{}", small.library);
 }
+
+#[test]
+fn an_nccl_send_recv_is_one_p2p_block_at_the_rings_link_costs() {
+    // ncclSend/ncclRecv between two H100s of a node: no tuner, LL up to 16 KiB
+    // (NCCL_P2P_LL_THRESHOLD), Simple above, the ring's latency and NVLink efficiency; the
+    // bare transfer (library = "ideal") is faster at every size.
+    let pair = ["collective.op=send_recv", "collective.peer=1"];
+    let ideal = "library = \"ideal\"\n";
+    for (bytes, proto) in [("8KiB", "p2p/ll"), ("64MiB", "p2p/simple")] {
+        let nccl = run_set("hgx_h100.toml", &pair, bytes, "").unwrap();
+        assert!(nccl.library.contains(proto), "{bytes}: {}", nccl.library);
+        assert!(
+            nccl.library.contains("one send/recv pair"),
+            "{}",
+            nccl.library
+        );
+        let bare = run_set("hgx_h100.toml", &pair, bytes, ideal).unwrap();
+        assert!(
+            nccl.time_us > bare.time_us,
+            "{bytes}: {} vs {}",
+            nccl.time_us,
+            bare.time_us
+        );
+    }
+    // 64 MiB over one GPU's NVLink (450 GB/s) at the ring's efficiency (20.6 of 25 GB/s per
+    // link): about 181 us, plus microseconds of latency.
+    let big = run_set("hgx_h100.toml", &pair, "64MiB", "").unwrap();
+    let at_efficiency_us = 64.0 * 1048576.0 / (450e9 * 20.6 / 25.0) * 1e6;
+    assert!(
+        (big.time_us - at_efficiency_us).abs() < 20.0,
+        "{} us vs {at_efficiency_us} us",
+        big.time_us
+    );
+}

@@ -953,3 +953,41 @@ fn measured_gemms_predict_compiled_gpu_steps_and_leave_eager_ones_short() {
     assert_eq!(eager.len(), 5);
     assert!(eager.iter().all(|e| *e < -30.0), "{eager:?}");
 }
+
+#[test]
+fn under_nccl_pipeline_stages_send_as_nccl_send_recv_pairs_over_the_links_they_cross() {
+    // GPT 1.3B on two 8-GPU H100 nodes, TP 4 x PP 4: stage boundaries 0-1 and 2-3 stay inside
+    // a node (NVLink), 1-2 crosses the network. Each boundary's activations (forward) and
+    // gradients (backward) are ncclSend/ncclRecv pairs, planned per link class.
+    let text = format!(
+        "name = \"pp-h100\"\nprofile = {:?}\n[topology]\nfile = {:?}\n\
+         [topology.generator]\nnodes = 2\n[workload]\nmodel = \"gpt_1_3b\"\ndtype = \"bf16\"\n\
+         optimizer = \"adam\"\nbatch_per_gpu = 8\ntensor_parallel = 4\npipeline_parallel = 4\n\
+         microbatches = 8\nmemory_check = false\n",
+        repo().join("data/profiles/h100_sxm_node.json"),
+        repo().join("topologies/h100_rail_cluster.toml"),
+    );
+    let run = |set: &[&str]| {
+        let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+        let s = sim::scenario::parse(&text, Path::new("pp-h100.toml"), &set).unwrap();
+        run_workload(&s, Default::default()).unwrap()
+    };
+    let nccl = run(&[]);
+    let said = nccl.to_string();
+    // 8 micro-batches x 2 passes x 2 boundaries inside nodes x 4 TP ranks; 1 boundary across.
+    assert!(
+        said.contains("steps over nvlink: base 8.40 us (x128)"),
+        "{said}"
+    );
+    assert!(said.contains("steps over ib: base 8.40 us (x64)"), "{said}");
+    let ideal = run(&["workload.allreduce.library=\"ideal\""]);
+    assert!(!ideal.to_string().contains("p2p/"), "{ideal}");
+    // The same payload; NCCL's link efficiency puts more bytes on the wire.
+    let p2p = |r: &sim::metrics::workload::WorkloadReport| class_bytes(r, "point-to-point");
+    assert!(
+        p2p(&nccl) > p2p(&ideal),
+        "{} vs {}",
+        p2p(&nccl),
+        p2p(&ideal)
+    );
+}

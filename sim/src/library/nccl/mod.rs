@@ -589,8 +589,8 @@ pub fn plan(
     let input = tuner_input(sys, opts, version)?;
     let params = params::Params::new(calibration, version, link_prior(sys, version));
     // Point-to-point: no tuner, and NCCL_ALGO / NCCL_PROTO do not apply (see `p2p`).
-    if req.collective == Collective::AllToAll {
-        return p2p::all_to_all(req, sys, version, &params, fabric);
+    if matches!(req.collective, Collective::AllToAll | Collective::SendRecv) {
+        return p2p::point_to_point(req, sys, version, &params, fabric);
     }
     if let Some(a) = input.force_algo {
         if !tuner::implements(version, a, req.collective) {
@@ -612,13 +612,6 @@ pub fn plan(
                 ),
             ));
         }
-    }
-    if req.collective == Collective::SendRecv {
-        return Err(LibraryError::new(
-            "collective.op",
-            "a collective NCCL runs (all_reduce, all_gather, reduce_scatter, broadcast, reduce, \
-             all_to_all); a single send_recv pair is played with library = \"ideal\"",
-        ));
     }
     let rules = opts.tuner_rules.as_deref();
     let choice = tuner::choose_with(&input, req.collective, req.bytes, rules).ok_or_else(|| {

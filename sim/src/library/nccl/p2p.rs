@@ -1,9 +1,11 @@
-//! NCCL's all-to-all as nccl-tests' `alltoall_perf` runs it: a group of `ncclSend`/`ncclRecv`,
-//! every rank sending a `1/n` block to every other rank at once. NCCL's tuner has no model of
-//! point-to-point operations (tuning.cc covers collective algorithms only), so there is no
-//! choice to reproduce; what is played:
+//! NCCL's point-to-point operations: the all-to-all as nccl-tests' `alltoall_perf` runs it (a
+//! group of `ncclSend`/`ncclRecv`, every rank sending a `1/n` block to every other rank at
+//! once), and a single `ncclSend`/`ncclRecv` pair (a pipeline stage's activations, a ring
+//! attention shift). NCCL's tuner has no model of point-to-point operations (tuning.cc covers
+//! collective algorithms only), so there is no choice to reproduce; what is played:
 //! - every pair's block as one transfer, all of them together (the direct template), over the
 //!   topology's routes: a GPU's blocks share its links, as NCCL's p2p channels share them;
+//!   a send/recv pair is one such block, the whole message;
 //! - the protocol: LL for blocks up to `NCCL_P2P_LL_THRESHOLD` (16 KiB, enqueue.cc 2.18), else
 //!   Simple; LL puts 8 wire bytes on the link per 4 of data;
 //! - the costs of the ring's kernels on the same transports (p2p runs the same send/receive
@@ -13,7 +15,9 @@
 
 use super::params::Params;
 use super::{Algo, Proto, Version};
-use crate::collective::{generate, Algorithm, CollectiveSpec, Fabric, OpKind, Transport};
+use crate::collective::{
+    generate, Algorithm, Collective, CollectiveSpec, Fabric, OpKind, Transport,
+};
 use crate::engine::SimTime;
 use crate::library::{LibraryError, Plan, Request, System};
 use crate::topology::LinkClass;
@@ -21,16 +25,18 @@ use crate::topology::LinkClass;
 /// Blocks up to this many bytes go LL (`NCCL_P2P_LL_THRESHOLD`).
 pub const P2P_LL_THRESHOLD: u64 = 16384;
 
-/// The all-to-all plan of `req` on `sys`.
-pub fn all_to_all(
+/// The point-to-point plan of `req` (all_to_all or send_recv) on `sys`.
+pub fn point_to_point(
     req: &Request,
     sys: &System,
     version: Version,
     params: &Params,
     fabric: &dyn Fabric,
 ) -> Result<Plan, LibraryError> {
-    let n = sys.ranks.max(1) as u64;
-    let block = req.bytes / n;
+    let block = match req.collective {
+        Collective::SendRecv => req.bytes,
+        _ => req.bytes / sys.ranks.max(1) as u64,
+    };
     let p = if block <= P2P_LL_THRESHOLD {
         Proto::Ll
     } else {
@@ -76,9 +82,13 @@ pub fn all_to_all(
         }
     }
     schedule.algorithm = format!("nccl-p2p-{}", p.as_str());
+    let what = match req.collective {
+        Collective::SendRecv => "one send/recv pair",
+        _ => "send/recv to every peer at once",
+    };
     let decision = format!(
-        "NCCL {version} p2p/{} (send/recv to every peer at once; no tuner model), blocks of {block} \
-         B; steps over {class}: base {base:.2} us, step {:.2} us, efficiency {:.3}",
+        "NCCL {version} p2p/{} ({what}; no tuner model), blocks of {block} B; steps over \
+         {class}: base {base:.2} us, step {:.2} us, efficiency {:.3}",
         p.as_str(),
         params.step_latency_us(a, p, class),
         params.efficiency(a, class),

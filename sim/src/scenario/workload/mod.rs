@@ -450,16 +450,19 @@ impl Planner for LibraryPlanner<'_> {
         members: &[u32],
         fabric: &dyn Fabric,
     ) -> Result<Planned, (String, String)> {
-        // Parameter-server exchanges and single send/receive pairs (pipeline stages, ring
-        // attention's shifts) are not library collectives. NCCL's all-to-all (MoE dispatch,
-        // Ulysses) is its grouped point-to-point plan, with the protocol and the ring's kernel
-        // costs (`library::nccl::p2p`); the CPU libraries' all-to-alls stay the template.
+        // Parameter-server exchanges are not library collectives. Point-to-point traffic
+        // (MoE dispatch and Ulysses all-to-alls; pipeline stages' and ring attention's
+        // send/recv pairs) runs as the library runs it where the library has it: NCCL's
+        // grouped sends (`library::nccl::p2p`: protocol, the ring's kernel costs), gloo's
+        // rendezvous messages (`library::gloo`); OpenMPI's rules here cover all-reduce only,
+        // so under `mpi` (and `ideal`) it stays the template.
         let template = matches!(
             spec.algorithm,
             crate::collective::Algorithm::ParameterServer { .. }
         ) || match spec.collective {
-            Collective::SendRecv => true,
-            Collective::AllToAll => self.library != Library::Nccl,
+            Collective::SendRecv | Collective::AllToAll => {
+                !matches!(self.library, Library::Nccl | Library::Gloo)
+            }
             _ => false,
         };
         if template {

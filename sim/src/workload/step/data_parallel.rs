@@ -65,7 +65,7 @@ pub(super) fn data_parallel_step(
     if single_process {
         // GPU 0 holds the batch and the parameters: scatter inputs, replicate parameters.
         let others: Vec<(u32, u32)> = (1..n).map(|i| (0, i)).collect();
-        let inputs = b.transfer(
+        let inputs = b.copy(
             others,
             cfg.batch_per_gpu * model.input_elems * e,
             vec![],
@@ -97,13 +97,13 @@ pub(super) fn data_parallel_step(
             // Gather outputs to GPU 0, loss there, scatter the output gradients back.
             let out_bytes =
                 cfg.batch_per_gpu * model.layers.last().map(|l| l.output_elems).unwrap_or(0) * e;
-            let g = b.transfer(
+            let g = b.copy(
                 (1..n).map(|i| (i, 0)).collect(),
                 out_bytes,
                 prev.clone(),
                 Phase::SendRecv,
             );
-            let s = b.transfer(
+            let s = b.copy(
                 (1..n).map(|i| (0, i)).collect(),
                 out_bytes,
                 vec![g],

@@ -601,7 +601,10 @@ impl<'a> StepBuilder<'a> {
         }
     }
 
-    pub fn transfer(
+    /// Copies of `bytes` over each of `pairs` after `deps` that no communication library
+    /// carries (nn.DataParallel's scatter and gather are cudaMemcpy's between GPUs): the bare
+    /// transfer.
+    pub fn copy(
         &mut self,
         pairs: Vec<(u32, u32)>,
         bytes: u64,
@@ -615,6 +618,47 @@ impl<'a> StepBuilder<'a> {
         self.lanes.push(None);
         self.s
             .push(OpKind::Transfer { pattern: p, bytes }, deps, phase, 0, 0)
+    }
+
+    /// A point-to-point message of `bytes` over each of `pairs` after `deps` (a pipeline
+    /// stage's activations or gradients, a ring attention shift), sent as the planner's
+    /// library sends one: a send/recv of each pair (NCCL's p2p protocol and kernel costs,
+    /// gloo's rendezvous, the bare transfer for templates). Pairs inside a node and pairs
+    /// across nodes are planned apart (their transports differ), and within each set every
+    /// pair plays the first one's plan. Returns an op that finishes with all of them.
+    pub fn transfer(
+        &mut self,
+        pairs: Vec<(u32, u32)>,
+        bytes: u64,
+        deps: Vec<OpId>,
+    ) -> Result<OpId, StepError> {
+        if self.cfg.ablation == Ablation::FreeCommunication || pairs.is_empty() || bytes == 0 {
+            return Ok(self.join(deps));
+        }
+        let spec = CollectiveSpec {
+            collective: Collective::SendRecv,
+            bytes,
+            root: 0,
+            peer: 1,
+            algorithm: Algorithm::Direct,
+            slices: 1,
+        };
+        let fabric = self.fabric;
+        let (across, within): (Vec<Vec<u32>>, Vec<Vec<u32>>) = pairs
+            .iter()
+            .map(|&(a, b)| vec![a, b])
+            .partition(|g| fabric.node_of(g[0]) != fabric.node_of(g[1]));
+        let mut ends = Vec::with_capacity(2);
+        for groups in [within, across] {
+            if !groups.is_empty() {
+                let after = deps.clone();
+                ends.push(self.collective(spec.clone(), &groups, after, &|op| op.kind.clone())?);
+            }
+        }
+        Ok(match ends[..] {
+            [one] => one,
+            _ => self.join(ends),
+        })
     }
 }
 

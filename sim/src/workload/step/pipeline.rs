@@ -101,12 +101,12 @@ impl Inner<'_> {
             Inner::Ring { ring, bytes, cp } => {
                 let bytes = if forward { *bytes } else { 2 * bytes };
                 let piece = SimTime::from_secs_f64(time.as_secs_f64() / *cp as f64);
-                let mut shift = b.transfer(ring.to_vec(), bytes, deps.clone(), Phase::SendRecv);
+                let mut shift = b.transfer(ring.to_vec(), bytes, deps.clone())?;
                 let mut last = b.compute(n, piece, deps, phase, lane, layer);
                 for k in 1..*cp {
                     last = b.compute(n, piece, vec![last, shift], phase, lane, layer);
                     if k + 1 < *cp {
-                        shift = b.transfer(ring.to_vec(), bytes, vec![shift], Phase::SendRecv);
+                        shift = b.transfer(ring.to_vec(), bytes, vec![shift])?;
                     }
                 }
                 Ok(last)
@@ -703,12 +703,10 @@ pub(super) fn hybrid_step(
                 let bytes = g.boundary_bytes(q, fwd);
                 if fwd && q + 1 < nq {
                     let to = (q + 1) % pp;
-                    act_in[qu + 1][iu] =
-                        Some(b.transfer(g.pairs(s, to), bytes, vec![end], Phase::SendRecv));
+                    act_in[qu + 1][iu] = Some(b.transfer(g.pairs(s, to), bytes, vec![end])?);
                 } else if !fwd && q > 0 {
                     let to = (q - 1) % pp;
-                    grad_in[qu - 1][iu] =
-                        Some(b.transfer(g.pairs(s, to), bytes, vec![end], Phase::SendRecv));
+                    grad_in[qu - 1][iu] = Some(b.transfer(g.pairs(s, to), bytes, vec![end])?);
                 }
                 cursor[su] += 1;
                 emitted += 1;

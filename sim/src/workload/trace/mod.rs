@@ -448,9 +448,9 @@ pub fn build(
                             .map_err(|(f, e)| node_error(set, r, node, format!("{e} (at {f})")))?
                         }
                     }
-                    NodeKind::Send { bytes, .. } | NodeKind::Recv { bytes, .. } => {
-                        b.transfer(vec![(group[0], group[1])], *bytes, after, Phase::SendRecv)
-                    }
+                    NodeKind::Send { bytes, .. } | NodeKind::Recv { bytes, .. } => b
+                        .transfer(vec![(group[0], group[1])], *bytes, after)
+                        .map_err(|(f, e)| node_error(set, r, node, format!("{e} (at {f})")))?,
                     NodeKind::Compute { .. } => unreachable!("compute nodes do not meet"),
                 };
                 for (rank, id, _) in m.arrived {
