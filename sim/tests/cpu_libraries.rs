@@ -129,3 +129,86 @@ fn shared_cores_need_a_profile_that_says_what_a_message_costs_them() {
         "{e}"
     );
 }
+
+/// A collective of `op` on the testbed's 4-host star under OpenMPI, without the testbed's
+/// profile: the links' nominal 200 Mbit/s (25 MB/s) and 25 µs.
+fn mpi_on_star(op: &str, bytes: &str, extra: &str) -> Result<sim::metrics::Summary, String> {
+    let star = root().join("testbed/topologies/star4_200mbit.toml");
+    let text = format!(
+        "name = \"t\"\n[topology]\nfile = {:?}\n[collective]\nop = \"{op}\"\nbytes = \"{bytes}\"\n\
+         library = \"mpi\"\n{extra}",
+        star.display().to_string()
+    );
+    let s = sim::scenario::parse(&text, Path::new("t.toml"), &[]).map_err(|e| e.to_string())?;
+    sim::scenario::run::run(&s)
+        .map(|r| r.summary)
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn openmpis_broadcast_sends_to_every_rank_at_once_then_chains_from_a_mib() {
+    // 4-7 ranks (coll_tuned_decision_fixed.c, 4.1): basic_linear from 8 KiB, the chain (one
+    // chain, unsegmented: store and forward) from 1 MiB.
+    let m = |bytes: f64| bytes / 25e6 * 1e3;
+    let linear = mpi_on_star("broadcast", "256KiB", "").unwrap();
+    assert!(
+        linear.library.contains("basic_linear (fixed rules)"),
+        "{}",
+        linear.library
+    );
+    // The root's link carries three copies at once.
+    let ms = linear.time_us / 1e3;
+    assert!((ms / m(3.0 * 262144.0) - 1.0).abs() < 0.01, "{ms} ms");
+    let chain = mpi_on_star("broadcast", "1MiB", "").unwrap();
+    assert!(
+        chain.library.contains("chain (fixed rules)"),
+        "{}",
+        chain.library
+    );
+    // Three hops, each the whole message after the one before.
+    let ms = chain.time_us / 1e3;
+    assert!((ms / m(3.0 * 1048576.0) - 1.0).abs() < 0.01, "{ms} ms");
+    // The binomial tree: the root's two children share its link, then rank 1 forwards to 3.
+    let binomial = mpi_on_star("broadcast", "1MiB", "algorithm = \"binomial\"\n").unwrap();
+    let ms = binomial.time_us / 1e3;
+    assert!((ms / m(3.0 * 1048576.0) - 1.0).abs() < 0.01, "{ms} ms");
+    // Not modelled: a clear error naming the field.
+    let e = mpi_on_star("broadcast", "1MiB", "algorithm = \"split_binary_tree\"\n").unwrap_err();
+    assert!(
+        e.contains("collective.algorithm") && e.contains("split_binary_tree"),
+        "{e}"
+    );
+}
+
+#[test]
+fn openmpis_all_gather_doubles_its_exchanges_on_a_power_of_two_and_runs_bruck_otherwise() {
+    let rd = mpi_on_star("all_gather", "4MiB", "").unwrap();
+    assert!(
+        rd.library.contains("recursive_doubling (fixed rules)"),
+        "{}",
+        rd.library
+    );
+    // Two exchanges, of one block (1 MiB) then two, each way: at least the bytes one way.
+    let ms = rd.time_us / 1e3;
+    assert!(ms >= 3.0 * 1048576.0 / 25e6 * 1e3, "{ms} ms");
+    let three = root().join("testbed/topologies/star4_200mbit.toml");
+    let text = format!(
+        "name = \"t\"\n[topology]\nfile = {:?}\n[topology.generator]\nn = 3\n[collective]\n\
+         op = \"all_gather\"\nbytes = \"3MiB\"\nlibrary = \"mpi\"\n",
+        three.display().to_string()
+    );
+    let s = sim::scenario::parse(&text, Path::new("t.toml"), &[]).unwrap();
+    let odd = sim::scenario::run::run(&s).unwrap().summary;
+    assert!(
+        odd.library
+            .contains("recursive_doubling (fixed rules), runs bruck"),
+        "{}",
+        odd.library
+    );
+    // The ring: three steps of one block, each rank to the next.
+    let ring = mpi_on_star("all_gather", "4MiB", "algorithm = \"ring\"\n").unwrap();
+    let ms = ring.time_us / 1e3;
+    assert!(ms >= 3.0 * 1048576.0 / 25e6 * 1e3 * 0.99, "{ms} ms");
+    let e = mpi_on_star("all_gather", "4MiB", "algorithm = \"two_proc\"\n").unwrap_err();
+    assert!(e.contains("2 ranks only"), "{e}");
+}

@@ -1,7 +1,8 @@
 """Runs testbed experiments and appends one dataset row per configuration.
 
   suite.py collectives --out data/runs/X.csv [--methods allreduce,ps,...] [--bytes ...]
-  suite.py mpi --out data/runs/X.csv [--algorithms 0,1,4,6] [--launches K] [--bytes ...]
+  suite.py mpi --out data/runs/X.csv [--op allreduce|bcast|allgather] [--algorithms 0,1,4,6]
+                                       [--launches K] [--bytes ...]
   suite.py mpi_p2p [--ranks N] [--skew-ms MS] [--out ...]  (Send vs Sendrecv vs ring, OpenMPI)
   suite.py gloo_p2p --pairs 0:2,1:3 --name NAME  (gloo isend/irecv exchanges, one pair's socket)
   suite.py call_gaps --methods allreduce,broadcast  (each rank's idle time between timed calls)
@@ -45,21 +46,29 @@ SIM_SET = {
     "hierarchical": "collective.library=gloo;collective.algorithm=hierarchical",
 }
 OPS = {"broadcast": "broadcast", "allgather": "all_gather", "reduce": "reduce"}
-# OpenMPI 4.1 coll/tuned all-reduce algorithm ids (coll_tuned_allreduce_algorithm); dtsim's
+# OpenMPI 4.1 coll/tuned algorithm ids per collective (coll_tuned_<op>_algorithm); dtsim's
 # library = "mpi" plays them by the same names (0: OpenMPI's own fixed rules).
 MPI_ALGORITHMS = {
-    0: "default",
-    1: "basic_linear",
-    2: "nonoverlapping",
-    3: "recursive_doubling",
-    4: "ring",
-    5: "segmented_ring",
-    6: "rabenseifner",
+    "allreduce": {0: "default", 1: "basic_linear", 2: "nonoverlapping", 3: "recursive_doubling",
+                  4: "ring", 5: "segmented_ring", 6: "rabenseifner"},
+    "bcast": {0: "default", 1: "basic_linear", 2: "chain", 3: "pipeline", 4: "split_binary_tree",
+              5: "binary_tree", 6: "binomial", 7: "knomial", 8: "scatter_allgather",
+              9: "scatter_allgather_ring"},
+    "allgather": {0: "default", 1: "linear", 2: "bruck", 3: "recursive_doubling", 4: "ring",
+                  5: "neighbor", 6: "two_proc"},
 }
+MPI_OPS = {"allreduce": "all_reduce", "bcast": "broadcast", "allgather": "all_gather"}
 
 
-def mpi_sim_set(alg):
-    name = MPI_ALGORITHMS[alg]
+def mpi_method(op, alg):
+    """The dataset's method name: mpi_<algorithm> for all-reduces (as recorded since
+    2026-11-24), mpi_<op>_<algorithm> for the others."""
+    name = MPI_ALGORITHMS[op][alg]
+    return f"mpi_{name}" if op == "allreduce" else f"mpi_{op}_{name}"
+
+
+def mpi_sim_set(op, alg):
+    name = MPI_ALGORITHMS[op][alg]
     return "collective.library=mpi" + ("" if alg == 0 else f";collective.algorithm={name}")
 
 
@@ -125,22 +134,23 @@ def collectives(a):
 
 
 def mpi(a):
-    """One row per (algorithm, size) over `--launches` separate mpiruns, every algorithm once
-    per launch in turn: OpenMPI's exchange-based algorithms settle into a mode per launch
-    (fresh TCP connections each time; recursive doubling at 4 MiB ran 352 ms in one launch and
-    695 ms in the next), so a row pools the iterations of several launches, and its min/max
-    span all of them."""
+    """One row per (algorithm, size) of `--op` over `--launches` separate mpiruns, every
+    algorithm once per launch in turn: OpenMPI's exchange-based algorithms settle into a mode
+    per launch (fresh TCP connections each time; recursive doubling at 4 MiB ran 352 ms in one
+    launch and 695 ms in the next), so a row pools the iterations of several launches, and its
+    min/max span all of them."""
     n = int(os.environ["DTSIM_TESTBED_RANKS"])
     hs = tb.hosts()
     algs = [int(x) for x in a.algorithms.split(",")]
+    names = MPI_ALGORITHMS[a.op]
     secs, cmds = {}, {}
     load0 = tb.load1()
     for launch in range(a.launches):
         for alg in algs:
             mca = ["--mca", "coll_tuned_use_dynamic_rules", "1",
-                   "--mca", "coll_tuned_allreduce_algorithm", str(alg)]
-            cmd, hostfile = mpirun(hs, n, mca, "mpi_allreduce.py",
-                                   ["--repeats", str(a.repeats), "--bytes"] +
+                   "--mca", f"coll_tuned_{a.op}_algorithm", str(alg)]
+            cmd, hostfile = mpirun(hs, n, mca, "mpi_collectives.py",
+                                   ["--op", a.op, "--repeats", str(a.repeats), "--bytes"] +
                                    [str(b) for b in a.bytes])
             out = run_json(cmd, "mpirun")
             os.remove(hostfile)
@@ -148,7 +158,7 @@ def mpi(a):
             for res in out["results"]:
                 secs.setdefault((alg, res["bytes"]), []).append(res["secs"])
                 med = tb.summary(res["secs"])[0]
-                print(f"launch {launch + 1}/{a.launches} mpi {alg} {MPI_ALGORITHMS[alg]:18} "
+                print(f"launch {launch + 1}/{a.launches} mpi {a.op} {alg} {names[alg]:18} "
                       f"{res['bytes']:>10} B  median {med*1e3:9.2f} ms", flush=True)
     load1 = tb.load1()
     rows = []
@@ -156,13 +166,14 @@ def mpi(a):
         pooled = [t for ts in per_launch for t in ts]
         med, lo, hi = tb.summary(pooled)
         r = base_row("collective", n, cmds[alg])
-        r.update(library="openmpi coll/tuned + mpi4py", method=f"mpi_{MPI_ALGORITHMS[alg]}",
-                 op="all_reduce", bytes=nbytes, sim_set=mpi_sim_set(alg), repeats=len(pooled),
-                 measured_secs=med, measured_min_secs=lo, measured_max_secs=hi,
-                 load_avg_1m_start=load0, load_avg_1m_end=load1, profile=a.profile)
+        r.update(library="openmpi coll/tuned + mpi4py", method=mpi_method(a.op, alg),
+                 op=MPI_OPS[a.op], bytes=nbytes, sim_set=mpi_sim_set(a.op, alg),
+                 repeats=len(pooled), measured_secs=med, measured_min_secs=lo,
+                 measured_max_secs=hi, load_avg_1m_start=load0, load_avg_1m_end=load1,
+                 profile=a.profile)
         rows.append(r)
         launch_medians = ", ".join(f"{tb.summary(ts)[0]*1e3:.1f}" for ts in per_launch)
-        print(f"mpi {alg} {MPI_ALGORITHMS[alg]:18} {nbytes:>10} B  median {med*1e3:9.2f} ms "
+        print(f"mpi {a.op} {alg} {names[alg]:18} {nbytes:>10} B  median {med*1e3:9.2f} ms "
               f"(launch medians {launch_medians})", flush=True)
     tb.append_rows(a.out, rows)
 
@@ -559,6 +570,8 @@ def main():
     ap.add_argument("--profile", default="")
     ap.add_argument("--methods", default="allreduce,ps")
     ap.add_argument("--algorithms", default="0,1,4,6")
+    ap.add_argument("--op", choices=sorted(MPI_ALGORITHMS), default="allreduce",
+                    help="mpi: the collective (its coll_tuned_<op>_algorithm ids in --algorithms)")
     ap.add_argument("--orders", default="[[0,1,2,3],[0,2,1,3]]")
     ap.add_argument("--groups", default="[[0,1],[2,3]]")
     ap.add_argument("--bytes", type=int, nargs="+", default=[MIB // 4, MIB, 4 * MIB, 16 * MIB])

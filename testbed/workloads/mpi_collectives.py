@@ -1,6 +1,7 @@
-"""One rank of an MPI all-reduce benchmark (mpi4py over OpenMPI, launched by mpirun from
-suite.py): Allreduce of float32 buffers of each size; prints per-iteration seconds (max over
-ranks) as JSON on rank 0."""
+"""One rank of an MPI collective benchmark (mpi4py over OpenMPI, launched by mpirun from
+suite.py): Allreduce, Bcast (from rank 0) or Allgather of float32 buffers of each size (for
+Allgather the size gathered in all, each rank contributing size / ranks); prints per-iteration
+seconds (max over ranks) as JSON on rank 0."""
 import argparse
 import json
 
@@ -8,20 +9,29 @@ import numpy as np
 from mpi4py import MPI
 
 ap = argparse.ArgumentParser()
+ap.add_argument("--op", choices=["allreduce", "bcast", "allgather"], default="allreduce")
 ap.add_argument("--bytes", type=int, nargs="+", required=True)
 ap.add_argument("--repeats", type=int, default=5)
 ap.add_argument("--warmup", type=int, default=1)
 a = ap.parse_args()
 comm = MPI.COMM_WORLD
+n = comm.Get_size()
 results = []
 for nbytes in a.bytes:
     x = np.ones(nbytes // 4, dtype=np.float32)
     y = np.empty_like(x)
+    block = np.ones(nbytes // 4 // n, dtype=np.float32)
+    gathered = np.empty(block.size * n, dtype=np.float32)
     ts = []
     for i in range(a.warmup + a.repeats):
         comm.Barrier()
         t = MPI.Wtime()
-        comm.Allreduce(x, y, op=MPI.SUM)
+        if a.op == "allreduce":
+            comm.Allreduce(x, y, op=MPI.SUM)
+        elif a.op == "bcast":
+            comm.Bcast(x, root=0)
+        else:
+            comm.Allgather(block, gathered)
         ts.append(MPI.Wtime() - t)
     ts = np.array(ts[a.warmup:])
     worst = np.empty_like(ts)

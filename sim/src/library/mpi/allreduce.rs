@@ -1,60 +1,13 @@
-//! OpenMPI 4.1 as it runs an all-reduce: `coll/tuned`'s fixed decision rules, the `coll/base`
-//! algorithms they pick, and the ob1 PML's eager and rendezvous messages over the TCP BTL.
-//! Facts read from OpenMPI v4.1.4's sources (no code taken):
-//!
-//! - **Choice** (`coll_tuned_decision_fixed.c`): by communicator size and message size, for
-//!   commutative operations (sums), one of 1 basic_linear, 2 nonoverlapping, 3
-//!   recursive_doubling, 4 ring, 5 segmented_ring, 6 rabenseifner ([`allreduce_fixed`]). A
-//!   scenario forces one as `--mca coll_tuned_allreduce_algorithm N` does, by name or number.
-//! - **Algorithms** (`coll_base_allreduce.c`): basic_linear is a linear reduce to rank 0 (its
-//!   blocking receives in order n − 1 … 1) and a linear broadcast; recursive_doubling exchanges
-//!   the whole buffer log2 n times (odd extra ranks fold in first); ring is a reduce-scatter
-//!   then an all-gather over n blocks, one blocking send per step (fewer elements than ranks:
-//!   recursive doubling); segmented_ring with the segment size the rules pass (0) is the ring;
-//!   rabenseifner halves the vector while doubling the distance, then gathers back (fewer
-//!   elements than the power of two below n: basic_linear).
-//! - **Messages** (ob1 + `btl_tcp_component.c`): up to the 64 KiB eager limit a message goes at
-//!   once; above it, as captured on the testbed (tcpdump of 256 KiB and 1 MiB Send and
-//!   Sendrecv from mpi4py buffers; `data/runs/calibration/testbed_mpi_ring_capture_1MiB.txt`),
-//!   a request of [`REQUEST_BYTES`] goes first with no data
-//!   (ob1's protocol for contiguous buffers on a BTL that can put), the receiver answers with
-//!   [`ACK_BYTES`] once the receive is matched, and only then does the data follow, all of it.
-//!   dtsim plays those as three transfers. The answer leaves through the receiver's egress
-//!   queue: where the receiver is already sending, it waits behind that send's standing queue
-//!   (the flow model's FIFO head, `network.fifo_head_bytes`): 6.8 ms at 200 Mbit/s in the
-//!   capture, which is what each step of the ring costs beyond its bytes (`ring`).
-//! - **Measured on the testbed** (`data/runs/calibration/testbed_mpi_p2p_{2,4}ranks*.json`,
-//!   `suite.py mpi_p2p`, TCP cubic, 10 repetitions per size and launch): with two ranks, a
-//!   Sendrecv of a rendezvous message with its one peer takes 1.95-2.00× a one-way Send of it
-//!   (16 KiB eager messages overlap); with four ranks and two of them waiting in a barrier,
-//!   1.00×; with all four exchanging in pairs at once (a recursive-doubling step), over ten
-//!   launches, either both ways at once (1.0×) or the way back only once the first way has all
-//!   but ~82 KB delivered (1.35× at 128 KiB, 1.67× at 256 KiB, 2.0× from 4 MiB), 181 of 320
-//!   repetitions the slow way, and a launch tends to keep one mode; 1.0× every time when one
-//!   rank of each pair enters 0.5 ms after the other. dtsim plays the pairwise exchanges of
-//!   recursive_doubling and rabenseifner at their expected time (`serialized_head_bytes`: the
-//!   way back starts once the first way has delivered the slow mode's head times its share).
-//!   This is the less certain part of the model, and a single launch lands on either side of
-//!   it: recursive doubling of 4 MiB on 4 ranks took 352-354 ms in three launches and 694-697
-//!   ms in two (`data/runs/testbed_mpi_allreduce.csv` pools five).
-//!
-//! Not modelled, and refused: nonoverlapping (a tuned reduce then a tuned broadcast, each with
-//! its own rules), non-commutative operations, and the other collectives' rules.
+//! OpenMPI's all-reduce: the fixed rules and the `coll/base` algorithms they pick.
 
-use super::{reversed, LibraryError, LibraryOptions, Plan, Request, System};
+use super::{
+    exchange, is_eager, message, message_on, reduce, transfer, LibraryError, LibraryOptions, Plan,
+    Request, System, ACK_BYTES, ELEMENT_BYTES, REQUEST_BYTES,
+};
 use crate::collective::steps::split_even;
-use crate::collective::{Collective, Endpoint, OpId, OpKind, PatternId, Phase, Schedule};
+use crate::collective::{Collective, Endpoint, OpId, OpKind, Phase, Schedule};
 use crate::engine::SimTime;
 
-/// The TCP BTL's eager limit (`btl_eager_limit`, `btl_rndv_eager_limit`): 64 KiB.
-pub const EAGER_LIMIT_BYTES: u64 = 64 << 10;
-/// ob1's match header, which an eager message carries within the eager limit.
-const MATCH_HEADER_BYTES: u64 = 16;
-/// A rendezvous request: ob1's header for a contiguous buffer, no data (TCP payload as
-/// captured on the testbed).
-pub const REQUEST_BYTES: u64 = 40;
-/// The receiver's answer to a request, after which the data follows (TCP payload as captured).
-pub const ACK_BYTES: u64 = 64;
 /// How much later than the others rank 0 enters a ring. Ranks never enter together: a single
 /// ring exchange on the testbed ran late in 4 of 10 repetitions at 1 MiB and 6 of 10 at 4 MiB
 /// (`testbed_mpi_p2p_4ranks.json`, `ring`), and back to back the lateness persists (see
@@ -62,9 +15,6 @@ pub const ACK_BYTES: u64 = 64;
 /// 500 µs predict the testbed's rings within 0.45 ms of each other (the same at 256 KiB and
 /// 1 MiB).
 const ENTRY_LAG: SimTime = SimTime::from_ps(50_000_000);
-/// Element size dtsim assumes where OpenMPI counts elements (float32).
-const ELEMENT_BYTES: u64 = 4;
-
 /// `coll_tuned_allreduce_algorithm` numbers and names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AllReduceAlg {
@@ -175,35 +125,12 @@ pub fn allreduce_fixed(comm_size: u32, bytes: u64) -> AllReduceAlg {
         .map_or(above, |&(_, a)| a)
 }
 
-/// The schedule OpenMPI runs for `req` on `sys`.
-pub fn plan(req: &Request, sys: &System, opts: &LibraryOptions) -> Result<Plan, LibraryError> {
-    if opts.protocol.is_some()
-        || opts.min_channels.is_some()
-        || opts.max_channels.is_some()
-        || !opts.ring_orders.is_empty()
-    {
-        return Err(LibraryError::new(
-            "collective",
-            "no protocol, channel or ring-order settings with library = \"mpi\" (OpenMPI's \
-             coll/tuned has none); force an algorithm with collective.algorithm",
-        ));
-    }
-    if opts.collnet {
-        return Err(LibraryError::new(
-            "collective.collnet",
-            "nothing with library = \"mpi\" (CollNet is NCCL's in-network reduction)",
-        ));
-    }
-    if req.collective != Collective::AllReduce {
-        return Err(LibraryError::new(
-            "collective.op",
-            format!(
-                "all_reduce with library = \"mpi\" (OpenMPI's rules for {} are not modelled \
-                 yet)",
-                req.collective
-            ),
-        ));
-    }
+/// The all-reduce OpenMPI runs for `req` on `sys` (options checked by [`super::plan`]).
+pub(super) fn plan(
+    req: &Request,
+    sys: &System,
+    opts: &LibraryOptions,
+) -> Result<Plan, LibraryError> {
     let n = sys.ranks;
     let (asked, how) = match &opts.algorithm {
         Some(a) => (
@@ -274,177 +201,6 @@ pub fn plan(req: &Request, sys: &System, opts: &LibraryOptions) -> Result<Plan, 
         decision,
         parameters: Vec::new(),
     })
-}
-
-/// True when ob1 sends `bytes` eagerly (within the eager limit with its match header).
-pub fn is_eager(bytes: u64) -> bool {
-    bytes + MATCH_HEADER_BYTES <= EAGER_LIMIT_BYTES
-}
-
-/// One batch: every pair of `pairs` sends `bytes` once `deps` are done.
-fn transfer(
-    s: &mut Schedule,
-    pairs: Vec<(Endpoint, Endpoint)>,
-    bytes: u64,
-    deps: Vec<OpId>,
-    phase: Phase,
-    step: u32,
-) -> OpId {
-    let pattern = s.add_pattern(pairs);
-    s.push(OpKind::Transfer { pattern, bytes }, deps, phase, 0, step)
-}
-
-/// One message on every pair of `pairs` (same size): eager, or request + acknowledgement +
-/// data. Returns the op after which the data has arrived.
-fn message(
-    s: &mut Schedule,
-    pairs: &[(Endpoint, Endpoint)],
-    bytes: u64,
-    deps: Vec<OpId>,
-    phase: Phase,
-    step: u32,
-) -> OpId {
-    let to = s.add_pattern(pairs.to_vec());
-    if is_eager(bytes) {
-        return s.push(
-            OpKind::Transfer { pattern: to, bytes },
-            deps,
-            phase,
-            0,
-            step,
-        );
-    }
-    let back = s.add_pattern(reversed(pairs));
-    message_on(s, (to, back), bytes, deps, Vec::new(), phase, step)
-}
-
-/// One message on one pair, whose patterns (`to`, `back`) the caller made: eager, or the
-/// rendezvous request, the receiver's acknowledgement (once `matched`: its receive is posted)
-/// and the data. Returns the op after which the data has arrived.
-#[allow(clippy::too_many_arguments)]
-fn message_on(
-    s: &mut Schedule,
-    (to, back): (PatternId, PatternId),
-    bytes: u64,
-    deps: Vec<OpId>,
-    matched: Vec<OpId>,
-    phase: Phase,
-    step: u32,
-) -> OpId {
-    let send = |s: &mut Schedule, pattern, bytes, deps| {
-        s.push(OpKind::Transfer { pattern, bytes }, deps, phase, 0, step)
-    };
-    if is_eager(bytes) {
-        return send(s, to, bytes, deps);
-    }
-    let request = send(s, to, REQUEST_BYTES, deps);
-    let mut ack_deps = vec![request];
-    ack_deps.extend(matched);
-    let ack = send(s, back, ACK_BYTES, ack_deps);
-    send(s, to, bytes, vec![ack])
-}
-
-/// How pairwise rendezvous exchanges ran on the testbed (`suite.py mpi_p2p --ranks 4`, all four
-/// ranks exchanging in pairs at once, TCP cubic, 10 repetitions per size and launch, each launch
-/// a fresh mpirun: `data/runs/calibration/testbed_mpi_p2p_4ranks.json` and `..._launch2` to
-/// `..._launch10.json`, 128 KiB to 16 MiB). A repetition runs in one of two modes, and a launch
-/// tends to keep one (all 10 slow in some launches, none in others): both directions at once
-/// (1.0x a one-way Send), or the way back waiting until the first way has all but a tail
-/// left, whatever the size (1.35x at 128 KiB, 1.67x at 256 KiB, 1.93x at 1 MiB, 2.0x from
-/// 4 MiB). [`SLOW_EXCHANGES`] of [`EXCHANGES`] ran the slow way (a repetition counts as slow
-/// above the midpoint of the two modes); [`SLOW_EXCHANGE_TAIL_BYTES`] is the median tail of
-/// the 144 slow ones up to 4 MiB (beyond, a tail is under the timer's resolution of a 0.7 s
-/// exchange). What picks the mode is how the ranks enter (with the odd ranks 0.5 ms late, 10 of
-/// 10 crossed at once), which no model here knows: dtsim plays the expected time.
-pub const SLOW_EXCHANGES: u32 = 181;
-/// All the four-rank exchange repetitions counted in [`SLOW_EXCHANGES`].
-pub const EXCHANGES: u32 = 320;
-/// What the first way of a slow exchange still had to deliver when the way back started.
-pub const SLOW_EXCHANGE_TAIL_BYTES: u64 = 82_500;
-
-/// Of a rendezvous exchange of `bytes` each way between partners, how much the first way
-/// delivers before the way back starts, in expectation: with two ranks all of it (every
-/// Sendrecv of 128 KiB to 16 MiB took 1.95-2.02x a one-way Send, `testbed_mpi_p2p_2ranks.json`);
-/// with more, the slow mode's `bytes - tail` in the measured share of cases and nothing in the
-/// others.
-fn serialized_head_bytes(ranks: u32, bytes: u64) -> u64 {
-    if ranks <= 2 {
-        return bytes;
-    }
-    let slow_head = bytes.saturating_sub(SLOW_EXCHANGE_TAIL_BYTES);
-    (slow_head as f64 * f64::from(SLOW_EXCHANGES) / f64::from(EXCHANGES)).round() as u64
-}
-
-/// A sendrecv between partners (each pair `(a, b)` with a < b) of a communicator of `ranks`:
-/// both directions at once when eager. Above the eager limit the second direction starts once
-/// the first has delivered its expected head ([`serialized_head_bytes`]).
-fn exchange(
-    s: &mut Schedule,
-    pairs: &[(Endpoint, Endpoint)],
-    bytes: u64,
-    ranks: u32,
-    deps: Vec<OpId>,
-    phase: Phase,
-    step: u32,
-) -> OpId {
-    let back = reversed(pairs);
-    if is_eager(bytes) {
-        let both: Vec<(Endpoint, Endpoint)> = pairs.iter().chain(back.iter()).copied().collect();
-        return message(s, &both, bytes, deps, phase, step);
-    }
-    let request = transfer(s, pairs.to_vec(), REQUEST_BYTES, deps, phase, step);
-    let ack = transfer(s, back.clone(), ACK_BYTES, vec![request], phase, step);
-    let head = serialized_head_bytes(ranks, bytes).min(bytes);
-    let first_head = match head {
-        0 => ack,
-        _ => transfer(s, pairs.to_vec(), head, vec![ack], phase, step),
-    };
-    let mut done = vec![message(s, &back, bytes, vec![first_head], phase, step)];
-    if head < bytes {
-        done.push(transfer(
-            s,
-            pairs.to_vec(),
-            bytes - head,
-            vec![first_head],
-            phase,
-            step,
-        ));
-    }
-    join(s, done, phase, step)
-}
-
-/// An op done when all of `ops` are (nothing of its own).
-fn join(s: &mut Schedule, ops: Vec<OpId>, phase: Phase, step: u32) -> OpId {
-    if let [one] = ops[..] {
-        return one;
-    }
-    s.push(
-        OpKind::Compute {
-            endpoints: 1,
-            duration: SimTime::ZERO,
-        },
-        ops,
-        phase,
-        0,
-        step,
-    )
-}
-
-fn reduce(
-    s: &mut Schedule,
-    endpoints: u32,
-    bytes: u64,
-    after: OpId,
-    phase: Phase,
-    step: u32,
-) -> OpId {
-    s.push(
-        OpKind::Reduce { endpoints, bytes },
-        vec![after],
-        phase,
-        0,
-        step,
-    )
 }
 
 /// Linear reduce to rank 0 (receives in order n − 1 … 1, each reduced before the next is
@@ -530,11 +286,25 @@ fn recursive_doubling(s: &mut Schedule, m: u64, n: u32) {
 ///
 /// Above [`RANK_BY_RANK_MAX`] ranks the ring is played step by step instead ([`ring_lockstep`]).
 fn ring(s: &mut Schedule, m: u64, n: u32) {
-    if n > RANK_BY_RANK_MAX {
-        return ring_lockstep(s, m, n);
-    }
     let count = m / ELEMENT_BYTES;
     let block = split_even(count, u64::from(n))[0] * ELEMENT_BYTES;
+    ring_steps(s, n, block, n - 1, n - 1);
+}
+
+/// `reduce_steps` ring steps that reduce what they receive before sending it on, then
+/// `gather_steps` that forward it (the all-reduce's n − 1 and n − 1; all_gather's ring 0 and
+/// n − 1), every message `block` bytes, played rank by rank as [`ring`] says; above
+/// [`RANK_BY_RANK_MAX`] ranks step by step ([`ring_lockstep`]).
+pub(super) fn ring_steps(
+    s: &mut Schedule,
+    n: u32,
+    block: u64,
+    reduce_steps: u32,
+    gather_steps: u32,
+) {
+    if n > RANK_BY_RANK_MAX {
+        return ring_lockstep(s, n, block, reduce_steps, gather_steps);
+    }
     // One single-pair pattern per direction and rank, shared by every step.
     let right: Vec<_> = (0..n)
         .map(|r| s.push_pattern(vec![(r, (r + 1) % n)]))
@@ -555,9 +325,9 @@ fn ring(s: &mut Schedule, m: u64, n: u32) {
         0,
         0,
     )];
-    for k in 0..2 * (n - 1) {
-        // Steps are numbered 0..n-1 for the reduce-scatter, n.. for the all-gather.
-        let (phase, step) = if k < n - 1 {
+    for k in 0..reduce_steps + gather_steps {
+        // Steps are numbered 0.. for the reduce-scatter, one more from the all-gather on.
+        let (phase, step) = if k < reduce_steps {
             (Phase::ReduceScatter, k)
         } else {
             (Phase::AllGather, k + 1)
@@ -602,23 +372,21 @@ pub const RANK_BY_RANK_MAX: u32 = 256;
 
 /// The ring step by step: every rank's message of a step in one batch, all ranks in lockstep
 /// (no drift, so no answer waits behind its rank's own send: each step costs its bytes).
-fn ring_lockstep(s: &mut Schedule, m: u64, n: u32) {
-    let count = m / ELEMENT_BYTES;
-    let block = split_even(count, u64::from(n))[0] * ELEMENT_BYTES;
+fn ring_lockstep(s: &mut Schedule, n: u32, block: u64, reduce_steps: u32, gather_steps: u32) {
     let right: Vec<(Endpoint, Endpoint)> = (0..n).map(|r| (r, (r + 1) % n)).collect();
     let mut last: Vec<OpId> = Vec::new();
-    for k in 0..n - 1 {
+    for k in 0..reduce_steps {
         let got = message(s, &right, block, last.clone(), Phase::ReduceScatter, k);
         last = vec![reduce(s, n, block, got, Phase::ReduceScatter, k)];
     }
-    for k in 0..n - 1 {
+    for k in 0..gather_steps {
         last = vec![message(
             s,
             &right,
             block,
             last.clone(),
             Phase::AllGather,
-            n + k,
+            reduce_steps + 1 + k,
         )];
     }
 }
@@ -701,6 +469,7 @@ fn rabenseifner(s: &mut Schedule, m: u64, n: u32) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::{serialized_head_bytes, SLOW_EXCHANGE_TAIL_BYTES};
     use super::*;
     use AllReduceAlg::*;
 

@@ -1,0 +1,320 @@
+//! OpenMPI 4.1's all_gather: `coll/tuned`'s fixed rules and the `coll/base` algorithms they
+//! pick. Facts read from v4.1.4's sources (no code taken):
+//!
+//! - **Choice** (`ompi_coll_tuned_allgather_intra_dec_fixed`): by communicator size and the
+//!   bytes each rank contributes (dtsim's `bytes` is the gathered total, n blocks), one of
+//!   1 linear, 2 bruck, 3 recursive_doubling, 4 ring, 5 neighbor, 6 two_proc
+//!   ([`allgather_fixed`]): two_proc on 2 ranks, recursive doubling up to 31.
+//! - **Algorithms** (`coll_base_allgather.c`), every step a sendrecv (receive posted, blocking
+//!   send): recursive_doubling exchanges 1, 2, 4 ... blocks with rank ^ distance (a
+//!   communicator whose size is not a power of two runs bruck instead); bruck sends the first
+//!   min(d, n − d) blocks it holds to rank − d and receives as many from rank + d, d = 1, 2,
+//!   4 ... (at d = n/2 the two are one partner: an exchange); ring forwards one block to rank + 1, n − 1 times; neighbor exchange trades one
+//!   block with one neighbour, then two blocks at a time with the other and back, n/2 steps
+//!   (an odd communicator runs the ring); two_proc is one exchange.
+//! - Exchanges between partners, as the all-reduce's recursive doubling, run both ways at
+//!   once or one way first as measured on the testbed ([`super::exchange`]); the ring runs
+//!   rank by rank as the all-reduce's does ([`super::allreduce::ring_steps`]).
+//!
+//! Not modelled, and refused: linear (a tuned gather then a tuned broadcast); the fixed rules
+//! never pick it.
+
+use super::allreduce::ring_steps;
+use super::{exchange, message, LibraryError, LibraryOptions, Plan, Request, System};
+use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
+
+/// `coll_tuned_allgather_algorithm` numbers and names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllGatherAlg {
+    Linear = 1,
+    Bruck = 2,
+    RecursiveDoubling = 3,
+    Ring = 4,
+    Neighbor = 5,
+    TwoProc = 6,
+}
+
+impl AllGatherAlg {
+    pub const ALL: [AllGatherAlg; 6] = [
+        AllGatherAlg::Linear,
+        AllGatherAlg::Bruck,
+        AllGatherAlg::RecursiveDoubling,
+        AllGatherAlg::Ring,
+        AllGatherAlg::Neighbor,
+        AllGatherAlg::TwoProc,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AllGatherAlg::Linear => "linear",
+            AllGatherAlg::Bruck => "bruck",
+            AllGatherAlg::RecursiveDoubling => "recursive_doubling",
+            AllGatherAlg::Ring => "ring",
+            AllGatherAlg::Neighbor => "neighbor",
+            AllGatherAlg::TwoProc => "two_proc",
+        }
+    }
+    /// By name, or by number as `coll_tuned_allgather_algorithm` takes it.
+    pub fn parse(s: &str) -> Option<AllGatherAlg> {
+        let s = s.trim().to_ascii_lowercase();
+        AllGatherAlg::ALL
+            .into_iter()
+            .find(|a| a.as_str() == s || (*a as u8).to_string() == s)
+    }
+}
+
+/// One row of the rule table: (communicator size below, [(block size below, algorithm)], the
+/// algorithm for larger blocks).
+type Rule = (u32, &'static [(u64, AllGatherAlg)], AllGatherAlg);
+
+/// OpenMPI 4.1's fixed all_gather rule for `block_bytes` contributed by each of `comm_size`
+/// ranks.
+pub fn allgather_fixed(comm_size: u32, block_bytes: u64) -> AllGatherAlg {
+    use AllGatherAlg::*;
+    if comm_size == 2 {
+        return TwoProc;
+    }
+    let rules: &[Rule] = &[
+        (32, &[], RecursiveDoubling),
+        (64, &[(1024, RecursiveDoubling), (65536, Neighbor)], Ring),
+        (128, &[(512, RecursiveDoubling), (65536, Neighbor)], Ring),
+        (
+            256,
+            &[
+                (512, RecursiveDoubling),
+                (131072, Neighbor),
+                (524288, Ring),
+                (1048576, Neighbor),
+            ],
+            Ring,
+        ),
+        (
+            512,
+            &[
+                (32, RecursiveDoubling),
+                (128, Bruck),
+                (1024, RecursiveDoubling),
+                (131072, Neighbor),
+                (524288, Ring),
+                (1048576, Neighbor),
+            ],
+            Ring,
+        ),
+        (
+            1024,
+            &[
+                (64, RecursiveDoubling),
+                (256, Bruck),
+                (2048, RecursiveDoubling),
+            ],
+            Neighbor,
+        ),
+        (
+            2048,
+            &[
+                (4, RecursiveDoubling),
+                (8, Bruck),
+                (16, RecursiveDoubling),
+                (32, Bruck),
+                (256, RecursiveDoubling),
+                (512, Bruck),
+                (4096, RecursiveDoubling),
+            ],
+            Neighbor,
+        ),
+        (
+            4096,
+            &[
+                (32, Bruck),
+                (128, RecursiveDoubling),
+                (512, Bruck),
+                (4096, RecursiveDoubling),
+            ],
+            Neighbor,
+        ),
+        (
+            u32::MAX,
+            &[
+                (2, RecursiveDoubling),
+                (8, Bruck),
+                (16, RecursiveDoubling),
+                (512, Bruck),
+                (4096, RecursiveDoubling),
+            ],
+            Neighbor,
+        ),
+    ];
+    let (_, below, above) = rules
+        .iter()
+        .find(|(size, _, _)| comm_size < *size)
+        .unwrap_or(&rules[rules.len() - 1]);
+    below
+        .iter()
+        .find(|(limit, _)| block_bytes < *limit)
+        .map_or(*above, |(_, a)| *a)
+}
+
+/// The all_gather OpenMPI runs for `req` on `sys` (options checked by [`super::plan`]).
+pub(super) fn plan(
+    req: &Request,
+    sys: &System,
+    opts: &LibraryOptions,
+) -> Result<Plan, LibraryError> {
+    let n = sys.ranks;
+    let block = req.bytes / u64::from(n.max(1));
+    let (asked, how) = match &opts.algorithm {
+        Some(a) => (
+            AllGatherAlg::parse(a).ok_or_else(|| {
+                LibraryError::new(
+                    "collective.algorithm",
+                    format!(
+                        "an OpenMPI all_gather algorithm (linear, bruck, recursive_doubling, \
+                         ring, neighbor, two_proc, or 1-6), got {a:?}"
+                    ),
+                )
+            })?,
+            "forced",
+        ),
+        None => (allgather_fixed(n, block), "fixed rules"),
+    };
+    // What coll/base then runs (its own fall-backs).
+    let runs = match asked {
+        AllGatherAlg::RecursiveDoubling if !n.is_power_of_two() => AllGatherAlg::Bruck,
+        AllGatherAlg::Neighbor if n % 2 == 1 => AllGatherAlg::Ring,
+        a => a,
+    };
+    let refuse = |why: &str| {
+        Err(LibraryError::new(
+            "collective.algorithm",
+            format!("an all_gather dtsim plays: {why}; force another one"),
+        ))
+    };
+    match runs {
+        AllGatherAlg::Linear => {
+            return refuse(
+                "linear is a tuned gather then a tuned broadcast, whose gather rules are not \
+                 modelled",
+            )
+        }
+        AllGatherAlg::TwoProc if n != 2 => {
+            return refuse(&format!("two_proc runs on 2 ranks only, not {n}"))
+        }
+        _ => {}
+    }
+    let mut s = Schedule::new(
+        Collective::AllGather,
+        format!("mpi {}", runs.as_str()),
+        n,
+        req.bytes,
+    );
+    if n > 1 && block > 0 {
+        match runs {
+            AllGatherAlg::RecursiveDoubling => recursive_doubling(&mut s, block, n),
+            AllGatherAlg::Bruck => bruck(&mut s, block, n),
+            AllGatherAlg::Ring => ring_steps(&mut s, n, block, 0, n - 1),
+            AllGatherAlg::Neighbor => neighbor_exchange(&mut s, block, n),
+            AllGatherAlg::TwoProc => {
+                exchange(&mut s, &[(0, 1)], block, n, Vec::new(), Phase::AllGather, 0);
+            }
+            AllGatherAlg::Linear => {}
+        }
+    }
+    let mut decision = format!("OpenMPI 4.1 all_gather {} ({how})", asked.as_str());
+    if runs != asked {
+        decision.push_str(&format!(", runs {}", runs.as_str()));
+    }
+    Ok(Plan {
+        schedule: s,
+        placed_endpoints: Vec::new(),
+        decision,
+        parameters: Vec::new(),
+    })
+}
+
+/// Partners at `distance` exchange `distance` blocks, distance 1, 2, 4 ... (n a power of two).
+fn recursive_doubling(s: &mut Schedule, block: u64, n: u32) {
+    let mut last: Vec<OpId> = Vec::new();
+    let (mut distance, mut step) = (1u32, 0u32);
+    while distance < n {
+        let pairs: Vec<(Endpoint, Endpoint)> = (0..n)
+            .filter(|r| r & distance == 0)
+            .map(|r| (r, r ^ distance))
+            .collect();
+        let bytes = block * u64::from(distance);
+        last = vec![exchange(s, &pairs, bytes, n, last, Phase::AllGather, step)];
+        distance <<= 1;
+        step += 1;
+    }
+}
+
+/// Bruck: at distance d = 1, 2, 4 ... every rank sends min(d, n − d) blocks to rank − d and
+/// receives as many from rank + d; where those are one rank (d = n/2) the step is an exchange
+/// between partners, which runs as the testbed's exchanges do ([`exchange`]).
+fn bruck(s: &mut Schedule, block: u64, n: u32) {
+    let mut last: Vec<OpId> = Vec::new();
+    let (mut distance, mut step) = (1u32, 0u32);
+    while distance < n {
+        let bytes = block * u64::from(distance.min(n - distance));
+        last = vec![if 2 * distance == n {
+            let pairs: Vec<(Endpoint, Endpoint)> =
+                (0..distance).map(|r| (r, r + distance)).collect();
+            exchange(s, &pairs, bytes, n, last, Phase::AllGather, step)
+        } else {
+            let pairs: Vec<(Endpoint, Endpoint)> =
+                (0..n).map(|r| (r, (r + n - distance) % n)).collect();
+            message(s, &pairs, bytes, last, Phase::AllGather, step)
+        }];
+        distance <<= 1;
+        step += 1;
+    }
+}
+
+/// Neighbor exchange (n even): even ranks trade their block with rank + 1, then two blocks at a
+/// time alternately with the other neighbour and back, n/2 steps in all.
+fn neighbor_exchange(s: &mut Schedule, block: u64, n: u32) {
+    let with_next: Vec<(Endpoint, Endpoint)> = (0..n).step_by(2).map(|r| (r, r + 1)).collect();
+    let with_prev: Vec<(Endpoint, Endpoint)> =
+        (1..n).step_by(2).map(|r| (r, (r + 1) % n)).collect();
+    let mut last = vec![exchange(
+        s,
+        &with_next,
+        block,
+        n,
+        Vec::new(),
+        Phase::AllGather,
+        0,
+    )];
+    for i in 1..n / 2 {
+        let pairs = if i % 2 == 1 { &with_prev } else { &with_next };
+        last = vec![exchange(s, pairs, 2 * block, n, last, Phase::AllGather, i)];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use AllGatherAlg::*;
+
+    #[test]
+    fn fixed_rules_at_the_thresholds_of_the_source() {
+        // coll_tuned_decision_fixed.c (v4.1.4), ompi_coll_tuned_allgather_intra_dec_fixed.
+        assert_eq!(allgather_fixed(2, 1 << 30), TwoProc);
+        assert_eq!(allgather_fixed(3, 1), RecursiveDoubling);
+        assert_eq!(allgather_fixed(31, 1 << 30), RecursiveDoubling);
+        assert_eq!(allgather_fixed(32, 1023), RecursiveDoubling);
+        assert_eq!(allgather_fixed(32, 1024), Neighbor);
+        assert_eq!(allgather_fixed(64, 65536), Ring);
+        assert_eq!(allgather_fixed(200, 600_000), Neighbor);
+        assert_eq!(allgather_fixed(300, 100), Bruck);
+        assert_eq!(allgather_fixed(1500, 24), Bruck);
+        assert_eq!(allgather_fixed(3000, 64), RecursiveDoubling);
+        assert_eq!(allgather_fixed(5000, 1), RecursiveDoubling);
+        assert_eq!(allgather_fixed(5000, 4096), Neighbor);
+    }
+
+    #[test]
+    fn algorithms_by_name_or_number() {
+        assert_eq!(AllGatherAlg::parse("4"), Some(Ring));
+        assert_eq!(AllGatherAlg::parse("Neighbor"), Some(Neighbor));
+        assert_eq!(AllGatherAlg::parse("7"), None);
+    }
+}

@@ -1,0 +1,460 @@
+//! OpenMPI 4.1's broadcast: `coll/tuned`'s fixed rules and the `coll/base` trees they pick.
+//! Facts read from v4.1.4's sources (no code taken):
+//!
+//! - **Choice** (`ompi_coll_tuned_bcast_intra_dec_fixed`): by communicator size and message
+//!   size, one of 1 basic_linear, 2 chain, 3 pipeline, 4 split_binary_tree, 5 binary_tree,
+//!   6 binomial, 7 knomial, 8 scatter_allgather, 9 scatter_allgather_ring ([`bcast_fixed`]).
+//!   The rules pass no segment size and no fan-out: every tree runs unsegmented, and the
+//!   chain's fan-out of 0 is forced to 1 (`build_chain`), the pipeline. A forced algorithm
+//!   (`--mca coll_tuned_bcast_algorithm N`) runs with the MCA defaults: no segmentation, chain
+//!   fan-out 4 (`coll_tuned_init_chain_fanout`), k-nomial radix 4.
+//! - **Unsegmented trees** (`bcast_intra_generic` with one segment): the root posts its sends
+//!   to all its children at once and waits for them; every other rank receives the whole
+//!   message from its parent, then sends it to all its children at once, so a parent's
+//!   children share its uplink. basic_linear is the tree whose root has every other rank as a
+//!   child. Each send is an ob1 message (eager, or request, answer and data; [`super`]).
+//! - **Trees** (`coll_base_topo.c`), over ranks shifted so the root is 0: the fan-out tree
+//!   (binary: children of the shifted rank s on level l are s + k·fanoutˡ, k = 1..fanout), the
+//!   binomial tree (children s ^ 2ʲ for every power of two above s's highest bit), the k-nomial
+//!   tree, and chains (fan-out f: f chains of consecutive ranks hanging from the root, the
+//!   first (n − 1) mod f of them one longer).
+//!
+//! Not modelled, and refused: split_binary_tree (halves of the message down two subtrees, then
+//! swapped) and the two scatter-allgather algorithms. The fixed rules pick split_binary_tree
+//! for 256-1,023 ranks at 16-32 KiB, scatter_allgather for 16-31 ranks from 1 MiB and for
+//! 1,024 ranks or more at the largest sizes.
+
+use super::{message, LibraryError, LibraryOptions, Plan, Request, System};
+use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
+
+/// `coll_tuned_bcast_algorithm` numbers and names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BcastAlg {
+    BasicLinear = 1,
+    Chain = 2,
+    Pipeline = 3,
+    SplitBinaryTree = 4,
+    BinaryTree = 5,
+    Binomial = 6,
+    Knomial = 7,
+    ScatterAllgather = 8,
+    ScatterAllgatherRing = 9,
+}
+
+impl BcastAlg {
+    pub const ALL: [BcastAlg; 9] = [
+        BcastAlg::BasicLinear,
+        BcastAlg::Chain,
+        BcastAlg::Pipeline,
+        BcastAlg::SplitBinaryTree,
+        BcastAlg::BinaryTree,
+        BcastAlg::Binomial,
+        BcastAlg::Knomial,
+        BcastAlg::ScatterAllgather,
+        BcastAlg::ScatterAllgatherRing,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BcastAlg::BasicLinear => "basic_linear",
+            BcastAlg::Chain => "chain",
+            BcastAlg::Pipeline => "pipeline",
+            BcastAlg::SplitBinaryTree => "split_binary_tree",
+            BcastAlg::BinaryTree => "binary_tree",
+            BcastAlg::Binomial => "binomial",
+            BcastAlg::Knomial => "knomial",
+            BcastAlg::ScatterAllgather => "scatter_allgather",
+            BcastAlg::ScatterAllgatherRing => "scatter_allgather_ring",
+        }
+    }
+    /// By name, or by number as `coll_tuned_bcast_algorithm` takes it.
+    pub fn parse(s: &str) -> Option<BcastAlg> {
+        let s = s.trim().to_ascii_lowercase();
+        BcastAlg::ALL
+            .into_iter()
+            .find(|a| a.as_str() == s || (*a as u8).to_string() == s)
+    }
+}
+
+/// One row of the rule table: (communicator size below, [(message size below, algorithm)],
+/// the algorithm for larger messages).
+type Rule = (u32, &'static [(u64, BcastAlg)], BcastAlg);
+
+/// OpenMPI 4.1's fixed broadcast rule for `bytes` on `comm_size` ranks.
+pub fn bcast_fixed(comm_size: u32, bytes: u64) -> BcastAlg {
+    use BcastAlg::*;
+    let rules: &[Rule] = &[
+        (
+            4,
+            &[
+                (32, Pipeline),
+                (256, BinaryTree),
+                (512, Pipeline),
+                (1024, Knomial),
+                (32768, BasicLinear),
+                (131072, BinaryTree),
+                (262144, Chain),
+                (524288, BasicLinear),
+                (1048576, Binomial),
+            ],
+            BinaryTree,
+        ),
+        (
+            8,
+            &[
+                (64, BinaryTree),
+                (128, Binomial),
+                (2048, BinaryTree),
+                (8192, Binomial),
+                (1048576, BasicLinear),
+            ],
+            Chain,
+        ),
+        (
+            16,
+            &[
+                (8, Knomial),
+                (64, BinaryTree),
+                (4096, Knomial),
+                (16384, BinaryTree),
+                (32768, Binomial),
+            ],
+            BasicLinear,
+        ),
+        (
+            32,
+            &[(4096, Knomial), (1048576, Binomial)],
+            ScatterAllgather,
+        ),
+        (64, &[(2048, Binomial)], Knomial),
+        (128, &[], Knomial),
+        (
+            256,
+            &[
+                (2, Binomial),
+                (16384, BinaryTree),
+                (32768, BasicLinear),
+                (65536, BinaryTree),
+            ],
+            Knomial,
+        ),
+        (1024, &[(16384, Knomial), (32768, SplitBinaryTree)], Knomial),
+        (2048, &[(524288, Knomial)], ScatterAllgather),
+        (4096, &[(262144, Knomial)], ScatterAllgather),
+        (
+            u32::MAX,
+            &[(8192, Knomial), (16384, BinaryTree), (262144, Knomial)],
+            ScatterAllgather,
+        ),
+    ];
+    let (_, below, above) = rules
+        .iter()
+        .find(|(size, _, _)| comm_size < *size)
+        .unwrap_or(&rules[rules.len() - 1]);
+    below
+        .iter()
+        .find(|(limit, _)| bytes < *limit)
+        .map_or(*above, |(_, a)| *a)
+}
+
+/// The MCA defaults a forced algorithm runs with: chain fan-out and k-nomial radix.
+const FORCED_CHAIN_FANOUT: u32 = 4;
+const KNOMIAL_RADIX: u32 = 4;
+
+/// The broadcast OpenMPI runs for `req` on `sys` (options checked by [`super::plan`]).
+pub(super) fn plan(
+    req: &Request,
+    sys: &System,
+    opts: &LibraryOptions,
+) -> Result<Plan, LibraryError> {
+    let n = sys.ranks;
+    let (alg, how, chain_fanout) = match &opts.algorithm {
+        Some(a) => (
+            BcastAlg::parse(a).ok_or_else(|| {
+                LibraryError::new(
+                    "collective.algorithm",
+                    format!(
+                        "an OpenMPI broadcast algorithm (basic_linear, chain, pipeline, \
+                         split_binary_tree, binary_tree, binomial, knomial, scatter_allgather, \
+                         scatter_allgather_ring, or 1-9), got {a:?}"
+                    ),
+                )
+            })?,
+            "forced",
+            FORCED_CHAIN_FANOUT,
+        ),
+        None => (bcast_fixed(n, req.bytes), "fixed rules", 1),
+    };
+    let root = req.root;
+    let children = match alg {
+        BcastAlg::BasicLinear => (0..n)
+            .map(|r| {
+                if r == root {
+                    (0..n).filter(|&c| c != root).collect()
+                } else {
+                    Vec::new()
+                }
+            })
+            .collect(),
+        BcastAlg::Chain => chain(n, root, chain_fanout),
+        BcastAlg::Pipeline => chain(n, root, 1),
+        BcastAlg::BinaryTree => fanout_tree(n, root, 2),
+        BcastAlg::Binomial => binomial_tree(n, root),
+        BcastAlg::Knomial => knomial_tree(n, root, KNOMIAL_RADIX),
+        BcastAlg::SplitBinaryTree | BcastAlg::ScatterAllgather | BcastAlg::ScatterAllgatherRing => {
+            return Err(LibraryError::new(
+                "collective.algorithm",
+                format!(
+                    "a broadcast dtsim plays: OpenMPI runs {} here ({how}, {n} ranks, {} B), \
+                     which is not modelled; force another one",
+                    alg.as_str(),
+                    req.bytes
+                ),
+            ))
+        }
+    };
+    let mut s = Schedule::new(
+        Collective::Broadcast,
+        format!("mpi {}", alg.as_str()),
+        n,
+        req.bytes,
+    );
+    if n > 1 && req.bytes > 0 {
+        tree_bcast(&mut s, &children, root, req.bytes);
+    }
+    Ok(Plan {
+        schedule: s,
+        placed_endpoints: Vec::new(),
+        decision: format!("OpenMPI 4.1 broadcast {} ({how})", alg.as_str()),
+        parameters: Vec::new(),
+    })
+}
+
+/// An unsegmented broadcast down `children` (per rank, in the order it posts its sends):
+/// every rank sends the whole message to all its children at once once it has it.
+fn tree_bcast(s: &mut Schedule, children: &[Vec<u32>], root: u32, bytes: u64) {
+    let mut frontier: Vec<(u32, Option<OpId>)> = vec![(root, None)];
+    let mut depth = 0;
+    while !frontier.is_empty() {
+        let mut next = Vec::new();
+        for (parent, got) in frontier {
+            let kids = &children[parent as usize];
+            if kids.is_empty() {
+                continue;
+            }
+            let pairs: Vec<(Endpoint, Endpoint)> = kids.iter().map(|&c| (parent, c)).collect();
+            let sent = message(
+                s,
+                &pairs,
+                bytes,
+                got.into_iter().collect(),
+                Phase::Broadcast,
+                depth,
+            );
+            next.extend(kids.iter().map(|&c| (c, Some(sent))));
+        }
+        frontier = next;
+        depth += 1;
+    }
+}
+
+/// Ranks shifted so that `root` is 0, and back.
+fn shift(r: u32, root: u32, n: u32) -> u32 {
+    (r + n - root) % n
+}
+fn unshift(v: u32, root: u32, n: u32) -> u32 {
+    (v + root) % n
+}
+
+/// `build_tree(fanout)`: levels of fanoutˡ shifted ranks; the children of shifted rank s on
+/// level l are s + k·fanoutˡ for k = 1..=fanout.
+pub(super) fn fanout_tree(n: u32, root: u32, fanout: u32) -> Vec<Vec<u32>> {
+    let fanout = u64::from(fanout.max(1));
+    (0..n)
+        .map(|r| {
+            let s = u64::from(shift(r, root, n));
+            // The level of s: the first l with 1 + f + ... + fˡ > s.
+            let (mut level_size, mut up_to) = (1u64, 1u64);
+            while up_to <= s {
+                level_size *= fanout;
+                up_to += level_size;
+            }
+            (1..=fanout)
+                .map(|k| s + k * level_size)
+                .take_while(|&c| c < u64::from(n))
+                .map(|c| unshift(c as u32, root, n))
+                .collect()
+        })
+        .collect()
+}
+
+/// `build_bmtree`: the children of shifted rank v are v ^ 2ʲ for every power of two above v's
+/// highest set bit (1, 2, 4, ... for the root), below n.
+pub(super) fn binomial_tree(n: u32, root: u32) -> Vec<Vec<u32>> {
+    (0..n)
+        .map(|r| {
+            let v = shift(r, root, n);
+            let mut mask = if v == 0 {
+                1
+            } else {
+                1u64 << (32 - v.leading_zeros())
+            };
+            let mut kids = Vec::new();
+            while mask < u64::from(n) {
+                let c = u64::from(v) ^ mask;
+                if c >= u64::from(n) {
+                    break;
+                }
+                kids.push(unshift(c as u32, root, n));
+                mask <<= 1;
+            }
+            kids
+        })
+        .collect()
+}
+
+/// `build_kmtree(radix)`: shifted rank v's children are v + m·k (k = 1..radix) for m the
+/// powers of radix below v's own position, largest first.
+pub(super) fn knomial_tree(n: u32, root: u32, radix: u32) -> Vec<Vec<u32>> {
+    let radix = u64::from(radix.max(2));
+    (0..n)
+        .map(|r| {
+            let v = u64::from(shift(r, root, n));
+            let mut mask = 1u64;
+            while mask < u64::from(n) {
+                if v % (radix * mask) != 0 {
+                    break;
+                }
+                mask *= radix;
+            }
+            mask /= radix;
+            let mut kids = Vec::new();
+            while mask > 0 {
+                for k in 1..radix {
+                    let c = v + mask * k;
+                    if c < u64::from(n) {
+                        kids.push(unshift(c as u32, root, n));
+                    }
+                }
+                mask /= radix;
+            }
+            kids
+        })
+        .collect()
+}
+
+/// `build_chain(fanout)`: `fanout` chains of consecutive shifted ranks hang from the root,
+/// the first (n − 1) mod fanout of them one rank longer.
+pub(super) fn chain(n: u32, root: u32, fanout: u32) -> Vec<Vec<u32>> {
+    let mut kids = vec![Vec::new(); n as usize];
+    if n < 2 {
+        return kids;
+    }
+    let others = n - 1;
+    let fanout = fanout.clamp(1, others);
+    let (len, longer) = (others / fanout, others % fanout);
+    let mut head = 1;
+    for c in 0..fanout {
+        let this_len = len + u32::from(c < longer);
+        if this_len == 0 {
+            continue;
+        }
+        kids[root as usize].push(unshift(head, root, n));
+        for v in head..head + this_len - 1 {
+            kids[unshift(v, root, n) as usize].push(unshift(v + 1, root, n));
+        }
+        head += this_len;
+    }
+    kids
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use BcastAlg::*;
+
+    #[test]
+    fn fixed_rules_at_the_thresholds_of_the_source() {
+        // coll_tuned_decision_fixed.c (v4.1.4), ompi_coll_tuned_bcast_intra_dec_fixed.
+        assert_eq!(bcast_fixed(2, 31), Pipeline);
+        assert_eq!(bcast_fixed(3, 32767), BasicLinear);
+        assert_eq!(bcast_fixed(3, 1 << 20), BinaryTree);
+        assert_eq!(bcast_fixed(4, 8191), Binomial);
+        assert_eq!(bcast_fixed(4, 262144), BasicLinear);
+        assert_eq!(bcast_fixed(7, 1048575), BasicLinear);
+        assert_eq!(bcast_fixed(6, 1048576), Chain);
+        assert_eq!(bcast_fixed(8, 4095), Knomial);
+        assert_eq!(bcast_fixed(8, 32768), BasicLinear);
+        assert_eq!(bcast_fixed(16, 1048576), ScatterAllgather);
+        assert_eq!(bcast_fixed(100, 1), Knomial);
+        assert_eq!(bcast_fixed(200, 40000), BinaryTree);
+        assert_eq!(bcast_fixed(512, 20000), SplitBinaryTree);
+        assert_eq!(bcast_fixed(10000, 10000), BinaryTree);
+    }
+
+    #[test]
+    fn algorithms_by_name_or_number() {
+        assert_eq!(BcastAlg::parse("6"), Some(Binomial));
+        assert_eq!(BcastAlg::parse("Chain"), Some(Chain));
+        assert_eq!(BcastAlg::parse("10"), None);
+    }
+
+    #[test]
+    fn trees_as_coll_base_topo_builds_them() {
+        // build_tree's example for fanout 2, 7 ranks: 0 -> 1, 2; 1 -> 3, 5; 2 -> 4, 6.
+        let t = fanout_tree(7, 0, 2);
+        assert_eq!(t[0], vec![1, 2]);
+        assert_eq!(t[1], vec![3, 5]);
+        assert_eq!(t[2], vec![4, 6]);
+        assert!(t[3..].iter().all(Vec::is_empty));
+        // Binomial: 0 -> 1, 2, 4; 1 -> 3, 5; 2 -> 6; 3 -> 7.
+        let b = binomial_tree(8, 0);
+        assert_eq!(b[0], vec![1, 2, 4]);
+        assert_eq!(b[1], vec![3, 5]);
+        assert_eq!(b[2], vec![6]);
+        assert_eq!(b[3], vec![7]);
+        // The k-nomial example of coll_base_bcast.c, radix 4 on 10 ranks:
+        // 0 -> 4, 8, 1, 2, 3; 4 -> 5, 6, 7; 8 -> 9.
+        let k = knomial_tree(10, 0, 4);
+        assert_eq!(k[0], vec![4, 8, 1, 2, 3]);
+        assert_eq!(k[4], vec![5, 6, 7]);
+        assert_eq!(k[8], vec![9]);
+        // Shifted by the root: rooted at 2, rank 2 plays 0's part.
+        assert_eq!(binomial_tree(4, 2)[2], vec![3, 0]);
+        // Chains: fan-out 1 is the pipeline 0 -> 1 -> 2 -> 3; fan-out 2 on 6 ranks hangs
+        // 1-2-3 and 4-5 from the root.
+        let p = chain(4, 0, 1);
+        assert_eq!(p, vec![vec![1], vec![2], vec![3], vec![]]);
+        let c = chain(6, 0, 2);
+        assert_eq!(c[0], vec![1, 4]);
+        assert_eq!(c[1], vec![2]);
+        assert_eq!(c[2], vec![3]);
+        assert_eq!(c[4], vec![5]);
+        assert!(c[3].is_empty() && c[5].is_empty());
+    }
+
+    #[test]
+    fn every_rank_but_the_root_receives_exactly_once() {
+        for n in 1..40 {
+            for root in [0, n / 2, n - 1] {
+                for t in [
+                    fanout_tree(n, root, 2),
+                    binomial_tree(n, root),
+                    knomial_tree(n, root, 4),
+                    chain(n, root, 1),
+                    chain(n, root, 4),
+                ] {
+                    let mut got = vec![0; n as usize];
+                    for kids in &t {
+                        for &c in kids {
+                            got[c as usize] += 1;
+                        }
+                    }
+                    for r in 0..n {
+                        let want = u32::from(r != root);
+                        assert_eq!(got[r as usize], want, "n {n} root {root} rank {r}: {t:?}");
+                    }
+                }
+            }
+        }
+    }
+}
