@@ -1,6 +1,8 @@
-//! OpenMPI 4.1 as it runs an all-reduce: `coll/tuned`'s fixed decision rules, the `coll/base`
+//! OpenMPI 4.1 as it runs its collectives: `coll/tuned`'s fixed decision rules, the `coll/base`
 //! algorithms they pick, and the ob1 PML's eager and rendezvous messages over the TCP BTL.
-//! Facts read from OpenMPI v4.1.4's sources (no code taken):
+//! Facts read from OpenMPI v4.1.4's sources (no code taken). This module holds the messages,
+//! the exchanges between partners and the dispatch; each collective's rules and algorithms are
+//! in its own: `allreduce.rs` (described here, the first modelled), `bcast.rs`, `allgather.rs`.
 //!
 //! - **Choice** (`coll_tuned_decision_fixed.c`): by communicator size and message size, for
 //!   commutative operations (sums), one of 1 basic_linear, 2 nonoverlapping, 3
@@ -38,8 +40,9 @@
 //!   it: recursive doubling of 4 MiB on 4 ranks took 352-354 ms in three launches and 694-697
 //!   ms in two (`data/runs/testbed_mpi_allreduce.csv` pools five).
 //!
-//! Not modelled, and refused: nonoverlapping (a tuned reduce then a tuned broadcast, each with
-//! its own rules), non-commutative operations, and the other collectives' rules.
+//! Not modelled, and refused: the all-reduce's nonoverlapping (a tuned reduce then a tuned
+//! broadcast, each with its own rules), non-commutative operations, and the rules of the
+//! collectives other than all_reduce, broadcast and all_gather.
 
 mod allgather;
 mod allreduce;
