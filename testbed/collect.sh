@@ -83,13 +83,17 @@ if [[ $what == all || $what == mpi ]]; then
   $TB run --prefix mp $STAR -- $PY $S mpi --out data/runs/testbed_mpi_allreduce.csv \
     --profile data/profiles/testbed_star4_200mbit.json --algorithms 0,1,3,4,5,6 --repeats $R \
     --launches 5
-  # OpenMPI's broadcast and all_gather, by the fixed rules (0) and forced, on the star.
-  $TB run --prefix mp $STAR -- $PY $S mpi --op bcast --out data/runs/testbed_mpi_bcast_allgather.csv \
+  # OpenMPI's broadcast, all_gather and reduce_scatter, by the fixed rules (0) and forced, on
+  # the star.
+  $TB run --prefix mp $STAR -- $PY $S mpi --op bcast --out data/runs/testbed_mpi_collectives.csv \
     --profile data/profiles/testbed_star4_200mbit.json --algorithms 0,1,2,3,5,6 --repeats 5 \
     --launches 3
   $TB run --prefix mp $STAR -- $PY $S mpi --op allgather \
-    --out data/runs/testbed_mpi_bcast_allgather.csv --profile data/profiles/testbed_star4_200mbit.json \
+    --out data/runs/testbed_mpi_collectives.csv --profile data/profiles/testbed_star4_200mbit.json \
     --algorithms 0,2,4,5 --repeats 5 --launches 3
+  $TB run --prefix mp $STAR -- $PY $S mpi --op reduce_scatter \
+    --out data/runs/testbed_mpi_collectives.csv --profile data/profiles/testbed_star4_200mbit.json \
+    --algorithms 0,2,3 --repeats 5 --launches 3 --bytes 65536 262144 1048576 4194304 16777216
   # Send vs Sendrecv between two hosts, with two ranks and with four (then also a ring
   # exchange over all four): data/runs/calibration/testbed_mpi_p2p_{2,4}ranks.json.
   for n in 2 4; do

@@ -212,3 +212,38 @@ fn openmpis_all_gather_doubles_its_exchanges_on_a_power_of_two_and_runs_bruck_ot
     let e = mpi_on_star("all_gather", "4MiB", "algorithm = \"two_proc\"\n").unwrap_err();
     assert!(e.contains("2 ranks only"), "{e}");
 }
+
+#[test]
+fn openmpis_reduce_scatter_halves_below_256k_and_rings_above() {
+    // 4-31 ranks (coll_tuned_decision_fixed.c, 4.1): recursive halving below 256 KiB, the
+    // ring from there: three steps of a quarter of the vector each, reduced on the way.
+    let rh = mpi_on_star("reduce_scatter", "128KiB", "").unwrap();
+    assert!(
+        rh.library.contains("recursive_halving (fixed rules)"),
+        "{}",
+        rh.library
+    );
+    let ring = mpi_on_star("reduce_scatter", "16MiB", "").unwrap();
+    assert!(
+        ring.library.contains("ring (fixed rules)"),
+        "{}",
+        ring.library
+    );
+    let ms = ring.time_us / 1e3;
+    let bytes_ms = 3.0 * 4.0 * 1048576.0 / 25e6 * 1e3;
+    assert!(
+        ms >= bytes_ms && ms < 1.1 * bytes_ms,
+        "{ms} ms vs {bytes_ms} ms"
+    );
+    // Recursive halving sends half, then a quarter: fewer bytes than the ring's three
+    // quarters, over exchanges between partners.
+    let forced = mpi_on_star(
+        "reduce_scatter",
+        "16MiB",
+        "algorithm = \"recursive_halving\"\n",
+    )
+    .unwrap();
+    assert!(forced.library.contains("(forced)"), "{}", forced.library);
+    let e = mpi_on_star("reduce_scatter", "16MiB", "algorithm = \"butterfly\"\n").unwrap_err();
+    assert!(e.contains("butterfly") && e.contains("not modelled"), "{e}");
+}

@@ -1,7 +1,8 @@
 """One rank of an MPI collective benchmark (mpi4py over OpenMPI, launched by mpirun from
-suite.py): Allreduce, Bcast (from rank 0) or Allgather of float32 buffers of each size (for
-Allgather the size gathered in all, each rank contributing size / ranks); prints per-iteration
-seconds (max over ranks) as JSON on rank 0."""
+suite.py): Allreduce, Bcast (from rank 0), Allgather or Reduce_scatter of float32 buffers of
+each size (for Allgather the size gathered in all, each rank contributing size / ranks; for
+Reduce_scatter the vector reduced, each rank keeping size / ranks); prints per-iteration seconds
+(max over ranks) as JSON on rank 0."""
 import argparse
 import json
 
@@ -9,7 +10,7 @@ import numpy as np
 from mpi4py import MPI
 
 ap = argparse.ArgumentParser()
-ap.add_argument("--op", choices=["allreduce", "bcast", "allgather"], default="allreduce")
+ap.add_argument("--op", choices=["allreduce", "bcast", "allgather", "reduce_scatter"], default="allreduce")
 ap.add_argument("--bytes", type=int, nargs="+", required=True)
 ap.add_argument("--repeats", type=int, default=5)
 ap.add_argument("--warmup", type=int, default=1)
@@ -22,6 +23,7 @@ for nbytes in a.bytes:
     y = np.empty_like(x)
     block = np.ones(nbytes // 4 // n, dtype=np.float32)
     gathered = np.empty(block.size * n, dtype=np.float32)
+    whole = np.ones(block.size * n, dtype=np.float32)
     ts = []
     for i in range(a.warmup + a.repeats):
         comm.Barrier()
@@ -30,8 +32,10 @@ for nbytes in a.bytes:
             comm.Allreduce(x, y, op=MPI.SUM)
         elif a.op == "bcast":
             comm.Bcast(x, root=0)
-        else:
+        elif a.op == "allgather":
             comm.Allgather(block, gathered)
+        else:
+            comm.Reduce_scatter(whole, block, recvcounts=[block.size] * n, op=MPI.SUM)
         ts.append(MPI.Wtime() - t)
     ts = np.array(ts[a.warmup:])
     worst = np.empty_like(ts)

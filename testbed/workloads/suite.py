@@ -56,8 +56,11 @@ MPI_ALGORITHMS = {
               9: "scatter_allgather_ring"},
     "allgather": {0: "default", 1: "linear", 2: "bruck", 3: "recursive_doubling", 4: "ring",
                   5: "neighbor", 6: "two_proc"},
+    "reduce_scatter": {0: "default", 1: "non_overlapping", 2: "recursive_halving", 3: "ring",
+                       4: "butterfly"},
 }
-MPI_OPS = {"allreduce": "all_reduce", "bcast": "broadcast", "allgather": "all_gather"}
+MPI_OPS = {"allreduce": "all_reduce", "bcast": "broadcast", "allgather": "all_gather",
+           "reduce_scatter": "reduce_scatter"}
 
 
 def mpi_method(op, alg):

@@ -2,7 +2,8 @@
 //! algorithms they pick, and the ob1 PML's eager and rendezvous messages over the TCP BTL.
 //! Facts read from OpenMPI v4.1.4's sources (no code taken). This module holds the messages,
 //! the exchanges between partners and the dispatch; each collective's rules and algorithms are
-//! in its own: `allreduce.rs` (described here, the first modelled), `bcast.rs`, `allgather.rs`.
+//! in its own: `allreduce.rs` (described here, the first modelled), `bcast.rs`, `allgather.rs`,
+//! `reduce_scatter.rs`.
 //!
 //! - **Choice** (`coll_tuned_decision_fixed.c`): by communicator size and message size, for
 //!   commutative operations (sums), one of 1 basic_linear, 2 nonoverlapping, 3
@@ -42,15 +43,17 @@
 //!
 //! Not modelled, and refused: the all-reduce's nonoverlapping (a tuned reduce then a tuned
 //! broadcast, each with its own rules), non-commutative operations, and the rules of the
-//! collectives other than all_reduce, broadcast and all_gather.
+//! collectives other than all_reduce, broadcast, all_gather and reduce_scatter.
 
 mod allgather;
 mod allreduce;
 mod bcast;
+mod reduce_scatter;
 
 pub use allgather::{allgather_fixed, AllGatherAlg};
 pub use allreduce::{allreduce_fixed, AllReduceAlg, RANK_BY_RANK_MAX};
 pub use bcast::{bcast_fixed, BcastAlg};
+pub use reduce_scatter::{reduce_scatter_fixed, ReduceScatterAlg};
 
 use super::{reversed, LibraryError, LibraryOptions, Plan, Request, System};
 use crate::collective::{Collective, Endpoint, OpId, OpKind, PatternId, Phase, Schedule};
@@ -262,11 +265,12 @@ pub fn plan(req: &Request, sys: &System, opts: &LibraryOptions) -> Result<Plan, 
         Collective::AllReduce => allreduce::plan(req, sys, opts),
         Collective::Broadcast => bcast::plan(req, sys, opts),
         Collective::AllGather => allgather::plan(req, sys, opts),
+        Collective::ReduceScatter => reduce_scatter::plan(req, sys, opts),
         other => Err(LibraryError::new(
             "collective.op",
             format!(
-                "all_reduce, broadcast or all_gather with library = \"mpi\" (OpenMPI's rules \
-                 for {other} are not modelled yet)"
+                "all_reduce, broadcast, all_gather or reduce_scatter with library = \"mpi\" \
+                 (OpenMPI's rules for {other} are not modelled yet)"
             ),
         )),
     }

@@ -1,0 +1,291 @@
+//! OpenMPI 4.1's reduce_scatter: `coll/tuned`'s fixed rules and the `coll/base` algorithms
+//! they pick. Facts read from v4.1.4's sources (no code taken):
+//!
+//! - **Choice** (`ompi_coll_tuned_reduce_scatter_intra_dec_fixed`): for commutative operations,
+//!   by communicator size and the whole vector's bytes (dtsim's `bytes`, n equal blocks), one
+//!   of 1 non-overlapping, 2 recursive_halving, 3 ring, 4 butterfly ([`reduce_scatter_fixed`]):
+//!   on 4-31 ranks recursive halving below 256 KiB, the ring from there.
+//! - **Algorithms** (`coll_base_reduce_scatter.c`): recursive halving folds the ranks above the
+//!   power of two below n into their odd neighbours (the even rank sends its whole vector),
+//!   then partners at distance n/2, n/4 ... 1 swap the half of their current window that the
+//!   other keeps (a receive posted, then a blocking send: an exchange between partners, as the
+//!   testbed's run, [`super::exchange`]) and reduce it; a folded rank gets its block back
+//!   last. The ring sends each block on to rank + 1 n − 1 times, reducing what it received
+//!   before sending it (the all-reduce ring's first half, played the same way:
+//!   [`super::allreduce::ring_steps`]).
+//!
+//! Not modelled, and refused: non-overlapping (a tuned reduce then a tuned scatterv) and
+//! butterfly; the fixed rules pick them only below 8 bytes on 4-7 ranks, at 64-128 KiB on 2-3,
+//! and from 32 ranks.
+
+use super::allreduce::ring_steps;
+use super::{
+    exchange, message, reduce, LibraryError, LibraryOptions, Plan, Request, System, ELEMENT_BYTES,
+};
+use crate::collective::steps::split_even;
+use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
+
+/// `coll_tuned_reduce_scatter_algorithm` numbers and names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReduceScatterAlg {
+    NonOverlapping = 1,
+    RecursiveHalving = 2,
+    Ring = 3,
+    Butterfly = 4,
+}
+
+impl ReduceScatterAlg {
+    pub const ALL: [ReduceScatterAlg; 4] = [
+        ReduceScatterAlg::NonOverlapping,
+        ReduceScatterAlg::RecursiveHalving,
+        ReduceScatterAlg::Ring,
+        ReduceScatterAlg::Butterfly,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReduceScatterAlg::NonOverlapping => "non_overlapping",
+            ReduceScatterAlg::RecursiveHalving => "recursive_halving",
+            ReduceScatterAlg::Ring => "ring",
+            ReduceScatterAlg::Butterfly => "butterfly",
+        }
+    }
+    /// By name, or by number as `coll_tuned_reduce_scatter_algorithm` takes it.
+    pub fn parse(s: &str) -> Option<ReduceScatterAlg> {
+        let s = s.trim().to_ascii_lowercase().replace('-', "_");
+        ReduceScatterAlg::ALL
+            .into_iter()
+            .find(|a| a.as_str() == s || (*a as u8).to_string() == s)
+    }
+}
+
+/// One row of the rule table: (communicator size below, [(bytes below, algorithm)], the
+/// algorithm for larger vectors).
+type Rule = (u32, &'static [(u64, ReduceScatterAlg)], ReduceScatterAlg);
+
+/// OpenMPI 4.1's fixed reduce_scatter rule for a commutative operation over a vector of
+/// `bytes` on `comm_size` ranks.
+pub fn reduce_scatter_fixed(comm_size: u32, bytes: u64) -> ReduceScatterAlg {
+    use ReduceScatterAlg::*;
+    let rules: &[Rule] = &[
+        (4, &[(65536, Ring), (131072, Butterfly)], Ring),
+        (8, &[(8, NonOverlapping), (262144, RecursiveHalving)], Ring),
+        (32, &[(262144, RecursiveHalving)], Ring),
+        (
+            64,
+            &[
+                (64, NonOverlapping),
+                (2048, RecursiveHalving),
+                (524288, Butterfly),
+            ],
+            Ring,
+        ),
+        (
+            128,
+            &[
+                (256, NonOverlapping),
+                (512, RecursiveHalving),
+                (2048, Butterfly),
+                (4096, RecursiveHalving),
+            ],
+            Butterfly,
+        ),
+        (
+            256,
+            &[(256, NonOverlapping), (512, RecursiveHalving)],
+            Butterfly,
+        ),
+        (
+            512,
+            &[(256, NonOverlapping), (1024, RecursiveHalving)],
+            Butterfly,
+        ),
+        (
+            1024,
+            &[
+                (512, NonOverlapping),
+                (2048, RecursiveHalving),
+                (8192, Butterfly),
+                (16384, RecursiveHalving),
+            ],
+            Butterfly,
+        ),
+        (
+            2048,
+            &[
+                (512, NonOverlapping),
+                (4096, RecursiveHalving),
+                (16384, Butterfly),
+                (32768, RecursiveHalving),
+            ],
+            Butterfly,
+        ),
+        (
+            4096,
+            &[(512, NonOverlapping), (4096, RecursiveHalving)],
+            Butterfly,
+        ),
+        (
+            u32::MAX,
+            &[(1024, NonOverlapping), (8192, RecursiveHalving)],
+            Butterfly,
+        ),
+    ];
+    let (_, below, above) = rules
+        .iter()
+        .find(|(size, _, _)| comm_size < *size)
+        .unwrap_or(&rules[rules.len() - 1]);
+    below
+        .iter()
+        .find(|(limit, _)| bytes < *limit)
+        .map_or(*above, |(_, a)| *a)
+}
+
+/// The reduce_scatter OpenMPI runs for `req` on `sys` (options checked by [`super::plan`]).
+pub(super) fn plan(
+    req: &Request,
+    sys: &System,
+    opts: &LibraryOptions,
+) -> Result<Plan, LibraryError> {
+    let n = sys.ranks;
+    let (alg, how) = match &opts.algorithm {
+        Some(a) => (
+            ReduceScatterAlg::parse(a).ok_or_else(|| {
+                LibraryError::new(
+                    "collective.algorithm",
+                    format!(
+                        "an OpenMPI reduce_scatter algorithm (non_overlapping, \
+                         recursive_halving, ring, butterfly, or 1-4), got {a:?}"
+                    ),
+                )
+            })?,
+            "forced",
+        ),
+        None => (reduce_scatter_fixed(n, req.bytes), "fixed rules"),
+    };
+    if matches!(
+        alg,
+        ReduceScatterAlg::NonOverlapping | ReduceScatterAlg::Butterfly
+    ) {
+        return Err(LibraryError::new(
+            "collective.algorithm",
+            format!(
+                "a reduce_scatter dtsim plays: OpenMPI runs {} here ({how}, {n} ranks, {} B), \
+                 which is not modelled; force recursive_halving or ring",
+                alg.as_str(),
+                req.bytes
+            ),
+        ));
+    }
+    let count = req.bytes / ELEMENT_BYTES;
+    let blocks = split_even(count, u64::from(n.max(1)));
+    let block = blocks.first().copied().unwrap_or(0) * ELEMENT_BYTES;
+    let mut s = Schedule::new(
+        Collective::ReduceScatter,
+        format!("mpi {}", alg.as_str()),
+        n,
+        req.bytes,
+    );
+    if n > 1 && block > 0 {
+        match alg {
+            ReduceScatterAlg::Ring => ring_steps(&mut s, n, block, n - 1, 0),
+            _ => recursive_halving(&mut s, block, n),
+        }
+    }
+    Ok(Plan {
+        schedule: s,
+        placed_endpoints: Vec::new(),
+        decision: format!("OpenMPI 4.1 reduce_scatter {} ({how})", alg.as_str()),
+        parameters: Vec::new(),
+    })
+}
+
+/// Recursive halving over blocks of `block` bytes (see the module).
+fn recursive_halving(s: &mut Schedule, block: u64, n: u32) {
+    let pof2 = 1u32 << (31 - n.leading_zeros());
+    let remain = n - pof2;
+    // The rank playing position v of the power of two: the odd one of a folded pair.
+    let real = |v: u32| if v < remain { 2 * v + 1 } else { v + remain };
+    // Blocks each position holds: a folded pair's two.
+    let blocks_of = |v: u32| -> u64 {
+        if v < remain {
+            2
+        } else {
+            1
+        }
+    };
+    let mut last: Vec<OpId> = Vec::new();
+    let mut step = 0;
+    if remain > 0 {
+        let pairs: Vec<(Endpoint, Endpoint)> = (0..remain).map(|k| (2 * k, 2 * k + 1)).collect();
+        let whole = block * u64::from(n);
+        let got = message(s, &pairs, whole, Vec::new(), Phase::ReduceScatter, step);
+        last = vec![reduce(s, remain, whole, got, Phase::ReduceScatter, step)];
+        step += 1;
+    }
+    // Each position's window of positions [lo, hi); partners keep opposite halves.
+    let mut mask = pof2 >> 1;
+    let mut windows: Vec<(u32, u32)> = vec![(0, pof2); pof2 as usize];
+    while mask > 0 {
+        let mut pairs = Vec::new();
+        let mut most = 0u64;
+        for v in 0..pof2 {
+            let peer = v ^ mask;
+            let (lo, hi) = windows[v as usize];
+            let mid = lo + (hi - lo) / 2;
+            // The lower rank keeps the lower half and sends the upper.
+            let (keep, send) = if v < peer {
+                ((lo, mid), (mid, hi))
+            } else {
+                ((mid, hi), (lo, mid))
+            };
+            let sent: u64 = (send.0..send.1).map(blocks_of).sum();
+            most = most.max(sent);
+            windows[v as usize] = keep;
+            if v < peer {
+                pairs.push((real(v), real(peer)));
+            }
+        }
+        let bytes = block * most;
+        let done = exchange(s, &pairs, bytes, n, last, Phase::ReduceScatter, step);
+        last = vec![reduce(s, pof2, bytes, done, Phase::ReduceScatter, step)];
+        mask >>= 1;
+        step += 1;
+    }
+    if remain > 0 {
+        let pairs: Vec<(Endpoint, Endpoint)> = (0..remain).map(|k| (2 * k + 1, 2 * k)).collect();
+        message(s, &pairs, block, last, Phase::ReduceScatter, step);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ReduceScatterAlg::*;
+
+    #[test]
+    fn fixed_rules_at_the_thresholds_of_the_source() {
+        // coll_tuned_decision_fixed.c (v4.1.4), commutative operations.
+        assert_eq!(reduce_scatter_fixed(2, 65535), Ring);
+        assert_eq!(reduce_scatter_fixed(3, 65536), Butterfly);
+        assert_eq!(reduce_scatter_fixed(3, 131072), Ring);
+        assert_eq!(reduce_scatter_fixed(4, 7), NonOverlapping);
+        assert_eq!(reduce_scatter_fixed(4, 262143), RecursiveHalving);
+        assert_eq!(reduce_scatter_fixed(7, 262144), Ring);
+        assert_eq!(reduce_scatter_fixed(16, 1 << 20), Ring);
+        assert_eq!(reduce_scatter_fixed(40, 100_000), Butterfly);
+        assert_eq!(reduce_scatter_fixed(100, 3000), RecursiveHalving);
+        assert_eq!(reduce_scatter_fixed(700, 10000), RecursiveHalving);
+        assert_eq!(reduce_scatter_fixed(5000, 8191), RecursiveHalving);
+        assert_eq!(reduce_scatter_fixed(5000, 8192), Butterfly);
+    }
+
+    #[test]
+    fn algorithms_by_name_or_number() {
+        assert_eq!(ReduceScatterAlg::parse("2"), Some(RecursiveHalving));
+        assert_eq!(
+            ReduceScatterAlg::parse("non-overlapping"),
+            Some(NonOverlapping)
+        );
+        assert_eq!(ReduceScatterAlg::parse("5"), None);
+    }
+}
