@@ -20,6 +20,7 @@
 //! never pick it.
 
 use super::allreduce::ring_steps;
+use super::Algorithm as _;
 use super::{exchange, message, LibraryError, LibraryOptions, Plan, Request, System};
 use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
 
@@ -34,8 +35,8 @@ pub enum AllGatherAlg {
     TwoProc = 6,
 }
 
-impl AllGatherAlg {
-    pub const ALL: [AllGatherAlg; 6] = [
+impl super::Algorithm for AllGatherAlg {
+    const ALL: &'static [AllGatherAlg] = &[
         AllGatherAlg::Linear,
         AllGatherAlg::Bruck,
         AllGatherAlg::RecursiveDoubling,
@@ -43,7 +44,8 @@ impl AllGatherAlg {
         AllGatherAlg::Neighbor,
         AllGatherAlg::TwoProc,
     ];
-    pub fn as_str(self) -> &'static str {
+    const COLLECTIVE: &'static str = "all_gather";
+    fn as_str(self) -> &'static str {
         match self {
             AllGatherAlg::Linear => "linear",
             AllGatherAlg::Bruck => "bruck",
@@ -53,18 +55,7 @@ impl AllGatherAlg {
             AllGatherAlg::TwoProc => "two_proc",
         }
     }
-    /// By name, or by number as `coll_tuned_allgather_algorithm` takes it.
-    pub fn parse(s: &str) -> Option<AllGatherAlg> {
-        let s = s.trim().to_ascii_lowercase();
-        AllGatherAlg::ALL
-            .into_iter()
-            .find(|a| a.as_str() == s || (*a as u8).to_string() == s)
-    }
 }
-
-/// One row of the rule table: (communicator size below, [(block size below, algorithm)], the
-/// algorithm for larger blocks).
-type Rule = (u32, &'static [(u64, AllGatherAlg)], AllGatherAlg);
 
 /// OpenMPI 4.1's fixed all_gather rule for `block_bytes` contributed by each of `comm_size`
 /// ranks.
@@ -73,7 +64,7 @@ pub fn allgather_fixed(comm_size: u32, block_bytes: u64) -> AllGatherAlg {
     if comm_size == 2 {
         return TwoProc;
     }
-    let rules: &[Rule] = &[
+    let rules: &[super::Rule<AllGatherAlg>] = &[
         (32, &[], RecursiveDoubling),
         (64, &[(1024, RecursiveDoubling), (65536, Neighbor)], Ring),
         (128, &[(512, RecursiveDoubling), (65536, Neighbor)], Ring),
@@ -143,14 +134,7 @@ pub fn allgather_fixed(comm_size: u32, block_bytes: u64) -> AllGatherAlg {
             Neighbor,
         ),
     ];
-    let (_, below, above) = rules
-        .iter()
-        .find(|(size, _, _)| comm_size < *size)
-        .unwrap_or(&rules[rules.len() - 1]);
-    below
-        .iter()
-        .find(|(limit, _)| block_bytes < *limit)
-        .map_or(*above, |(_, a)| *a)
+    super::by_rules(rules, comm_size, block_bytes)
 }
 
 /// The all_gather OpenMPI runs for `req` on `sys` (options checked by [`super::plan`]).
@@ -161,21 +145,7 @@ pub(super) fn plan(
 ) -> Result<Plan, LibraryError> {
     let n = sys.ranks;
     let block = req.bytes / u64::from(n.max(1));
-    let (asked, how) = match &opts.algorithm {
-        Some(a) => (
-            AllGatherAlg::parse(a).ok_or_else(|| {
-                LibraryError::new(
-                    "collective.algorithm",
-                    format!(
-                        "an OpenMPI all_gather algorithm (linear, bruck, recursive_doubling, \
-                         ring, neighbor, two_proc, or 1-6), got {a:?}"
-                    ),
-                )
-            })?,
-            "forced",
-        ),
-        None => (allgather_fixed(n, block), "fixed rules"),
-    };
+    let (asked, how) = super::chosen(opts, || allgather_fixed(n, block))?;
     // What coll/base then runs (its own fall-backs).
     let runs = match asked {
         AllGatherAlg::RecursiveDoubling if !n.is_power_of_two() => AllGatherAlg::Bruck,

@@ -1,5 +1,6 @@
 //! OpenMPI's all-reduce: the fixed rules and the `coll/base` algorithms they pick.
 
+use super::Algorithm as _;
 use super::{
     exchange, is_eager, message, message_on, reduce, transfer, LibraryError, LibraryOptions, Plan,
     Request, System, ACK_BYTES, ELEMENT_BYTES, REQUEST_BYTES,
@@ -26,8 +27,8 @@ pub enum AllReduceAlg {
     Rabenseifner = 6,
 }
 
-impl AllReduceAlg {
-    pub const ALL: [AllReduceAlg; 6] = [
+impl super::Algorithm for AllReduceAlg {
+    const ALL: &'static [AllReduceAlg] = &[
         AllReduceAlg::BasicLinear,
         AllReduceAlg::Nonoverlapping,
         AllReduceAlg::RecursiveDoubling,
@@ -35,7 +36,8 @@ impl AllReduceAlg {
         AllReduceAlg::SegmentedRing,
         AllReduceAlg::Rabenseifner,
     ];
-    pub fn as_str(self) -> &'static str {
+    const COLLECTIVE: &'static str = "all-reduce";
+    fn as_str(self) -> &'static str {
         match self {
             AllReduceAlg::BasicLinear => "basic_linear",
             AllReduceAlg::Nonoverlapping => "nonoverlapping",
@@ -45,24 +47,13 @@ impl AllReduceAlg {
             AllReduceAlg::Rabenseifner => "rabenseifner",
         }
     }
-    /// By name, or by number as `coll_tuned_allreduce_algorithm` takes it.
-    pub fn parse(s: &str) -> Option<AllReduceAlg> {
-        let s = s.trim().to_ascii_lowercase();
-        AllReduceAlg::ALL
-            .into_iter()
-            .find(|a| a.as_str() == s || (*a as u8).to_string() == s)
-    }
 }
-
-/// One row of a fixed rule table: (communicator size below, [(message size below, algorithm)],
-/// the algorithm for larger messages).
-type Rule = (u32, &'static [(u64, AllReduceAlg)], AllReduceAlg);
 
 /// OpenMPI 4.1's fixed all-reduce rule for a commutative operation on `comm_size` ranks and
 /// `bytes` per rank (`ompi_coll_tuned_allreduce_intra_dec_fixed`).
 pub fn allreduce_fixed(comm_size: u32, bytes: u64) -> AllReduceAlg {
     use AllReduceAlg::*;
-    let rules: &[Rule] = &[
+    let rules: &[super::Rule<AllReduceAlg>] = &[
         (
             4,
             &[
@@ -114,15 +105,7 @@ pub fn allreduce_fixed(comm_size: u32, bytes: u64) -> AllReduceAlg {
             Rabenseifner,
         ),
     ];
-    let (_, sizes, above) = rules
-        .iter()
-        .find(|(below, _, _)| comm_size < *below)
-        .copied()
-        .unwrap_or(rules[rules.len() - 1]);
-    sizes
-        .iter()
-        .find(|(below, _)| bytes < *below)
-        .map_or(above, |&(_, a)| a)
+    super::by_rules(rules, comm_size, bytes)
 }
 
 /// The all-reduce OpenMPI runs for `req` on `sys` (options checked by [`super::plan`]).
@@ -132,22 +115,7 @@ pub(super) fn plan(
     opts: &LibraryOptions,
 ) -> Result<Plan, LibraryError> {
     let n = sys.ranks;
-    let (asked, how) = match &opts.algorithm {
-        Some(a) => (
-            AllReduceAlg::parse(a).ok_or_else(|| {
-                LibraryError::new(
-                    "collective.algorithm",
-                    format!(
-                        "an OpenMPI all-reduce algorithm (basic_linear, nonoverlapping, \
-                         recursive_doubling, ring, segmented_ring, rabenseifner, or 1-6), got \
-                         {a:?}"
-                    ),
-                )
-            })?,
-            "forced",
-        ),
-        None => (allreduce_fixed(n, req.bytes), "fixed rules"),
-    };
+    let (asked, how) = super::chosen(opts, || allreduce_fixed(n, req.bytes))?;
     let count = req.bytes / ELEMENT_BYTES;
     let pof2 = if n == 0 {
         1

@@ -24,6 +24,7 @@
 //! for 256-1,023 ranks at 16-32 KiB, scatter_allgather for 16-31 ranks from 1 MiB and for
 //! 1,024 ranks or more at the largest sizes.
 
+use super::Algorithm as _;
 use super::{message, LibraryError, LibraryOptions, Plan, Request, System};
 use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
 
@@ -41,8 +42,8 @@ pub enum BcastAlg {
     ScatterAllgatherRing = 9,
 }
 
-impl BcastAlg {
-    pub const ALL: [BcastAlg; 9] = [
+impl super::Algorithm for BcastAlg {
+    const ALL: &'static [BcastAlg] = &[
         BcastAlg::BasicLinear,
         BcastAlg::Chain,
         BcastAlg::Pipeline,
@@ -53,7 +54,8 @@ impl BcastAlg {
         BcastAlg::ScatterAllgather,
         BcastAlg::ScatterAllgatherRing,
     ];
-    pub fn as_str(self) -> &'static str {
+    const COLLECTIVE: &'static str = "broadcast";
+    fn as_str(self) -> &'static str {
         match self {
             BcastAlg::BasicLinear => "basic_linear",
             BcastAlg::Chain => "chain",
@@ -66,23 +68,12 @@ impl BcastAlg {
             BcastAlg::ScatterAllgatherRing => "scatter_allgather_ring",
         }
     }
-    /// By name, or by number as `coll_tuned_bcast_algorithm` takes it.
-    pub fn parse(s: &str) -> Option<BcastAlg> {
-        let s = s.trim().to_ascii_lowercase();
-        BcastAlg::ALL
-            .into_iter()
-            .find(|a| a.as_str() == s || (*a as u8).to_string() == s)
-    }
 }
-
-/// One row of the rule table: (communicator size below, [(message size below, algorithm)],
-/// the algorithm for larger messages).
-type Rule = (u32, &'static [(u64, BcastAlg)], BcastAlg);
 
 /// OpenMPI 4.1's fixed broadcast rule for `bytes` on `comm_size` ranks.
 pub fn bcast_fixed(comm_size: u32, bytes: u64) -> BcastAlg {
     use BcastAlg::*;
-    let rules: &[Rule] = &[
+    let rules: &[super::Rule<BcastAlg>] = &[
         (
             4,
             &[
@@ -146,14 +137,7 @@ pub fn bcast_fixed(comm_size: u32, bytes: u64) -> BcastAlg {
             ScatterAllgather,
         ),
     ];
-    let (_, below, above) = rules
-        .iter()
-        .find(|(size, _, _)| comm_size < *size)
-        .unwrap_or(&rules[rules.len() - 1]);
-    below
-        .iter()
-        .find(|(limit, _)| bytes < *limit)
-        .map_or(*above, |(_, a)| *a)
+    super::by_rules(rules, comm_size, bytes)
 }
 
 /// The MCA defaults a forced algorithm runs with: chain fan-out and k-nomial radix.
@@ -167,22 +151,12 @@ pub(super) fn plan(
     opts: &LibraryOptions,
 ) -> Result<Plan, LibraryError> {
     let n = sys.ranks;
-    let (alg, how, chain_fanout) = match &opts.algorithm {
-        Some(a) => (
-            BcastAlg::parse(a).ok_or_else(|| {
-                LibraryError::new(
-                    "collective.algorithm",
-                    format!(
-                        "an OpenMPI broadcast algorithm (basic_linear, chain, pipeline, \
-                         split_binary_tree, binary_tree, binomial, knomial, scatter_allgather, \
-                         scatter_allgather_ring, or 1-9), got {a:?}"
-                    ),
-                )
-            })?,
-            "forced",
-            FORCED_CHAIN_FANOUT,
-        ),
-        None => (bcast_fixed(n, req.bytes), "fixed rules", 1),
+    let (alg, how) = super::chosen(opts, || bcast_fixed(n, req.bytes))?;
+    // The fixed rules pass fan-out 0, which build_chain makes 1; forced, the MCA default.
+    let chain_fanout = if opts.algorithm.is_some() {
+        FORCED_CHAIN_FANOUT
+    } else {
+        1
     };
     let root = req.root;
     let children = match alg {

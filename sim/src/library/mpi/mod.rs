@@ -56,6 +56,66 @@ pub use bcast::{bcast_fixed, BcastAlg};
 pub use reduce_scatter::{reduce_scatter_fixed, ReduceScatterAlg};
 
 use super::{reversed, LibraryError, LibraryOptions, Plan, Request, System};
+
+/// A `coll_tuned_<collective>_algorithm` enumeration: OpenMPI's algorithms for one collective,
+/// numbered from 1 in the order of [`Algorithm::ALL`].
+pub trait Algorithm: Copy + PartialEq + 'static {
+    /// Every algorithm, in OpenMPI's numbering.
+    const ALL: &'static [Self];
+    /// The collective they run, for messages ("all-reduce").
+    const COLLECTIVE: &'static str;
+    fn as_str(self) -> &'static str;
+    /// By name (`-` read as `_`), or by number as `coll_tuned_<collective>_algorithm` takes it.
+    fn parse(s: &str) -> Option<Self> {
+        let s = s.trim().to_ascii_lowercase().replace('-', "_");
+        Self::ALL
+            .iter()
+            .enumerate()
+            .find(|(i, a)| a.as_str() == s || (i + 1).to_string() == s)
+            .map(|(_, a)| *a)
+    }
+}
+
+/// One row of a fixed rule table: (communicator size below, [(bytes below, algorithm)], the
+/// algorithm for more bytes).
+type Rule<A> = (u32, &'static [(u64, A)], A);
+
+/// What a fixed rule table (`coll_tuned_decision_fixed.c`'s nested ifs, row by row) gives
+/// `bytes` on `comm_size` ranks; the last row holds every larger communicator.
+fn by_rules<A: Copy>(rules: &[Rule<A>], comm_size: u32, bytes: u64) -> A {
+    let (_, sizes, above) = rules
+        .iter()
+        .find(|(below, _, _)| comm_size < *below)
+        .copied()
+        .unwrap_or(rules[rules.len() - 1]);
+    sizes
+        .iter()
+        .find(|(below, _)| bytes < *below)
+        .map_or(above, |&(_, a)| a)
+}
+
+/// The algorithm the scenario forces (`collective.algorithm`, by name or number) or else the
+/// fixed rules' `fixed`, with which of the two it is.
+fn chosen<A: Algorithm>(
+    opts: &LibraryOptions,
+    fixed: impl FnOnce() -> A,
+) -> Result<(A, &'static str), LibraryError> {
+    let Some(asked) = &opts.algorithm else {
+        return Ok((fixed(), "fixed rules"));
+    };
+    A::parse(asked).map(|a| (a, "forced")).ok_or_else(|| {
+        let names: Vec<&str> = A::ALL.iter().map(|a| a.as_str()).collect();
+        LibraryError::new(
+            "collective.algorithm",
+            format!(
+                "an OpenMPI {} algorithm ({}, or 1-{}), got {asked:?}",
+                A::COLLECTIVE,
+                names.join(", "),
+                A::ALL.len()
+            ),
+        )
+    })
+}
 use crate::collective::{Collective, Endpoint, OpId, OpKind, PatternId, Phase, Schedule};
 use crate::engine::SimTime;
 

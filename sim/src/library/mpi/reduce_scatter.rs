@@ -19,6 +19,7 @@
 //! and from 32 ranks.
 
 use super::allreduce::ring_steps;
+use super::Algorithm as _;
 use super::{
     exchange, message, reduce, LibraryError, LibraryOptions, Plan, Request, System, ELEMENT_BYTES,
 };
@@ -34,14 +35,15 @@ pub enum ReduceScatterAlg {
     Butterfly = 4,
 }
 
-impl ReduceScatterAlg {
-    pub const ALL: [ReduceScatterAlg; 4] = [
+impl super::Algorithm for ReduceScatterAlg {
+    const ALL: &'static [ReduceScatterAlg] = &[
         ReduceScatterAlg::NonOverlapping,
         ReduceScatterAlg::RecursiveHalving,
         ReduceScatterAlg::Ring,
         ReduceScatterAlg::Butterfly,
     ];
-    pub fn as_str(self) -> &'static str {
+    const COLLECTIVE: &'static str = "reduce_scatter";
+    fn as_str(self) -> &'static str {
         match self {
             ReduceScatterAlg::NonOverlapping => "non_overlapping",
             ReduceScatterAlg::RecursiveHalving => "recursive_halving",
@@ -49,24 +51,13 @@ impl ReduceScatterAlg {
             ReduceScatterAlg::Butterfly => "butterfly",
         }
     }
-    /// By name, or by number as `coll_tuned_reduce_scatter_algorithm` takes it.
-    pub fn parse(s: &str) -> Option<ReduceScatterAlg> {
-        let s = s.trim().to_ascii_lowercase().replace('-', "_");
-        ReduceScatterAlg::ALL
-            .into_iter()
-            .find(|a| a.as_str() == s || (*a as u8).to_string() == s)
-    }
 }
-
-/// One row of the rule table: (communicator size below, [(bytes below, algorithm)], the
-/// algorithm for larger vectors).
-type Rule = (u32, &'static [(u64, ReduceScatterAlg)], ReduceScatterAlg);
 
 /// OpenMPI 4.1's fixed reduce_scatter rule for a commutative operation over a vector of
 /// `bytes` on `comm_size` ranks.
 pub fn reduce_scatter_fixed(comm_size: u32, bytes: u64) -> ReduceScatterAlg {
     use ReduceScatterAlg::*;
-    let rules: &[Rule] = &[
+    let rules: &[super::Rule<ReduceScatterAlg>] = &[
         (4, &[(65536, Ring), (131072, Butterfly)], Ring),
         (8, &[(8, NonOverlapping), (262144, RecursiveHalving)], Ring),
         (32, &[(262144, RecursiveHalving)], Ring),
@@ -130,14 +121,7 @@ pub fn reduce_scatter_fixed(comm_size: u32, bytes: u64) -> ReduceScatterAlg {
             Butterfly,
         ),
     ];
-    let (_, below, above) = rules
-        .iter()
-        .find(|(size, _, _)| comm_size < *size)
-        .unwrap_or(&rules[rules.len() - 1]);
-    below
-        .iter()
-        .find(|(limit, _)| bytes < *limit)
-        .map_or(*above, |(_, a)| *a)
+    super::by_rules(rules, comm_size, bytes)
 }
 
 /// The reduce_scatter OpenMPI runs for `req` on `sys` (options checked by [`super::plan`]).
@@ -147,21 +131,7 @@ pub(super) fn plan(
     opts: &LibraryOptions,
 ) -> Result<Plan, LibraryError> {
     let n = sys.ranks;
-    let (alg, how) = match &opts.algorithm {
-        Some(a) => (
-            ReduceScatterAlg::parse(a).ok_or_else(|| {
-                LibraryError::new(
-                    "collective.algorithm",
-                    format!(
-                        "an OpenMPI reduce_scatter algorithm (non_overlapping, \
-                         recursive_halving, ring, butterfly, or 1-4), got {a:?}"
-                    ),
-                )
-            })?,
-            "forced",
-        ),
-        None => (reduce_scatter_fixed(n, req.bytes), "fixed rules"),
-    };
+    let (alg, how) = super::chosen(opts, || reduce_scatter_fixed(n, req.bytes))?;
     if matches!(
         alg,
         ReduceScatterAlg::NonOverlapping | ReduceScatterAlg::Butterfly
