@@ -94,6 +94,12 @@ if [[ $what == all || $what == mpi ]]; then
   $TB run --prefix mp $STAR -- $PY $S mpi --op reduce_scatter \
     --out data/runs/testbed_mpi_collectives.csv --profile data/profiles/testbed_star4_200mbit.json \
     --algorithms 0,2,3 --repeats 5 --launches 3 --bytes 65536 262144 1048576 4194304 16777216
+  for op_algs in "bcast 0,6" "allgather 0,4" "reduce_scatter 0,2"; do
+    set -- $op_algs
+    $TB run --prefix mp $LEAF3 -- $PY $S mpi --op $1 --out data/runs/testbed_mpi_collectives.csv \
+      --profile data/profiles/testbed_three_leaf_100mbit_uplinks.json --algorithms $2 --repeats 5 \
+      --launches 2 --bytes 262144 1048576 4194304
+  done
   # Send vs Sendrecv between two hosts, with two ranks and with four (then also a ring
   # exchange over all four): data/runs/calibration/testbed_mpi_p2p_{2,4}ranks.json.
   for n in 2 4; do

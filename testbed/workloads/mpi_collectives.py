@@ -40,6 +40,8 @@ for nbytes in a.bytes:
     ts = np.array(ts[a.warmup:])
     worst = np.empty_like(ts)
     comm.Allreduce(ts, worst, op=MPI.MAX)
-    results.append({"bytes": nbytes, "secs": worst.tolist()})
+    # What moved: all_gather and reduce_scatter round each rank's share down to whole floats.
+    moved = nbytes if a.op in ("allreduce", "bcast") else block.size * n * 4
+    results.append({"bytes": moved, "secs": worst.tolist()})
 if comm.Get_rank() == 0:
     print(json.dumps({"results": results}), flush=True)

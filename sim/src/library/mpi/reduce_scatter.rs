@@ -169,6 +169,9 @@ pub(super) fn plan(
     })
 }
 
+/// Blocks the lower and the upper position of a pair send each other in one halving step.
+type Shape = (u64, u64);
+
 /// Recursive halving over blocks of `block` bytes (see the module).
 fn recursive_halving(s: &mut Schedule, block: u64, n: u32) {
     let pof2 = 1u32 << (31 - n.leading_zeros());
@@ -196,28 +199,69 @@ fn recursive_halving(s: &mut Schedule, block: u64, n: u32) {
     let mut mask = pof2 >> 1;
     let mut windows: Vec<(u32, u32)> = vec![(0, pof2); pof2 as usize];
     while mask > 0 {
-        let mut pairs = Vec::new();
-        let mut most = 0u64;
+        // Blocks each position sends this step, and the pairs (lower position first).
+        let mut sends = vec![0u64; pof2 as usize];
         for v in 0..pof2 {
-            let peer = v ^ mask;
             let (lo, hi) = windows[v as usize];
             let mid = lo + (hi - lo) / 2;
-            // The lower rank keeps the lower half and sends the upper.
-            let (keep, send) = if v < peer {
+            // The lower position keeps the lower half and sends the upper.
+            let (keep, send) = if v < v ^ mask {
                 ((lo, mid), (mid, hi))
             } else {
                 ((mid, hi), (lo, mid))
             };
-            let sent: u64 = (send.0..send.1).map(blocks_of).sum();
-            most = most.max(sent);
+            sends[v as usize] = (send.0..send.1).map(blocks_of).sum();
             windows[v as usize] = keep;
-            if v < peer {
-                pairs.push((real(v), real(peer)));
+        }
+        // Pairs whose two sides send the same exchange it; where a folded position holds
+        // more, the larger side's surplus follows one way. Pairs of one shape go as a batch.
+        let mut shapes: Vec<(Shape, Vec<(Endpoint, Endpoint)>)> = Vec::new();
+        for v in (0..pof2).filter(|v| v & mask == 0) {
+            let shape = (sends[v as usize], sends[(v ^ mask) as usize]);
+            let pair = (real(v), real(v ^ mask));
+            match shapes.iter_mut().find(|(sh, _)| *sh == shape) {
+                Some((_, pairs)) => pairs.push(pair),
+                None => shapes.push((shape, vec![pair])),
             }
         }
-        let bytes = block * most;
-        let done = exchange(s, &pairs, bytes, n, last, Phase::ReduceScatter, step);
-        last = vec![reduce(s, pof2, bytes, done, Phase::ReduceScatter, step)];
+        let mut done = Vec::new();
+        for ((up, down), pairs) in shapes {
+            let common = up.min(down);
+            let swapped = exchange(
+                s,
+                &pairs,
+                block * common,
+                n,
+                last.clone(),
+                Phase::ReduceScatter,
+                step,
+            );
+            done.push(if up > common {
+                message(
+                    s,
+                    &pairs,
+                    block * (up - common),
+                    vec![swapped],
+                    Phase::ReduceScatter,
+                    step,
+                )
+            } else if down > common {
+                let back = super::reversed(&pairs);
+                message(
+                    s,
+                    &back,
+                    block * (down - common),
+                    vec![swapped],
+                    Phase::ReduceScatter,
+                    step,
+                )
+            } else {
+                swapped
+            });
+        }
+        let received = sends.iter().copied().max().unwrap_or(0) * block;
+        let all = super::join(s, done, Phase::ReduceScatter, step);
+        last = vec![reduce(s, pof2, received, all, Phase::ReduceScatter, step)];
         mask >>= 1;
         step += 1;
     }
@@ -247,6 +291,30 @@ mod tests {
         assert_eq!(reduce_scatter_fixed(700, 10000), RecursiveHalving);
         assert_eq!(reduce_scatter_fixed(5000, 8191), RecursiveHalving);
         assert_eq!(reduce_scatter_fixed(5000, 8192), Butterfly);
+    }
+
+    #[test]
+    fn recursive_halving_on_six_ranks_folds_two_and_sends_each_side_its_own_share() {
+        // 6 ranks, blocks of B: ranks 0 and 2 send their whole vector (6B) to 1 and 3; the
+        // four positions (ranks 1, 3, 4, 5; the first two holding two blocks each) halve at
+        // distance 2 (2B one way, 4B the other, per pair) and 1 (2B each way between 1 and
+        // 3, B each way between 4 and 5); 1 and 3 return their partners' block: 32B in all.
+        let block = 1u64 << 20;
+        let req = Request {
+            collective: Collective::ReduceScatter,
+            bytes: 6 * block,
+            root: 0,
+            peer: 1,
+        };
+        let opts = LibraryOptions {
+            algorithm: Some("recursive_halving".into()),
+            ..Default::default()
+        };
+        let sys = crate::library::testing::cpu_hosts(6);
+        let plan = plan(&req, &sys, &opts).unwrap();
+        let data = crate::library::testing::payload_bytes(&plan.schedule, super::super::ACK_BYTES)
+            - crate::library::testing::transfer_bytes(&plan.schedule, super::super::REQUEST_BYTES);
+        assert_eq!(data, 32 * u128::from(block));
     }
 
     #[test]
