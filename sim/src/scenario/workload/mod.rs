@@ -454,8 +454,8 @@ impl Planner for LibraryPlanner<'_> {
         // (MoE dispatch and Ulysses all-to-alls; pipeline stages' and ring attention's
         // send/recv pairs) runs as the library runs it where the library has it: NCCL's
         // grouped sends (`library::nccl::p2p`: protocol, the ring's kernel costs), gloo's
-        // rendezvous messages (`library::gloo`); OpenMPI's rules here cover all-reduce only,
-        // so under `mpi` (and `ideal`) it stays the template.
+        // rendezvous messages (`library::gloo`); OpenMPI's all-to-all and send/recv are not
+        // modelled, so under `mpi` (and `ideal`) it stays the template.
         let template = matches!(
             spec.algorithm,
             crate::collective::Algorithm::ParameterServer { .. }
