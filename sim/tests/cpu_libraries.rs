@@ -247,3 +247,44 @@ fn openmpis_reduce_scatter_halves_below_256k_and_rings_above() {
     let e = mpi_on_star("reduce_scatter", "16MiB", "algorithm = \"butterfly\"\n").unwrap_err();
     assert!(e.contains("butterfly") && e.contains("not modelled"), "{e}");
 }
+
+#[test]
+fn openmpis_exchange_modes_bound_the_expected_one() {
+    // All_gather by recursive doubling on the star, 16 MiB: exchanges of 4 then 8 MiB. Both
+    // ways at once they cost their bytes one way (12 MiB at 25 MB/s); one way after the other
+    // all but the slow mode's tail twice; the expected mode lies between.
+    let time = |mode: &str| {
+        let extra = if mode.is_empty() {
+            String::new()
+        } else {
+            format!("exchanges = \"{mode}\"\n")
+        };
+        mpi_on_star("all_gather", "16MiB", &extra).unwrap().time_us / 1e3
+    };
+    let (both, expected, serial) = (time("both_ways"), time(""), time("one_way_first"));
+    let bytes_ms = 12.0 * 1048576.0 / 25e6 * 1e3;
+    assert!(
+        (both / bytes_ms - 1.0).abs() < 0.02,
+        "{both} ms vs {bytes_ms} ms"
+    );
+    assert!(
+        both < expected && expected < serial,
+        "{both} {expected} {serial}"
+    );
+    assert!(
+        (serial / (2.0 * bytes_ms) - 1.0).abs() < 0.03,
+        "{serial} ms"
+    );
+    // OpenMPI's option only: gloo refuses it by field.
+    let star = root().join("testbed/topologies/star4_200mbit.toml");
+    let e = run(&star, "1MiB", "exchanges = \"both_ways\"\n").unwrap_err();
+    assert!(
+        e.contains("collective.exchanges") && e.contains("OpenMPI"),
+        "{e}"
+    );
+    let e = mpi_on_star("all_gather", "1MiB", "exchanges = \"sometimes\"\n").unwrap_err();
+    assert!(
+        e.contains("one of expected, both_ways, one_way_first"),
+        "{e}"
+    );
+}

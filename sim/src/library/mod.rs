@@ -110,6 +110,8 @@ pub struct LibraryOptions {
     /// What one message costs the hosts' cores where they share a machine's (the profile's
     /// `network.host_cpu`): gloo charges it per message; `None`: nothing.
     pub message_cpu: Option<gloo::host_cpu::MessageCpu>,
+    /// OpenMPI: how its exchanges between partners run (`collective.exchanges`).
+    pub mpi_exchanges: mpi::Exchanges,
 }
 
 impl LibraryOptions {

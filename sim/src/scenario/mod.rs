@@ -140,6 +140,10 @@ pub struct CollectiveTable {
     /// A tuner plugin's rules file (NCCL's example plugin's `NCCL_TUNER_CONFIG_FILE`), relative
     /// to the scenario file; NCCL only.
     pub tuner_config: Option<String>,
+    /// `mpi`: how OpenMPI's exchanges between partners run, `expected` (default: the testbed's
+    /// measured share of slow ones), `both_ways` or `one_way_first`: to bound what a launch
+    /// decides.
+    pub exchanges: Option<String>,
     /// Ring: number of rings (rotations 0..k of the rank order) when neither `permutations`
     /// nor `orders` is given.
     pub rings: Option<u32>,
@@ -665,6 +669,24 @@ pub fn library_options_of(
                 .map_err(|e| (field("tuner_config"), format!("a tuner rules file: {e}")))?,
         )),
     };
+    let mpi_exchanges = match &c.exchanges {
+        None => crate::library::mpi::Exchanges::default(),
+        Some(_) if library != Library::Mpi => {
+            return Err((
+                field("exchanges"),
+                format!(
+                    "nothing with library \"{library}\": exchange modes are OpenMPI's \
+                     (library = \"mpi\")"
+                ),
+            ))
+        }
+        Some(x) => crate::library::mpi::Exchanges::parse(x).ok_or_else(|| {
+            (
+                field("exchanges"),
+                format!("one of expected, both_ways, one_way_first, got {x:?}"),
+            )
+        })?,
+    };
     Ok(LibraryOptions {
         algorithm: c.algorithm.clone(),
         protocol: c.protocol.clone(),
@@ -676,6 +698,7 @@ pub fn library_options_of(
         tuner_rules,
         host_copy_bytes_per_s: None,
         message_cpu: None,
+        mpi_exchanges,
     })
 }
 
@@ -719,6 +742,7 @@ fn reject_library_fields(c: &CollectiveTable) -> Result<(), (String, String)> {
         ("library_version", c.library_version.is_some()),
         ("tuner_config", c.tuner_config.is_some()),
         ("collnet", c.collnet.is_some()),
+        ("exchanges", c.exchanges.is_some()),
     ];
     match set.iter().find(|(_, s)| *s) {
         Some((name, _)) => Err((

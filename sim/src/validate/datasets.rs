@@ -8,6 +8,29 @@ use std::path::Path;
 use super::{num, resolve, simulate, toml_str, Replayed, Row};
 
 pub(super) fn testbed_row(row: &Row, root: &Path) -> Replayed {
+    testbed_row_with(row, root, &[])
+}
+
+/// An OpenMPI collective row's prediction with every exchange between partners both ways at
+/// once and with every one one way first (`collective.exchanges`), when they differ from each
+/// other (the algorithm exchanges at all) and `expected_secs` lies between them.
+pub(super) fn exchange_modes(row: &Row, root: &Path, expected_secs: f64) -> Option<(f64, f64)> {
+    let sim_set = row.get("sim_set").map(String::as_str).unwrap_or("");
+    let collective = row.get("kind").map(String::as_str).unwrap_or("collective") == "collective";
+    if !collective || !sim_set.contains("collective.library=mpi") {
+        return None;
+    }
+    let with = |mode: &str| {
+        let set = format!("collective.exchanges=\"{mode}\"");
+        testbed_row_with(row, root, &[set]).ok().map(|r| r.3)
+    };
+    let (both, serial) = (with("both_ways")?, with("one_way_first")?);
+    let differ = (serial - both).abs() > 1e-9 * serial.max(both);
+    (differ && both <= expected_secs && expected_secs <= serial).then_some((both, serial))
+}
+
+/// [`testbed_row`] with `extra` scenario overrides after the row's own.
+fn testbed_row_with(row: &Row, root: &Path, extra: &[String]) -> Replayed {
     let sim_set = row.get("sim_set").map(String::as_str).unwrap_or("");
     let method = row.get("method").cloned().unwrap_or_default();
     if sim_set.trim().is_empty() {
@@ -28,6 +51,7 @@ pub(super) fn testbed_row(row: &Row, root: &Path) -> Replayed {
             .filter(|s| !s.trim().is_empty())
             .map(|s| s.trim().to_string()),
     );
+    set.extend(extra.iter().cloned());
     let ranks = num(row, "ranks")? as u32;
     let bytes = num(row, "bytes")? as u64;
     let profile = row.get("profile").filter(|p| !p.is_empty());

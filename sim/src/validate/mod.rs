@@ -152,6 +152,10 @@ pub struct Prediction {
     /// The fastest and slowest repetition behind `measured_secs`, where the dataset gives them
     /// (`measured_min_secs`, `measured_max_secs`: the testbed's runs).
     pub measured_range_secs: Option<(f64, f64)>,
+    /// OpenMPI rows whose exchanges between partners decide their time: the prediction with
+    /// every exchange both ways at once and with every one one way first
+    /// (`collective.exchanges`), the bounds of what a launch can do in the model.
+    pub exchange_modes_secs: Option<(f64, f64)>,
 }
 
 impl Prediction {
@@ -440,6 +444,11 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
                             calibration,
                             scored,
                             measured_range_secs: measured_range(row, measured),
+                            exchange_modes_secs: if has("sim_set") {
+                                datasets::exchange_modes(row, &root, sim)
+                            } else {
+                                None
+                            },
                         });
                     }
                     Err(why) => report

@@ -329,6 +329,7 @@ pub fn leave_one_out(datasets: &[PathBuf]) -> Result<Vec<super::Prediction>, Str
                 calibration: false,
                 scored: true,
                 measured_range_secs: None,
+                exchange_modes_secs: None,
             });
         }
     }

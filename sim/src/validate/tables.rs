@@ -21,10 +21,16 @@ impl Report {
             "measured_min_secs",
             "measured_max_secs",
             "within_measured_range",
+            "both_ways_secs",
+            "one_way_first_secs",
         ]);
         for p in &self.predictions {
             let (lo, hi) = p
                 .measured_range_secs
+                .map(|(lo, hi)| (format!("{lo:.6e}"), format!("{hi:.6e}")))
+                .unwrap_or_default();
+            let modes = p
+                .exchange_modes_secs
                 .map(|(lo, hi)| (format!("{lo:.6e}"), format!("{hi:.6e}")))
                 .unwrap_or_default();
             t.row([
@@ -43,6 +49,8 @@ impl Report {
                 p.within_measured_range()
                     .map(|w| w.to_string())
                     .unwrap_or_default(),
+                modes.0,
+                modes.1,
             ]);
         }
         t.finish()
@@ -145,6 +153,19 @@ impl std::fmt::Display for Report {
                     ),
                     None => String::new(),
                 }
+            };
+            let tag = match p.exchange_modes_secs {
+                Some((lo, hi)) => format!(
+                    "{tag} (exchange modes {:.3}-{:.3}ms{})",
+                    lo * 1e3,
+                    hi * 1e3,
+                    if (lo..=hi).contains(&p.measured_secs) {
+                        ": measured within"
+                    } else {
+                        ""
+                    }
+                ),
+                None => tag,
             };
             writeln!(
                 f,

@@ -162,12 +162,12 @@ fn rows_say_whether_the_prediction_lies_within_their_measured_repetitions() {
     assert_eq!(r.groups[0].within_range, Some((1, 2)));
     assert!((r.groups[0].median_abs_pct - 100.0 / 6.0).abs() < 1e-6);
     let rows = r.predictions_csv();
-    assert!(rows
-        .lines()
-        .next()
-        .unwrap()
-        .ends_with("measured_min_secs,measured_max_secs,within_measured_range"));
-    assert!(rows.lines().nth(1).unwrap().ends_with(",true"));
+    assert!(rows.lines().next().unwrap().ends_with(
+        "measured_min_secs,measured_max_secs,within_measured_range,both_ways_secs,\
+             one_way_first_secs"
+    ));
+    // The ideal template exchanges nothing OpenMPI's way: no modes.
+    assert!(rows.lines().nth(1).unwrap().ends_with(",true,,"));
     assert!(rows.lines().nth(3).unwrap().ends_with(",,,"));
     assert!(r.errors_csv().lines().nth(1).unwrap().ends_with(",1"));
     assert!(r.to_string().contains("1/2"), "{r}");
@@ -639,4 +639,40 @@ fn gpu_copy_tables_replay_each_pair_at_the_topologys_link_rates() {
     assert!(why.iter().any(|w| w.contains("latency")), "{why:?}");
     assert!(why.iter().any(|w| w.contains("own memory")), "{why:?}");
     assert!(why.iter().any(|w| w.contains("host to device")), "{why:?}");
+}
+
+#[test]
+fn openmpi_rows_give_the_bounds_of_their_exchange_modes() {
+    // A 16 MiB all_gather by recursive doubling on the testbed's star: both ways at once its
+    // exchanges move 12 MiB one way (~0.53 s at the star's measured rate), one way after the
+    // other nearly twice that; the expected prediction lies between. A ring exchanges with
+    // no partner: no modes.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let star = root.join("testbed/topologies/star4_200mbit.toml");
+    let profile = root.join("data/profiles/testbed_star4_200mbit.json");
+    let mut text = String::from(
+        "kind,topology,topology_set,ranks,method,op,bytes,sim_set,profile,measured_secs\n",
+    );
+    for (method, set) in [
+        ("rd", "collective.library=mpi"),
+        ("ring", "collective.library=mpi;collective.algorithm=ring"),
+    ] {
+        let _ = writeln!(
+            text,
+            "collective,{},,4,{method},all_gather,16777216,{set},{},1.0",
+            star.display(),
+            profile.display()
+        );
+    }
+    let r = validate_table("exchange-modes", &text);
+    let (both, serial) = r.predictions[0].exchange_modes_secs.unwrap();
+    let expected = r.predictions[0].simulated_secs;
+    assert!(
+        both < expected && expected < serial,
+        "{both} {expected} {serial}"
+    );
+    assert!((0.5..0.6).contains(&both), "{both}");
+    assert!(serial > 1.9 * both, "{serial} vs {both}");
+    assert_eq!(r.predictions[1].exchange_modes_secs, None);
+    assert!(r.to_string().contains("exchange modes"), "{r}");
 }

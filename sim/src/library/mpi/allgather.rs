@@ -21,6 +21,7 @@
 
 use super::allreduce::ring_steps;
 use super::Algorithm as _;
+use super::Exchanges;
 use super::{exchange, message, LibraryError, LibraryOptions, Plan, Request, System};
 use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
 
@@ -144,6 +145,7 @@ pub(super) fn plan(
     opts: &LibraryOptions,
 ) -> Result<Plan, LibraryError> {
     let n = sys.ranks;
+    let x = opts.mpi_exchanges;
     let block = req.bytes / u64::from(n.max(1));
     let (asked, how) = super::chosen(opts, || allgather_fixed(n, block))?;
     // What coll/base then runs (its own fall-backs).
@@ -178,12 +180,21 @@ pub(super) fn plan(
     );
     if n > 1 && block > 0 {
         match runs {
-            AllGatherAlg::RecursiveDoubling => recursive_doubling(&mut s, block, n),
-            AllGatherAlg::Bruck => bruck(&mut s, block, n),
+            AllGatherAlg::RecursiveDoubling => recursive_doubling(&mut s, block, n, x),
+            AllGatherAlg::Bruck => bruck(&mut s, block, n, x),
             AllGatherAlg::Ring => ring_steps(&mut s, n, block, 0, n - 1),
-            AllGatherAlg::Neighbor => neighbor_exchange(&mut s, block, n),
+            AllGatherAlg::Neighbor => neighbor_exchange(&mut s, block, n, x),
             AllGatherAlg::TwoProc => {
-                exchange(&mut s, &[(0, 1)], block, n, Vec::new(), Phase::AllGather, 0);
+                exchange(
+                    &mut s,
+                    &[(0, 1)],
+                    block,
+                    n,
+                    x,
+                    Vec::new(),
+                    Phase::AllGather,
+                    0,
+                );
             }
             AllGatherAlg::Linear => {}
         }
@@ -201,7 +212,7 @@ pub(super) fn plan(
 }
 
 /// Partners at `distance` exchange `distance` blocks, distance 1, 2, 4 ... (n a power of two).
-fn recursive_doubling(s: &mut Schedule, block: u64, n: u32) {
+fn recursive_doubling(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
     let mut last: Vec<OpId> = Vec::new();
     let (mut distance, mut step) = (1u32, 0u32);
     while distance < n {
@@ -210,7 +221,16 @@ fn recursive_doubling(s: &mut Schedule, block: u64, n: u32) {
             .map(|r| (r, r ^ distance))
             .collect();
         let bytes = block * u64::from(distance);
-        last = vec![exchange(s, &pairs, bytes, n, last, Phase::AllGather, step)];
+        last = vec![exchange(
+            s,
+            &pairs,
+            bytes,
+            n,
+            x,
+            last,
+            Phase::AllGather,
+            step,
+        )];
         distance <<= 1;
         step += 1;
     }
@@ -219,7 +239,7 @@ fn recursive_doubling(s: &mut Schedule, block: u64, n: u32) {
 /// Bruck: at distance d = 1, 2, 4 ... every rank sends min(d, n − d) blocks to rank − d and
 /// receives as many from rank + d; where those are one rank (d = n/2) the step is an exchange
 /// between partners, which runs as the testbed's exchanges do ([`exchange`]).
-fn bruck(s: &mut Schedule, block: u64, n: u32) {
+fn bruck(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
     let mut last: Vec<OpId> = Vec::new();
     let (mut distance, mut step) = (1u32, 0u32);
     while distance < n {
@@ -227,7 +247,7 @@ fn bruck(s: &mut Schedule, block: u64, n: u32) {
         last = vec![if 2 * distance == n {
             let pairs: Vec<(Endpoint, Endpoint)> =
                 (0..distance).map(|r| (r, r + distance)).collect();
-            exchange(s, &pairs, bytes, n, last, Phase::AllGather, step)
+            exchange(s, &pairs, bytes, n, x, last, Phase::AllGather, step)
         } else {
             let pairs: Vec<(Endpoint, Endpoint)> =
                 (0..n).map(|r| (r, (r + n - distance) % n)).collect();
@@ -240,7 +260,7 @@ fn bruck(s: &mut Schedule, block: u64, n: u32) {
 
 /// Neighbor exchange (n even): even ranks trade their block with rank + 1, then two blocks at a
 /// time alternately with the other neighbour and back, n/2 steps in all.
-fn neighbor_exchange(s: &mut Schedule, block: u64, n: u32) {
+fn neighbor_exchange(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
     let with_next: Vec<(Endpoint, Endpoint)> = (0..n).step_by(2).map(|r| (r, r + 1)).collect();
     let with_prev: Vec<(Endpoint, Endpoint)> =
         (1..n).step_by(2).map(|r| (r, (r + 1) % n)).collect();
@@ -249,13 +269,23 @@ fn neighbor_exchange(s: &mut Schedule, block: u64, n: u32) {
         &with_next,
         block,
         n,
+        x,
         Vec::new(),
         Phase::AllGather,
         0,
     )];
     for i in 1..n / 2 {
         let pairs = if i % 2 == 1 { &with_prev } else { &with_next };
-        last = vec![exchange(s, pairs, 2 * block, n, last, Phase::AllGather, i)];
+        last = vec![exchange(
+            s,
+            pairs,
+            2 * block,
+            n,
+            x,
+            last,
+            Phase::AllGather,
+            i,
+        )];
     }
 }
 

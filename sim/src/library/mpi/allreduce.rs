@@ -1,6 +1,7 @@
 //! OpenMPI's all-reduce: the fixed rules and the `coll/base` algorithms they pick.
 
 use super::Algorithm as _;
+use super::Exchanges;
 use super::{
     exchange, is_eager, message, message_on, reduce, transfer, LibraryError, LibraryOptions, Plan,
     Request, System, ACK_BYTES, ELEMENT_BYTES, REQUEST_BYTES,
@@ -115,6 +116,7 @@ pub(super) fn plan(
     opts: &LibraryOptions,
 ) -> Result<Plan, LibraryError> {
     let n = sys.ranks;
+    let x = opts.mpi_exchanges;
     let (asked, how) = super::chosen(opts, || allreduce_fixed(n, req.bytes))?;
     let count = req.bytes / ELEMENT_BYTES;
     let pof2 = if n == 0 {
@@ -152,10 +154,10 @@ pub(super) fn plan(
     if n > 1 && req.bytes > 0 {
         match runs {
             AllReduceAlg::BasicLinear => basic_linear(&mut s, req.bytes, n),
-            AllReduceAlg::RecursiveDoubling => recursive_doubling(&mut s, req.bytes, n),
+            AllReduceAlg::RecursiveDoubling => recursive_doubling(&mut s, req.bytes, n, x),
             // Segmented ring was mapped to the ring and nonoverlapping refused above.
             AllReduceAlg::Ring | AllReduceAlg::SegmentedRing => ring(&mut s, req.bytes, n),
-            AllReduceAlg::Rabenseifner => rabenseifner(&mut s, req.bytes, n),
+            AllReduceAlg::Rabenseifner => rabenseifner(&mut s, req.bytes, n, x),
             AllReduceAlg::Nonoverlapping => {}
         }
     }
@@ -209,7 +211,7 @@ fn basic_linear(s: &mut Schedule, m: u64, n: u32) {
 /// Recursive doubling: odd ranks below 2·extra take their even neighbour's buffer, the
 /// remaining power of two exchange whole buffers at distance 1, 2, 4 …, then the folded-in
 /// ranks get the result back.
-fn recursive_doubling(s: &mut Schedule, m: u64, n: u32) {
+fn recursive_doubling(s: &mut Schedule, m: u64, n: u32, x: Exchanges) {
     let adj = 1u32 << (31 - n.leading_zeros());
     let extra = n - adj;
     let real = |v: u32| if v < extra { 2 * v + 1 } else { v + extra };
@@ -227,7 +229,7 @@ fn recursive_doubling(s: &mut Schedule, m: u64, n: u32) {
             .filter(|v| v & distance == 0)
             .map(|v| (real(v), real(v ^ distance)))
             .collect();
-        let done = exchange(s, &pairs, m, n, last.clone(), Phase::ReduceScatter, step);
+        let done = exchange(s, &pairs, m, n, x, last.clone(), Phase::ReduceScatter, step);
         last = vec![reduce(s, adj, m, done, Phase::ReduceScatter, step)];
         distance <<= 1;
         step += 1;
@@ -363,7 +365,7 @@ fn ring_lockstep(s: &mut Schedule, n: u32, block: u64, reduce_steps: u32, gather
 /// into their even neighbours (halves exchanged, the odd one's reduced half sent back),
 /// reduce-scatter by vector halving and distance doubling, all-gather in reverse, and send the
 /// whole result to the folded-out ranks.
-fn rabenseifner(s: &mut Schedule, m: u64, n: u32) {
+fn rabenseifner(s: &mut Schedule, m: u64, n: u32, x: Exchanges) {
     let count = m / ELEMENT_BYTES;
     let pof2 = 1u32 << (31 - n.leading_zeros());
     let rem = n - pof2;
@@ -373,7 +375,7 @@ fn rabenseifner(s: &mut Schedule, m: u64, n: u32) {
     let half = count.div_ceil(2) * ELEMENT_BYTES;
     if rem > 0 {
         let pairs: Vec<(Endpoint, Endpoint)> = (0..rem).map(|k| (2 * k, 2 * k + 1)).collect();
-        let swapped = exchange(s, &pairs, half, n, vec![], Phase::ReduceScatter, step);
+        let swapped = exchange(s, &pairs, half, n, x, vec![], Phase::ReduceScatter, step);
         let reduced = reduce(s, 2 * rem, half, swapped, Phase::ReduceScatter, step);
         let back: Vec<(Endpoint, Endpoint)> = (0..rem).map(|k| (2 * k + 1, 2 * k)).collect();
         last = vec![message(
@@ -409,6 +411,7 @@ fn rabenseifner(s: &mut Schedule, m: u64, n: u32) {
             &pairs_at(mask),
             bytes,
             n,
+            x,
             last.clone(),
             Phase::ReduceScatter,
             step,
@@ -423,6 +426,7 @@ fn rabenseifner(s: &mut Schedule, m: u64, n: u32) {
             &pairs_at(mask),
             bytes,
             n,
+            x,
             last.clone(),
             Phase::AllGather,
             step,
@@ -437,7 +441,7 @@ fn rabenseifner(s: &mut Schedule, m: u64, n: u32) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{serialized_head_bytes, SLOW_EXCHANGE_TAIL_BYTES};
+    use super::super::{head_bytes, SLOW_EXCHANGE_TAIL_BYTES};
     use super::*;
     use AllReduceAlg::*;
 
@@ -611,6 +615,7 @@ mod tests {
             &[(0, 1)],
             bytes,
             ranks,
+            Exchanges::Expected,
             vec![],
             Phase::ReduceScatter,
             0,
@@ -646,7 +651,7 @@ mod tests {
         }
         // Four ranks: the way back starts once the first way has delivered its expected head.
         let s = one_exchange(4, 1 << 20);
-        let head = serialized_head_bytes(4, 1 << 20);
+        let head = head_bytes(4, 1 << 20, Exchanges::Expected);
         assert!(matches!(s.ops[2].kind, OpKind::Transfer { bytes, .. } if bytes == head));
         assert_back_request(&s, 3, 2, "the way back waits for the head");
         assert_eq!(
@@ -665,15 +670,19 @@ mod tests {
         let p = 181.0 / 320.0;
         for bytes in [128u64 << 10, 256 << 10, 1 << 20, 16 << 20] {
             let expected = ((bytes - SLOW_EXCHANGE_TAIL_BYTES) as f64 * p).round() as u64;
-            assert_eq!(serialized_head_bytes(4, bytes), expected, "{bytes} B");
             assert_eq!(
-                serialized_head_bytes(2, bytes),
+                head_bytes(4, bytes, Exchanges::Expected),
+                expected,
+                "{bytes} B"
+            );
+            assert_eq!(
+                head_bytes(2, bytes, Exchanges::Expected),
                 bytes,
                 "two ranks: all of it"
             );
         }
         // A message just above the eager limit fits in the tail: both ways at once.
-        assert_eq!(serialized_head_bytes(4, 80 << 10), 0);
+        assert_eq!(head_bytes(4, 80 << 10, Exchanges::Expected), 0);
         let s = one_exchange(4, 80 << 10);
         assert_back_request(&s, 2, 1, "the way back waits only for the answer");
         assert_eq!(data_bytes(&s), 2 * (80 << 10));

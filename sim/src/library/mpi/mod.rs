@@ -35,7 +35,7 @@
 //!   but ~82 KB delivered (1.35× at 128 KiB, 1.67× at 256 KiB, 2.0× from 4 MiB), 181 of 320
 //!   repetitions the slow way, and a launch tends to keep one mode; 1.0× every time when one
 //!   rank of each pair enters 0.5 ms after the other. dtsim plays the pairwise exchanges of
-//!   recursive_doubling and rabenseifner at their expected time (`serialized_head_bytes`: the
+//!   recursive_doubling and rabenseifner at their expected time ([`head_bytes`]: the
 //!   way back starts once the first way has delivered the slow mode's head times its share).
 //!   This is the less certain part of the model, and a single launch lands on either side of
 //!   it: recursive doubling of 4 MiB on 4 ranks took 352-354 ms in three launches and 694-697
@@ -217,27 +217,73 @@ pub const EXCHANGES: u32 = 320;
 /// What the first way of a slow exchange still had to deliver when the way back started.
 pub const SLOW_EXCHANGE_TAIL_BYTES: u64 = 82_500;
 
+/// How OpenMPI's rendezvous exchanges between partners (four or more ranks) run: the
+/// testbed saw both directions at once in some launches and the way back waiting for the first
+/// way in others ([`SLOW_EXCHANGES`]). `collective.exchanges` picks one, so a study can bound
+/// what it cannot predict; with two ranks the way back always waits (measured every time).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Exchanges {
+    /// The measured share of slow exchanges, as an expected head ([`head_bytes`]).
+    #[default]
+    Expected,
+    /// Both directions at once.
+    BothWays,
+    /// The way back once the first way has all but [`SLOW_EXCHANGE_TAIL_BYTES`] delivered.
+    OneWayFirst,
+}
+
+impl Exchanges {
+    pub const NAMES: [(&'static str, Exchanges); 3] = [
+        ("expected", Exchanges::Expected),
+        ("both_ways", Exchanges::BothWays),
+        ("one_way_first", Exchanges::OneWayFirst),
+    ];
+    pub fn parse(s: &str) -> Option<Exchanges> {
+        let s = s.trim().to_ascii_lowercase();
+        Exchanges::NAMES
+            .iter()
+            .find(|(name, _)| *name == s)
+            .map(|&(_, x)| x)
+    }
+    pub fn as_str(self) -> &'static str {
+        Exchanges::NAMES
+            .iter()
+            .find(|(_, x)| *x == self)
+            .map_or("expected", |(name, _)| name)
+    }
+}
+
 /// Of a rendezvous exchange of `bytes` each way between partners, how much the first way
 /// delivers before the way back starts, in expectation: with two ranks all of it (every
 /// Sendrecv of 128 KiB to 16 MiB took 1.95-2.02x a one-way Send, `testbed_mpi_p2p_2ranks.json`);
 /// with more, the slow mode's `bytes - tail` in the measured share of cases and nothing in the
 /// others.
-fn serialized_head_bytes(ranks: u32, bytes: u64) -> u64 {
+///
+/// In mode `x` ([`Exchanges`]): the expected head, none (both ways at once) or the slow mode's.
+fn head_bytes(ranks: u32, bytes: u64, x: Exchanges) -> u64 {
     if ranks <= 2 {
         return bytes;
     }
     let slow_head = bytes.saturating_sub(SLOW_EXCHANGE_TAIL_BYTES);
-    (slow_head as f64 * f64::from(SLOW_EXCHANGES) / f64::from(EXCHANGES)).round() as u64
+    match x {
+        Exchanges::Expected => {
+            (slow_head as f64 * f64::from(SLOW_EXCHANGES) / f64::from(EXCHANGES)).round() as u64
+        }
+        Exchanges::BothWays => 0,
+        Exchanges::OneWayFirst => slow_head,
+    }
 }
 
 /// A sendrecv between partners (each pair `(a, b)` with a < b) of a communicator of `ranks`:
 /// both directions at once when eager. Above the eager limit the second direction starts once
-/// the first has delivered its expected head ([`serialized_head_bytes`]).
+/// the first has delivered its head in mode `x` ([`head_bytes`]).
+#[allow(clippy::too_many_arguments)]
 fn exchange(
     s: &mut Schedule,
     pairs: &[(Endpoint, Endpoint)],
     bytes: u64,
     ranks: u32,
+    x: Exchanges,
     deps: Vec<OpId>,
     phase: Phase,
     step: u32,
@@ -249,7 +295,7 @@ fn exchange(
     }
     let request = transfer(s, pairs.to_vec(), REQUEST_BYTES, deps, phase, step);
     let ack = transfer(s, back.clone(), ACK_BYTES, vec![request], phase, step);
-    let head = serialized_head_bytes(ranks, bytes).min(bytes);
+    let head = head_bytes(ranks, bytes, x).min(bytes);
     let first_head = match head {
         0 => ack,
         _ => transfer(s, pairs.to_vec(), head, vec![ack], phase, step),

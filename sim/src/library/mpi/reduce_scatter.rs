@@ -20,6 +20,7 @@
 
 use super::allreduce::ring_steps;
 use super::Algorithm as _;
+use super::Exchanges;
 use super::{
     exchange, message, reduce, LibraryError, LibraryOptions, Plan, Request, System, ELEMENT_BYTES,
 };
@@ -131,6 +132,7 @@ pub(super) fn plan(
     opts: &LibraryOptions,
 ) -> Result<Plan, LibraryError> {
     let n = sys.ranks;
+    let x = opts.mpi_exchanges;
     let (alg, how) = super::chosen(opts, || reduce_scatter_fixed(n, req.bytes))?;
     if matches!(
         alg,
@@ -158,7 +160,7 @@ pub(super) fn plan(
     if n > 1 && block > 0 {
         match alg {
             ReduceScatterAlg::Ring => ring_steps(&mut s, n, block, n - 1, 0),
-            _ => recursive_halving(&mut s, block, n),
+            _ => recursive_halving(&mut s, block, n, x),
         }
     }
     Ok(Plan {
@@ -173,7 +175,7 @@ pub(super) fn plan(
 type Shape = (u64, u64);
 
 /// Recursive halving over blocks of `block` bytes (see the module).
-fn recursive_halving(s: &mut Schedule, block: u64, n: u32) {
+fn recursive_halving(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
     let pof2 = 1u32 << (31 - n.leading_zeros());
     let remain = n - pof2;
     // The rank playing position v of the power of two: the odd one of a folded pair.
@@ -232,6 +234,7 @@ fn recursive_halving(s: &mut Schedule, block: u64, n: u32) {
                 &pairs,
                 block * common,
                 n,
+                x,
                 last.clone(),
                 Phase::ReduceScatter,
                 step,

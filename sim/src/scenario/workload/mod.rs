@@ -78,6 +78,8 @@ pub struct AllReduceTable {
     /// A tuner plugin's rules file, as `[collective] tuner_config` (NCCL only): every
     /// communicator of the step (TP groups, DP groups) asks it with its own nodes and ranks.
     pub tuner_config: Option<String>,
+    /// `mpi`: how OpenMPI's exchanges between partners run (see `[collective] exchanges`).
+    pub exchanges: Option<String>,
     pub rings: Option<u32>,
     pub permutations: Option<Vec<u32>>,
     pub orders: Option<Vec<Vec<u32>>>,
@@ -275,6 +277,7 @@ impl WorkloadTable {
             library_version: a.library_version.clone(),
             collnet: a.collnet,
             tuner_config: a.tuner_config.clone(),
+            exchanges: a.exchanges.clone(),
             rings: a.rings,
             permutations: a.permutations.clone(),
             orders: a.orders.clone(),
