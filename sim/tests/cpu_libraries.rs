@@ -8,11 +8,24 @@ fn root() -> PathBuf {
 }
 
 fn run(topology: &Path, bytes: &str, extra: &str) -> Result<sim::metrics::Summary, String> {
+    run_op(topology, &[], "all_reduce", bytes, extra)
+}
+
+/// A collective `op` of `bytes` on `topology` with `set` overrides and `extra` lines in its
+/// `[collective]` table.
+fn run_op(
+    topology: &Path,
+    set: &[&str],
+    op: &str,
+    bytes: &str,
+    extra: &str,
+) -> Result<sim::metrics::Summary, String> {
     let text = format!(
-        "name = \"t\"\n[topology]\nfile = {:?}\n[collective]\nop = \"all_reduce\"\nbytes = \"{bytes}\"\n{extra}",
+        "name = \"t\"\n[topology]\nfile = {:?}\n[collective]\nop = \"{op}\"\nbytes = \"{bytes}\"\n{extra}",
         topology.display().to_string()
     );
-    let s = sim::scenario::parse(&text, Path::new("t.toml"), &[]).map_err(|e| e.to_string())?;
+    let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+    let s = sim::scenario::parse(&text, Path::new("t.toml"), &set).map_err(|e| e.to_string())?;
     sim::scenario::run::run(&s)
         .map(|r| r.summary)
         .map_err(|e| e.to_string())
@@ -134,15 +147,13 @@ fn shared_cores_need_a_profile_that_says_what_a_message_costs_them() {
 /// profile: the links' nominal 200 Mbit/s (25 MB/s) and 25 µs.
 fn mpi_on_star(op: &str, bytes: &str, extra: &str) -> Result<sim::metrics::Summary, String> {
     let star = root().join("testbed/topologies/star4_200mbit.toml");
-    let text = format!(
-        "name = \"t\"\n[topology]\nfile = {:?}\n[collective]\nop = \"{op}\"\nbytes = \"{bytes}\"\n\
-         library = \"mpi\"\n{extra}",
-        star.display().to_string()
-    );
-    let s = sim::scenario::parse(&text, Path::new("t.toml"), &[]).map_err(|e| e.to_string())?;
-    sim::scenario::run::run(&s)
-        .map(|r| r.summary)
-        .map_err(|e| e.to_string())
+    run_op(
+        &star,
+        &[],
+        op,
+        bytes,
+        &format!("library = \"mpi\"\n{extra}"),
+    )
 }
 
 #[test]
@@ -191,14 +202,15 @@ fn openmpis_all_gather_doubles_its_exchanges_on_a_power_of_two_and_runs_bruck_ot
     // Two exchanges, of one block (1 MiB) then two, each way: at least the bytes one way.
     let ms = rd.time_us / 1e3;
     assert!(ms >= 3.0 * 1048576.0 / 25e6 * 1e3, "{ms} ms");
-    let three = root().join("testbed/topologies/star4_200mbit.toml");
-    let text = format!(
-        "name = \"t\"\n[topology]\nfile = {:?}\n[topology.generator]\nn = 3\n[collective]\n\
-         op = \"all_gather\"\nbytes = \"3MiB\"\nlibrary = \"mpi\"\n",
-        three.display().to_string()
-    );
-    let s = sim::scenario::parse(&text, Path::new("t.toml"), &[]).unwrap();
-    let odd = sim::scenario::run::run(&s).unwrap().summary;
+    let star = root().join("testbed/topologies/star4_200mbit.toml");
+    let odd = run_op(
+        &star,
+        &["topology.generator.n=3"],
+        "all_gather",
+        "3MiB",
+        "library = \"mpi\"\n",
+    )
+    .unwrap();
     assert!(
         odd.library
             .contains("recursive_doubling (fixed rules), runs bruck"),

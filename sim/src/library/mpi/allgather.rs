@@ -25,36 +25,17 @@ use super::Exchanges;
 use super::{exchange, message, LibraryError, LibraryOptions, Plan, Request, System};
 use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
 
-/// `coll_tuned_allgather_algorithm` numbers and names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AllGatherAlg {
-    Linear = 1,
-    Bruck = 2,
-    RecursiveDoubling = 3,
-    Ring = 4,
-    Neighbor = 5,
-    TwoProc = 6,
-}
-
-impl super::Algorithm for AllGatherAlg {
-    const ALL: &'static [AllGatherAlg] = &[
-        AllGatherAlg::Linear,
-        AllGatherAlg::Bruck,
-        AllGatherAlg::RecursiveDoubling,
-        AllGatherAlg::Ring,
-        AllGatherAlg::Neighbor,
-        AllGatherAlg::TwoProc,
-    ];
-    const COLLECTIVE: &'static str = "all_gather";
-    fn as_str(self) -> &'static str {
-        match self {
-            AllGatherAlg::Linear => "linear",
-            AllGatherAlg::Bruck => "bruck",
-            AllGatherAlg::RecursiveDoubling => "recursive_doubling",
-            AllGatherAlg::Ring => "ring",
-            AllGatherAlg::Neighbor => "neighbor",
-            AllGatherAlg::TwoProc => "two_proc",
-        }
+algorithms! {
+    /// `coll_tuned_allgather_algorithm` numbers and names.
+    AllGatherAlg,
+    "all_gather",
+    {
+        Linear = 1 => "linear",
+        Bruck = 2 => "bruck",
+        RecursiveDoubling = 3 => "recursive_doubling",
+        Ring = 4 => "ring",
+        Neighbor = 5 => "neighbor",
+        TwoProc = 6 => "two_proc",
     }
 }
 

@@ -17,36 +17,17 @@ use crate::engine::SimTime;
 /// 500 µs predict the testbed's rings within 0.45 ms of each other (the same at 256 KiB and
 /// 1 MiB).
 const ENTRY_LAG: SimTime = SimTime::from_ps(50_000_000);
-/// `coll_tuned_allreduce_algorithm` numbers and names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AllReduceAlg {
-    BasicLinear = 1,
-    Nonoverlapping = 2,
-    RecursiveDoubling = 3,
-    Ring = 4,
-    SegmentedRing = 5,
-    Rabenseifner = 6,
-}
-
-impl super::Algorithm for AllReduceAlg {
-    const ALL: &'static [AllReduceAlg] = &[
-        AllReduceAlg::BasicLinear,
-        AllReduceAlg::Nonoverlapping,
-        AllReduceAlg::RecursiveDoubling,
-        AllReduceAlg::Ring,
-        AllReduceAlg::SegmentedRing,
-        AllReduceAlg::Rabenseifner,
-    ];
-    const COLLECTIVE: &'static str = "all-reduce";
-    fn as_str(self) -> &'static str {
-        match self {
-            AllReduceAlg::BasicLinear => "basic_linear",
-            AllReduceAlg::Nonoverlapping => "nonoverlapping",
-            AllReduceAlg::RecursiveDoubling => "recursive_doubling",
-            AllReduceAlg::Ring => "ring",
-            AllReduceAlg::SegmentedRing => "segmented_ring",
-            AllReduceAlg::Rabenseifner => "rabenseifner",
-        }
+algorithms! {
+    /// `coll_tuned_allreduce_algorithm` numbers and names.
+    AllReduceAlg,
+    "all-reduce",
+    {
+        BasicLinear = 1 => "basic_linear",
+        Nonoverlapping = 2 => "nonoverlapping",
+        RecursiveDoubling = 3 => "recursive_doubling",
+        Ring = 4 => "ring",
+        SegmentedRing = 5 => "segmented_ring",
+        Rabenseifner = 6 => "rabenseifner",
     }
 }
 

@@ -28,45 +28,20 @@ use super::Algorithm as _;
 use super::{message, LibraryError, LibraryOptions, Plan, Request, System};
 use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
 
-/// `coll_tuned_bcast_algorithm` numbers and names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BcastAlg {
-    BasicLinear = 1,
-    Chain = 2,
-    Pipeline = 3,
-    SplitBinaryTree = 4,
-    BinaryTree = 5,
-    Binomial = 6,
-    Knomial = 7,
-    ScatterAllgather = 8,
-    ScatterAllgatherRing = 9,
-}
-
-impl super::Algorithm for BcastAlg {
-    const ALL: &'static [BcastAlg] = &[
-        BcastAlg::BasicLinear,
-        BcastAlg::Chain,
-        BcastAlg::Pipeline,
-        BcastAlg::SplitBinaryTree,
-        BcastAlg::BinaryTree,
-        BcastAlg::Binomial,
-        BcastAlg::Knomial,
-        BcastAlg::ScatterAllgather,
-        BcastAlg::ScatterAllgatherRing,
-    ];
-    const COLLECTIVE: &'static str = "broadcast";
-    fn as_str(self) -> &'static str {
-        match self {
-            BcastAlg::BasicLinear => "basic_linear",
-            BcastAlg::Chain => "chain",
-            BcastAlg::Pipeline => "pipeline",
-            BcastAlg::SplitBinaryTree => "split_binary_tree",
-            BcastAlg::BinaryTree => "binary_tree",
-            BcastAlg::Binomial => "binomial",
-            BcastAlg::Knomial => "knomial",
-            BcastAlg::ScatterAllgather => "scatter_allgather",
-            BcastAlg::ScatterAllgatherRing => "scatter_allgather_ring",
-        }
+algorithms! {
+    /// `coll_tuned_bcast_algorithm` numbers and names.
+    BcastAlg,
+    "broadcast",
+    {
+        BasicLinear = 1 => "basic_linear",
+        Chain = 2 => "chain",
+        Pipeline = 3 => "pipeline",
+        SplitBinaryTree = 4 => "split_binary_tree",
+        BinaryTree = 5 => "binary_tree",
+        Binomial = 6 => "binomial",
+        Knomial = 7 => "knomial",
+        ScatterAllgather = 8 => "scatter_allgather",
+        ScatterAllgatherRing = 9 => "scatter_allgather_ring",
     }
 }
 

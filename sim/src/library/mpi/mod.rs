@@ -45,6 +45,29 @@
 //! broadcast, each with its own rules), non-commutative operations, and the rules of the
 //! collectives other than all_reduce, broadcast, all_gather and reduce_scatter.
 
+/// Declares a `coll_tuned_<collective>_algorithm` enumeration once: each algorithm with its
+/// OpenMPI number and name, and its [`Algorithm`] implementation (listing them in number order).
+macro_rules! algorithms {
+    ($(#[$doc:meta])* $name:ident, $collective:literal,
+     { $($variant:ident = $number:literal => $text:literal),+ $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum $name {
+            $($variant = $number),+
+        }
+
+        impl super::Algorithm for $name {
+            const ALL: &'static [$name] = &[$($name::$variant),+];
+            const COLLECTIVE: &'static str = $collective;
+            fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),+
+                }
+            }
+        }
+    };
+}
+
 mod allgather;
 mod allreduce;
 mod bcast;

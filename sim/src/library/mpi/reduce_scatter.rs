@@ -27,30 +27,15 @@ use super::{
 use crate::collective::steps::split_even;
 use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
 
-/// `coll_tuned_reduce_scatter_algorithm` numbers and names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReduceScatterAlg {
-    NonOverlapping = 1,
-    RecursiveHalving = 2,
-    Ring = 3,
-    Butterfly = 4,
-}
-
-impl super::Algorithm for ReduceScatterAlg {
-    const ALL: &'static [ReduceScatterAlg] = &[
-        ReduceScatterAlg::NonOverlapping,
-        ReduceScatterAlg::RecursiveHalving,
-        ReduceScatterAlg::Ring,
-        ReduceScatterAlg::Butterfly,
-    ];
-    const COLLECTIVE: &'static str = "reduce_scatter";
-    fn as_str(self) -> &'static str {
-        match self {
-            ReduceScatterAlg::NonOverlapping => "non_overlapping",
-            ReduceScatterAlg::RecursiveHalving => "recursive_halving",
-            ReduceScatterAlg::Ring => "ring",
-            ReduceScatterAlg::Butterfly => "butterfly",
-        }
+algorithms! {
+    /// `coll_tuned_reduce_scatter_algorithm` numbers and names.
+    ReduceScatterAlg,
+    "reduce_scatter",
+    {
+        NonOverlapping = 1 => "non_overlapping",
+        RecursiveHalving = 2 => "recursive_halving",
+        Ring = 3 => "ring",
+        Butterfly = 4 => "butterfly",
     }
 }
 
