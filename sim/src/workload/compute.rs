@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::catalog::{Layer, Model};
-use super::gemm_table::{GemmTable, Pass};
+use super::gemm_table::{GemmTable, Pass, Roofline};
 use crate::engine::SimTime;
 use crate::profile::{ComputeCalibration, Profile};
 
@@ -171,11 +171,17 @@ impl ComputeModel {
                     },
                 );
         }
+        let memory_bytes_per_s = c.memory_bandwidth.value.bytes_per_s() * c.memory_efficiency.value;
+        let roofline = Roofline {
+            peak_flops_per_s: peak.value * c.matmul_efficiency.value,
+            memory_bytes_per_s,
+            element_bytes: dtype.bytes(),
+        };
         Ok(ComputeModel {
             peak_flops_per_s: peak.value,
             matmul_efficiency: c.matmul_efficiency.value,
             half_efficiency_flops: c.half_efficiency_flops.value,
-            memory_bytes_per_s: c.memory_bandwidth.value.bytes_per_s() * c.memory_efficiency.value,
+            memory_bytes_per_s,
             memory_capacity_bytes: c.memory_capacity.value.0,
             layer_overhead_secs: c.layer_overhead.value.0.as_secs_f64(),
             ddp_overhead_per_tensor_secs: c
@@ -188,7 +194,7 @@ impl ComputeModel {
             gemms: c
                 .gemm_times
                 .as_ref()
-                .map(|g| GemmTable::new(&g.times, dtype.as_str()))
+                .map(|g| GemmTable::new(&g.times, dtype.as_str(), roofline))
                 .unwrap_or_default(),
         })
     }
