@@ -927,9 +927,11 @@ fn with_collnet_enabled_the_groups_inside_a_node_run_without_it_and_the_rest_may
 }
 
 /// The H200 run (data/runs/gpu/h200_vm): steps compiled with fused attention are what the
-/// compute model describes (each layer's GEMMs as measured at their shapes plus fused
-/// elementwise work), so the bundled profile predicts them closely; eager steps, whose casts and
-/// unfused kernels the model leaves out, are predicted well short. Nothing is fitted to a step.
+/// compute model describes (each layer's GEMMs as measured at their shapes, then its blocks'
+/// norm, activation, dropout, residual and loss traffic at the copy rate), so the bundled
+/// profile predicts them within 10% (+1.1% and -9.3%); eager steps, whose casts, unfused kernels
+/// and host cost per kernel the model leaves out, are predicted 29-40% short. Nothing is fitted
+/// to a step.
 #[test]
 fn measured_gemms_predict_compiled_gpu_steps_and_leave_eager_ones_short() {
     use sim::validate::{validate, Options};
@@ -945,13 +947,13 @@ fn measured_gemms_predict_compiled_gpu_steps_and_leave_eager_ones_short() {
     };
     let compiled = error("sdpa compiled");
     assert_eq!(compiled.len(), 2);
-    assert!(compiled.iter().all(|e| e.abs() < 20.0), "{compiled:?}");
+    assert!(compiled.iter().all(|e| e.abs() < 10.0), "{compiled:?}");
     let eager: Vec<f64> = ["gpt2 bf16 sdpa ·", "gpt_1_3b bf16 sdpa ·"]
         .iter()
         .flat_map(|g| error(g))
         .collect();
     assert_eq!(eager.len(), 5);
-    assert!(eager.iter().all(|e| *e < -30.0), "{eager:?}");
+    assert!(eager.iter().all(|e| *e < -25.0), "{eager:?}");
 }
 
 #[test]

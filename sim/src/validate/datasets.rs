@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use super::{num, resolve, simulate, toml_str, Replayed, Row};
+use crate::workload::catalog::TransformerConfig;
 
 pub(super) fn testbed_row(row: &Row, root: &Path) -> Replayed {
     testbed_row_with(row, root, &[])
@@ -214,7 +215,10 @@ pub(super) fn single_device_rows(row: &Row, root: &Path) -> Vec<Replayed> {
         m => m,
     };
     // How the step ran, where the row says (torch_bench.py --attention, --compile): each way
-    // is its own group. The prediction does not depend on it.
+    // is its own group. Torch's fused attention (`sdpa`) is the model's FlashAttention: no
+    // scores stored, none softmaxed through memory. Compiling does not change the prediction:
+    // dtsim's model is already the fused step.
+    let fused_attention = get("attention") == "sdpa";
     let how = [
         match get("attention") {
             "sdpa" => " sdpa",
@@ -230,10 +234,22 @@ pub(super) fn single_device_rows(row: &Row, root: &Path) -> Vec<Replayed> {
         .into_iter()
         .map(|profile| {
             let batch = num(row, "batch")? as u64;
+            let model_keys = match TransformerConfig::by_name(&model) {
+                Some(c) if fused_attention => {
+                    let c = TransformerConfig {
+                        flash_attention: true,
+                        ..c
+                    };
+                    let table = toml::to_string(&c)
+                        .map_err(|e| format!("model {model} as [workload.transformer]: {e}"))?;
+                    format!("[workload.transformer]\n{table}")
+                }
+                _ => format!("model = \"{model}\"\n"),
+            };
             let text = format!(
                 "name = \"validate\"\nprofile = {}\n[topology]\nfile = {}\n[placement]\nranks = 1\n\
-                 [workload]\nmodel = \"{model}\"\nbatch_per_gpu = {batch}\nparallelism = \"ddp\"\n\
-                 dtype = \"{dtype}\"\n",
+                 [workload]\nbatch_per_gpu = {batch}\nparallelism = \"ddp\"\n\
+                 dtype = \"{dtype}\"\n{model_keys}",
                 toml_str(&resolve(profile, root)),
                 toml_str(&root.join("topologies/pcie_box_2gpu.toml")),
             );

@@ -148,6 +148,14 @@ pub struct Layer {
     /// The forward pass's matrix products; empty for layers without any (and for layers read
     /// from model files, which give FLOPs only).
     pub gemms: Vec<GemmShape>,
+    /// Elements the layer's kernels other than its GEMMs move in the forward pass, per sample,
+    /// each fused elementwise kernel reading its inputs and writing its output once: a
+    /// transformer block's norm, activation, dropout and residual add, the softmax of stored
+    /// attention scores, the loss over a head's logits. The backward moves twice as many. 0 for
+    /// layers that are elementwise themselves (their whole time is their memory traffic) and for
+    /// layers that are one GEMM.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub elementwise_elems: u64,
     /// Key and value elements per sample that an attention block's queries read: what
     /// context parallelism passes round its ring. 0 for every other layer.
     #[serde(skip_serializing_if = "is_zero")]
@@ -243,6 +251,9 @@ pub const CATALOG: &[&str] = &[
 
 /// A model of the catalog by name, or a [`ModelError`] listing the names.
 pub fn by_name(name: &str) -> Result<Model, ModelError> {
+    if let Some(c) = TransformerConfig::by_name(name) {
+        return Ok(transformer(&c));
+    }
     Ok(match name {
         "alexnet" => alexnet(),
         "vgg16" => vgg16(),
@@ -255,15 +266,6 @@ pub fn by_name(name: &str) -> Result<Model, ModelError> {
         "resnext101_32x8d" => resnext(101, 32, 8, 1000),
         "resnet18_cifar" => resnet18_cifar(),
         "inception_v3" => inception_v3(),
-        "bert_base" => transformer(&TransformerConfig::bert_base()),
-        "bert_large" => transformer(&TransformerConfig::bert_large()),
-        "gpt2" => transformer(&TransformerConfig::gpt2()),
-        "gpt_1_3b" => transformer(&TransformerConfig::gpt_1_3b()),
-        "gpt3_175b" => transformer(&TransformerConfig::gpt3_175b()),
-        "llama3_8b" => transformer(&TransformerConfig::llama3_8b()),
-        "llama3_70b" => transformer(&TransformerConfig::llama3_70b()),
-        "llama3_405b" => transformer(&TransformerConfig::llama3_405b()),
-        "mixtral_8x7b" => transformer(&TransformerConfig::mixtral_8x7b()),
         other => {
             return Err(ModelError {
                 origin: "model catalog".into(),
@@ -331,6 +333,7 @@ impl CnnBuilder {
             output_elems: out.elems(),
             saved_elems: out.elems(),
             gemms,
+            elementwise_elems: 0,
             kv_elems: 0,
             kv_heads: 0,
         });
@@ -902,6 +905,22 @@ fn default_transformer_name() -> String {
 }
 
 impl TransformerConfig {
+    /// The catalog's transformer called `name`, `None` for any other name.
+    pub fn by_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "bert_base" => Self::bert_base(),
+            "bert_large" => Self::bert_large(),
+            "gpt2" => Self::gpt2(),
+            "gpt_1_3b" => Self::gpt_1_3b(),
+            "gpt3_175b" => Self::gpt3_175b(),
+            "llama3_8b" => Self::llama3_8b(),
+            "llama3_70b" => Self::llama3_70b(),
+            "llama3_405b" => Self::llama3_405b(),
+            "mixtral_8x7b" => Self::mixtral_8x7b(),
+            _ => return None,
+        })
+    }
+
     /// GPT-2 small (Hugging Face `gpt2`): 12 layers, 768 hidden, 12 heads, 1024 tokens.
     pub fn gpt2() -> Self {
         TransformerConfig {
@@ -1068,6 +1087,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
         output_elems: s * h,
         saved_elems: s * h,
         gemms: Vec::new(),
+        elementwise_elems: 0,
         kv_elems: 0,
         kv_heads: 0,
     });
@@ -1080,6 +1100,13 @@ pub fn transformer(c: &TransformerConfig) -> Model {
     } else {
         21 * s * h
     };
+    // What the blocks' kernels besides their GEMMs move forward, per sample (a norm reads and
+    // writes s·h, dropout plus the residual add reads two and writes one, the activation of a
+    // plain MLP reads and writes s·f, a gated one reads gate and up and writes their product;
+    // stored scores are softmaxed in place of FlashAttention's fused kernel): the elementwise
+    // work the GEMM times leave out. Counted at the activations' precision, as bf16 training
+    // keeps them; torch.autocast keeps the residual stream in fp32 and moves more.
+    let mlp_activation_elems = if c.gated_mlp { 3 * s * f } else { 2 * s * f };
     let (mlp_mats, mlp_bias) = if c.gated_mlp {
         (3, 2 * f + h)
     } else {
@@ -1099,6 +1126,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
             output_elems: s * h,
             saved_elems: attn_saved_bytes / 2,
             gemms: attention_gemms(s, h, a, qkv),
+            elementwise_elems: 5 * s * h + if c.flash_attention { 0 } else { 2 * a * s * s },
             kv_elems: 2 * s * kv,
             kv_heads: c.kv_heads.unwrap_or(a).min(a),
         });
@@ -1122,6 +1150,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
                     GemmShape::rows(k * s, (mlp_mats - 1) * f, h, 1),
                     GemmShape::rows(k * s, h, f, 1),
                 ],
+                elementwise_elems: 5 * s * h + k * (mlp_activation_elems + 4 * s * h),
                 kv_elems: 0,
                 kv_heads: 0,
             });
@@ -1140,6 +1169,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
                 GemmShape::rows(s, (mlp_mats - 1) * f, h, 1),
                 GemmShape::rows(s, h, f, 1),
             ],
+            elementwise_elems: 5 * s * h + mlp_activation_elems,
             kv_elems: 0,
             kv_heads: 0,
         });
@@ -1155,6 +1185,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
             output_elems: s * h,
             saved_elems: s * h,
             gemms: Vec::new(),
+            elementwise_elems: 0,
             kv_elems: 0,
             kv_heads: 0,
         });
@@ -1170,6 +1201,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
             output_elems: h,
             saved_elems: h,
             gemms: vec![GemmShape::rows(1, h, h, 1)],
+            elementwise_elems: 0,
             kv_elems: 0,
             kv_heads: 0,
         });
@@ -1186,6 +1218,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
             output_elems: s * v,
             saved_elems: s * v,
             gemms: vec![GemmShape::rows(s, v, h, 1)],
+            elementwise_elems: s * v,
             kv_elems: 0,
             kv_heads: 0,
         });
@@ -1308,6 +1341,7 @@ pub fn parse_model_file(text: &str, origin: &str) -> Result<Model, ModelError> {
                 output_elems: e.output_elements,
                 saved_elems: e.saved_elements.unwrap_or(e.output_elements),
                 gemms: Vec::new(),
+                elementwise_elems: 0,
                 kv_elems: 0,
                 kv_heads: 0,
             };
@@ -1326,6 +1360,48 @@ pub fn parse_model_file(text: &str, origin: &str) -> Result<Model, ModelError> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn transformer_blocks_count_the_traffic_of_their_kernels_besides_the_gemms() {
+        let layer = |c: &TransformerConfig, name: &str| {
+            transformer(c)
+                .layers
+                .into_iter()
+                .find(|l| l.name == name)
+                .unwrap()
+        };
+        // GPT-2: 1,024 tokens of 768, 12 heads, a plain 3,072-wide MLP, scores stored.
+        let gpt2 = TransformerConfig::gpt2();
+        let (s, h, a, f) = (1024, 768, 12, 3072);
+        // Norm (2), dropout and residual add (3); the stored scores softmaxed (2 per score).
+        assert_eq!(
+            layer(&gpt2, "h.0.attn").elementwise_elems,
+            5 * s * h + 2 * a * s * s
+        );
+        // Norm, dropout and residual; GELU reads and writes the 3,072-wide activation.
+        assert_eq!(
+            layer(&gpt2, "h.0.mlp").elementwise_elems,
+            5 * s * h + 2 * s * f
+        );
+        // The loss reads the logits once forward.
+        assert_eq!(layer(&gpt2, "lm_head").elementwise_elems, s * 50257);
+        // With FlashAttention no score goes through memory.
+        let flash = TransformerConfig {
+            flash_attention: true,
+            ..gpt2.clone()
+        };
+        assert_eq!(layer(&flash, "h.0.attn").elementwise_elems, 5 * s * h);
+        // Llama-3 8B's gated MLP reads gate and up and writes their product.
+        let llama = TransformerConfig::llama3_8b();
+        assert_eq!(
+            layer(&llama, "h.0.mlp").elementwise_elems,
+            5 * 8192 * 4096 + 3 * 8192 * 14336
+        );
+        // Layers that are elementwise themselves, or one GEMM, carry none.
+        assert_eq!(layer(&gpt2, "ln_f").elementwise_elems, 0);
+        assert_eq!(layer(&gpt2, "embeddings").elementwise_elems, 0);
+    }
+
     use super::*;
 
     #[test]

@@ -2,9 +2,12 @@
 //!
 //! A measured per-layer time (profile `compute.layer_times`, matched on model, layer and
 //! batch) wins. Otherwise a pass of F FLOPs moving B bytes takes, for matmul-class layers,
-//! `max((F + F½) / (peak × η), B / (bw × η_mem)) + overhead`, and for the others
-//! `B / (bw × η_mem) + overhead` (see [`ComputeCalibration`]). F½ makes efficiency grow with the
-//! work per kernel, so small batches underuse the GPU.
+//! `max((F + F½) / (peak × η) + E / (bw × η_mem), B / (bw × η_mem)) + overhead`, and for the
+//! others `B / (bw × η_mem) + overhead` (see [`ComputeCalibration`]). F½ makes efficiency grow
+//! with the work per kernel, so small batches underuse the GPU. E is the traffic of a block's
+//! kernels besides its GEMMs (`Layer::elementwise_elems`: norms, activations, dropout and
+//! residual adds, the softmax of stored scores, the loss), which run after the GEMMs, not under
+//! them: on an H100 and an H200 it is 8-13% of a compiled GPT step.
 //!
 //! The backward pass of a matmul layer is two kernels (input gradient and weight gradient), each
 //! as large as the forward: 2F FLOPs, 2B bytes, two overheads. The backward pass of a
@@ -14,8 +17,8 @@
 //! Where the profile carries GEMMs timed at the layers' own shapes (`compute.gemm_times`,
 //! written by `calibrate gpu`), a matmul layer's forward is the sum of its forward products as
 //! measured and its backward the sum of its input- and weight-gradient products as measured
-//! ([`super::gemm_table`]), plus the layer's non-GEMM FLOPs at the line's rate; a product the
-//! table lacks keeps the line. Backward products differ from the forward in shape and speed
+//! ([`super::gemm_table`]), plus the layer's non-GEMM FLOPs at the line's rate and E as above;
+//! a product the table lacks keeps the line. Backward products differ from the forward in shape and speed
 //! (GPT 1.3B at batch 2 on an H200 in bf16: forward 703 TFLOP/s, backward 552).
 
 use std::collections::BTreeMap;
@@ -264,17 +267,22 @@ impl ComputeModel {
         let ov = self.layer_overhead_secs;
         if layer.kind.is_matmul() {
             let rate = self.peak_flops_per_s * self.matmul_efficiency;
+            // The kernels besides the GEMMs (norms, activations, residual adds, the loss) run
+            // after them at the memory's rate, twice the traffic backward.
+            let elementwise = layer.elementwise_elems as f64 * batch as f64 / tokens * e
+                / split
+                / self.memory_bytes_per_s;
             if let Some(g) = self.measured_products(layer, batch, rate) {
-                // Each product as it was timed; the layer's other work (softmax, bias,
+                // Each product as it was timed; the layer's other FLOPs (softmax, bias,
                 // activation) at the matmul rate, as below. Splits divide the measured time.
                 let parts = split * tokens;
                 let rest =
                     (layer.forward_flops as f64 * batch as f64 - g.flops).max(0.0) / parts / rate;
-                let f = (g.forward_secs / parts + rest).max(mem);
-                let b = (g.backward_secs / parts + 2.0 * rest).max(2.0 * mem);
+                let f = (g.forward_secs / parts + rest + elementwise).max(mem);
+                let b = (g.backward_secs / parts + 2.0 * (rest + elementwise)).max(2.0 * mem);
                 return (f + ov, b + 2.0 * ov);
             }
-            let f = ((flops + self.half_efficiency_flops) / rate).max(mem);
+            let f = ((flops + self.half_efficiency_flops) / rate + elementwise).max(mem);
             (f + ov, 2.0 * f + 2.0 * ov)
         } else {
             (mem + ov, 2.0 * mem + ov)
@@ -487,15 +495,17 @@ mod tests {
         let rest =
             (mlp.forward_flops - up.flops_per_sample() - down.flops_per_sample()) as f64 / 20e12;
         let ov = 10e-6;
+        // Its norm, activation, dropout and residual traffic at the memory's rate.
+        let ew = mlp.elementwise_elems as f64 * 2.0 / cm.memory_bytes_per_s;
         let close = |a: SimTime, b: f64| (a.as_secs_f64() - b).abs() < 1e-9;
         let fwd = product(up, Pass::Forward) + product(down, Pass::Forward);
         let bwd: f64 = [up, down]
             .into_iter()
             .map(|g| product(g, Pass::InputGrad) + product(g, Pass::WeightGrad))
             .sum();
-        assert!(close(t.forward, fwd + rest + ov), "{:?}", t.forward);
+        assert!(close(t.forward, fwd + rest + ew + ov), "{:?}", t.forward);
         assert!(
-            close(t.backward, bwd + 2.0 * rest + 2.0 * ov),
+            close(t.backward, bwd + 2.0 * (rest + ew) + 2.0 * ov),
             "{:?}",
             t.backward
         );
@@ -514,6 +524,34 @@ mod tests {
             cm.layer_times("gpt2", attn, 1, 1),
             line.layer_times("gpt2", attn, 1, 1)
         );
+    }
+
+    #[test]
+    fn a_blocks_kernels_besides_its_gemms_add_their_traffic_at_the_memory_rate() {
+        let m = ComputeModel::from_calibration(&calibration(), Dtype::Bf16).unwrap();
+        let model = catalog::transformer(&catalog::TransformerConfig::gpt2());
+        for name in ["h.0.attn", "h.0.mlp", "lm_head"] {
+            let layer = model.layers.iter().find(|l| l.name == name).unwrap();
+            let bare = Layer {
+                elementwise_elems: 0,
+                ..layer.clone()
+            };
+            let (with, without) = (
+                m.layer_times("gpt2", layer, 8, 1),
+                m.layer_times("gpt2", &bare, 8, 1),
+            );
+            let secs = (layer.elementwise_elems * 8 * 2) as f64 / m.memory_bytes_per_s;
+            assert!(secs > 0.0, "{name}");
+            let added = |a: SimTime, b: SimTime| a.as_secs_f64() - b.as_secs_f64();
+            assert!(
+                (added(with.forward, without.forward) - secs).abs() < 1e-9,
+                "{name}"
+            );
+            assert!(
+                (added(with.backward, without.backward) - 2.0 * secs).abs() < 1e-9,
+                "{name}"
+            );
+        }
     }
 
     #[test]
@@ -538,6 +576,7 @@ mod tests {
             output_elems: 1,
             saved_elems: 1,
             gemms: Vec::new(),
+            elementwise_elems: 0,
             kv_elems: 0,
             kv_heads: 0,
         };
