@@ -46,7 +46,14 @@ pub enum LayerKind {
     Pool,
     /// Elementwise addition (residual) or concatenation.
     Add,
+    /// A transformer's token (and position) embedding: Megatron's tensor parallelism splits
+    /// the vocabulary over the TP group (`VocabParallelEmbedding`) and all-reduces the rows
+    /// looked up, forward only.
     Embedding,
+    /// A language model's output projection onto the vocabulary, with the loss over it: split
+    /// by vocabulary under tensor parallelism (a column-parallel linear whose logits stay split,
+    /// Megatron's vocab-parallel cross-entropy), its input gradient all-reduced backward.
+    Head,
     /// A transformer's attention block (layer norm, QKV, attention, output projection):
     /// Megatron tensor parallelism splits it with one all-reduce forward and one backward.
     AttentionBlock,
@@ -65,6 +72,7 @@ impl LayerKind {
             self,
             LayerKind::Conv
                 | LayerKind::Linear
+                | LayerKind::Head
                 | LayerKind::AttentionBlock
                 | LayerKind::MlpBlock
                 | LayerKind::MoeBlock
@@ -73,7 +81,30 @@ impl LayerKind {
 
     /// Whether Megatron-style tensor parallelism splits this layer across the TP group.
     pub fn tensor_parallel(self) -> bool {
-        matches!(self, LayerKind::AttentionBlock | LayerKind::MlpBlock)
+        matches!(
+            self,
+            LayerKind::AttentionBlock
+                | LayerKind::MlpBlock
+                | LayerKind::Embedding
+                | LayerKind::Head
+        )
+    }
+}
+
+impl Layer {
+    /// Elements per sample that tensor parallelism all-reduces over the TP group after this
+    /// layer's forward (`forward`) or backward pass, as Megatron does: a block's row-parallel
+    /// output forward and its column-parallel input gradient backward; a vocabulary-parallel
+    /// embedding's rows forward only (each rank looks up its slice, zeros elsewhere); a head's
+    /// input gradient backward only (its logits stay split; the loss's three all-reduces of one
+    /// value per token are left out). `None` for layers tensor parallelism does not split.
+    pub fn tensor_parallel_reduce_elems(&self, forward: bool) -> Option<u64> {
+        match (self.kind, forward) {
+            (LayerKind::AttentionBlock | LayerKind::MlpBlock, _) => Some(self.output_elems),
+            (LayerKind::Embedding, true) => Some(self.output_elems),
+            (LayerKind::Head, false) => Some(self.input_elems),
+            _ => None,
+        }
     }
 }
 
@@ -1210,7 +1241,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
         let own = c.untied_lm_head && !c.tied_lm_head;
         layers.push(Layer {
             name: "lm_head".into(),
-            kind: LayerKind::Linear,
+            kind: LayerKind::Head,
             params: if own { v * h } else { 0 },
             param_tensors: own as u32,
             forward_flops: 2 * s * h * v,
@@ -1546,7 +1577,7 @@ mod tests {
             for l in &m.layers {
                 let gemm_flops: u64 = l.gemms.iter().map(GemmShape::flops_per_sample).sum();
                 match l.kind {
-                    LayerKind::Conv | LayerKind::Linear => {
+                    LayerKind::Conv | LayerKind::Linear | LayerKind::Head => {
                         assert_eq!(gemm_flops, l.forward_flops, "{name} {}", l.name)
                     }
                     // Attention adds softmax/scale work (5·a·s²), the MLP its activation (8·s·f),

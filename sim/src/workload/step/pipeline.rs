@@ -434,7 +434,14 @@ impl<'a> Megatron<'a> {
         for (k, &l) in layers.iter().enumerate() {
             let t = &self.times[l];
             let layer = &self.model.layers[l];
-            let comm = tp > 1 && layer.kind.tensor_parallel();
+            // What tensor parallelism all-reduces after this layer's pass (and after its
+            // recomputed forward).
+            let reduce = |forward: bool| {
+                (tp > 1)
+                    .then(|| layer.tensor_parallel_reduce_elems(forward))
+                    .flatten()
+            };
+            let comm = reduce(fwd);
             let inner = self.inner(b, s, l);
             if !fwd && self.cfg.recompute {
                 // Full recomputation: the layer's forward again (with its tensor-parallel
@@ -447,7 +454,7 @@ impl<'a> Megatron<'a> {
                     }
                     None => pending = pending.saturating_add(t.forward),
                 }
-                if comm {
+                if let Some(elems) = reduce(true) {
                     let op = b.compute(
                         per_stage,
                         pending,
@@ -457,7 +464,7 @@ impl<'a> Megatron<'a> {
                         first_layer,
                     );
                     pending = SimTime::ZERO;
-                    let bytes = layer.output_elems * mb * e / cp as u64;
+                    let bytes = elems * mb * e / cp as u64;
                     prev = vec![b.collective(
                         self.tp_spec(bytes),
                         &self.tp_groups[s as usize],
@@ -479,7 +486,7 @@ impl<'a> Megatron<'a> {
                 }
                 None => pending = pending.saturating_add(time),
             }
-            if comm || k + 1 == layers.len() {
+            if comm.is_some() || k + 1 == layers.len() {
                 let op = b.compute(
                     per_stage,
                     pending,
@@ -490,8 +497,8 @@ impl<'a> Megatron<'a> {
                 );
                 prev = vec![op];
                 pending = SimTime::ZERO;
-                if comm {
-                    let bytes = layer.output_elems * mb * e / cp as u64;
+                if let Some(elems) = comm {
+                    let bytes = elems * mb * e / cp as u64;
                     prev = vec![b.collective(
                         self.tp_spec(bytes),
                         &self.tp_groups[s as usize],
