@@ -42,8 +42,10 @@ import torch
 import torch.nn as nn
 
 DEFAULT_BATCHES = {"resnet50": [8, 16, 32, 64], "alexnet": [32, 64, 128, 256],
-                   "gpt2": [4, 8, 16], "gpt_1_3b": [1, 2]}
-CPU_BATCHES = {"resnet50": [1, 2, 4, 8], "alexnet": [8, 16, 32, 64], "gpt2": [1], "gpt_1_3b": [1]}
+                   "gpt2": [4, 8, 16], "gpt_1_3b": [1, 2],
+                   "resnet18_cifar": [32, 128, 512, 2048], "bert_base": [8, 32, 128]}
+CPU_BATCHES = {"resnet50": [1, 2, 4, 8], "alexnet": [8, 16, 32, 64], "gpt2": [1], "gpt_1_3b": [1],
+               "resnet18_cifar": [8, 32], "bert_base": [1, 4]}
 
 # GPT models as dtsim's catalog defines them (sim/src/workload/catalog.rs, TransformerConfig):
 # layers, hidden, heads, sequence, vocabulary. Pre-norm blocks with biases, GELU MLP of 4 x hidden,
@@ -187,8 +189,95 @@ class Gpt(nn.Module):
         return self.ln_f(x) @ self.wte.weight.t()
 
 
+class BertLayer(nn.Module):
+    """A post-norm encoder layer (BERT): attention, add, LayerNorm, GELU MLP, add, LayerNorm."""
+
+    def __init__(self, hidden, heads):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.proj = nn.Linear(hidden, hidden)
+        self.ln_1 = nn.LayerNorm(hidden)
+        self.fc = nn.Linear(hidden, 4 * hidden)
+        self.fc_proj = nn.Linear(4 * hidden, hidden)
+        self.ln_2 = nn.LayerNorm(hidden)
+
+    def forward(self, x):
+        b, t, h = x.shape
+        q, k, v = self.qkv(x).split(h, dim=2)
+        q, k, v = (z.view(b, t, self.heads, h // self.heads).transpose(1, 2) for z in (q, k, v))
+        if ATTENTION["kind"] == "sdpa":
+            y = nn.functional.scaled_dot_product_attention(q, k, v)
+        else:
+            y = ((q @ k.transpose(-2, -1)) * (h // self.heads) ** -0.5).softmax(dim=-1) @ v
+        x = self.ln_1(x + self.proj(y.transpose(1, 2).reshape(b, t, h)))
+        return self.ln_2(x + self.fc_proj(nn.functional.gelu(self.fc(x))))
+
+
+class Bert(nn.Module):
+    """BERT-base as dtsim's catalog has it (Hugging Face BertModel with its pooler, 109,482,240
+    parameters): token, position and token-type embeddings with a LayerNorm, 12 post-norm layers
+    of 768, the pooler on the first token; input token ids (batch, 128), output the pooled
+    vector (no pre-training heads: the loss is on the pooler's output)."""
+
+    def __init__(self, layers=12, hidden=768, heads=12, sequence=128, vocabulary=30522):
+        super().__init__()
+        self.sequence, self.vocabulary = sequence, vocabulary
+        self.word = nn.Embedding(vocabulary, hidden)
+        self.position = nn.Embedding(512, hidden)
+        self.token_type = nn.Embedding(2, hidden)
+        self.ln = nn.LayerNorm(hidden)
+        self.layers = nn.ModuleList(BertLayer(hidden, heads) for _ in range(layers))
+        self.pooler = nn.Linear(hidden, hidden)
+
+    def forward(self, tokens):
+        pos = torch.arange(tokens.shape[1], device=tokens.device)
+        x = self.ln(self.word(tokens) + self.position(pos) + self.token_type(torch.zeros_like(tokens)))
+        for layer in self.layers:
+            x = layer(x)
+        return torch.tanh(self.pooler(x[:, 0]))
+
+
+class CifarBlock(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.shortcut = nn.Sequential()
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                          nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        out = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(self.bn2(self.conv2(out)) + self.shortcut(x))
+
+
+class CifarResNet18(nn.Module):
+    """ResNet-18 for CIFAR-10 as kuangliu/pytorch-cifar builds it (3x3 stem, no max-pool, 10
+    classes; 11,173,962 parameters, dtsim's resnet18_cifar); input 32 x 32 images."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 64, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        blocks, cin = [], 64
+        for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+            blocks += [CifarBlock(cin, cout, stride), CifarBlock(cout, cout, 1)]
+            cin = cout
+        self.blocks = nn.Sequential(*blocks)
+        self.linear = nn.Linear(512, 10)
+
+    def forward(self, x):
+        out = self.blocks(torch.relu(self.bn1(self.conv1(x))))
+        return self.linear(nn.functional.adaptive_avg_pool2d(out, 1).flatten(1))
+
+
 def is_gpt(name):
-    return name in GPT_SHAPES
+    """Whether `name` is one of the transformers (token ids in, no per-layer timing)."""
+    return name in GPT_SHAPES or name == "bert_base"
 
 
 def build_model(name, dev=None):
@@ -197,8 +286,12 @@ def build_model(name, dev=None):
     import contextlib
     here = dev.torch if dev is not None and hasattr(torch.device, "__enter__") else None
     with here if here is not None else contextlib.nullcontext():
-        if is_gpt(name):
+        if name in GPT_SHAPES:
             model = Gpt(*GPT_SHAPES[name])
+        elif name == "bert_base":
+            model = Bert()
+        elif name == "resnet18_cifar":
+            model = CifarResNet18()
         else:
             import torchvision.models as tvm
             if not hasattr(tvm, name):
@@ -233,6 +326,16 @@ def training_step(model, dev, batch, compiled=False):
 
         def loss_fn(logits, target):
             return ce(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
+    elif isinstance(model, Bert):
+        x = torch.randint(0, model.vocabulary, (batch, model.sequence), device=dev.torch)
+        y = None
+
+        def loss_fn(pooled, _):
+            return pooled.float().square().mean()
+    elif isinstance(model, CifarResNet18):
+        x = torch.randn(batch, 3, 32, 32, device=dev.torch)
+        y = torch.randint(0, 10, (batch,), device=dev.torch)
+        loss_fn = nn.CrossEntropyLoss()
     else:
         x = torch.randn(batch, 3, 224, 224, device=dev.torch)
         y = torch.randint(0, 1000, (batch,), device=dev.torch)
@@ -506,11 +609,12 @@ def main():
                               load1=f"{os.getloadavg()[0]:.2f}",
                               machine=a.label or socket.gethostname(),
                               command=" ".join(sys.argv)))
-            # Layers alone and their GEMM shapes are the CNNs' (image inputs); a GPT's layer
-            # GEMMs are timed by `calibrate gpu --layer-models gpt2,...`.
-            if not a.no_layers and not is_gpt(name):
+            # Layers alone and their GEMM shapes are the ImageNet CNNs' (leaf_calls feeds 224 x
+            # 224 images); a transformer's layer GEMMs, and the CIFAR ResNet's, are timed by
+            # `calibrate gpu --layer-models gpt2,resnet18_cifar,...`.
+            if not a.no_layers and not is_gpt(name) and name != "resnet18_cifar":
                 layers += layer_times(name, model, dev, batch, a.layer_reps)
-            if not a.no_gemm and not is_gpt(name):
+            if not a.no_gemm and not is_gpt(name) and name != "resnet18_cifar":
                 for s in gemm_shapes(model, dev, batch):
                     key = (s["m"], s["n"], s["k"], s["count"])
                     if key not in done_shapes:

@@ -401,6 +401,54 @@ fn a_measured_compute_section_replaces_a_clusters_and_keeps_what_was_not_measure
 }
 
 #[test]
+fn two_runs_on_one_gpu_join_into_the_bundled_h100_compute_section_and_two_gpus_do_not() {
+    let root = format!("{}/..", env!("CARGO_MANIFEST_DIR"));
+    let run = |name: &str| format!("{root}/data/runs/gpu/{name}/gpu_measurements.json.gz");
+    let out = tmp("gpu-measurements-join").join("h100.json");
+    let _ = std::fs::remove_file(&out);
+    // The four models' run, then CIFAR ResNet-18 and BERT-base measured minutes later.
+    let o = calibrate(&[
+        "import",
+        "gpu-measurements",
+        &run("h100_vm/calibrate"),
+        &run("h100_vm/calibrate_cifar_bert"),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let rebuilt = sim::profile::Profile::load(&out).unwrap().compute.unwrap();
+    let bundled = sim::profile::Profile::load(std::path::Path::new(&format!(
+        "{root}/data/profiles/h100_sxm_node.json"
+    )))
+    .unwrap()
+    .compute
+    .unwrap();
+    assert_eq!(
+        rebuilt.peak_flops_per_s["bf16"].value,
+        bundled.peak_flops_per_s["bf16"].value
+    );
+    let times = rebuilt.gemm_times.unwrap().times;
+    assert_eq!(times, bundled.gemm_times.unwrap().times);
+    // 804 distinct layer GEMMs of the first run's four models, 460 of the second's two.
+    assert_eq!(times.len(), 1264);
+    // An H200's run does not join an H100's: the error names the file and the field.
+    let o = calibrate(&[
+        "import",
+        "gpu-measurements",
+        &run("h100_vm/calibrate"),
+        &run("h200_vm/calibrate"),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = text(&o.stderr);
+    assert!(
+        e.contains("h200_vm/calibrate/gpu_measurements.json.gz") && e.contains("devices[0].name"),
+        "{e}"
+    );
+}
+
+#[test]
 fn a_gpu_runs_measurements_rebuild_the_bundled_h200_compute_section() {
     let root = format!("{}/..", env!("CARGO_MANIFEST_DIR"));
     let out = tmp("gpu-measurements").join("h200.json");

@@ -1,7 +1,7 @@
 //! `calibrate import ...`: measurements made elsewhere (nccl-tests logs, published tables,
 //! profiler traces, p2p and iperf3 runs, PyTorch-measured GEMMs and layers) into a profile.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::*;
 
@@ -148,7 +148,7 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
         }
         ImportCmd::TorchDevice { file, out } => import_torch_device(&file, &out),
         ImportCmd::Compute { source, out } => import_compute(&source, &out),
-        ImportCmd::GpuMeasurements { file, out } => import_gpu_measurements(&file, &out),
+        ImportCmd::GpuMeasurements { files, out } => import_gpu_measurements(&files, &out),
         ImportCmd::LayerTimes {
             file,
             out,
@@ -605,19 +605,51 @@ fn import_compute(source: &Path, out: &Path) -> Result<(), Failure> {
     graft_compute(section, &origin, out)
 }
 
-/// `calibrate import gpu-measurements`: the compute section of a `calibrate gpu` run's
-/// measurements, rebuilt, into `out`.
-fn import_gpu_measurements(file: &Path, out: &Path) -> Result<(), Failure> {
-    let g = gpu_measurements::load(file)?;
+/// `calibrate import gpu-measurements`: the compute section of one or more `calibrate gpu`
+/// runs' measurements on one device, rebuilt, into `out`: every run's GEMMs, the first's device
+/// and copy rate (a later run that measured other models' layers adds their GEMMs).
+fn import_gpu_measurements(files: &[PathBuf], out: &Path) -> Result<(), Failure> {
+    let mut runs = Vec::with_capacity(files.len());
+    for file in files {
+        runs.push(gpu_measurements::load(file)?);
+    }
+    let (first, later) = runs.split_first().ok_or_else(|| {
+        Failure(
+            EXIT_INPUT,
+            "calibrate import gpu-measurements: give at least one file".into(),
+        )
+    })?;
+    for (g, file) in later.iter().zip(&files[1..]) {
+        if g.device_name != first.device_name {
+            return Err(Failure(
+                EXIT_INPUT,
+                format!(
+                "{}: devices[0].name: {:?}, the device of {} ({:?}); measurements of one device \
+                 join, not of two",
+                file.display(),
+                g.device_name,
+                files[0].display(),
+                first.device_name
+                ),
+            ));
+        }
+    }
+    let gemms: Vec<_> = runs.iter().flat_map(|g| g.gemms.iter().cloned()).collect();
+    let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    let joined = PathBuf::from(names.join(" + "));
     let (section, _) = measured_section(
-        &g.gemms,
-        g.copy_bytes_per_s,
-        &g.device_name,
-        g.memory_bytes,
-        &g.origin,
-        file,
+        &gemms,
+        first.copy_bytes_per_s,
+        &first.device_name,
+        first.memory_bytes,
+        &first.origin,
+        &joined,
     )?;
-    graft_compute(section, &format!("{} ({})", file.display(), g.origin), out)
+    graft_compute(
+        section,
+        &format!("{} ({})", joined.display(), first.origin),
+        out,
+    )
 }
 
 /// A compute section from measured GEMMs and a copy rate (`crate::compute::compute_section`),

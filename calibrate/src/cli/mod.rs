@@ -248,9 +248,12 @@ enum ImportCmd {
     },
     /// The measurements `calibrate gpu --logs DIR` kept (gpu_measurements.json, gzip allowed):
     /// the compute section rebuilt from them, into a profile as `import compute` does (every
-    /// layer GEMM's time included, which the simulator times layer products from).
+    /// layer GEMM's time included, which the simulator times layer products from). Several
+    /// runs on one device (other models' layers measured later) join: the GEMMs of all of them,
+    /// the device and the copy rate of the first.
     GpuMeasurements {
-        file: PathBuf,
+        #[arg(required = true, num_args = 1..)]
+        files: Vec<PathBuf>,
         /// The profile to write it into (created when missing).
         #[arg(long)]
         out: PathBuf,
