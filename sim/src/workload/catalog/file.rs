@@ -14,7 +14,7 @@ use super::{Layer, LayerKind, Model, ModelError};
 /// [[layer]]
 /// name = "fc1"
 /// kind = "linear"            # conv | linear | norm | activation | pool | add | embedding |
-/// params = 200960            #   attention_block | mlp_block
+/// params = 200960            #   head | attention_block | mlp_block
 /// forward_flops = 401408     # per sample, a multiply-add counts 2
 /// output_elements = 256      # per sample
 /// # param_tensors = 2        # default: 2 when params > 0
