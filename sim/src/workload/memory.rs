@@ -60,10 +60,17 @@ pub fn per_gpu(model: &Model, cfg: &StepConfig, dag: &StepDag, micro_batch: u64)
             (super::catalog::LayerKind::MoeBlock, Some(m)) => m.expert_params_per_block,
             _ => 0,
         };
+        // The last of several stages also holds the tied embedding's copy for the head.
+        let tied_copy = if pp > 1 && s + 1 == pp {
+            model.tied_embedding_params / tp
+        } else {
+            0
+        };
         let params: u64 = layers
             .iter()
             .map(|l| (l.params - (experts(l) - experts(l) / ep)) / split(l.kind))
-            .sum();
+            .sum::<u64>()
+            + tied_copy;
         // With full recomputation a layer keeps only its input (split like its activations:
         // Megatron's sequence parallelism shards the checkpointed inputs too).
         let saved_by_chunk: Vec<u64> = chunks

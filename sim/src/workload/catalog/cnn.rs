@@ -208,6 +208,7 @@ impl CnnBuilder {
             input_elems: self.input.elems(),
             tokens_per_sample: None,
             moe: None,
+            tied_embedding_params: 0,
         }
     }
 }

@@ -104,5 +104,6 @@ pub fn parse_model_file(text: &str, origin: &str) -> Result<Model, ModelError> {
         input_elems: f.input_elements,
         tokens_per_sample: f.tokens_per_sample,
         moe: None,
+        tied_embedding_params: 0,
     })
 }

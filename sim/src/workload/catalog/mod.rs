@@ -213,6 +213,10 @@ pub struct Model {
     pub tokens_per_sample: Option<u64>,
     /// Mixture-of-experts shape, for models whose MLP blocks are [`LayerKind::MoeBlock`]s.
     pub moe: Option<MoeShape>,
+    /// Parameters the head shares with the embedding (the word embeddings of a tied head; 0
+    /// without one). Split into pipeline stages, the last holds a copy and Megatron sums the
+    /// two copies' gradients after the backward pass.
+    pub tied_embedding_params: u64,
 }
 
 /// What expert parallelism needs of a mixture-of-experts model.

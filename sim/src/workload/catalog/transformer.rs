@@ -409,6 +409,11 @@ pub fn transformer(c: &TransformerConfig) -> Model {
             expert_params_per_block: c.experts * (mlp_mats * h * f + b * mlp_bias),
             hidden: h,
         }),
+        tied_embedding_params: if c.tied_lm_head && !c.untied_lm_head {
+            v * h
+        } else {
+            0
+        },
     }
 }
 

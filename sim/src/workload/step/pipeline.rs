@@ -524,6 +524,45 @@ impl<'a> Megatron<'a> {
         elems * self.mb * self.e / self.mesh.tp as u64 / self.mesh.cp as u64
     }
 
+    /// Parameters of stage `s`'s copy of the tied embedding, per rank: the word embeddings'
+    /// slice on the last of several stages (Megatron keeps one there for the head), else 0.
+    fn tied_copy(&self, s: u32) -> u64 {
+        let pp = self.mesh.pp;
+        if pp > 1 && s + 1 == pp {
+            self.model.tied_embedding_params / self.mesh.tp as u64
+        } else {
+            0
+        }
+    }
+
+    /// The tied embedding's two copies, on the first and the last stage, summed after the
+    /// backward pass: an all-reduce between each first-stage rank and its last-stage
+    /// counterpart (Megatron's embedding group), after both stages' last backward ops.
+    /// `None` without a tied embedding split across stages.
+    fn sync_tied_embedding(
+        &self,
+        b: &mut StepBuilder,
+        first: Option<OpId>,
+        last: Option<OpId>,
+    ) -> Result<Option<OpId>, StepError> {
+        let Mesh { tp, cp, dp, pp, .. } = self.mesh;
+        let copy = self.tied_copy(pp - 1);
+        if copy == 0 {
+            return Ok(None);
+        }
+        let pairs: Vec<Vec<u32>> = (0..dp)
+            .flat_map(|r| (0..cp).flat_map(move |c| (0..tp).map(move |t| (r, c, t))))
+            .map(|(r, c, t)| vec![self.rank(0, r, c, t), self.rank(pp - 1, r, c, t)])
+            .collect();
+        let deps: Vec<OpId> = first.into_iter().chain(last).collect();
+        Ok(Some(b.collective(
+            self.tp_spec(copy * self.e),
+            &pairs,
+            deps,
+            &|op| op.kind.clone(),
+        )?))
+    }
+
     /// Stage `s`'s gradient exchange after `after`, then its optimizer: an all-reduce over
     /// every replica of the parameters (Megatron's DP x CP group) and, for experts, among the
     /// replicas holding the same ones (the expert-data-parallel group); or, under the
@@ -555,11 +594,14 @@ impl<'a> Megatron<'a> {
                 0
             }
         };
+        // The last stage's copy of a tied embedding (vocabulary-parallel under TP).
+        let copy = self.tied_copy(s);
         let params: u64 = held()
             .map(|l| (l.params - experts(l)) / self.param_split(l))
-            .sum();
+            .sum::<u64>()
+            + copy;
         let expert_shard: u64 = held().map(|l| experts(l) / ep as u64).sum();
-        let tensors: u32 = held().map(|l| l.param_tensors).sum();
+        let tensors: u32 = held().map(|l| l.param_tensors).sum::<u32>() + (copy > 0) as u32;
         let groups: Vec<Vec<u32>> = if dp * cp > 1 {
             (0..tp)
                 .map(|t| {
@@ -727,10 +769,16 @@ pub(super) fn hybrid_step(
             ));
         }
     }
-    // Per stage: gradient exchange across replicas, then the optimizer.
+    // A tied embedding's copies summed first (Megatron does it after the data-parallel
+    // exchange; both precede the optimizer), then per stage: gradient exchange across
+    // replicas, then the optimizer.
+    let tied = g.sync_tied_embedding(b, last_on_stage[0], last_on_stage[pp as usize - 1])?;
     let mut ends = Vec::new();
     for s in 0..pp {
-        let after: Vec<OpId> = last_on_stage[s as usize].into_iter().collect();
+        let mut after: Vec<OpId> = last_on_stage[s as usize].into_iter().collect();
+        if s == 0 || s + 1 == pp {
+            after.extend(tied);
+        }
         ends.push(g.exchange(b, cm, s, after)?);
     }
     b.join(ends);
