@@ -607,8 +607,9 @@ fn rank_order_decides_which_groups_share_a_node() {
     let tp = ["reduce-scatter", "all-gather"];
     // With TP inside the nodes, the one all-reduce that crosses them is the tied embedding's
     // (first stage on one node, last on the other): 8 pairs, each rank sending its 1/8 of
-    // 50,257 x 2,048 bf16 gradients once (the two-rank ring's reduce-scatter and all-gather).
-    let embedding_group = 8 * 2 * (50257 * 2048 / 8) * 2;
+    // 51,200 x 2,048 bf16 gradients once (the vocabulary padded to a multiple of 128 x 8; the
+    // two-rank ring's reduce-scatter and all-gather).
+    let embedding_group = 8 * 2 * (51200 * 2048 / 8) * 2;
     assert_eq!(between_nodes(&tp_inside, &tp), embedding_group);
     assert!(between_nodes(&tp_across, &tp) > 0);
     assert!(between_nodes(&tp_inside, &["point-to-point"]) > 0);
@@ -974,9 +975,12 @@ fn tensor_parallelism_splits_the_vocabulary_with_one_all_reduce_each_way() {
     let s = sim::scenario::parse(&text, Path::new("tp8.toml"), &[]).unwrap();
     let said = run_workload(&s, Default::default()).unwrap().to_string();
     assert!(said.contains("(x98)"), "{said}");
+    // The vocabulary is padded as Megatron pads it, to a multiple of 128 x 8: 50,257 tokens
+    // become 51,200, 943 x 2,048 parameters more than the catalog's 1,315,723,264.
+    assert!(said.contains("(1317654528 parameters"), "{said}");
     // Every GPU holds an eighth of every layer's parameters, the tied embedding's too: 1/8 of
-    // 1,315.7M at 6 bytes (bf16 weights and their fp32 master copy), 941 MiB.
-    assert!(said.contains("params 941 MiB"), "{said}");
+    // 1,317.7M at 6 bytes (bf16 weights and their fp32 master copy), 942 MiB.
+    assert!(said.contains("params 942 MiB"), "{said}");
 }
 
 /// GPT ties its head to the word embeddings. Split into pipeline stages, the last stage keeps

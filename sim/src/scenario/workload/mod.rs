@@ -363,9 +363,21 @@ impl WorkloadTable {
     }
 
     /// The model, from the catalog, a model file (relative to the scenario) or the inline
-    /// transformer configuration.
+    /// transformer configuration. Under tensor parallelism a transformer's vocabulary is padded
+    /// as Megatron pads it (`make-vocab-size-divisible-by` 128 times the TP size: GPT's 50,257
+    /// tokens become 51,200 at TP 8), so that every rank's slice is a whole, aligned block.
     pub fn model(&self, scenario_path: &Path) -> Result<Model, (String, String)> {
+        let pad = |mut c: catalog::TransformerConfig| {
+            if self.tensor_parallel > 1 {
+                let multiple = 128 * self.tensor_parallel as u64;
+                c.vocabulary = c.vocabulary.div_ceil(multiple) * multiple;
+            }
+            catalog::transformer(&c)
+        };
         if let Some(name) = &self.model {
+            if let Some(c) = catalog::TransformerConfig::by_name(name) {
+                return Ok(pad(c));
+            }
             return catalog::by_name(name).map_err(|e| ("workload.model".into(), e.expected));
         }
         if let Some(f) = &self.model_file {
@@ -383,7 +395,7 @@ impl WorkloadTable {
                 "layers, hidden, heads, sequence and vocabulary all at least 1".into(),
             ));
         }
-        Ok(catalog::transformer(c))
+        Ok(pad(c.clone()))
     }
 }
 
