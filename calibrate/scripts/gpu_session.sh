@@ -15,9 +15,12 @@
 # Copy OUT_DIR to data/runs/gpu/MACHINE and the two profiles to data/profiles/ to commit them.
 #
 # Environment: MODELS (default resnet50,alexnet,gpt2,gpt_1_3b: torch_bench's step models and the
-# layer GEMMs calibrate times), LAYER_BATCHES (1,2,8,32), STEP_TIMEOUT (seconds any one step may
-# take, default 900; TIMEOUT_<step> for one step: a machine lent for minutes keeps whatever the
-# earlier steps measured).
+# layer GEMMs calibrate times), LAYER_BATCHES (1,2,8,32), SMALL_MODELS (default
+# resnet18_cifar,bert_base: small models stepped and their layer GEMMs timed at SMALL_BATCHES,
+# default 8,32,128,512,2048, in a second `calibrate gpu` whose GEMMs join the first's; empty to
+# skip), STEP_TIMEOUT (seconds any one step may take, default 900; TIMEOUT_<step> for one step: a
+# machine lent for minutes keeps whatever the earlier steps measured). Run on an H100 on
+# 2026-11-27 (data/runs/gpu/h100_vm, in two parts): 392 s and 157 s.
 set -uo pipefail
 out=${1:?usage: gpu_session.sh OUT_DIR [BIN_DIR]}
 bin=${2:-target/release}
@@ -25,6 +28,7 @@ py=${PYTHON:-python3}
 mkdir -p "$out/logs" "$out/torch_tf32" "$out/torch_bf16"
 status=0
 models=${MODELS:-resnet50,alexnet,gpt2,gpt_1_3b}
+small=${SMALL_MODELS-resnet18_cifar,bert_base}
 step_timeout=${STEP_TIMEOUT:-900}
 run() { # name, command...: logs to OUT/NAME.log, remembers the first failure
   local name=$1; shift
@@ -46,16 +50,32 @@ tag=$(echo "${gpu:-gpu}" | tr 'A-Z' 'a-z' | tr -cd 'a-z0-9_')
 run calibrate_gpu "$bin/calibrate" gpu --out "$out/${tag}_measured.json" --logs "$out/logs" \
   --max-bytes "${MAX_BYTES:-1GiB}" --warmup 3 --reps 10 --layer-models "$models" \
   --layer-batches "${LAYER_BATCHES:-1,2,8,32}" --layer-dtypes tf32,bf16
+# The small models' layer GEMMs at their large batches (CIFAR ResNet-18's study runs to 2048),
+# joined with the first run's into one compute section.
+if [ -n "$small" ]; then
+  mkdir -p "$out/logs_small"
+  run calibrate_gpu_small "$bin/calibrate" gpu --out "$out/${tag}_small.json" \
+    --logs "$out/logs_small" --max-bytes 4MiB --warmup 3 --reps 10 --layer-models "$small" \
+    --layer-batches "${SMALL_BATCHES:-8,32,128,512,2048}" --layer-dtypes tf32,bf16
+  [ -e "$out/logs_small/gpu_measurements.json" ] && run import_joined "$bin/calibrate" import \
+    gpu-measurements "$out/logs/gpu_measurements.json" "$out/logs_small/gpu_measurements.json" \
+    --out "$out/${tag}_measured.json"
+  models="$models,$small"
+fi
 for dt in bf16 tf32; do
   run "torch_$dt" env PYTHONUNBUFFERED=1 "$py" calibrate/scripts/torch_bench.py --device cuda \
     --dtype "$dt" --out "$out/torch_$dt" --label "$gpu ($host)" --models "$models" --kernels \
     --profile "data/profiles/${tag}_measured.json;data/profiles/${tag}_torch.json"
 done
 # The GPTs as fused training runs them: torch's fused attention, eager and torch.compile'd.
-gpts=$(echo "$models" | tr ',' '\n' | grep '^gpt' | paste -sd, -)
+gpts=$(echo "$models" | tr ',' '\n' | grep -E '^(gpt|bert)' | paste -sd, -)
 one_batch=""  # compiling takes a minute a model: one batch each
 for m in ${gpts//,/ }; do
-  case $m in gpt2) one_batch="$one_batch gpt2=8" ;; gpt_1_3b) one_batch="$one_batch gpt_1_3b=2" ;; esac
+  case $m in
+    gpt2) one_batch="$one_batch gpt2=8" ;;
+    gpt_1_3b) one_batch="$one_batch gpt_1_3b=2" ;;
+    bert_base) one_batch="$one_batch bert_base=32" ;;
+  esac
 done
 if [ -n "$gpts" ]; then
   run torch_bf16_sdpa env PYTHONUNBUFFERED=1 "$py" calibrate/scripts/torch_bench.py --device cuda \
