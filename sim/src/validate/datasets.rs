@@ -220,10 +220,7 @@ pub(super) fn single_device_rows(row: &Row, root: &Path) -> Vec<Replayed> {
     // dtsim's model is already the fused step.
     let fused_attention = get("attention") == "sdpa";
     let how = [
-        match get("attention") {
-            "sdpa" => " sdpa",
-            _ => "",
-        },
+        if fused_attention { " sdpa" } else { "" },
         match get("compiled") {
             "1" => " compiled",
             _ => "",

@@ -18,8 +18,8 @@
 //! written by `calibrate gpu`), a matmul layer's forward is the sum of its forward products as
 //! measured and its backward the sum of its input- and weight-gradient products as measured
 //! ([`super::gemm_table`]), plus the layer's non-GEMM FLOPs at the line's rate and E as above;
-//! a product the table lacks keeps the line. Backward products differ from the forward in shape and speed
-//! (GPT 1.3B at batch 2 on an H200 in bf16: forward 703 TFLOP/s, backward 552).
+//! a product the table lacks keeps the line. Backward products differ from the forward in shape
+//! and speed (GPT 1.3B at batch 2 on an H200 in bf16: forward 703 TFLOP/s, backward 552).
 
 use std::collections::BTreeMap;
 

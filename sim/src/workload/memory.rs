@@ -61,11 +61,7 @@ pub fn per_gpu(model: &Model, cfg: &StepConfig, dag: &StepDag, micro_batch: u64)
             _ => 0,
         };
         // The last of several stages also holds the tied embedding's copy for the head.
-        let tied_copy = if pp > 1 && s + 1 == pp {
-            model.tied_embedding_params / tp
-        } else {
-            0
-        };
+        let tied_copy = model.tied_embedding_copy(s as u64, pp as u64, tp);
         let params: u64 = layers
             .iter()
             .map(|l| (l.params - (experts(l) - experts(l) / ep)) / split(l.kind))

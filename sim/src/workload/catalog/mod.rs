@@ -233,6 +233,18 @@ pub struct MoeShape {
 }
 
 impl Model {
+    /// Parameters per rank of pipeline stage `stage`'s copy of the tied embedding, out of
+    /// `stages`, under `tp`-way tensor parallelism (the vocabulary split over TP): the word
+    /// embeddings' slice on the last of several stages (Megatron keeps one there for the
+    /// head), else 0.
+    pub fn tied_embedding_copy(&self, stage: u64, stages: u64, tp: u64) -> u64 {
+        if stages > 1 && stage + 1 == stages {
+            self.tied_embedding_params / tp.max(1)
+        } else {
+            0
+        }
+    }
+
     pub fn params(&self) -> u64 {
         self.layers.iter().map(|l| l.params).sum()
     }

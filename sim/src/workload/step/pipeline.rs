@@ -524,15 +524,12 @@ impl<'a> Megatron<'a> {
         elems * self.mb * self.e / self.mesh.tp as u64 / self.mesh.cp as u64
     }
 
-    /// Parameters of stage `s`'s copy of the tied embedding, per rank: the word embeddings'
-    /// slice on the last of several stages (Megatron keeps one there for the head), else 0.
+    /// Parameters per rank of stage `s`'s copy of the tied embedding
+    /// ([`Model::tied_embedding_copy`]).
     fn tied_copy(&self, s: u32) -> u64 {
-        let pp = self.mesh.pp;
-        if pp > 1 && s + 1 == pp {
-            self.model.tied_embedding_params / self.mesh.tp as u64
-        } else {
-            0
-        }
+        let Mesh { tp, pp, .. } = self.mesh;
+        self.model
+            .tied_embedding_copy(s as u64, pp as u64, tp as u64)
     }
 
     /// The tied embedding's two copies, on the first and the last stage, summed after the
