@@ -24,6 +24,7 @@ pub mod pipe;
 pub mod profile;
 pub mod scenario;
 pub mod stats;
+mod toml_spans;
 pub mod topology;
 pub mod units;
 pub mod validate;

@@ -1,0 +1,92 @@
+//! What a scenario's `[network]` table sets for the packet model: switch mode, MTUs, pause
+//! thresholds, retransmission timeout, windows and congestion control.
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::SimTime;
+use crate::topology::LinkClass;
+
+/// What a switch does when a buffer fills.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SwitchMode {
+    /// Credit/PFC-style backpressure: never drops.
+    #[default]
+    Lossless,
+    /// Drop on overflow, retransmit after a timeout.
+    Lossy,
+}
+
+impl SwitchMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SwitchMode::Lossless => "lossless",
+            SwitchMode::Lossy => "lossy",
+        }
+    }
+}
+
+/// How lossy-mode senders limit what they have in flight.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CongestionControl {
+    /// A fixed window (when one is given), otherwise line rate.
+    #[default]
+    None,
+    /// Additive increase (one packet per window delivered), multiplicative decrease (halve on
+    /// every retransmission timeout), capped by the window.
+    Aimd,
+}
+
+/// The MTU a link class gets when the scenario names none: 1500 B for Ethernet, 4 KiB for
+/// NVLink, PCIe, InfiniBand and the rest.
+pub fn default_mtu_bytes(class: LinkClass) -> u32 {
+    match class {
+        LinkClass::Ethernet => 1500,
+        _ => 4096,
+    }
+}
+
+/// Options of the packet model (the scenario's `[network]` table).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PacketConfig {
+    pub mode: SwitchMode,
+    /// Per link class, in the order of [`LinkClass::ALL`].
+    pub mtu_bytes: [u32; LinkClass::ALL.len()],
+    /// Lossless: a buffer at or above this fraction of its capacity pauses its feeders...
+    pub high_water: f64,
+    /// ...until it drains to this fraction.
+    pub low_water: f64,
+    /// Lossy: time from a drop to its retransmission.
+    pub retransmit_timeout: SimTime,
+    /// Most bytes a flow may have in flight (sent, not yet delivered), in both modes.
+    pub window_bytes: Option<u64>,
+    pub congestion_control: CongestionControl,
+}
+
+/// Window AIMD starts from (and is capped by) when the scenario gives none.
+pub const DEFAULT_AIMD_WINDOW_BYTES: u64 = 64 << 10;
+
+impl Default for PacketConfig {
+    fn default() -> Self {
+        PacketConfig {
+            mode: SwitchMode::Lossless,
+            mtu_bytes: LinkClass::ALL.map(default_mtu_bytes),
+            high_water: 0.9,
+            low_water: 0.7,
+            retransmit_timeout: SimTime::from_us(100),
+            window_bytes: None,
+            congestion_control: CongestionControl::None,
+        }
+    }
+}
+
+impl PacketConfig {
+    pub fn mtu(&self, class: LinkClass) -> u32 {
+        self.mtu_bytes[class_index(class)]
+    }
+}
+
+fn class_index(c: LinkClass) -> usize {
+    LinkClass::ALL.iter().position(|&x| x == c).unwrap_or(0)
+}

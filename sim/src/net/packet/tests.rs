@@ -1,0 +1,266 @@
+#![cfg(test)]
+
+use super::*;
+use crate::collective::play::{play, PlayOptions, PlayOutcome};
+use crate::collective::Schedule;
+
+use crate::net::testing::{assert_series_matches_traffic, schedule, star, GBPS};
+
+fn run(topo: &Arc<Topology>, s: &Schedule, config: PacketConfig) -> (PlayOutcome, PortReport) {
+    let mut m = PacketModel::new(topo.clone(), config, 0).unwrap();
+    let eps: Vec<DeviceId> = topo.gpus()[..s.endpoints() as usize].to_vec();
+    let out = play(
+        s,
+        &eps,
+        &mut m,
+        PlayOptions {
+            reduce_bytes_per_s: None,
+            shared_cores: None,
+        },
+    )
+    .unwrap();
+    let report = m.port_stats().unwrap();
+    (out, report)
+}
+
+fn port(t: &Topology, from: &str, to: &str) -> usize {
+    let (a, b) = (t.find(from).unwrap(), t.find(to).unwrap());
+    t.out_links(a)
+        .iter()
+        .find(|&&l| t.link(l).to == b)
+        .unwrap()
+        .index()
+}
+
+#[test]
+fn a_single_flow_takes_size_over_bandwidth_plus_hops_latency_plus_store_and_forward() {
+    // g0 → sw → g1 at 100 Gb/s, 1 us per hop, 1500 B packets: 1.5 MB takes
+    // 120 us + 2 us + one packet's 120 ns at the switch.
+    let t = star(
+        2,
+        100.0 * GBPS,
+        SimTime::from_us(1),
+        1 << 20,
+        LinkClass::Ethernet,
+    );
+    let (out, ports) = run(
+        &t,
+        &schedule(2, &[(vec![(0, 1)], 1_500_000, vec![])]),
+        PacketConfig::default(),
+    );
+    assert_eq!(out.end.as_ps(), 120_000_000 + 2_000_000 + 120_000);
+    assert_eq!(ports.packets, 1000);
+    assert_eq!(ports.packet_hops, 2000);
+}
+
+#[test]
+fn the_last_packet_is_the_remainder_and_an_empty_transfer_takes_the_latency() {
+    // 1600 B = 1500 + 100: 128 ns at the source; the 100 B packet then waits at the switch
+    // behind the first one, so the end is still size/B + 2 latencies + one full packet.
+    let t = star(
+        2,
+        100.0 * GBPS,
+        SimTime::from_us(1),
+        1 << 20,
+        LinkClass::Ethernet,
+    );
+    let (out, _) = run(
+        &t,
+        &schedule(
+            2,
+            &[(vec![(0, 1)], 1600, vec![]), (vec![(0, 1)], 0, vec![0])],
+        ),
+        PacketConfig::default(),
+    );
+    assert_eq!(out.ops[0].end.as_ps(), 128_000 + 2_000_000 + 120_000);
+    assert_eq!(out.ops[1].end.as_ps() - out.ops[1].start.as_ps(), 2_000_000);
+}
+
+#[test]
+fn two_flows_into_one_port_get_half_each() {
+    // g0 → g2 and g1 → g2 share sw → g2: 2 × 1.5 MB at 100 Gb/s ≈ 240 us. The queue at
+    // the switch grows to 1.5 MB, within its 4 MiB.
+    let t = star(3, 100.0 * GBPS, SimTime::ZERO, 4 << 20, LinkClass::Ethernet);
+    let (out, ports) = run(
+        &t,
+        &schedule(3, &[(vec![(0, 2), (1, 2)], 1_500_000, vec![])]),
+        PacketConfig::default(),
+    );
+    let secs = out.end.as_secs_f64();
+    assert!((secs - 240e-6).abs() / 240e-6 < 1e-3, "{secs}");
+    // The switch port queued packets from both senders but never dropped or paused.
+    let p = &ports.ports[port(&t, "sw", "g2")];
+    assert!(p.max_occupancy_bytes > 1500);
+    assert_eq!((p.drops, p.pause_events), (0, 0));
+}
+
+#[test]
+fn lossless_incast_pauses_senders_and_never_drops_or_overflows() {
+    // 7 senders into g7 through a 64 KiB switch port.
+    let t = star(
+        8,
+        100.0 * GBPS,
+        SimTime::from_ns(500),
+        64 << 10,
+        LinkClass::Ethernet,
+    );
+    let pairs: Vec<(u32, u32)> = (0..7).map(|i| (i, 7)).collect();
+    let (out, ports) = run(
+        &t,
+        &schedule(8, &[(pairs, 1_000_000, vec![])]),
+        PacketConfig::default(),
+    );
+    let p = &ports.ports[port(&t, "sw", "g7")];
+    assert!(p.pause_events > 0 && p.paused_ps > 0);
+    assert!(p.max_occupancy_bytes <= p.capacity_bytes);
+    assert!(ports.ports.iter().all(|p| p.drops == 0));
+    let blocked: u64 = (0..7)
+        .map(|i| ports.ports[port(&t, &format!("g{i}"), "sw")].blocked_ps)
+        .sum();
+    assert!(blocked > 0, "senders were held back");
+    // Still the port's full rate: 7 MB at 100 Gb/s = 560 us, plus a little.
+    let secs = out.end.as_secs_f64();
+    assert!(secs > 560e-6 && secs < 570e-6, "{secs}");
+    let fill = p.fill.as_ref().unwrap();
+    assert_eq!(fill.causes.len(), 7, "{fill:?}");
+    assert_eq!(ports.deadlocks_broken, 0);
+}
+
+#[test]
+fn lossy_incast_drops_and_retransmits_until_everything_arrives() {
+    let t = star(
+        8,
+        100.0 * GBPS,
+        SimTime::from_ns(500),
+        64 << 10,
+        LinkClass::Ethernet,
+    );
+    let pairs: Vec<(u32, u32)> = (0..7).map(|i| (i, 7)).collect();
+    let config = PacketConfig {
+        mode: SwitchMode::Lossy,
+        retransmit_timeout: SimTime::from_us(20),
+        ..Default::default()
+    };
+    let (out, ports) = run(&t, &schedule(8, &[(pairs, 1_000_000, vec![])]), config);
+    let p = &ports.ports[port(&t, "sw", "g7")];
+    assert!(p.drops > 0);
+    assert_eq!(p.retransmitted_bytes, p.dropped_bytes);
+    assert!(p.max_occupancy_bytes <= p.capacity_bytes);
+    assert_eq!(p.pause_events, 0);
+    // Every byte arrived exactly once: the port into g7 carried 7 MB.
+    assert_eq!(
+        ports.ports[port(&t, "sw", "g7")].packets,
+        7 * 1_000_000u64.div_ceil(1500)
+    );
+    assert!(out.end.as_secs_f64() > 560e-6);
+}
+
+#[test]
+fn aimd_senders_lose_less_than_line_rate_senders() {
+    let t = star(
+        8,
+        100.0 * GBPS,
+        SimTime::from_ns(500),
+        64 << 10,
+        LinkClass::Ethernet,
+    );
+    let pairs: Vec<(u32, u32)> = (0..7).map(|i| (i, 7)).collect();
+    let s = schedule(8, &[(pairs, 1_000_000, vec![])]);
+    let lossy = PacketConfig {
+        mode: SwitchMode::Lossy,
+        retransmit_timeout: SimTime::from_us(20),
+        ..Default::default()
+    };
+    let aimd = PacketConfig {
+        congestion_control: CongestionControl::Aimd,
+        window_bytes: Some(16 << 10),
+        ..lossy.clone()
+    };
+    let (_, plain) = run(&t, &s, lossy);
+    let (_, controlled) = run(&t, &s, aimd);
+    let drops = |r: &PortReport| r.ports.iter().map(|p| p.drops).sum::<u64>();
+    assert!(drops(&controlled) < drops(&plain));
+}
+
+#[test]
+fn bigger_buffers_make_the_pauses_disappear() {
+    let pairs: Vec<(u32, u32)> = (0..7).map(|i| (i, 7)).collect();
+    let s = schedule(8, &[(pairs, 1_000_000, vec![])]);
+    let t = star(
+        8,
+        100.0 * GBPS,
+        SimTime::from_ns(500),
+        16 << 20,
+        LinkClass::Ethernet,
+    );
+    let (_, ports) = run(&t, &s, PacketConfig::default());
+    assert!(ports.ports.iter().all(|p| p.pause_events == 0));
+}
+
+#[test]
+fn a_buffer_smaller_than_a_packet_is_refused() {
+    let t = star(2, 100.0 * GBPS, SimTime::ZERO, 1000, LinkClass::Ethernet);
+    let err = PacketModel::new(t, PacketConfig::default(), 0)
+        .err()
+        .unwrap();
+    assert!(err.expected.contains("1500 B"), "{err}");
+}
+
+#[test]
+fn the_series_integrates_to_each_ports_bytes_and_shows_the_incast_queue() {
+    let t = star(
+        8,
+        100.0 * GBPS,
+        SimTime::from_ns(500),
+        64 << 10,
+        LinkClass::Ethernet,
+    );
+    let pairs: Vec<(u32, u32)> = (0..7).map(|i| (i, 7)).collect();
+    let s = schedule(8, &[(pairs, 1_000_000, vec![])]);
+    let mut m = PacketModel::new(t.clone(), PacketConfig::default(), 0).unwrap();
+    let eps: Vec<DeviceId> = t.gpus().to_vec();
+    let out = play(
+        &s,
+        &eps,
+        &mut m,
+        PlayOptions {
+            reduce_bytes_per_s: None,
+            shared_cores: None,
+        },
+    )
+    .unwrap();
+    let series = m
+        .link_series(
+            out.end,
+            SeriesOptions {
+                bins: 40,
+                top_links: 16,
+            },
+        )
+        .unwrap();
+    let traffic = m.link_traffic();
+    let stats = m.port_stats().unwrap();
+    let into_g7 = port(&t, "sw", "g7") as u32;
+    // Serialization is rounded to whole picoseconds: within a part in 10^5.
+    assert_series_matches_traffic(&t, &series, &traffic, 1e-5);
+    let g7 = series.links.iter().find(|e| e.link == into_g7).unwrap();
+    let occ = g7.occupancy.as_ref().unwrap();
+    let p = &stats.ports[into_g7 as usize];
+    assert_eq!(*occ.max_bytes.iter().max().unwrap(), p.max_occupancy_bytes);
+    // The per-bin averages integrate to the run's average occupancy.
+    let area: f64 = occ
+        .avg_bytes
+        .iter()
+        .enumerate()
+        .map(|(i, a)| a * (series.edges_ps[i + 1] - series.edges_ps[i]) as f64)
+        .sum();
+    // (port statistics average over the time of the model's last event)
+    let want = p.avg_occupancy_bytes * m.now_ps as f64;
+    assert!((area - want).abs() <= 1e-9 * want, "{area} vs {want}");
+    // The port into g7 is busy nearly all the run.
+    assert!(
+        g7.utilization[5..35].iter().all(|&u| u > 0.95),
+        "{:?}",
+        g7.utilization
+    );
+}
