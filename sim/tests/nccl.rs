@@ -95,6 +95,10 @@ fn what_a_system_cannot_run_is_a_clear_error_naming_the_field() {
     );
     let e = run("hgx_h100.toml", "1GiB", "protocol = \"ll64\"\n").unwrap_err();
     assert!(e.contains("collective.protocol"), "{e}");
+    assert!(
+        e.contains("as NCCL_PROTO takes them") && !e.contains("  "),
+        "one line of prose, not the source's indentation: {e}"
+    );
     let e = run("hgx_h100.toml", "1GiB", "algorithm = \"collnet_direct\"\n").unwrap_err();
     assert!(e.contains("collnet = true"), "{e}");
     let e = run("hgx_h100.toml", "1GiB", "library = \"gloo\"\n").unwrap_err();

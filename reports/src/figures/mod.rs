@@ -3,6 +3,7 @@
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use sim::metrics::output::CsvText;
 
 mod xy;
 
@@ -17,25 +18,11 @@ pub struct Table {
 
 impl Table {
     pub fn to_csv(&self) -> String {
-        let q = |s: &str| {
-            if s.contains([',', '"', '\n']) {
-                format!("\"{}\"", s.replace('"', "\"\""))
-            } else {
-                s.to_string()
-            }
-        };
-        let mut out = self
-            .columns
-            .iter()
-            .map(|c| q(c))
-            .collect::<Vec<_>>()
-            .join(",");
-        out.push('\n');
+        let mut t = CsvText::new(&self.columns);
         for r in &self.rows {
-            out += &r.iter().map(|c| q(c)).collect::<Vec<_>>().join(",");
-            out.push('\n');
+            t.row(r);
         }
-        out
+        t.finish()
     }
 }
 
@@ -384,4 +371,25 @@ pub fn timeline(
         series: cats.len(),
         cells: 0,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Table;
+
+    #[test]
+    fn a_figures_table_is_written_as_csv_with_its_awkward_cells_quoted() {
+        let t = Table {
+            columns: vec!["method".into(), "time (ms)".into()],
+            rows: vec![
+                vec!["ring, 2 rings".into(), "1.5".into()],
+                vec!["the \"fast\" one".into(), "".into()],
+                vec!["two\nlines".into(), "3".into()],
+            ],
+        };
+        assert_eq!(
+            t.to_csv(),
+            "method,time (ms)\n\"ring, 2 rings\",1.5\n\"the \"\"fast\"\" one\",\n\"two\nlines\",3\n"
+        );
+    }
 }

@@ -38,10 +38,10 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
 }
 
 /// A CSV file built in memory (quoting by the `csv` crate): a header, then rows of fields.
-pub(crate) struct CsvText(csv::Writer<Vec<u8>>);
+pub struct CsvText(csv::Writer<Vec<u8>>);
 
 impl CsvText {
-    pub(crate) fn new<I, T>(header: I) -> Self
+    pub fn new<I, T>(header: I) -> Self
     where
         I: IntoIterator<Item = T>,
         T: AsRef<[u8]>,
@@ -51,7 +51,7 @@ impl CsvText {
         t
     }
     /// One record (fields as strings: write numbers with `to_string()` or `format!`).
-    pub(crate) fn row<I, T>(&mut self, fields: I)
+    pub fn row<I, T>(&mut self, fields: I)
     where
         I: IntoIterator<Item = T>,
         T: AsRef<[u8]>,
@@ -60,7 +60,7 @@ impl CsvText {
             .write_record(fields)
             .expect("writing CSV into memory cannot fail");
     }
-    pub(crate) fn finish(self) -> String {
+    pub fn finish(self) -> String {
         let bytes = self.0.into_inner().expect("an in-memory writer flushes");
         String::from_utf8(bytes).expect("fields are UTF-8")
     }

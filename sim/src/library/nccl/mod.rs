@@ -515,7 +515,8 @@ fn parse_protocols(list: &str) -> Result<Vec<Proto>, LibraryError> {
             LibraryError::new(
                 "collective.protocol",
                 format!(
-                    "NCCL protocols (ll, ll128, simple), one or a list as NCCL_PROTO takes                      them (\"simple,ll128\", \"^ll\"), got {list:?}"
+                    "NCCL protocols (ll, ll128, simple), one or a list as NCCL_PROTO takes \
+                     them (\"simple,ll128\", \"^ll\"), got {list:?}"
                 ),
             )
         })?;
