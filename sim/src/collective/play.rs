@@ -21,7 +21,7 @@ use super::cpu_pool::CpuPool;
 use super::in_order::Connections;
 use super::{OpKind, Schedule};
 use crate::engine::{EventHandle, EventQueue, SimTime};
-use crate::net::{NetContext, NetCounters, NetEvent, NetPatternId, NetworkModel};
+use crate::net::{FlowLoad, NetContext, NetCounters, NetEvent, NetPatternId, NetworkModel};
 use crate::topology::{DeviceId, TopologyError};
 
 /// When each op ran.
@@ -93,23 +93,28 @@ pub struct Estimate {
     pub transfers: u64,
     /// Flows: the pairs of every transfer op.
     pub flows: u64,
+    /// The pairs of every distinct pattern: what the network model routes and keeps.
+    pub routed_pairs: u64,
+    /// The most flows of transfer ops at one depth of the schedule's DAG (ops the same number
+    /// of dependencies deep can run at once): what a model holds state for at a time.
+    pub concurrent_flows: u64,
     pub events: u64,
     /// Resident memory when the schedule was ready (topology, schedule, routes so far).
     pub resident_bytes: u64,
-    /// Resident memory at the end of the run, estimated.
+    /// Resident memory at the end of the run, estimated from above.
     pub peak_bytes: u64,
 }
 
 impl Estimate {
-    /// Memory per op and per flow while playing and reporting (per-op timings, ready lists,
-    /// routed paths and flow state), per timeline event (a send, a receive, a rank's compute:
-    /// the report's trace keeps up to [`crate::metrics::trace::MAX_TRACE_EVENTS`], built per
-    /// track and then joined), and for the report's tables, on top of the network model's own
-    /// estimate ([`NetworkModel::estimate_state_bytes`]): read off the peak resident memory of
-    /// GPT-1.3B steps at 1,024, 4,096 and 16,384 GPUs (89, 106 and 296 MB) and of the bundled
+    /// Memory per op while playing and reporting (per-op timings, ready lists), per timeline
+    /// event (a send, a receive, a rank's compute: the report's trace keeps up to
+    /// [`crate::metrics::trace::MAX_TRACE_EVENTS`], built per track and then joined), and for
+    /// the report's tables, on top of the network model's own estimates of its state and of
+    /// what it keeps per flow ([`NetworkModel::estimate_state_bytes`],
+    /// [`NetworkModel::estimate_flow_bytes`]): read off the peak resident memory of GPT-1.3B
+    /// steps at 1,024, 4,096 and 16,384 GPUs (89, 106 and 296 MB) and of the bundled
     /// scenarios, release build, 2026-11-25 (see the closing note of issue 12).
     pub const BYTES_PER_OP: f64 = 200.0;
-    pub const BYTES_PER_FLOW: f64 = 8.0;
     pub const BYTES_PER_TRACE_EVENT: f64 = 160.0;
     pub const REPORT_BYTES: f64 = 4e6;
 
@@ -119,12 +124,14 @@ impl Estimate {
         let mut pair_bytes = 0u128;
         let mut others = 0u64;
         let mut trace_events = 0u64;
+        let mut solution_rates = 0u64;
         for op in &schedule.ops {
             match op.kind {
                 OpKind::Transfer { pattern, bytes } => {
                     let pairs = schedule.patterns[pattern.0 as usize].pairs.len() as u64;
                     transfers += 1;
                     flows += pairs;
+                    solution_rates = solution_rates.saturating_add(pairs.saturating_mul(pairs));
                     pair_bytes += bytes as u128 * pairs as u128;
                     trace_events += 2 * pairs;
                 }
@@ -138,17 +145,25 @@ impl Estimate {
         }
         let trace_events = trace_events.min(crate::metrics::trace::MAX_TRACE_EVENTS as u64);
         let ops = schedule.ops.len() as u64;
+        let routed_pairs: u64 = schedule.patterns.iter().map(|p| p.pairs.len() as u64).sum();
+        let concurrent_flows = concurrent_flows(schedule);
         let resident_bytes = resident_bytes();
         let peak = resident_bytes as f64
             + net.estimate_state_bytes() as f64
             + Self::REPORT_BYTES
             + ops as f64 * Self::BYTES_PER_OP
-            + flows as f64 * Self::BYTES_PER_FLOW
+            + net.estimate_flow_bytes(&FlowLoad {
+                flows,
+                routed_pairs,
+                solution_rates,
+            }) as f64
             + trace_events as f64 * Self::BYTES_PER_TRACE_EVENT;
         Estimate {
             ops,
             transfers,
             flows,
+            routed_pairs,
+            concurrent_flows,
             events: net
                 .estimate_events(transfers, pair_bytes)
                 .saturating_add(others),
@@ -162,15 +177,41 @@ impl std::fmt::Display for Estimate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "about {} events, {} ops ({} transfers, {} flows), {:.0} MB peak memory ({:.0} MB now)",
+            "about {} events, {} ops ({} transfers, {} flows over {} routed pairs, at most {} at \
+             once), {:.0} MB peak memory ({:.0} MB now)",
             self.events,
             self.ops,
             self.transfers,
             self.flows,
+            self.routed_pairs,
+            self.concurrent_flows,
             self.peak_bytes as f64 / 1e6,
             self.resident_bytes as f64 / 1e6
         )
     }
+}
+
+/// The most flows at one depth of `schedule`'s DAG (an op's depth: one more than its deepest
+/// dependency's), one pass since every dependency has a smaller id.
+fn concurrent_flows(schedule: &Schedule) -> u64 {
+    let mut depth = vec![0u32; schedule.ops.len()];
+    let mut flows_at: Vec<u64> = Vec::new();
+    for (i, op) in schedule.ops.iter().enumerate() {
+        let d = op
+            .deps
+            .iter()
+            .map(|d| depth[d.0 as usize] + 1)
+            .max()
+            .unwrap_or(0);
+        depth[i] = d;
+        if let OpKind::Transfer { pattern, .. } = op.kind {
+            if flows_at.len() <= d as usize {
+                flows_at.resize(d as usize + 1, 0);
+            }
+            flows_at[d as usize] += schedule.patterns[pattern.0 as usize].pairs.len() as u64;
+        }
+    }
+    flows_at.into_iter().max().unwrap_or(0)
 }
 
 /// This process's resident memory (Linux `/proc/self/statm`; 0 where there is none).

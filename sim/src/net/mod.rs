@@ -96,6 +96,19 @@ pub struct NetCounters {
     pub replays_interrupted: u64,
 }
 
+/// The flows of a schedule, counted for a model's memory estimate
+/// ([`NetworkModel::estimate_flow_bytes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FlowLoad {
+    /// The pairs of every transfer op.
+    pub flows: u64,
+    /// The pairs of every distinct pattern (what is routed and kept once).
+    pub routed_pairs: u64,
+    /// The most rates the ops' max-min solutions could hold: an op is re-solved at most
+    /// once per flow that finishes, so at most the square of its pairs (saturating).
+    pub solution_rates: u64,
+}
+
 /// The interface every network model implements.
 pub trait NetworkModel {
     /// Routes the pairs once; later batches refer to the pattern by id.
@@ -143,6 +156,11 @@ pub trait NetworkModel {
     /// Bytes the model's own state (routes, searches) will grow to, for the same estimate.
     fn estimate_state_bytes(&self) -> u64 {
         0
+    }
+    /// Bytes the model keeps for a schedule's flows, for the same estimate. By default 8 bytes
+    /// per flow of every op.
+    fn estimate_flow_bytes(&self, load: &FlowLoad) -> u64 {
+        load.flows.saturating_mul(8)
     }
     /// Per-port buffer statistics, for models that have buffers.
     fn port_stats(&mut self) -> Option<packet::PortReport> {

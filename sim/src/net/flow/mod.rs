@@ -188,6 +188,8 @@ struct Batch {
     posted: SimTime,
     /// Segments so far while the batch has run alone since its start.
     recording: Option<Vec<(Arc<BatchSolution>, u64)>>,
+    /// Rates held by the recording's distinct solutions (their flows summed).
+    recorded_rates: usize,
     /// Set while the batch replays a recorded trajectory (per-flow state not maintained).
     replay: Option<Arc<Trajectory>>,
     /// Scratch mark for component search.
@@ -221,6 +223,12 @@ pub struct FlowModel {
     settle_pass: u64,
     cache: BTreeMap<Vec<BatchState>, Vec<Arc<BatchSolution>>>,
     trajectories: BTreeMap<TrajectoryKey, Arc<Trajectory>>,
+    /// Rates the kept trajectories hold (see [`MAX_TRAJECTORY_RATES`]).
+    trajectory_rates: usize,
+    /// The bounds in force ([`MAX_RECORDED_RATES`], [`MAX_TRAJECTORY_RATES`] unless a test
+    /// set others).
+    max_recorded_rates: usize,
+    max_trajectory_rates: usize,
     replay_enabled: bool,
     cached_rates: usize,
     records: Vec<SolutionRecord>,
@@ -246,6 +254,17 @@ pub struct FlowModel {
 
 /// Cached rate values kept before the cache is emptied (about 256 MiB of `f64`).
 const MAX_CACHED_RATES: usize = 32 << 20;
+
+/// Rates a batch's recording may hold (its distinct solutions' flows summed, about 32 MiB of
+/// `f64`) before it is given up: a batch that runs alone through thousands of solutions (a
+/// direct all-to-all, re-solved at every group of finishing flows) would otherwise keep every
+/// one of them, whatever the cache drops (576 ranks: 1,911 solutions of 331,200 flows, 5.2 GB).
+/// Such a batch is simulated again, not replayed, when its pattern comes back.
+const MAX_RECORDED_RATES: usize = 4 << 20;
+
+/// Rates all kept trajectories may hold together (about 256 MiB of `f64`); past it, a
+/// finished recording is not kept.
+const MAX_TRAJECTORY_RATES: usize = 32 << 20;
 
 impl FlowModel {
     pub fn new(topo: Arc<Topology>, factors: EfficiencyFactors, ecmp_salt: u64) -> Self {
@@ -294,6 +313,9 @@ impl FlowModel {
             settle_pass: 0,
             cache: BTreeMap::new(),
             trajectories: BTreeMap::new(),
+            trajectory_rates: 0,
+            max_recorded_rates: MAX_RECORDED_RATES,
+            max_trajectory_rates: MAX_TRAJECTORY_RATES,
             replay_enabled,
             cached_rates: 0,
             records: Vec::new(),
@@ -317,6 +339,14 @@ impl FlowModel {
     /// check replay changes nothing.
     pub fn without_replay(mut self) -> Self {
         self.replay_enabled = false;
+        self
+    }
+
+    /// Replay's memory bounds set lower (rates one batch's recording may hold, and all kept
+    /// trajectories together), for tests that check what happens past them.
+    pub fn with_replay_bounds(mut self, recorded_rates: usize, trajectory_rates: usize) -> Self {
+        self.max_recorded_rates = recorded_rates;
+        self.max_trajectory_rates = trajectory_rates;
         self
     }
 
@@ -386,7 +416,14 @@ impl FlowModel {
             self.series_log
                 .push(b.last_update.as_ps(), dt_ps, sol.record);
             if let Some(rec) = &mut b.recording {
-                rec.push((sol.clone(), dt_ps));
+                if rec.last().is_none_or(|(last, _)| !Arc::ptr_eq(last, sol)) {
+                    b.recorded_rates += sol.rates_bps.len();
+                }
+                if b.recorded_rates > self.max_recorded_rates {
+                    b.recording = None;
+                } else {
+                    rec.push((sol.clone(), dt_ps));
+                }
             }
         }
         b.last_update = now;
@@ -486,6 +523,7 @@ impl FlowModel {
                 return;
             }
             self.batches[slot as usize].recording = Some(Vec::new());
+            self.batches[slot as usize].recorded_rates = 0;
         }
         self.init_flows(slot);
         self.unsettled.push(slot);
@@ -785,14 +823,18 @@ impl FlowModel {
         }
         if let Some(segments) = b.recording.take() {
             let key = (b.pattern, b.bytes, b.factor_signature);
-            let trajectory = Trajectory {
-                segments,
-                tx_end_ps: (now - b.started).as_ps(),
-                deliver_ps: (at - b.started).as_ps(),
-            };
-            self.trajectories
-                .entry(key)
-                .or_insert_with(|| Arc::new(trajectory));
+            let rates = b.recorded_rates;
+            if self.trajectory_rates + rates <= self.max_trajectory_rates
+                && !self.trajectories.contains_key(&key)
+            {
+                self.trajectory_rates += rates;
+                let trajectory = Trajectory {
+                    segments,
+                    tx_end_ps: (now - b.started).as_ps(),
+                    deliver_ps: (at - b.started).as_ps(),
+                };
+                self.trajectories.insert(key, Arc::new(trajectory));
+            }
         }
         // The event handle is not kept: a delivery is never cancelled.
         let _ = ctx.schedule(at, NetEvent::Delivered { slot, generation });
@@ -820,6 +862,25 @@ impl NetworkModel for FlowModel {
     }
     fn estimate_events(&self, batches: u64, _pair_bytes: u128) -> u64 {
         batches.saturating_mul(2)
+    }
+    /// What the model keeps grows with the pairs of distinct patterns, not with every op's:
+    /// a pattern's routes and per-flow state are kept once however many ops use it. The
+    /// solutions cached or recorded for replay are bounded ([`MAX_CACHED_RATES`],
+    /// [`MAX_TRAJECTORY_RATES`], [`MAX_RECORDED_RATES`]), and never more than the ops could
+    /// produce. Per routed pair: read off a direct all-to-all of 2,048 GPUs (4.19 M pairs in
+    /// one pattern, 1.4 GB resident). An upper estimate: against peak resident memory, release
+    /// build, 2026-11-27, the whole run's estimate is 1.5-2.3 times it for GPT-1.3B and
+    /// Llama-3 405B steps, an NCCL tree all-reduce on 16,384 GPUs and all-to-alls of 576 and
+    /// 2,048 GPUs (415-1,408 MB), 2.0-4.4 times for ring all-reduces of 16,384-131,072 GPUs
+    /// (one pattern solved once: 175-865 MB), 7.3 times for a GPT-1.3B step on 1,024 GPUs
+    /// (92 MB), whose solutions fill nothing near their bound.
+    fn estimate_flow_bytes(&self, load: &super::FlowLoad) -> u64 {
+        const BYTES_PER_ROUTED_PAIR: u64 = 330;
+        let solutions_bound =
+            ((MAX_CACHED_RATES + MAX_TRAJECTORY_RATES + MAX_RECORDED_RATES) * 8) as u64;
+        load.routed_pairs
+            .saturating_mul(BYTES_PER_ROUTED_PAIR)
+            .saturating_add(load.solution_rates.saturating_mul(8).min(solutions_bound))
     }
     fn add_pattern(
         &mut self,
@@ -936,6 +997,7 @@ impl NetworkModel for FlowModel {
         b.started = now;
         b.posted = now;
         b.recording = None;
+        b.recorded_rates = 0;
         b.replay = None;
         b.mark = false;
         if n == 0 {

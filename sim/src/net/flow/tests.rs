@@ -412,6 +412,60 @@ fn a_replay_interrupted_by_a_new_batch_continues_exactly_as_a_simulated_one() {
     assert!(step(&a, 1) > step(&a, 0));
 }
 
+#[test]
+fn a_recording_past_its_memory_bound_is_given_up_and_the_batch_simulated_again() {
+    // g0 sends to g1, g2, g3 while g4 sends to g1: g0's uplink gives its three flows a third
+    // each, g4 → g1 takes the rest of g1's downlink and finishes first; then the three share
+    // g0's uplink alone. Two solutions of 4 rates: the recording holds 8 rates. The same op
+    // again, after the first, replays the recording if it was kept; past the bound it is
+    // simulated again, at the same times.
+    let t = star(5, 100.0 * GBPS, SimTime::from_us(1));
+    let pairs = vec![(0, 1), (0, 2), (0, 3), (4, 1)];
+    let s = schedule(
+        5,
+        &[
+            (pairs.clone(), 10_000_000, vec![]),
+            (pairs, 10_000_000, vec![0]),
+        ],
+    );
+    let eps: Vec<DeviceId> = t.gpus().to_vec();
+    let play_with = |m: &mut FlowModel| {
+        play(
+            &s,
+            &eps,
+            m,
+            PlayOptions {
+                reduce_bytes_per_s: None,
+                shared_cores: None,
+            },
+        )
+        .unwrap()
+    };
+    let kept = play_with(&mut FlowModel::new(t.clone(), Default::default(), 0));
+    assert_eq!(kept.net.solves, 2, "two solutions, then replayed");
+    assert_eq!(kept.net.replays, 1);
+    let over = play_with(
+        &mut FlowModel::new(t.clone(), Default::default(), 0).with_replay_bounds(7, 1 << 20),
+    );
+    assert_eq!(over.net.replays, 0, "8 rates are past a bound of 7");
+    assert_eq!(
+        over.ops, kept.ops,
+        "the same op times, simulated instead of replayed"
+    );
+    let within = play_with(
+        &mut FlowModel::new(t.clone(), Default::default(), 0).with_replay_bounds(8, 1 << 20),
+    );
+    assert_eq!(within.net.replays, 1, "8 rates are within a bound of 8");
+    let none_kept = play_with(
+        &mut FlowModel::new(t.clone(), Default::default(), 0).with_replay_bounds(1 << 20, 7),
+    );
+    assert_eq!(
+        none_kept.net.replays, 0,
+        "no room among the kept trajectories for its 8 rates"
+    );
+    assert_eq!(none_kept.ops, kept.ops);
+}
+
 /// Ring steps (replayed), a contending batch and a dependent one, with latency.
 fn mixed_schedule() -> Schedule {
     let ring: Vec<(u32, u32)> = (0..4).map(|i| (i, (i + 1) % 4)).collect();
@@ -629,4 +683,26 @@ fn a_link_that_just_carried_traffic_has_no_tokens_and_refills_at_its_rate() {
     let (ends, _) = with_buckets(1e-3, &ops);
     let second = ends[1] - ends[0];
     assert!((second - (3e-3 - 2e-6 + 2e-6)).abs() < 1e-9, "{ends:?}");
+}
+
+#[test]
+fn the_memory_estimate_follows_the_pairs_routed_not_every_ops_flows() {
+    // A 65,536-GPU ring all-reduce: 131,070 ops of one 65,536-pair pattern, 8.6 G flows; it
+    // ran in 676 MB. Counted at 8 bytes per flow of every op it was refused as 69 GB.
+    let m = FlowModel::new(star(2, 100.0 * GBPS, SimTime::ZERO), Default::default(), 0);
+    let ring = crate::net::FlowLoad {
+        flows: 8_589_803_520,
+        routed_pairs: 65_536,
+        solution_rates: u64::MAX,
+    };
+    let bytes = m.estimate_flow_bytes(&ring);
+    assert!(bytes < 1_000_000_000, "{bytes}");
+    // A direct all-to-all of 2,048 GPUs, one op of 4.19 M pairs: 1.4 GB resident.
+    let a2a = crate::net::FlowLoad {
+        flows: 4_192_256,
+        routed_pairs: 4_192_256,
+        solution_rates: 4_192_256u64 * 4_192_256,
+    };
+    let bytes = m.estimate_flow_bytes(&a2a);
+    assert!(bytes > 1_400_000_000 - 42_000_000, "{bytes}");
 }
