@@ -150,7 +150,23 @@ fn an_event_budget_refuses_a_run_estimated_above_it_saying_what_to_change() {
     let e = error_of(&["run", "scenarios/quickstart.toml", "--max-events", "5"]);
     assert!(e.contains("refused before simulating"), "{e}");
     assert!(e.contains("event budget (5, --max-events)"), "{e}");
-    assert!(e.contains("flow model") && e.contains("fewer ranks"), "{e}");
+    // The flow model already plays it: the advice is about the run, not the model.
+    assert!(
+        e.contains("fewer ranks") && e.contains("fewer steps") && !e.contains("flow model"),
+        "{e}"
+    );
+    let e = error_of(&[
+        "run",
+        "scenarios/quickstart.toml",
+        "--max-events",
+        "5",
+        "--set",
+        "network.model=\"packet\"",
+    ]);
+    assert!(
+        e.contains("the flow model instead of the packet model") && e.contains("MTU"),
+        "{e}"
+    );
 }
 
 #[test]

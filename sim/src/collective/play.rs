@@ -75,13 +75,12 @@ pub enum PlayError {
     #[error("not played (estimate only): {0}")]
     EstimateOnly(Box<Estimate>),
     /// The estimate is over a limit of the watch; nothing was played.
-    #[error(
-        "refused before simulating: {estimate}; that is more than {limit}. Use the flow \
-         model instead of the packet model, fewer ranks or smaller sizes, or a larger MTU"
-    )]
+    #[error("refused before simulating: {estimate}; that is more than {limit}. {advice}")]
     TooBig {
         estimate: Box<Estimate>,
         limit: String,
+        /// What would make the run smaller, from the network model that would play it.
+        advice: &'static str,
     },
 }
 
@@ -336,12 +335,14 @@ pub fn play_watched(
             return Err(PlayError::TooBig {
                 estimate,
                 limit: format!("the event budget ({max}, --max-events)"),
+                advice: net.smaller_run_advice(),
             });
         }
         if let Some(max) = watch.max_bytes.filter(|&m| estimate.peak_bytes > m) {
             return Err(PlayError::TooBig {
                 estimate,
                 limit: format!("the memory available ({:.0} MB)", max as f64 / 1e6),
+                advice: net.smaller_run_advice(),
             });
         }
     }

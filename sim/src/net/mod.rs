@@ -157,6 +157,10 @@ pub trait NetworkModel {
     fn estimate_state_bytes(&self) -> u64 {
         0
     }
+    /// What to change when a run is refused as too large for this model.
+    fn smaller_run_advice(&self) -> &'static str {
+        "Use fewer ranks or smaller sizes"
+    }
     /// Bytes the model keeps for a schedule's flows, for the same estimate. By default 8 bytes
     /// per flow of every op.
     fn estimate_flow_bytes(&self, load: &FlowLoad) -> u64 {

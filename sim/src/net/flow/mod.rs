@@ -863,6 +863,10 @@ impl NetworkModel for FlowModel {
     fn estimate_events(&self, batches: u64, _pair_bytes: u128) -> u64 {
         batches.saturating_mul(2)
     }
+    fn smaller_run_advice(&self) -> &'static str {
+        "Use fewer ranks or smaller sizes, or an algorithm with fewer steps (a hierarchical \
+         or tree all-reduce, several rings); --dry-run prints the estimate"
+    }
     /// What the model keeps grows with the pairs of distinct patterns, not with every op's:
     /// a pattern's routes and per-flow state are kept once however many ops use it. The
     /// solutions cached or recorded for replay are bounded ([`MAX_CACHED_RATES`],

@@ -548,6 +548,10 @@ impl NetworkModel for PacketModel {
     fn estimate_state_bytes(&self) -> u64 {
         self.router.estimate_cache_bytes(&self.topo)
     }
+    fn smaller_run_advice(&self) -> &'static str {
+        "Use the flow model instead of the packet model (every packet is events here), fewer \
+         ranks or smaller sizes, or a larger MTU"
+    }
     fn estimate_events(&self, batches: u64, pair_bytes: u128) -> u64 {
         let mtu = self
             .topo
