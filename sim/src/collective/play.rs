@@ -94,9 +94,6 @@ pub struct Estimate {
     pub flows: u64,
     /// The pairs of every distinct pattern: what the network model routes and keeps.
     pub routed_pairs: u64,
-    /// The most flows of transfer ops at one depth of the schedule's DAG (ops the same number
-    /// of dependencies deep can run at once): what a model holds state for at a time.
-    pub concurrent_flows: u64,
     pub events: u64,
     /// Resident memory when the schedule was ready (topology, schedule, routes so far).
     pub resident_bytes: u64,
@@ -145,7 +142,6 @@ impl Estimate {
         let trace_events = trace_events.min(crate::metrics::trace::MAX_TRACE_EVENTS as u64);
         let ops = schedule.ops.len() as u64;
         let routed_pairs: u64 = schedule.patterns.iter().map(|p| p.pairs.len() as u64).sum();
-        let concurrent_flows = concurrent_flows(schedule);
         let resident_bytes = resident_bytes();
         let peak = resident_bytes as f64
             + net.estimate_state_bytes() as f64
@@ -162,7 +158,6 @@ impl Estimate {
             transfers,
             flows,
             routed_pairs,
-            concurrent_flows,
             events: net
                 .estimate_events(transfers, pair_bytes)
                 .saturating_add(others),
@@ -176,41 +171,17 @@ impl std::fmt::Display for Estimate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "about {} events, {} ops ({} transfers, {} flows over {} routed pairs, at most {} at \
-             once), {:.0} MB peak memory ({:.0} MB now)",
+            "about {} events, {} ops ({} transfers, {} flows over {} routed pairs), {:.0} MB peak \
+             memory ({:.0} MB now)",
             self.events,
             self.ops,
             self.transfers,
             self.flows,
             self.routed_pairs,
-            self.concurrent_flows,
             self.peak_bytes as f64 / 1e6,
             self.resident_bytes as f64 / 1e6
         )
     }
-}
-
-/// The most flows at one depth of `schedule`'s DAG (an op's depth: one more than its deepest
-/// dependency's), one pass since every dependency has a smaller id.
-fn concurrent_flows(schedule: &Schedule) -> u64 {
-    let mut depth = vec![0u32; schedule.ops.len()];
-    let mut flows_at: Vec<u64> = Vec::new();
-    for (i, op) in schedule.ops.iter().enumerate() {
-        let d = op
-            .deps
-            .iter()
-            .map(|d| depth[d.0 as usize] + 1)
-            .max()
-            .unwrap_or(0);
-        depth[i] = d;
-        if let OpKind::Transfer { pattern, .. } = op.kind {
-            if flows_at.len() <= d as usize {
-                flows_at.resize(d as usize + 1, 0);
-            }
-            flows_at[d as usize] += schedule.patterns[pattern.0 as usize].pairs.len() as u64;
-        }
-    }
-    flows_at.into_iter().max().unwrap_or(0)
 }
 
 /// This process's resident memory (Linux `/proc/self/statm`; 0 where there is none).
