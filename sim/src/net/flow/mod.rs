@@ -881,7 +881,7 @@ impl NetworkModel for FlowModel {
     fn estimate_flow_bytes(&self, load: &super::FlowLoad) -> u64 {
         const BYTES_PER_ROUTED_PAIR: u64 = 330;
         let solutions_bound =
-            ((MAX_CACHED_RATES + MAX_TRAJECTORY_RATES + MAX_RECORDED_RATES) * 8) as u64;
+            ((MAX_CACHED_RATES + self.max_trajectory_rates + self.max_recorded_rates) * 8) as u64;
         load.routed_pairs
             .saturating_mul(BYTES_PER_ROUTED_PAIR)
             .saturating_add(load.solution_rates.saturating_mul(8).min(solutions_bound))
