@@ -873,11 +873,12 @@ impl NetworkModel for FlowModel {
     /// [`MAX_TRAJECTORY_RATES`], [`MAX_RECORDED_RATES`]), and never more than the ops could
     /// produce. Per routed pair: read off a direct all-to-all of 2,048 GPUs (4.19 M pairs in
     /// one pattern, 1.4 GB resident). An upper estimate: against peak resident memory, release
-    /// build, 2026-11-27, the whole run's estimate is 1.5-2.3 times it for GPT-1.3B and
-    /// Llama-3 405B steps, an NCCL tree all-reduce on 16,384 GPUs and all-to-alls of 576 and
-    /// 2,048 GPUs (415-1,408 MB), 2.0-4.4 times for ring all-reduces of 16,384-131,072 GPUs
-    /// (one pattern solved once: 175-865 MB), 7.3 times for a GPT-1.3B step on 1,024 GPUs
-    /// (92 MB), whose solutions fill nothing near their bound.
+    /// build, 2026-11-27, the whole run's estimate is 1.5-2.3 times it for an NCCL tree
+    /// all-reduce on 16,384 GPUs and all-to-alls of 576 and 2,048 GPUs (314-1,408 MB),
+    /// 2.0-4.4 times for ring all-reduces of 16,384-131,072 GPUs (one pattern solved once:
+    /// 175-865 MB), 1.6-7.2 times for GPT-1.3B and Llama-3 405B steps on 1,024-16,384 GPUs
+    /// (93-557 MB; the smaller the step, the more of it is the solutions' bound, never
+    /// filled).
     fn estimate_flow_bytes(&self, load: &super::FlowLoad) -> u64 {
         const BYTES_PER_ROUTED_PAIR: u64 = 330;
         let solutions_bound =
