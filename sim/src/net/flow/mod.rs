@@ -81,7 +81,7 @@ mod traffic;
 
 use self::burst::Buckets;
 use self::changed::ChangedLinks;
-use self::replay::{Trajectory, TrajectoryKey};
+use self::replay::{Recording, Trajectory, TrajectoryKey};
 pub(crate) use self::traffic::utilization;
 use super::factors::EfficiencyFactors;
 use super::maxmin::{Problem, SplitSolver};
@@ -187,9 +187,7 @@ struct Batch {
     /// When the batch was posted (`started` is when it began to send).
     posted: SimTime,
     /// Segments so far while the batch has run alone since its start.
-    recording: Option<Vec<(Arc<BatchSolution>, u64)>>,
-    /// Rates held by the recording's distinct solutions (their flows summed).
-    recorded_rates: usize,
+    recording: Option<Recording>,
     /// Set while the batch replays a recorded trajectory (per-flow state not maintained).
     replay: Option<Arc<Trajectory>>,
     /// Scratch mark for component search.
@@ -416,13 +414,8 @@ impl FlowModel {
             self.series_log
                 .push(b.last_update.as_ps(), dt_ps, sol.record);
             if let Some(rec) = &mut b.recording {
-                if rec.last().is_none_or(|(last, _)| !Arc::ptr_eq(last, sol)) {
-                    b.recorded_rates += sol.rates_bps.len();
-                }
-                if b.recorded_rates > self.max_recorded_rates {
+                if rec.push(sol, dt_ps) > self.max_recorded_rates {
                     b.recording = None;
-                } else {
-                    rec.push((sol.clone(), dt_ps));
                 }
             }
         }
@@ -522,8 +515,7 @@ impl FlowModel {
                 ));
                 return;
             }
-            self.batches[slot as usize].recording = Some(Vec::new());
-            self.batches[slot as usize].recorded_rates = 0;
+            self.batches[slot as usize].recording = Some(Recording::default());
         }
         self.init_flows(slot);
         self.unsettled.push(slot);
@@ -821,9 +813,8 @@ impl FlowModel {
         if let Some(tx) = b.tx_event.take() {
             ctx.cancel(tx);
         }
-        if let Some(segments) = b.recording.take() {
+        if let Some(Recording { segments, rates }) = b.recording.take() {
             let key = (b.pattern, b.bytes, b.factor_signature);
-            let rates = b.recorded_rates;
             if self.trajectory_rates + rates <= self.max_trajectory_rates
                 && !self.trajectories.contains_key(&key)
             {
@@ -1002,7 +993,6 @@ impl NetworkModel for FlowModel {
         b.started = now;
         b.posted = now;
         b.recording = None;
-        b.recorded_rates = 0;
         b.replay = None;
         b.mark = false;
         if n == 0 {

@@ -19,6 +19,29 @@ pub(super) struct Trajectory {
     pub(super) deliver_ps: u64,
 }
 
+/// The segments of a batch running alone, recorded as it goes, and the rates its distinct
+/// solutions hold (their flows summed), which bound what a recording may keep.
+#[derive(Debug, Default)]
+pub(super) struct Recording {
+    pub(super) segments: Vec<(Arc<BatchSolution>, u64)>,
+    pub(super) rates: usize,
+}
+
+impl Recording {
+    /// Adds `dt_ps` under `solution`; returns the rates held now.
+    pub(super) fn push(&mut self, solution: &Arc<BatchSolution>, dt_ps: u64) -> usize {
+        if self
+            .segments
+            .last()
+            .is_none_or(|(last, _)| !Arc::ptr_eq(last, solution))
+        {
+            self.rates += solution.rates_bps.len();
+        }
+        self.segments.push((solution.clone(), dt_ps));
+        self.rates
+    }
+}
+
 /// What identifies a batch's trajectory when it runs alone: pattern, bytes and factors.
 pub(super) type TrajectoryKey = (u32, u64, u64);
 
