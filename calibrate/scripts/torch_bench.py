@@ -523,6 +523,148 @@ def kernel_costs(dev, reps):
     return out
 
 
+class _Residual(nn.Module):
+    """A residual addition as a layer of its own: its input added to itself (torchvision's
+    `out += identity`, an add whose backward passes the gradient to both operands)."""
+
+    def forward(self, x):
+        return x + x
+
+
+class _Lookup(nn.Module):
+    """An embedding layer in a chain: the input plus the rows of a lookup (a GPT's token and
+    position embeddings are two lookups and an add)."""
+
+    def __init__(self, rows, width):
+        super().__init__()
+        self.table = nn.Embedding(rows, width)
+        self.register_buffer("ids", torch.arange(rows), persistent=False)
+
+    def forward(self, x):
+        return x + self.table(self.ids)
+
+
+class _AttentionHalf(nn.Module):
+    """The attention half of torch_bench's GptBlock (norm, QKV, attention, projection,
+    residual), so that its host cost is measured on the very code the GPT steps run."""
+
+    def __init__(self, hidden, heads, sequence):
+        super().__init__()
+        self.block = GptBlock(hidden, heads, sequence)
+
+    def forward(self, x):
+        b = self.block
+        _, t, h = x.shape
+        q, k, v = b.qkv(b.ln_1(x)).split(h, dim=2)
+        q, k, v = (z.view(x.shape[0], t, b.heads, h // b.heads).transpose(1, 2) for z in (q, k, v))
+        if ATTENTION["kind"] == "sdpa":
+            y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            scores = (q @ k.transpose(-2, -1)) * (h // b.heads) ** -0.5
+            scores = scores.masked_fill(~b.causal[:t, :t], float("-inf"))
+            y = scores.softmax(dim=-1) @ v
+        return x + b.proj(y.transpose(1, 2).reshape(x.shape[0], t, h))
+
+
+class _MlpHalf(nn.Module):
+    """The MLP half of torch_bench's GptBlock (norm, fc, GELU, fc, residual)."""
+
+    def __init__(self, hidden):
+        super().__init__()
+        self.ln_2 = nn.LayerNorm(hidden)
+        self.fc = nn.Linear(hidden, 4 * hidden)
+        self.fc_proj = nn.Linear(4 * hidden, hidden)
+
+    def forward(self, x):
+        return x + self.fc_proj(nn.functional.gelu(self.fc(self.ln_2(x))))
+
+
+# Layer kinds of dtsim's catalog (`LayerKind`, snake_case) whose eager host cost is measured,
+# each as torch runs it in the models above: (kind, image layer?, factory).
+HOST_KINDS = [
+    ("conv", True, lambda: nn.Conv2d(8, 8, 3, 1, 1, bias=False)),
+    ("conv_bias", True, lambda: nn.Conv2d(8, 8, 3, 1, 1)),
+    ("norm", True, lambda: nn.BatchNorm2d(8)),
+    ("layer_norm", False, lambda: nn.LayerNorm(64)),
+    # Out of place: a chain of in-place ReLUs overwrites what each one's backward needs
+    # (torchvision's ReLU(inplace=True) follows a norm or an add, one op either way).
+    ("activation", True, lambda: nn.ReLU()),
+    ("pool", True, lambda: nn.MaxPool2d(3, 1, 1)),
+    ("add", True, _Residual),
+    ("linear", False, lambda: nn.Linear(64, 64)),
+    ("embedding", False, lambda: _Lookup(16, 64)),
+    ("attention_block", False, lambda: _AttentionHalf(64, 2, 16)),
+    ("mlp_block", False, lambda: _MlpHalf(64)),
+]
+
+
+def host_phase_secs(dev, model, x, reps, warmup=3):
+    """Median host seconds of one training step's phases, each read off the host's clock with no
+    wait for the device in between: forward (zero_grad, forward under the run's autocast, loss),
+    backward (`backward()` returns once autograd has issued every kernel), optimizer (SGD with
+    momentum), and the whole step ended by a device synchronize."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+    def step(rec):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        with dev.autocast():
+            loss = model(x).float().sum()
+        t1 = time.perf_counter()
+        loss.backward()
+        t2 = time.perf_counter()
+        opt.step()
+        t3 = time.perf_counter()
+        dev.sync()
+        rec.append((t1 - t0, t2 - t1, t3 - t2, time.perf_counter() - t0))
+
+    for _ in range(warmup):
+        step([])
+    rec = []
+    for _ in range(reps):
+        step(rec)
+    return [statistics.median(c) for c in zip(*rec)]
+
+
+def eager_host_costs(dev, reps, counts=(8, 24, 72)):
+    """The host's cost of each layer kind in an eager training step: steps of a chain of N tiny
+    layers of one kind (8-channel 8x8 images, or 16 tokens of 64), behind a stem that gives the
+    chain parameters, for each N in `counts`, every phase timed on the host's clock
+    (`host_phase_secs`). The kernels do almost nothing, so each phase is what the host takes to
+    issue it; the least-squares slope over N is one layer's cost per phase, the intercept the
+    step's own (zero_grad, loss, starting backward, the optimizer's fixed cost)."""
+    out = dict(counts=list(counts), reps=reps, attention=ATTENTION["kind"], kinds={})
+    saved = ATTENTION["kind"]
+    kinds = list(HOST_KINDS)
+    if hasattr(nn.functional, "scaled_dot_product_attention"):
+        kinds.append(("attention_block_fused", False, lambda: _AttentionHalf(64, 2, 16)))
+    for kind, image, make in kinds:
+        ATTENTION["kind"] = "sdpa" if kind == "attention_block_fused" else "plain"
+        per_n = []
+        for n in counts:
+            stem = nn.Conv2d(8, 8, 1) if image else nn.Linear(64, 64)
+            model = nn.Sequential(stem, *[make() for _ in range(n)]).to(dev.torch).train()
+            x = torch.randn(*((1, 8, 8, 8) if image else (1, 16, 64)), device=dev.torch)
+            per_n.append(host_phase_secs(dev, model, x, reps))
+            del model
+        fit = {}
+        for i, phase in enumerate(("forward", "backward", "optimizer", "step_synchronized")):
+            ys = [p[i] for p in per_n]
+            mx, my = statistics.fmean(counts), statistics.fmean(ys)
+            slope = sum((c - mx) * (y - my) for c, y in zip(counts, ys)) / \
+                sum((c - mx) ** 2 for c in counts)
+            fit[phase] = dict(secs_per_layer=slope, fixed_secs=my - slope * mx,
+                              secs_by_count=ys)
+        out["kinds"][kind] = fit
+        print(f"host cost {kind}: forward {fit['forward']['secs_per_layer'] * 1e6:.1f} us, "
+              f"backward {fit['backward']['secs_per_layer'] * 1e6:.1f} us, optimizer "
+              f"{fit['optimizer']['secs_per_layer'] * 1e6:.1f} us a layer; synchronized step "
+              f"{fit['step_synchronized']['secs_per_layer'] * 1e6:.1f} us a layer",
+              file=sys.stderr, flush=True)
+    ATTENTION["kind"] = saved
+    return out
+
+
 def parse_batches(items, models, cpu):
     default = CPU_BATCHES if cpu else DEFAULT_BATCHES
     out = {m: list(default.get(m, [1, 2, 4, 8])) for m in models}
@@ -567,6 +709,9 @@ def main():
                     help="GPT attention: scores stored (plain) or torch's fused SDPA")
     ap.add_argument("--compile", action="store_true",
                     help="train the torch.compile'd model (warm-up steps include compiling)")
+    ap.add_argument("--host-costs", action="store_true",
+                    help="also time the host's cost per layer kind in eager steps (device.json "
+                         "eager_host; `calibrate import eager-host`)")
     ap.add_argument("--kernels", action="store_true",
                     help="also time per-op issue cost and elementwise rates (device.json)")
     a = ap.parse_args()
@@ -647,6 +792,8 @@ def main():
         info.update(gemm_grid=grid, layer_gemms=gemms, copy=copy_rate(dev, a.gemm_reps))
     if a.kernels:
         info.update(kernels=kernel_costs(dev, a.gemm_reps))
+    if a.host_costs:
+        info.update(eager_host=eager_host_costs(dev, a.steps))
     write_atomic(os.path.join(a.out, "device.json"), json.dumps(info, indent=1) + "\n")
     print(f"wrote {a.out}: step_times.csv" + (", layer_times.csv" if layers else "") +
           ", device.json" + ("" if a.no_trace else ", traces"), file=sys.stderr)
