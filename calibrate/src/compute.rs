@@ -239,6 +239,7 @@ pub fn compute_section(
         ddp_overhead_per_tensor: None,
         layer_times: Vec::new(),
         gemm_times: layer_gemm_times(gemms, prov),
+        eager_host: Default::default(),
     })
 }
 

@@ -22,8 +22,8 @@ use crate::build::{self, FitOptions, FittedRun};
 use crate::fit::Holdout;
 use crate::gpu;
 use crate::import::{
-    cpu_costs, fanout, gpu_measurements, host_costs, iperf3, kineto, layer_times, nccl_tests, p2p,
-    torch_device, validation_csv,
+    cpu_costs, eager_host, fanout, gpu_measurements, host_costs, iperf3, kineto, layer_times,
+    nccl_tests, p2p, torch_device, validation_csv,
 };
 
 /// Exit status: bad input (unreadable log, bad option, invalid profile).
@@ -255,6 +255,16 @@ enum ImportCmd {
         #[arg(required = true, num_args = 1..)]
         files: Vec<PathBuf>,
         /// The profile to write it into (created when missing).
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// The host's cost of eager PyTorch steps per layer kind (torch_bench.py --host-costs, in its
+    /// device.json), into an existing profile's compute.eager_host, one number format a file:
+    /// what `execution = "eager"` plays beside the GPU.
+    EagerHost {
+        #[arg(required = true, num_args = 1..)]
+        files: Vec<PathBuf>,
+        /// The profile to add them to (it needs a compute section).
         #[arg(long)]
         out: PathBuf,
     },

@@ -306,6 +306,33 @@ pub struct MeasuredGemms {
     pub times: Vec<GemmTime>,
 }
 
+/// Host seconds of one piece of an eager training step, by phase: what issuing it costs the
+/// host in the forward pass, in the backward pass (autograd's engine) and in the optimizer.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostPhases {
+    pub forward: Duration,
+    pub backward: Duration,
+    pub optimizer: Duration,
+}
+
+/// What an eager training step costs the host in one number format (PyTorch issuing each op:
+/// Python, modules, autocast, autograd, dispatch, kernel launch), measured on tiny layers whose
+/// kernels do almost nothing (`torch_bench.py --host-costs`, imported by `calibrate import
+/// eager-host`). The host and the GPU run side by side; `workload::eager` plays them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EagerHostCosts {
+    /// The step's own work besides its layers: zero_grad and the loss (forward), starting
+    /// autograd (backward), the optimizer's fixed cost.
+    pub step: HostPhases,
+    /// One layer's cost, by kind: the catalog's layer kinds (`conv`, `norm`, `activation`,
+    /// `pool`, `add`, `linear`, `embedding`, `attention_block`, `mlp_block`) and the variants
+    /// torch issues differently (`conv_bias`, `layer_norm`, `attention_block_fused`).
+    pub layers: BTreeMap<String, HostPhases>,
+    pub provenance: Provenance,
+}
+
 /// How fast one GPU computes: what turns a layer's FLOPs and bytes into time.
 ///
 /// A matmul-class layer (convolution, linear, attention, MLP) of F FLOPs moving B bytes takes
@@ -340,6 +367,10 @@ pub struct ComputeCalibration {
     pub layer_times: Vec<MeasuredLayerTime>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gemm_times: Option<MeasuredGemms>,
+    /// The host's cost of eager steps, by number format (`bf16` under autocast, `tf32`, ...):
+    /// what `execution = "eager"` plays beside the GPU.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub eager_host: BTreeMap<String, EagerHostCosts>,
 }
 
 /// A calibration profile.

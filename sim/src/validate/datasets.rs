@@ -216,15 +216,15 @@ pub(super) fn single_device_rows(row: &Row, root: &Path) -> Vec<Replayed> {
     };
     // How the step ran, where the row says (torch_bench.py --attention, --compile): each way
     // is its own group. Torch's fused attention (`sdpa`) is the model's FlashAttention: no
-    // scores stored, none softmaxed through memory. Compiling does not change the prediction:
-    // dtsim's model is already the fused step.
+    // scores stored, none softmaxed through memory. A compiled step is dtsim's fused step; an
+    // eager one (torch_bench's default) plays the host beside the GPU where the profile
+    // measured the host's costs in the row's dtype (`compute.eager_host`), and is the fused
+    // step where it did not (a profile of layers timed alone has the host in its times).
     let fused_attention = get("attention") == "sdpa";
+    let compiled = get("compiled") == "1";
     let how = [
         if fused_attention { " sdpa" } else { "" },
-        match get("compiled") {
-            "1" => " compiled",
-            _ => "",
-        },
+        if compiled { " compiled" } else { "" },
     ]
     .concat();
     profiles
@@ -243,11 +243,18 @@ pub(super) fn single_device_rows(row: &Row, root: &Path) -> Vec<Replayed> {
                 }
                 _ => format!("model = \"{model}\"\n"),
             };
+            let path = resolve(profile, root);
+            let eager = !compiled
+                && crate::profile::Profile::load(&path)
+                    .map_err(|e| e.to_string())?
+                    .compute
+                    .is_some_and(|c| c.eager_host.contains_key(dtype));
+            let execution = if eager { "eager" } else { "fused" };
             let text = format!(
                 "name = \"validate\"\nprofile = {}\n[topology]\nfile = {}\n[placement]\nranks = 1\n\
                  [workload]\nbatch_per_gpu = {batch}\nparallelism = \"ddp\"\n\
-                 dtype = \"{dtype}\"\n{model_keys}",
-                toml_str(&resolve(profile, root)),
+                 dtype = \"{dtype}\"\nexecution = \"{execution}\"\n{model_keys}",
+                toml_str(&path),
                 toml_str(&root.join("topologies/pcie_box_2gpu.toml")),
             );
             let sim = simulate(&text, &[], true)?;

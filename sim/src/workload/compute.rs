@@ -26,6 +26,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::catalog::{Layer, Model};
+use super::eager::{self, Execution, HostCosts};
 use super::gemm_table::{GemmTable, Pass, Roofline};
 use crate::engine::SimTime;
 use crate::profile::{ComputeCalibration, Profile};
@@ -128,6 +129,16 @@ pub struct ComputeModel {
     measured: BTreeMap<(String, String), BTreeMap<u64, PassTimes>>,
     /// GEMMs measured alone in this number format, by shape.
     gemms: GemmTable,
+    /// The host's costs when the step runs eager ([`Execution::Eager`]); `None`: fused.
+    host: Option<HostCosts>,
+}
+
+/// One step's compute on one GPU, as [`ComputeModel::step_times`] times it: each layer's passes
+/// in the model's order and the optimizer's update.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepTimes {
+    pub passes: Vec<PassTimes>,
+    pub optimizer: SimTime,
 }
 
 impl ComputeModel {
@@ -142,6 +153,44 @@ impl ComputeModel {
             )
         })?;
         Self::from_calibration(c, dtype)
+    }
+
+    /// This model for steps run as `execution` says; eager needs `p`'s host costs in this
+    /// model's number format (`compute.eager_host`), and Err says which profile field it lacks.
+    pub fn executing(mut self, p: &Profile, execution: Execution) -> Result<ComputeModel, String> {
+        self.host = None;
+        if execution == Execution::Eager {
+            let dtype = self.dtype;
+            let none = BTreeMap::new();
+            let hosts = p.compute.as_ref().map(|c| &c.eager_host).unwrap_or(&none);
+            let costs = hosts.get(dtype.as_str()).ok_or_else(|| {
+                format!(
+                    "execution = \"eager\" needs the host's costs in {} \
+                     (compute.eager_host.{}) in profile {:?}, which has {}; measure them with \
+                     calibrate/scripts/torch_bench.py --host-costs and `calibrate import \
+                     eager-host`, or run the step fused",
+                    dtype.as_str(),
+                    dtype.as_str(),
+                    p.name,
+                    if hosts.is_empty() {
+                        "none".to_string()
+                    } else {
+                        hosts.keys().cloned().collect::<Vec<_>>().join(", ")
+                    }
+                )
+            })?;
+            self.host = Some(HostCosts::new(costs));
+        }
+        Ok(self)
+    }
+
+    /// How this model runs steps.
+    pub fn execution(&self) -> Execution {
+        if self.host.is_some() {
+            Execution::Eager
+        } else {
+            Execution::Fused
+        }
     }
 
     pub fn from_calibration(c: &ComputeCalibration, dtype: Dtype) -> Result<ComputeModel, String> {
@@ -199,6 +248,7 @@ impl ComputeModel {
                 .as_ref()
                 .map(|g| GemmTable::new(&g.times, dtype.as_str(), roofline))
                 .unwrap_or_default(),
+            host: None,
         })
     }
 
@@ -325,6 +375,43 @@ impl ComputeModel {
         SimTime::from_secs_f64(
             bytes / self.memory_bytes_per_s + tensors as f64 * self.layer_overhead_secs,
         )
+    }
+
+    /// Every layer's passes and the optimizer of one data-parallel replica's step at `batch`:
+    /// each as the GPU runs it when fused, and eager as the host lets it
+    /// ([`eager::play`]: a pass is charged what it adds to the GPU's finishing time). Err names
+    /// a layer kind whose host cost the profile lacks.
+    pub fn step_times(
+        &self,
+        model: &Model,
+        batch: u64,
+        optimizer: Optimizer,
+    ) -> Result<StepTimes, String> {
+        let passes: Vec<PassTimes> = model
+            .layers
+            .iter()
+            .map(|l| self.layer_times(&model.name, l, batch, 1))
+            .collect();
+        let update = self.optimizer_time(model.params(), model.param_tensors(), optimizer);
+        let Some(host) = &self.host else {
+            return Ok(StepTimes {
+                passes,
+                optimizer: update,
+            });
+        };
+        let hosts = host.of_model(model).map_err(|kind| {
+            format!(
+                "compute.eager_host.{}.layers.{kind}: the host's cost of a {kind} layer (model \
+                 {}), which the profile did not measure",
+                self.dtype.as_str(),
+                model.name
+            )
+        })?;
+        let played = eager::play(&hosts, &passes, host.step(), update);
+        Ok(StepTimes {
+            passes: played.passes,
+            optimizer: played.optimizer,
+        })
     }
 
     /// DDP's per-tensor cost for `tensors` gradient tensors.
@@ -455,6 +542,7 @@ mod tests {
             ddp_overhead_per_tensor: None,
             layer_times: Vec::new(),
             gemm_times: None,
+            eager_host: Default::default(),
         }
     }
 
@@ -579,6 +667,7 @@ mod tests {
             elementwise_elems: 0,
             kv_elems: 0,
             kv_heads: 0,
+            flash_attention: false,
         };
         let (f, b) = m.modelled_secs(&layer, 1, 1);
         // (1e12 + 1e9) / (10e12 × 0.5) + 10 us

@@ -3,6 +3,7 @@
 //!
 //! - [`catalog`]: models as layers (shapes, parameters, FLOPs, activations), model files
 //! - [`compute`]: profile → time of each layer's forward and backward pass at a batch size
+//! - [`eager`]: a step as PyTorch runs it op by op, the host issuing beside the GPU
 //! - [`gemm_table`]: measured GEMM times looked up by a layer product's shape
 //! - [`step`]: the training step as a [`Schedule`](crate::collective::Schedule) of compute ops
 //!   and embedded collectives (DDP, all-reduce after backward, parameter server, DataParallel,
@@ -13,6 +14,7 @@
 
 pub mod catalog;
 pub mod compute;
+pub mod eager;
 pub mod gemm_table;
 pub mod memory;
 pub mod metrics;

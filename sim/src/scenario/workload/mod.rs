@@ -11,6 +11,7 @@
 //! bucket = "25MiB"                 # DDP bucket cap; first_bucket = "1MiB" (default: = bucket)
 //! dtype = "fp32"                   # fp32 | tf32 | fp16 | bf16
 //! optimizer = "momentum"           # sgd | momentum | adam
+//! execution = "fused"              # fused | eager (PyTorch op by op: the profile's host costs)
 //! accumulation_steps = 1
 //! tensor_parallel = 1              # Megatron TP group size
 //! pipeline_parallel = 1            # stages; microbatches = 4, pipeline_schedule = "1f1b" | "gpipe"
@@ -57,6 +58,7 @@ use crate::units::fmt_bytes;
 use crate::units::Bytes;
 use crate::workload::catalog::{self, Model, TransformerConfig};
 use crate::workload::compute::{ComputeModel, Dtype, Optimizer};
+use crate::workload::eager::Execution;
 use crate::workload::memory;
 use crate::workload::metrics::{step_metrics, traffic_per_step};
 use crate::workload::step::{self, Ablation, DpMethod, PipelineSchedule, RankOrder, StepConfig};
@@ -110,6 +112,9 @@ pub struct WorkloadTable {
     pub dtype: Dtype,
     #[serde(default)]
     pub optimizer: Optimizer,
+    /// Fused (the GPU's time) or eager (PyTorch issuing op by op beside the GPU).
+    #[serde(default)]
+    pub execution: Execution,
     #[serde(default = "one")]
     pub accumulation_steps: u32,
     #[serde(default = "one")]
@@ -563,7 +568,9 @@ fn run_model_step(
     let library = w.library(&prep.topology);
     let cfg = w.step_config(n, library).map_err(fail)?;
     let cm = ComputeModel::from_profile(&prep.profile, cfg.dtype)
-        .map_err(|e| fail(("profile".into(), e)))?;
+        .map_err(|e| fail(("profile".into(), e)))?
+        .executing(&prep.profile, w.execution)
+        .map_err(|e| fail(("workload.execution".into(), e)))?;
     let dag = {
         let fabric = NetFabric::new(net, prep);
         if library == Library::Ideal {

@@ -64,6 +64,7 @@ impl CnnBuilder {
             elementwise_elems: 0,
             kv_elems: 0,
             kv_heads: 0,
+            flash_attention: false,
         });
         self.shape = out;
     }

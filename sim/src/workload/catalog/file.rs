@@ -93,6 +93,7 @@ pub fn parse_model_file(text: &str, origin: &str) -> Result<Model, ModelError> {
                 elementwise_elems: 0,
                 kv_elems: 0,
                 kv_heads: 0,
+                flash_attention: false,
             };
             input = e.output_elements;
             l

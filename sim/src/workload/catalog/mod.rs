@@ -196,6 +196,11 @@ pub struct Layer {
     /// splits over TP x CP ranks. 0 for every other layer.
     #[serde(skip_serializing_if = "is_zero")]
     pub kv_heads: u64,
+    /// An attention block whose scores never reach memory (FlashAttention; torch's fused
+    /// `scaled_dot_product_attention`): one kernel where stored scores take five, and what an
+    /// eager step's host issues. False for every other layer.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub flash_attention: bool,
 }
 
 fn is_zero(x: &u64) -> bool {

@@ -265,6 +265,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
         elementwise_elems: 0,
         kv_elems: 0,
         kv_heads: 0,
+        flash_attention: false,
     });
     // Saved activations per layer (Korthikanti et al.): attention 13·s·h bytes plus 5·a·s²
     // for the scores unless FlashAttention recomputes them; a plain MLP 21·s·h bytes; a gated
@@ -304,6 +305,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
             elementwise_elems: 5 * s * h + if c.flash_attention { 0 } else { 2 * a * s * s },
             kv_elems: 2 * s * kv,
             kv_heads: c.kv_heads.unwrap_or(a).min(a),
+            flash_attention: c.flash_attention,
         });
         let mlp_macs = mlp_mats * s * h * f;
         if c.experts > 0 {
@@ -328,6 +330,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
                 elementwise_elems: 5 * s * h + k * (mlp_activation_elems + 4 * s * h),
                 kv_elems: 0,
                 kv_heads: 0,
+                flash_attention: false,
             });
             continue;
         }
@@ -347,6 +350,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
             elementwise_elems: 5 * s * h + mlp_activation_elems,
             kv_elems: 0,
             kv_heads: 0,
+            flash_attention: false,
         });
     }
     if c.final_norm {
@@ -363,6 +367,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
             elementwise_elems: 0,
             kv_elems: 0,
             kv_heads: 0,
+            flash_attention: false,
         });
     }
     if c.pooler {
@@ -379,6 +384,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
             elementwise_elems: 0,
             kv_elems: 0,
             kv_heads: 0,
+            flash_attention: false,
         });
     }
     if c.tied_lm_head || c.untied_lm_head {
@@ -396,6 +402,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
             elementwise_elems: s * v,
             kv_elems: 0,
             kv_heads: 0,
+            flash_attention: false,
         });
     }
     Model {

@@ -46,11 +46,10 @@ pub(super) fn data_parallel_step(
     n: u32,
 ) -> Result<StepDag, StepError> {
     let all: Vec<u32> = (0..n).collect();
-    let times: Vec<_> = model
-        .layers
-        .iter()
-        .map(|l| cm.layer_times(&model.name, l, cfg.batch_per_gpu, 1))
-        .collect();
+    let step = cm
+        .step_times(model, cfg.batch_per_gpu, cfg.optimizer)
+        .map_err(|e| err("profile", e))?;
+    let times = step.passes;
     if cfg.method == DpMethod::Fsdp {
         return fsdp_step(b, model, cm, cfg, &all, &times);
     }
@@ -122,7 +121,7 @@ pub(super) fn data_parallel_step(
         }
     }
     let backward_done = prev[0];
-    let optimizer = cm.optimizer_time(model.params(), model.param_tensors(), cfg.optimizer);
+    let optimizer = step.optimizer;
     let is_ps = cfg.method == DpMethod::ParameterServer;
     let update = move |op: &Op| match op.kind {
         OpKind::Reduce { endpoints, .. } if is_ps => OpKind::Compute {

@@ -41,6 +41,7 @@ use serde::Deserialize;
 
 use super::catalog::Model;
 use super::compute::{ComputeModel, Dtype, Optimizer};
+use super::eager::Execution;
 use crate::collective::{
     generate, Algorithm, Collective, CollectiveError, CollectiveSpec, Endpoint, Fabric, Op, OpId,
     OpKind, Phase, Schedule,
@@ -800,8 +801,16 @@ pub fn build_with(
             format!("a factor of at least 1.0, got {}", cfg.capacity_factor),
         ));
     }
+    let data_parallel = tp == 1 && cp == 1 && pp == 1 && builder == Builder::ByMesh;
+    if cm.execution() == Execution::Eager && !data_parallel {
+        return Err(err(
+            "workload.execution",
+            "\"fused\" with tensor, context or pipeline parallelism: eager steps are modelled \
+             for data parallelism alone (Megatron's steps run fused kernels)",
+        ));
+    }
     let mut b = StepBuilder::new(ranks, fabric, planner, cfg);
-    let mut dag = if tp == 1 && cp == 1 && pp == 1 && builder == Builder::ByMesh {
+    let mut dag = if data_parallel {
         data_parallel_step(&mut b, model, cm, cfg, ranks)?
     } else {
         if !matches!(

@@ -1,0 +1,233 @@
+//! `eager_host` of `torch_bench.py --host-costs` (in its `device.json`): what an eager PyTorch
+//! step costs the host per layer kind, into a profile's `compute.eager_host.<dtype>`.
+//!
+//! The script timed, for each kind, steps of chains of N tiny layers (N = 8, 24, 72) behind a
+//! stem layer, every phase (forward, backward, optimizer) on the host's clock, and fitted a line
+//! over N per phase: its slope is one layer's cost, which is what the profile keeps. The step's
+//! own cost (zero_grad, the loss, starting autograd, the optimizer's fixed part) is each
+//! chain's intercept less its stem's slope (a 1×1 convolution with a bias before image
+//! layers, a linear layer before token layers), the median over kinds: intercepts of single
+//! kinds swing by milliseconds on a loaded VM, their median does not. Negative fits (a phase a
+//! kind does not use, within noise) are kept as 0.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+use sim::engine::SimTime;
+use sim::profile::{EagerHostCosts, HostPhases, Provenance};
+use sim::units::Duration;
+
+use crate::error::{read_text, ImportError};
+
+#[derive(Debug, Deserialize)]
+struct DeviceJson {
+    dtype: String,
+    device_name: String,
+    #[serde(default)]
+    machine: String,
+    #[serde(default)]
+    torch: String,
+    #[serde(default)]
+    date_utc: String,
+    eager_host: Option<Measured>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Measured {
+    counts: Vec<u32>,
+    reps: u32,
+    kinds: BTreeMap<String, BTreeMap<String, PhaseFit>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PhaseFit {
+    secs_per_layer: f64,
+    fixed_secs: f64,
+}
+
+/// The phases a profile keeps, as torch_bench.py names them.
+const PHASES: [&str; 3] = ["forward", "backward", "optimizer"];
+
+/// The layer before each chain: torch_bench.py's HOST_KINDS builds image kinds behind a 1×1
+/// convolution with a bias and token kinds behind a linear layer.
+fn stem_of(kind: &str) -> &'static str {
+    match kind {
+        "conv" | "conv_bias" | "norm" | "activation" | "pool" | "add" => "conv_bias",
+        _ => "linear",
+    }
+}
+
+/// One device.json's host costs: (dtype, costs).
+pub fn load(path: &Path) -> Result<(String, EagerHostCosts), ImportError> {
+    parse(&read_text(path)?, &path.display().to_string())
+}
+
+pub fn parse(text: &str, file: &str) -> Result<(String, EagerHostCosts), ImportError> {
+    let d: DeviceJson = serde_json::from_str(text)
+        .map_err(|e| ImportError::whole(file, format!("torch_bench.py's device.json ({e})")))?;
+    let m = d.eager_host.ok_or_else(|| {
+        ImportError::whole(
+            file,
+            "a field `eager_host` (torch_bench.py --host-costs writes it)",
+        )
+    })?;
+    let phase = |kind: &str, p: &str| -> Result<&PhaseFit, ImportError> {
+        let fit =
+            m.kinds.get(kind).and_then(|k| k.get(p)).ok_or_else(|| {
+                ImportError::whole(file, format!("`eager_host.kinds.{kind}.{p}`"))
+            })?;
+        if !(fit.secs_per_layer.is_finite() && fit.fixed_secs.is_finite()) {
+            return Err(ImportError::whole(
+                file,
+                format!("`eager_host.kinds.{kind}.{p}` finite seconds"),
+            ));
+        }
+        Ok(fit)
+    };
+    let secs = |s: f64| Duration(SimTime::from_secs_f64(s.max(0.0)));
+    let mut layers = BTreeMap::new();
+    let mut fixed: [Vec<f64>; 3] = Default::default();
+    for kind in m.kinds.keys() {
+        let mut per = [0.0; 3];
+        for (i, p) in PHASES.iter().enumerate() {
+            let fit = phase(kind, p)?;
+            per[i] = fit.secs_per_layer;
+            fixed[i].push(fit.fixed_secs - phase(stem_of(kind), p)?.secs_per_layer);
+        }
+        layers.insert(
+            kind.clone(),
+            HostPhases {
+                forward: secs(per[0]),
+                backward: secs(per[1]),
+                optimizer: secs(per[2]),
+            },
+        );
+    }
+    if layers.is_empty() {
+        return Err(ImportError::whole(
+            file,
+            "at least one kind in `eager_host.kinds`",
+        ));
+    }
+    let step = HostPhases {
+        forward: secs(median(&mut fixed[0])),
+        backward: secs(median(&mut fixed[1])),
+        optimizer: secs(median(&mut fixed[2])),
+    };
+    let counts: Vec<String> = m.counts.iter().map(u32::to_string).collect();
+    let provenance = Provenance {
+        source: "measured".into(),
+        detail: format!(
+            "torch_bench.py --host-costs on {} ({}, torch {}, {}): steps of {} tiny layers of \
+             each kind, median of {} steps, each phase on the host's clock; per layer the \
+             slope over the chain's length, per step the median intercept less the stem's \
+             slope ({file})",
+            if d.machine.is_empty() {
+                &d.device_name
+            } else {
+                &d.machine
+            },
+            d.dtype,
+            d.torch,
+            d.date_utc,
+            counts.join(", "),
+            m.reps
+        ),
+        date: d.date_utc.get(..10).map(str::to_string),
+    };
+    Ok((
+        d.dtype,
+        EagerHostCosts {
+            step,
+            layers,
+            provenance,
+        },
+    ))
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => 0.5 * (v[n / 2 - 1] + v[n / 2]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(slope_us: f64, fixed_us: f64) -> String {
+        let phase = |s: f64, f: f64| {
+            format!(
+                "{{\"secs_per_layer\": {}, \"fixed_secs\": {}}}",
+                s * 1e-6,
+                f * 1e-6
+            )
+        };
+        format!(
+            "{{\"forward\": {}, \"backward\": {}, \"optimizer\": {}, \"step_synchronized\": {}}}",
+            phase(slope_us, fixed_us),
+            phase(2.0 * slope_us, fixed_us),
+            phase(-0.3, fixed_us),
+            phase(3.0 * slope_us, 3.0 * fixed_us)
+        )
+    }
+
+    fn device_json(kinds: &[(&str, f64, f64)]) -> String {
+        let body: Vec<String> = kinds
+            .iter()
+            .map(|(k, s, f)| format!("\"{k}\": {}", kind(*s, *f)))
+            .collect();
+        format!(
+            "{{\"dtype\": \"bf16\", \"device_name\": \"NVIDIA H200\", \"machine\": \"h200 (vm)\", \
+             \"torch\": \"2.11.0\", \"date_utc\": \"2026-11-27T18:00:00Z\", \"eager_host\": \
+             {{\"counts\": [8, 24, 72], \"reps\": 20, \"attention\": \"plain\", \"kinds\": {{{}}}}}}}",
+            body.join(", ")
+        )
+    }
+
+    #[test]
+    fn slopes_are_the_layers_costs_and_the_step_cost_is_the_median_intercept_less_the_stem() {
+        let text = device_json(&[
+            ("conv_bias", 50.0, 300.0),
+            ("norm", 70.0, 250.0),
+            ("linear", 60.0, 400.0),
+            ("mlp_block", 200.0, 500.0),
+        ]);
+        let (dtype, c) = parse(&text, "device.json").unwrap();
+        assert_eq!(dtype, "bf16");
+        let us = |d: Duration| (d.0.as_secs_f64() * 1e6 * 1000.0).round() / 1000.0;
+        assert_eq!(us(c.layers["norm"].forward), 70.0);
+        assert_eq!(us(c.layers["norm"].backward), 140.0);
+        // A phase a kind does not use, fitted below zero within noise, costs nothing.
+        assert_eq!(us(c.layers["norm"].optimizer), 0.0);
+        // Forward intercepts less their stems' slopes: conv_bias 300 - 50, norm 250 - 50,
+        // linear 400 - 60, mlp_block 500 - 60: median of 200, 250, 340, 440 = 295.
+        assert_eq!(us(c.step.forward), 295.0);
+        assert!(c.provenance.detail.contains("h200 (vm)"));
+        assert_eq!(c.provenance.date.as_deref(), Some("2026-11-27"));
+    }
+
+    #[test]
+    fn a_file_without_host_costs_names_the_field_and_the_option() {
+        let e = parse(
+            "{\"dtype\": \"bf16\", \"device_name\": \"x\"}",
+            "runs/device.json",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("runs/device.json"), "{e}");
+        assert!(e.to_string().contains("--host-costs"), "{e}");
+    }
+
+    #[test]
+    fn a_kind_missing_its_stem_is_an_error_naming_it() {
+        let e = parse(&device_json(&[("norm", 70.0, 250.0)]), "d.json").unwrap_err();
+        assert!(
+            e.to_string().contains("eager_host.kinds.conv_bias.forward"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,124 @@
+//! Eager training steps end to end: `execution = "eager"` plays the host issuing each layer
+//! beside the GPU, with the host costs the bundled H100 profile measured
+//! (`compute.eager_host`, from `torch_bench.py --host-costs`).
+
+use std::path::{Path, PathBuf};
+
+use sim::profile::Profile;
+use sim::scenario::{self, workload::run_workload};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A one-GPU step of `model` at `batch` in bf16 on the bundled H100 profile, run as
+/// `execution` says; the step's seconds or the error.
+fn one_gpu_step(model: &str, batch: u64, execution: &str, extra: &str) -> Result<f64, String> {
+    let text = format!(
+        "name = \"eager\"\nprofile = \"{}\"\n[topology]\nfile = \"{}\"\n[placement]\nranks = 1\n\
+         [workload]\nmodel = \"{model}\"\nbatch_per_gpu = {batch}\ndtype = \"bf16\"\n\
+         execution = \"{execution}\"\n{extra}",
+        repo().join("data/profiles/h100_sxm_node.json").display(),
+        repo().join("topologies/pcie_box_2gpu.toml").display(),
+    );
+    let s =
+        scenario::parse(&text, &repo().join("scenarios/x.toml"), &[]).map_err(|e| e.to_string())?;
+    run_workload(&s, Default::default())
+        .map(|r| r.summary.metrics.step_secs)
+        .map_err(|e| e.to_string())
+}
+
+/// The bundled profile's host cost of a whole step of `model`: every layer's three phases and
+/// the step's own, summed.
+fn host_secs(model: &str) -> f64 {
+    let p = Profile::load(&repo().join("data/profiles/h100_sxm_node.json")).unwrap();
+    let c = &p.compute.unwrap().eager_host["bf16"];
+    let sum = |h: &sim::profile::HostPhases| {
+        h.forward.0.as_secs_f64() + h.backward.0.as_secs_f64() + h.optimizer.0.as_secs_f64()
+    };
+    let m = sim::workload::catalog::by_name(model).unwrap();
+    let transformer = m
+        .layers
+        .iter()
+        .any(|l| l.kind == sim::workload::catalog::LayerKind::AttentionBlock);
+    m.layers
+        .iter()
+        .map(|l| sum(&c.layers[sim::workload::eager::HostCosts::kind_of(l, transformer)]))
+        .sum::<f64>()
+        + sum(&c.step)
+}
+
+#[test]
+fn a_small_eager_step_takes_the_hosts_time_and_a_fused_one_the_gpus() {
+    // ResNet-50 at batch 1: ~160 layers the host needs ~14 ms to issue, several times what the
+    // GPU needs to run them.
+    let eager = one_gpu_step("resnet50", 1, "eager", "").unwrap();
+    let fused = one_gpu_step("resnet50", 1, "fused", "").unwrap();
+    let host = host_secs("resnet50");
+    assert!(host > 3.0 * fused, "host {host} s, fused {fused} s");
+    assert!(
+        (eager / host - 1.0).abs() < 0.02,
+        "eager {eager} s, host {host} s"
+    );
+}
+
+#[test]
+fn a_large_eager_step_is_never_shorter_than_the_gpus_nor_longer_than_both_sides() {
+    for (model, batch) in [("resnet50", 256), ("gpt2", 16), ("alexnet", 1024)] {
+        let eager = one_gpu_step(model, batch, "eager", "").unwrap();
+        let fused = one_gpu_step(model, batch, "fused", "").unwrap();
+        let host = host_secs(model);
+        assert!(
+            eager >= fused.max(host) * (1.0 - 1e-9),
+            "{model}: {eager} {fused} {host}"
+        );
+        assert!(
+            eager <= fused + host + 1e-9,
+            "{model}: {eager} {fused} {host}"
+        );
+    }
+}
+
+#[test]
+fn eager_without_the_hosts_costs_is_an_error_naming_the_field() {
+    // The bundled profile measured the host in bf16 and tf32, not fp16.
+    let text = format!(
+        "name = \"eager\"\nprofile = \"{}\"\n[topology]\nfile = \"{}\"\n[placement]\nranks = 1\n\
+         [workload]\nmodel = \"resnet50\"\nbatch_per_gpu = 8\ndtype = \"fp16\"\n\
+         execution = \"eager\"\n",
+        repo().join("data/profiles/h100_sxm_node.json").display(),
+        repo().join("topologies/pcie_box_2gpu.toml").display(),
+    );
+    let s = scenario::parse(&text, &repo().join("scenarios/x.toml"), &[]).unwrap();
+    let e = run_workload(&s, Default::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("workload.execution"), "{e}");
+    assert!(e.contains("compute.eager_host.fp16"), "{e}");
+    assert!(e.contains("bf16, tf32"), "{e}");
+}
+
+#[test]
+fn eager_with_tensor_parallelism_is_an_error_naming_the_field() {
+    let text = format!(
+        "name = \"eager\"\nprofile = \"{}\"\n[topology]\nfile = \"{}\"\n[placement]\nranks = 8\n\
+         [workload]\nmodel = \"gpt2\"\nbatch_per_gpu = 8\ndtype = \"bf16\"\n\
+         execution = \"eager\"\ntensor_parallel = 8\nparallelism = \"allreduce_after_backward\"\n",
+        repo().join("data/profiles/h100_sxm_node.json").display(),
+        repo().join("topologies/hgx_h100.toml").display(),
+    );
+    let s = scenario::parse(&text, &repo().join("scenarios/x.toml"), &[]).unwrap();
+    let e = run_workload(&s, Default::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("workload.execution"), "{e}");
+    assert!(e.contains("data parallelism alone"), "{e}");
+}
+
+#[test]
+fn an_unknown_execution_is_an_error_naming_the_field() {
+    let e = one_gpu_step("resnet50", 8, "graph", "").unwrap_err();
+    // The scenario's line of `execution = "graph"`, and what it may be.
+    assert!(e.contains("x.toml: line 11"), "{e}");
+    assert!(e.contains("fused") && e.contains("eager"), "{e}");
+}
