@@ -665,6 +665,67 @@ def eager_host_costs(dev, reps, counts=(8, 24, 72)):
     return out
 
 
+# The layers eager PyTorch runs as kernels of their own that move memory and do little
+# arithmetic, each at a realistic size: (kind, factory, input shape). Stride-1 pooling keeps the
+# chain's shape (a stride-2 pool reads four times what it writes: rates are per element read
+# plus written, as dtsim counts a layer's bytes).
+KERNEL_KINDS = [
+    ("norm", lambda: nn.BatchNorm2d(256), (256, 256, 28, 28)),
+    ("activation", lambda: nn.ReLU(), (256, 256, 28, 28)),
+    ("pool", lambda: nn.MaxPool2d(3, 1, 1), (256, 256, 28, 28)),
+    ("add", _Residual, (256, 256, 28, 28)),
+    ("layer_norm", lambda: nn.LayerNorm(1024), (64, 1024, 1024)),
+]
+
+
+def eager_kernel_rates(dev, reps, counts=(4, 12)):
+    """The GPU's seconds per element (read plus written) of the memory-bound layer kinds as
+    eager PyTorch runs them under the run's autocast: chains of 4 and 12 layers of one kind on
+    a large input (100 MB and more a layer, so the GPU, not the host, sets the pace), forward
+    (with the loss) and backward each timed between CUDA events; the difference of the two
+    chains over 8 layers is one layer, which cancels the stem and the loss."""
+    out = dict(counts=list(counts), reps=reps, kinds={})
+    for kind, make, shape in KERNEL_KINDS:
+        per = []
+        for n in counts:
+            model = nn.Sequential(*[make() for _ in range(n)]).to(dev.torch).train()
+            x = torch.randn(*shape, device=dev.torch, dtype=dev.operand_dtype(),
+                            requires_grad=True)
+            ev = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+            fwd, bwd = [], []
+            for i in range(reps + 2):
+                x.grad = None
+                model.zero_grad(set_to_none=True)
+                ev[0].record()
+                with dev.autocast():
+                    loss = model(x).float().mean()
+                ev[1].record()
+                loss.backward()
+                ev[2].record()
+                torch.cuda.synchronize()
+                if i >= 2:
+                    fwd.append(ev[0].elapsed_time(ev[1]) / 1e3)
+                    bwd.append(ev[1].elapsed_time(ev[2]) / 1e3)
+            per.append((statistics.median(fwd), statistics.median(bwd)))
+            del model, x
+            torch.cuda.empty_cache()
+        elems = 2
+        for d in shape:
+            elems *= d
+        layers = counts[1] - counts[0]
+        f = (per[1][0] - per[0][0]) / layers
+        b = (per[1][1] - per[0][1]) / layers
+        out["kinds"][kind] = dict(shape=list(shape), elements_read_plus_written=elems,
+                                  forward_secs=f, backward_secs=b,
+                                  forward_secs_per_element=f / elems,
+                                  backward_secs_per_element=b / elems,
+                                  secs_by_count=per)
+        print(f"kernels {kind}: forward {f * 1e6:.1f} us, backward {b * 1e6:.1f} us a layer of "
+              f"{elems / 2 / 1e6:.1f} M elements ({elems / f / 1e9 if f > 0 else 0:.0f} and "
+              f"{elems / b / 1e9 if b > 0 else 0:.0f} G elements/s)", file=sys.stderr, flush=True)
+    return out
+
+
 def parse_batches(items, models, cpu):
     default = CPU_BATCHES if cpu else DEFAULT_BATCHES
     out = {m: list(default.get(m, [1, 2, 4, 8])) for m in models}
@@ -711,7 +772,10 @@ def main():
                     help="train the torch.compile'd model (warm-up steps include compiling)")
     ap.add_argument("--host-costs", action="store_true",
                     help="also time the host's cost per layer kind in eager steps (device.json "
-                         "eager_host; `calibrate import eager-host`)")
+                         "eager_host; `calibrate import eager`)")
+    ap.add_argument("--kernel-rates", action="store_true",
+                    help="also time the GPU's rate of eager memory-bound layers (device.json "
+                         "eager_kernels; CUDA only)")
     ap.add_argument("--kernels", action="store_true",
                     help="also time per-op issue cost and elementwise rates (device.json)")
     a = ap.parse_args()
@@ -794,6 +858,8 @@ def main():
         info.update(kernels=kernel_costs(dev, a.gemm_reps))
     if a.host_costs:
         info.update(eager_host=eager_host_costs(dev, a.steps))
+    if a.kernel_rates and dev.kind == "cuda":
+        info.update(eager_kernels=eager_kernel_rates(dev, a.steps))
     write_atomic(os.path.join(a.out, "device.json"), json.dumps(info, indent=1) + "\n")
     print(f"wrote {a.out}: step_times.csv" + (", layer_times.csv" if layers else "") +
           ", device.json" + ("" if a.no_trace else ", traces"), file=sys.stderr)

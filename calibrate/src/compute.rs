@@ -240,6 +240,7 @@ pub fn compute_section(
         layer_times: Vec::new(),
         gemm_times: layer_gemm_times(gemms, prov),
         eager_host: Default::default(),
+        eager_kernels: Default::default(),
     })
 }
 

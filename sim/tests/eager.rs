@@ -63,7 +63,10 @@ fn a_small_eager_step_takes_the_hosts_time_and_a_fused_one_the_gpus() {
 }
 
 #[test]
-fn a_large_eager_step_is_never_shorter_than_the_gpus_nor_longer_than_both_sides() {
+fn a_large_eager_step_is_never_shorter_than_the_gpus_fused_time_nor_the_hosts() {
+    // (That it is never longer than both sides' sum is `eager::play`'s own test: here the
+    // GPU's side is longer than the fused step's, its BatchNorms and pools at their measured
+    // eager rates.)
     for (model, batch) in [("resnet50", 256), ("gpt2", 16), ("alexnet", 1024)] {
         let eager = one_gpu_step(model, batch, "eager", "").unwrap();
         let fused = one_gpu_step(model, batch, "fused", "").unwrap();
@@ -72,11 +75,12 @@ fn a_large_eager_step_is_never_shorter_than_the_gpus_nor_longer_than_both_sides(
             eager >= fused.max(host) * (1.0 - 1e-9),
             "{model}: {eager} {fused} {host}"
         );
-        assert!(
-            eager <= fused + host + 1e-9,
-            "{model}: {eager} {fused} {host}"
-        );
     }
+    // ResNet-50's 53 BatchNorms alone: at batch 256 their measured rate costs the GPU more
+    // than the copy rate the fused step plays them at.
+    let eager = one_gpu_step("resnet50", 256, "eager", "").unwrap();
+    let fused = one_gpu_step("resnet50", 256, "fused", "").unwrap();
+    assert!(eager > 1.2 * fused, "{eager} vs {fused}");
 }
 
 #[test]

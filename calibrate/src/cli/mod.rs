@@ -22,7 +22,7 @@ use crate::build::{self, FitOptions, FittedRun};
 use crate::fit::Holdout;
 use crate::gpu;
 use crate::import::{
-    cpu_costs, eager_host, fanout, gpu_measurements, host_costs, iperf3, kineto, layer_times,
+    cpu_costs, eager, fanout, gpu_measurements, host_costs, iperf3, kineto, layer_times,
     nccl_tests, p2p, torch_device, validation_csv,
 };
 
@@ -258,10 +258,11 @@ enum ImportCmd {
         #[arg(long)]
         out: PathBuf,
     },
-    /// The host's cost of eager PyTorch steps per layer kind (torch_bench.py --host-costs, in its
-    /// device.json), into an existing profile's compute.eager_host, one number format a file:
-    /// what `execution = "eager"` plays beside the GPU.
-    EagerHost {
+    /// What eager PyTorch steps cost (torch_bench.py's device.json): the host's cost per layer
+    /// kind (--host-costs) into an existing profile's compute.eager_host, the GPU's rate of
+    /// memory-bound layers (--kernel-rates) into compute.eager_kernels, one number format a
+    /// file: what `execution = "eager"` plays.
+    Eager {
         #[arg(required = true, num_args = 1..)]
         files: Vec<PathBuf>,
         /// The profile to add them to (it needs a compute section).

@@ -1,7 +1,7 @@
 //! Importers for measurements users already have; each reads one log format into plain data.
 
 pub mod cpu_costs;
-pub mod eager_host;
+pub mod eager;
 pub mod fanout;
 pub mod gpu_measurements;
 pub mod host_costs;

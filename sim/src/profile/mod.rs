@@ -319,7 +319,7 @@ pub struct HostPhases {
 /// What an eager training step costs the host in one number format (PyTorch issuing each op:
 /// Python, modules, autocast, autograd, dispatch, kernel launch), measured on tiny layers whose
 /// kernels do almost nothing (`torch_bench.py --host-costs`, imported by `calibrate import
-/// eager-host`). The host and the GPU run side by side; `workload::eager` plays them.
+/// eager`). The host and the GPU run side by side; `workload::eager` plays them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EagerHostCosts {
@@ -330,6 +330,27 @@ pub struct EagerHostCosts {
     /// `pool`, `add`, `linear`, `embedding`, `attention_block`, `mlp_block`) and the variants
     /// torch issues differently (`conv_bias`, `layer_norm`, `attention_block_fused`).
     pub layers: BTreeMap<String, HostPhases>,
+    pub provenance: Provenance,
+}
+
+/// The GPU's time per element (read plus written, as a layer's bytes count them) of a layer
+/// kind eager PyTorch runs as memory-bound kernels of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelRate {
+    pub forward_secs_per_element: f64,
+    pub backward_secs_per_element: f64,
+}
+
+/// What the memory-bound layers of an eager step cost the GPU in one number format, measured
+/// on chains of large layers of each kind (`torch_bench.py --kernel-rates`): PyTorch's own
+/// kernels for a BatchNorm or a max-pool run far below the copy rate the fused model assumes
+/// (an H200's BatchNorm at 0.55 TB/s in bf16 against a 4 TB/s copy).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EagerKernelRates {
+    /// By layer kind, named as in [`EagerHostCosts::layers`].
+    pub layers: BTreeMap<String, KernelRate>,
     pub provenance: Provenance,
 }
 
@@ -371,6 +392,10 @@ pub struct ComputeCalibration {
     /// what `execution = "eager"` plays beside the GPU.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub eager_host: BTreeMap<String, EagerHostCosts>,
+    /// The GPU's rate of eager memory-bound layers, by number format: what `execution =
+    /// "eager"` times those layers at instead of the copy rate.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub eager_kernels: BTreeMap<String, EagerKernelRates>,
 }
 
 /// A calibration profile.

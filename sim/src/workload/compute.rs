@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::catalog::{Layer, Model};
-use super::eager::{self, Execution, HostCosts};
+use super::eager::{self, Execution, HostCosts, KernelRates};
 use super::gemm_table::{GemmTable, Pass, Roofline};
 use crate::engine::SimTime;
 use crate::profile::{ComputeCalibration, Profile};
@@ -131,6 +131,8 @@ pub struct ComputeModel {
     gemms: GemmTable,
     /// The host's costs when the step runs eager ([`Execution::Eager`]); `None`: fused.
     host: Option<HostCosts>,
+    /// The GPU's rates of eager memory-bound layers, where measured (eager only).
+    kernels: KernelRates,
 }
 
 /// One step's compute on one GPU, as [`ComputeModel::step_times`] times it: each layer's passes
@@ -159,6 +161,7 @@ impl ComputeModel {
     /// model's number format (`compute.eager_host`), and Err says which profile field it lacks.
     pub fn executing(mut self, p: &Profile, execution: Execution) -> Result<ComputeModel, String> {
         self.host = None;
+        self.kernels = KernelRates::default();
         if execution == Execution::Eager {
             let dtype = self.dtype;
             let none = BTreeMap::new();
@@ -168,7 +171,7 @@ impl ComputeModel {
                     "execution = \"eager\" needs the host's costs in {} \
                      (compute.eager_host.{}) in profile {:?}, which has {}; measure them with \
                      calibrate/scripts/torch_bench.py --host-costs and `calibrate import \
-                     eager-host`, or run the step fused",
+                     eager`, or run the step fused",
                     dtype.as_str(),
                     dtype.as_str(),
                     p.name,
@@ -180,6 +183,13 @@ impl ComputeModel {
                 )
             })?;
             self.host = Some(HostCosts::new(costs));
+            if let Some(rates) = p
+                .compute
+                .as_ref()
+                .and_then(|c| c.eager_kernels.get(dtype.as_str()))
+            {
+                self.kernels = KernelRates::new(rates);
+            }
         }
         Ok(self)
     }
@@ -249,6 +259,7 @@ impl ComputeModel {
                 .map(|g| GemmTable::new(&g.times, dtype.as_str(), roofline))
                 .unwrap_or_default(),
             host: None,
+            kernels: KernelRates::default(),
         })
     }
 
@@ -378,9 +389,9 @@ impl ComputeModel {
     }
 
     /// Every layer's passes and the optimizer of one data-parallel replica's step at `batch`:
-    /// each as the GPU runs it when fused, and eager as the host lets it
-    /// ([`eager::play`]: a pass is charged what it adds to the GPU's finishing time). Err names
-    /// a layer kind whose host cost the profile lacks.
+    /// each as the GPU runs it when fused, and eager as the host lets it, memory-bound layers
+    /// at their measured eager rates ([`eager::play`]: a pass is charged what it adds to the
+    /// GPU's finishing time). Err names a layer kind whose host cost the profile lacks.
     pub fn step_times(
         &self,
         model: &Model,
@@ -407,6 +418,8 @@ impl ComputeModel {
                 model.name
             )
         })?;
+        let mut passes = passes;
+        self.kernels.apply(model, batch, &mut passes);
         let played = eager::play(&hosts, &passes, host.step(), update);
         Ok(StepTimes {
             passes: played.passes,
@@ -543,6 +556,7 @@ mod tests {
             layer_times: Vec::new(),
             gemm_times: None,
             eager_host: Default::default(),
+            eager_kernels: Default::default(),
         }
     }
 

@@ -16,9 +16,14 @@
 //! H200 whose GPU work is 4 ms) and one of large kernels the GPU's. Each pass is charged what it
 //! adds to the GPU's finishing time, so the passes still sum to the step.
 //!
-//! The host costs are measured, not fitted: `torch_bench.py --host-costs` times steps of chains
-//! of 8, 24 and 72 tiny layers of one kind, whose kernels do almost nothing, and the slope is one
-//! layer's cost in each phase (`calibrate import eager-host`).
+//! On the GPU side, a pass is the compute model's time, except the memory-bound layers eager
+//! PyTorch runs with kernels of its own far below the copy rate (a BatchNorm, a max-pool): where
+//! the profile measured their rate, they take their elements at it.
+//!
+//! Both are measured, not fitted: `torch_bench.py --host-costs` times steps of chains of 8, 24
+//! and 72 tiny layers of one kind, whose kernels do almost nothing, and the slope is one layer's
+//! host cost in each phase; `--kernel-rates` times chains of 4 and 12 large layers of one kind
+//! between CUDA events (`calibrate import eager`).
 
 use std::collections::BTreeMap;
 
@@ -27,7 +32,7 @@ use serde::Deserialize;
 use super::catalog::{Layer, LayerKind, Model};
 use super::compute::PassTimes;
 use crate::engine::SimTime;
-use crate::profile::{EagerHostCosts, HostPhases};
+use crate::profile::{EagerHostCosts, EagerKernelRates, HostPhases, KernelRate};
 
 /// How the framework runs a step.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -128,6 +133,41 @@ impl HostCosts {
 
     pub fn step(&self) -> HostSecs {
         self.step
+    }
+}
+
+/// The GPU's measured rates of eager memory-bound layers, by kind.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct KernelRates {
+    layers: BTreeMap<String, KernelRate>,
+}
+
+impl KernelRates {
+    pub fn new(c: &EagerKernelRates) -> KernelRates {
+        KernelRates {
+            layers: c.layers.clone(),
+        }
+    }
+
+    /// `gpu` with each memory-bound layer of `model` whose kind has a measured rate taking its
+    /// elements (input plus output, for `batch` samples) at that rate where that is longer.
+    pub fn apply(&self, model: &Model, batch: u64, gpu: &mut [PassTimes]) {
+        let transformer = model
+            .layers
+            .iter()
+            .any(|l| l.kind == LayerKind::AttentionBlock);
+        for (l, t) in model.layers.iter().zip(gpu.iter_mut()) {
+            if l.kind.is_matmul() {
+                continue;
+            }
+            let Some(r) = self.layers.get(HostCosts::kind_of(l, transformer)) else {
+                continue;
+            };
+            let elems = ((l.input_elems + l.output_elems) * batch) as f64;
+            let at = |secs_per_elem: f64| SimTime::from_secs_f64(elems * secs_per_elem);
+            t.forward = t.forward.max(at(r.forward_secs_per_element));
+            t.backward = t.backward.max(at(r.backward_secs_per_element));
+        }
     }
 }
 
@@ -302,6 +342,43 @@ mod tests {
         );
         assert_eq!(&s.passes[..], &gpus[..]);
         assert_eq!(s.optimizer, ms(0.7));
+    }
+
+    #[test]
+    fn a_measured_kernel_rate_slows_only_the_memory_bound_layers_of_its_kind() {
+        let resnet = crate::workload::catalog::by_name("resnet50").unwrap();
+        let fast = pass(0.001, 0.002);
+        let mut gpu = vec![fast; resnet.layers.len()];
+        let rates = KernelRates {
+            layers: [(
+                "norm".to_string(),
+                KernelRate {
+                    forward_secs_per_element: 1e-12,
+                    backward_secs_per_element: 2e-12,
+                },
+            )]
+            .into(),
+        };
+        rates.apply(&resnet, 32, &mut gpu);
+        for (l, t) in resnet.layers.iter().zip(&gpu) {
+            if l.kind == LayerKind::Norm {
+                let elems = ((l.input_elems + l.output_elems) * 32) as f64;
+                assert_eq!(
+                    t.forward,
+                    SimTime::from_secs_f64(elems * 1e-12),
+                    "{}",
+                    l.name
+                );
+                assert_eq!(
+                    t.backward,
+                    SimTime::from_secs_f64(elems * 2e-12),
+                    "{}",
+                    l.name
+                );
+            } else {
+                assert_eq!(*t, fast, "{}", l.name);
+            }
+        }
     }
 
     #[test]

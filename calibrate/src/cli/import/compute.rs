@@ -1,7 +1,7 @@
 //! `calibrate import` of a GPU's compute: PyTorch-measured GEMMs (`torch-device`), a
 //! measured node's compute grafted into a cluster profile (`compute`), `calibrate gpu` runs
-//! joined (`gpu-measurements`), per-layer times (`layer-times`), the host's cost of eager
-//! steps (`eager-host`).
+//! joined (`gpu-measurements`), per-layer times (`layer-times`), what eager steps cost the
+//! host and the GPU (`eager`).
 
 use std::path::{Path, PathBuf};
 
@@ -196,6 +196,7 @@ fn graft_compute(
     if let Some(mut old) = p.compute.take() {
         // Measured by another tool on the same device: they stay.
         section.eager_host = std::mem::take(&mut old.eager_host);
+        section.eager_kernels = std::mem::take(&mut old.eager_kernels);
         let scale = old.matmul_efficiency.value / section.matmul_efficiency.value;
         for (dtype, mut peak) in old.peak_flops_per_s {
             if section.peak_flops_per_s.contains_key(&dtype) {
@@ -302,31 +303,42 @@ pub(super) fn import_layer_times(
     save(&profile, &Some(out.to_path_buf()))
 }
 
-/// `calibrate import eager-host`: each file's host costs into `out`'s compute.eager_host under
-/// its number format (a format measured again replaces the old one).
-pub(super) fn import_eager_host(files: &[PathBuf], out: &Path) -> Result<(), Failure> {
+/// `calibrate import eager`: each file's host costs and kernel rates into `out`'s compute
+/// section under its number format (a format measured again replaces the old one).
+pub(super) fn import_eager(files: &[PathBuf], out: &Path) -> Result<(), Failure> {
     let mut profile = Profile::load(out)?;
     let Some(compute) = profile.compute.as_mut() else {
         return Err(Failure(
             EXIT_INPUT,
             format!(
-                "{}: compute: a compute section to add the host's costs to (`calibrate gpu` or \
+                "{}: compute: a compute section to add eager costs to (`calibrate gpu` or \
                  `calibrate import torch-device` first)",
                 out.display()
             ),
         ));
     };
     for f in files {
-        let (dtype, costs) = eager_host::load(f)?;
-        eprintln!(
-            "{dtype}: {} layer kinds; the step's own {:.1} us forward, {:.1} us backward, \
-             {:.1} us optimizer",
-            costs.layers.len(),
-            costs.step.forward.0.as_secs_f64() * 1e6,
-            costs.step.backward.0.as_secs_f64() * 1e6,
-            costs.step.optimizer.0.as_secs_f64() * 1e6
-        );
-        compute.eager_host.insert(dtype, costs);
+        let e = eager::load(f)?;
+        if let Some(costs) = e.host {
+            eprintln!(
+                "{}: host costs of {} layer kinds; the step's own {:.1} us forward, {:.1} us \
+                 backward, {:.1} us optimizer",
+                e.dtype,
+                costs.layers.len(),
+                costs.step.forward.0.as_secs_f64() * 1e6,
+                costs.step.backward.0.as_secs_f64() * 1e6,
+                costs.step.optimizer.0.as_secs_f64() * 1e6
+            );
+            compute.eager_host.insert(e.dtype.clone(), costs);
+        }
+        if let Some(rates) = e.kernels {
+            eprintln!(
+                "{}: GPU rates of {} layer kinds",
+                e.dtype,
+                rates.layers.len()
+            );
+            compute.eager_kernels.insert(e.dtype.clone(), rates);
+        }
     }
     save(&profile, &Some(out.to_path_buf()))
 }

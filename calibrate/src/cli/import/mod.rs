@@ -6,8 +6,7 @@ use super::*;
 mod compute;
 
 use compute::{
-    import_compute, import_eager_host, import_gpu_measurements, import_layer_times,
-    import_torch_device,
+    import_compute, import_eager, import_gpu_measurements, import_layer_times, import_torch_device,
 };
 
 /// Runs one `calibrate import` subcommand.
@@ -154,7 +153,7 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
         ImportCmd::TorchDevice { file, out } => import_torch_device(&file, &out),
         ImportCmd::Compute { source, out } => import_compute(&source, &out),
         ImportCmd::GpuMeasurements { files, out } => import_gpu_measurements(&files, &out),
-        ImportCmd::EagerHost { files, out } => import_eager_host(&files, &out),
+        ImportCmd::Eager { files, out } => import_eager(&files, &out),
         ImportCmd::LayerTimes {
             file,
             out,

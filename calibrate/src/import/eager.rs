@@ -1,5 +1,7 @@
-//! `eager_host` of `torch_bench.py --host-costs` (in its `device.json`): what an eager PyTorch
-//! step costs the host per layer kind, into a profile's `compute.eager_host.<dtype>`.
+//! What an eager PyTorch step costs, from `torch_bench.py`'s `device.json`: the host's cost per
+//! layer kind (`eager_host`, `--host-costs`) into a profile's `compute.eager_host.<dtype>`, and
+//! the GPU's rate of the memory-bound kinds (`eager_kernels`, `--kernel-rates`) into
+//! `compute.eager_kernels.<dtype>`.
 //!
 //! The script timed, for each kind, steps of chains of N tiny layers (N = 8, 24, 72) behind a
 //! stem layer, every phase (forward, backward, optimizer) on the host's clock, and fitted a line
@@ -9,13 +11,16 @@
 //! layers, a linear layer before token layers), the median over kinds: intercepts of single
 //! kinds swing by milliseconds on a loaded VM, their median does not. Negative fits (a phase a
 //! kind does not use, within noise) are kept as 0.
+//!
+//! The kernel rates are the script's own division: one layer's GPU seconds (the difference of
+//! chains of 4 and 12, timed between CUDA events) over its elements read plus written.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Deserialize;
 use sim::engine::SimTime;
-use sim::profile::{EagerHostCosts, HostPhases, Provenance};
+use sim::profile::{EagerHostCosts, EagerKernelRates, HostPhases, KernelRate, Provenance};
 use sim::units::Duration;
 
 use crate::error::{read_text, ImportError};
@@ -31,6 +36,26 @@ struct DeviceJson {
     #[serde(default)]
     date_utc: String,
     eager_host: Option<Measured>,
+    eager_kernels: Option<MeasuredKernels>,
+}
+
+#[derive(Debug, Deserialize)]
+struct MeasuredKernels {
+    kinds: BTreeMap<String, KernelFit>,
+}
+
+#[derive(Debug, Deserialize)]
+struct KernelFit {
+    forward_secs_per_element: f64,
+    backward_secs_per_element: f64,
+}
+
+/// What one device.json holds for eager steps, in its number format.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Eager {
+    pub dtype: String,
+    pub host: Option<EagerHostCosts>,
+    pub kernels: Option<EagerKernelRates>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -58,20 +83,70 @@ fn stem_of(kind: &str) -> &'static str {
     }
 }
 
-/// One device.json's host costs: (dtype, costs).
-pub fn load(path: &Path) -> Result<(String, EagerHostCosts), ImportError> {
+/// One device.json's eager costs.
+pub fn load(path: &Path) -> Result<Eager, ImportError> {
     parse(&read_text(path)?, &path.display().to_string())
 }
 
-pub fn parse(text: &str, file: &str) -> Result<(String, EagerHostCosts), ImportError> {
+pub fn parse(text: &str, file: &str) -> Result<Eager, ImportError> {
     let d: DeviceJson = serde_json::from_str(text)
         .map_err(|e| ImportError::whole(file, format!("torch_bench.py's device.json ({e})")))?;
-    let m = d.eager_host.ok_or_else(|| {
-        ImportError::whole(
+    if d.eager_host.is_none() && d.eager_kernels.is_none() {
+        return Err(ImportError::whole(
             file,
-            "a field `eager_host` (torch_bench.py --host-costs writes it)",
-        )
-    })?;
+            "a field `eager_host` or `eager_kernels` (torch_bench.py --host-costs or \
+             --kernel-rates writes them)",
+        ));
+    }
+    let machine = if d.machine.is_empty() {
+        d.device_name.clone()
+    } else {
+        d.machine.clone()
+    };
+    let date = d.date_utc.get(..10).map(str::to_string);
+    let kernels = match &d.eager_kernels {
+        None => None,
+        Some(k) => {
+            let mut layers = BTreeMap::new();
+            for (kind, f) in &k.kinds {
+                let ok = |x: f64| x.is_finite() && x > 0.0;
+                if !(ok(f.forward_secs_per_element) && ok(f.backward_secs_per_element)) {
+                    return Err(ImportError::whole(
+                        file,
+                        format!("`eager_kernels.kinds.{kind}` seconds per element > 0"),
+                    ));
+                }
+                layers.insert(
+                    kind.clone(),
+                    KernelRate {
+                        forward_secs_per_element: f.forward_secs_per_element,
+                        backward_secs_per_element: f.backward_secs_per_element,
+                    },
+                );
+            }
+            Some(EagerKernelRates {
+                layers,
+                provenance: Provenance {
+                    source: "measured".into(),
+                    detail: format!(
+                        "torch_bench.py --kernel-rates on {machine} ({}, torch {}, {}): chains \
+                         of 4 and 12 large layers of each kind, forward and backward between \
+                         CUDA events, one layer's seconds over its elements read plus written \
+                         ({file})",
+                        d.dtype, d.torch, d.date_utc
+                    ),
+                    date: date.clone(),
+                },
+            })
+        }
+    };
+    let Some(m) = d.eager_host else {
+        return Ok(Eager {
+            dtype: d.dtype,
+            host: None,
+            kernels,
+        });
+    };
     let phase = |kind: &str, p: &str| -> Result<&PhaseFit, ImportError> {
         let fit =
             m.kinds.get(kind).and_then(|k| k.get(p)).ok_or_else(|| {
@@ -119,31 +194,27 @@ pub fn parse(text: &str, file: &str) -> Result<(String, EagerHostCosts), ImportE
     let provenance = Provenance {
         source: "measured".into(),
         detail: format!(
-            "torch_bench.py --host-costs on {} ({}, torch {}, {}): steps of {} tiny layers of \
-             each kind, median of {} steps, each phase on the host's clock; per layer the \
-             slope over the chain's length, per step the median intercept less the stem's \
+            "torch_bench.py --host-costs on {machine} ({}, torch {}, {}): steps of {} tiny \
+             layers of each kind, median of {} steps, each phase on the host's clock; per layer \
+             the slope over the chain's length, per step the median intercept less the stem's \
              slope ({file})",
-            if d.machine.is_empty() {
-                &d.device_name
-            } else {
-                &d.machine
-            },
             d.dtype,
             d.torch,
             d.date_utc,
             counts.join(", "),
             m.reps
         ),
-        date: d.date_utc.get(..10).map(str::to_string),
+        date,
     };
-    Ok((
-        d.dtype,
-        EagerHostCosts {
+    Ok(Eager {
+        dtype: d.dtype,
+        host: Some(EagerHostCosts {
             step,
             layers,
             provenance,
-        },
-    ))
+        }),
+        kernels,
+    })
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -197,8 +268,10 @@ mod tests {
             ("linear", 60.0, 400.0),
             ("mlp_block", 200.0, 500.0),
         ]);
-        let (dtype, c) = parse(&text, "device.json").unwrap();
-        assert_eq!(dtype, "bf16");
+        let e = parse(&text, "device.json").unwrap();
+        assert_eq!(e.dtype, "bf16");
+        assert_eq!(e.kernels, None);
+        let c = e.host.unwrap();
         let us = |d: Duration| (d.0.as_secs_f64() * 1e6 * 1000.0).round() / 1000.0;
         assert_eq!(us(c.layers["norm"].forward), 70.0);
         assert_eq!(us(c.layers["norm"].backward), 140.0);
@@ -220,6 +293,21 @@ mod tests {
         .unwrap_err();
         assert!(e.to_string().contains("runs/device.json"), "{e}");
         assert!(e.to_string().contains("--host-costs"), "{e}");
+    }
+
+    #[test]
+    fn kernel_rates_are_kept_per_element_as_measured() {
+        let text = "{\"dtype\": \"bf16\", \"device_name\": \"NVIDIA H200\", \"eager_kernels\": \
+                    {\"counts\": [4, 12], \"reps\": 10, \"kinds\": {\"norm\": \
+                    {\"forward_secs_per_element\": 3.6e-12, \"backward_secs_per_element\": 5.2e-12}}}}";
+        let e = parse(text, "k.json").unwrap();
+        assert!(e.host.is_none());
+        let k = e.kernels.unwrap();
+        assert_eq!(k.layers["norm"].forward_secs_per_element, 3.6e-12);
+        assert_eq!(k.layers["norm"].backward_secs_per_element, 5.2e-12);
+        let bad = text.replace("3.6e-12", "-1.0");
+        let err = parse(&bad, "k.json").unwrap_err().to_string();
+        assert!(err.contains("eager_kernels.kinds.norm"), "{err}");
     }
 
     #[test]
