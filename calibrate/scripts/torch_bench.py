@@ -726,6 +726,127 @@ def eager_kernel_rates(dev, reps, counts=(4, 12)):
     return out
 
 
+# Transformer blocks at shapes no catalog model has (hidden 1024, 16 heads): the same 24,576
+# tokens as 96 sequences of 256 and as 32 of 768, so that the stored scores differ threefold at
+# equal token work, and each block keeps the GPU busier than the host (3,072 tokens did not).
+BLOCK_HIDDEN, BLOCK_HEADS, BLOCK_SHAPES = 1024, 16, ((96, 256), (32, 768))
+
+
+def _event_secs(dev, fn, reps, inner=1):
+    """Median GPU seconds of `fn` between CUDA events (`inner` calls a sample), after a warm-up."""
+    ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
+    fn()
+    out = []
+    for _ in range(reps):
+        ev[0].record()
+        for _ in range(inner):
+            fn()
+        ev[1].record()
+        torch.cuda.synchronize()
+        out.append(ev[0].elapsed_time(ev[1]) / 1e3 / inner)
+    return statistics.median(out)
+
+
+def _block_gemm_secs(dev, kind, b, s, reps):
+    """Forward and backward GPU seconds of the matrix products of one block alone: each
+    product (m, n, k, count) forward, then its input- and weight-gradient products."""
+    h, d, t = BLOCK_HIDDEN, BLOCK_HIDDEN // BLOCK_HEADS, b * s
+    if kind == "attention_block":
+        products = [(t, 3 * h, h, 1), (s, s, d, b * BLOCK_HEADS), (s, d, s, b * BLOCK_HEADS),
+                    (t, h, h, 1)]
+    else:
+        products = [(t, 4 * h, h, 1), (t, h, 4 * h, 1)]
+    dt = dev.operand_dtype()
+    fwd = bwd = 0.0
+    for m, n, k, c in products:
+        for which, (mm, nn_, kk) in enumerate(((m, n, k), (m, k, n), (k, n, m))):
+            a = torch.randn(c, mm, kk, device=dev.torch, dtype=dt)
+            w = torch.randn(c, kk, nn_, device=dev.torch, dtype=dt)
+            secs = _event_secs(dev, lambda: torch.bmm(a, w) if c > 1 else torch.mm(a[0], w[0]),
+                               reps, inner=5)
+            if which == 0:
+                fwd += secs
+            else:
+                bwd += secs
+            del a, w
+    return fwd, bwd
+
+
+def eager_block_rates(dev, reps, counts=(2, 6)):
+    """What a transformer block's kernels besides its matrix products cost the GPU in an eager
+    step, per element: chains of 2 and 6 of torch_bench's own GPT attention half (scores stored)
+    and MLP half at two shapes of equal tokens, forward and backward timed between CUDA events
+    (the difference of the chains over 4 is one block), less the block's products timed alone.
+    The rest is split into a part per element of the block's input plus output (norms, casts,
+    residual adds, transposes, the activation) and, for attention, a part per stored score
+    element (scale, mask, softmax and their casts): two shapes, two unknowns."""
+    saved = ATTENTION["kind"]
+    ATTENTION["kind"] = "plain"
+    out = dict(hidden=BLOCK_HIDDEN, heads=BLOCK_HEADS, counts=list(counts), reps=reps, kinds={})
+    for kind, make in (("attention_block", lambda s: _AttentionHalf(BLOCK_HIDDEN, BLOCK_HEADS, s)),
+                       ("mlp_block", lambda s: _MlpHalf(BLOCK_HIDDEN))):
+        shapes = []
+        for b, s in BLOCK_SHAPES:
+            per = []
+            for n in counts:
+                model = nn.Sequential(*[make(s) for _ in range(n)]).to(dev.torch).train()
+                # The residual stream as the GPT's embeddings give it: fp32, autocast or not.
+                x = torch.randn(b, s, BLOCK_HIDDEN, device=dev.torch, requires_grad=True)
+
+                def step():
+                    with dev.autocast():
+                        y = model(x).float().mean()
+                    return y
+
+                f = _event_secs(dev, step, reps)
+                loss = step()
+                ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
+                bw = []
+                for _ in range(reps):
+                    loss = step()
+                    torch.cuda.synchronize()
+                    ev[0].record()
+                    loss.backward()
+                    ev[1].record()
+                    torch.cuda.synchronize()
+                    bw.append(ev[0].elapsed_time(ev[1]) / 1e3)
+                per.append((f, statistics.median(bw)))
+                del model, x, loss
+                torch.cuda.empty_cache()
+            blocks = counts[1] - counts[0]
+            fwd = (per[1][0] - per[0][0]) / blocks
+            bwd = (per[1][1] - per[0][1]) / blocks
+            g_f, g_b = _block_gemm_secs(dev, kind, b, s, reps)
+            shapes.append(dict(batch=b, sequence=s, block_forward_secs=fwd,
+                               block_backward_secs=bwd, gemm_forward_secs=g_f,
+                               gemm_backward_secs=g_b,
+                               elements=2 * b * s * BLOCK_HIDDEN,
+                               score_elements=b * BLOCK_HEADS * s * s if kind ==
+                               "attention_block" else 0))
+        fit = {}
+        for p in ("forward", "backward"):
+            rest = [sh[f"block_{p}_secs"] - sh[f"gemm_{p}_secs"] for sh in shapes]
+            e, sc = shapes[0]["elements"], [sh["score_elements"] for sh in shapes]
+            if sc[1] != sc[0]:
+                per_score = (rest[1] - rest[0]) / (sc[1] - sc[0])
+                per_elem = (rest[0] - per_score * sc[0]) / e
+            else:
+                per_score, per_elem = 0.0, statistics.fmean(rest) / e
+            fit[f"{p}_secs_per_element"] = per_elem
+            fit[f"{p}_secs_per_score_element"] = per_score
+        out["kinds"][kind] = dict(shapes=shapes, **fit)
+        print(f"blocks {kind}: " + "; ".join(
+            f"{sh['batch']}x{sh['sequence']}: block {sh['block_forward_secs'] * 1e3:.2f} / "
+            f"{sh['block_backward_secs'] * 1e3:.2f} ms, products {sh['gemm_forward_secs'] * 1e3:.2f}"
+            f" / {sh['gemm_backward_secs'] * 1e3:.2f} ms" for sh in shapes) +
+            f"; per element {fit['forward_secs_per_element'] * 1e12:.2f} / "
+            f"{fit['backward_secs_per_element'] * 1e12:.2f} ps, per score element "
+            f"{fit['forward_secs_per_score_element'] * 1e12:.2f} / "
+            f"{fit['backward_secs_per_score_element'] * 1e12:.2f} ps", file=sys.stderr, flush=True)
+    ATTENTION["kind"] = saved
+    return out
+
+
 def parse_batches(items, models, cpu):
     default = CPU_BATCHES if cpu else DEFAULT_BATCHES
     out = {m: list(default.get(m, [1, 2, 4, 8])) for m in models}
@@ -776,6 +897,8 @@ def main():
     ap.add_argument("--kernel-rates", action="store_true",
                     help="also time the GPU's rate of eager memory-bound layers (device.json "
                          "eager_kernels; CUDA only)")
+    ap.add_argument("--block-rates", action="store_true",
+                    help="only the transformer blocks of --kernel-rates (device.json eager_blocks)")
     ap.add_argument("--kernels", action="store_true",
                     help="also time per-op issue cost and elementwise rates (device.json)")
     a = ap.parse_args()
@@ -859,7 +982,10 @@ def main():
     if a.host_costs:
         info.update(eager_host=eager_host_costs(dev, a.steps))
     if a.kernel_rates and dev.kind == "cuda":
-        info.update(eager_kernels=eager_kernel_rates(dev, a.steps))
+        info.update(eager_kernels=eager_kernel_rates(dev, a.steps),
+                    eager_blocks=eager_block_rates(dev, a.steps))
+    elif a.block_rates and dev.kind == "cuda":
+        info.update(eager_blocks=eager_block_rates(dev, a.steps))
     write_atomic(os.path.join(a.out, "device.json"), json.dumps(info, indent=1) + "\n")
     print(f"wrote {a.out}: step_times.csv" + (", layer_times.csv" if layers else "") +
           ", device.json" + ("" if a.no_trace else ", traces"), file=sys.stderr)

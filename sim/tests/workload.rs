@@ -932,11 +932,12 @@ fn with_collnet_enabled_the_groups_inside_a_node_run_without_it_and_the_rest_may
 /// The H200 run (data/runs/gpu/h200_vm): steps compiled with fused attention are what the
 /// compute model describes (each layer's GEMMs as measured at their shapes, then its blocks'
 /// norm, activation, dropout, residual and loss traffic at the copy rate), so the bundled
-/// profile predicts them within 10% (+1.1% and -9.3%); eager steps, whose casts, unfused kernels
-/// and host cost per kernel the model leaves out, are predicted 29-40% short. Nothing is fitted
-/// to a step.
+/// profile predicts them within 10% (+1.1% and -9.3%). Eager steps with fused attention are
+/// played eager (the host's measured costs beside the GPU, the MLP blocks' eager kernels at
+/// their measured rates), and stay short, by 24-37%: the eager GPU work of torch's fused
+/// attention was not measured. Nothing is fitted to a step.
 #[test]
-fn measured_gemms_predict_compiled_gpu_steps_and_leave_eager_ones_short() {
+fn measured_gemms_predict_compiled_gpu_steps_and_eager_ones_short_of_their_fused_attention() {
     use sim::validate::{validate, Options};
     let file = repo().join("data/runs/gpu/h200_vm/torch_bf16_fused/step_times.csv");
     let report = validate(&[file], &Options::default()).unwrap();
@@ -956,7 +957,30 @@ fn measured_gemms_predict_compiled_gpu_steps_and_leave_eager_ones_short() {
         .flat_map(|g| error(g))
         .collect();
     assert_eq!(eager.len(), 5);
-    assert!(eager.iter().all(|e| *e < -25.0), "{eager:?}");
+    assert!(
+        eager.iter().all(|e| (-40.0..-20.0).contains(e)),
+        "{eager:?}"
+    );
+}
+
+/// The same run's eager steps that store their attention scores, played eager with the host's
+/// costs and the blocks' eager kernel rates (measured on blocks of hidden 1024, which neither
+/// GPT has), come within 20% of every measured GPT step, where the fused model was 54-61%
+/// short.
+#[test]
+fn eager_gpt_steps_with_stored_scores_come_within_20_percent_on_the_h200() {
+    use sim::validate::{validate, Options};
+    let files = ["torch_bf16", "torch_tf32"]
+        .map(|d| repo().join(format!("data/runs/gpu/h200_vm/{d}/step_times.csv")));
+    let report = validate(&files, &Options::default()).unwrap();
+    let gpt: Vec<f64> = report
+        .predictions
+        .iter()
+        .filter(|p| p.group.contains(" gpt") && p.group.contains("h200_sxm_node"))
+        .map(|p| p.error_pct())
+        .collect();
+    assert_eq!(gpt.len(), 10);
+    assert!(gpt.iter().all(|e| e.abs() < 20.0), "{gpt:?}");
 }
 
 /// Megatron's tensor parallelism splits the vocabulary too: the embedding's rows are looked up

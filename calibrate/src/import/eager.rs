@@ -37,6 +37,7 @@ struct DeviceJson {
     date_utc: String,
     eager_host: Option<Measured>,
     eager_kernels: Option<MeasuredKernels>,
+    eager_blocks: Option<MeasuredKernels>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -48,6 +49,10 @@ struct MeasuredKernels {
 struct KernelFit {
     forward_secs_per_element: f64,
     backward_secs_per_element: f64,
+    #[serde(default)]
+    forward_secs_per_score_element: f64,
+    #[serde(default)]
+    backward_secs_per_score_element: f64,
 }
 
 /// What one device.json holds for eager steps, in its number format.
@@ -91,11 +96,11 @@ pub fn load(path: &Path) -> Result<Eager, ImportError> {
 pub fn parse(text: &str, file: &str) -> Result<Eager, ImportError> {
     let d: DeviceJson = serde_json::from_str(text)
         .map_err(|e| ImportError::whole(file, format!("torch_bench.py's device.json ({e})")))?;
-    if d.eager_host.is_none() && d.eager_kernels.is_none() {
+    if d.eager_host.is_none() && d.eager_kernels.is_none() && d.eager_blocks.is_none() {
         return Err(ImportError::whole(
             file,
-            "a field `eager_host` or `eager_kernels` (torch_bench.py --host-costs or \
-             --kernel-rates writes them)",
+            "a field `eager_host`, `eager_kernels` or `eager_blocks` (torch_bench.py \
+             --host-costs, --kernel-rates or --block-rates writes them)",
         ));
     }
     let machine = if d.machine.is_empty() {
@@ -104,42 +109,68 @@ pub fn parse(text: &str, file: &str) -> Result<Eager, ImportError> {
         d.machine.clone()
     };
     let date = d.date_utc.get(..10).map(str::to_string);
-    let kernels = match &d.eager_kernels {
-        None => None,
-        Some(k) => {
-            let mut layers = BTreeMap::new();
-            for (kind, f) in &k.kinds {
-                let ok = |x: f64| x.is_finite() && x > 0.0;
-                if !(ok(f.forward_secs_per_element) && ok(f.backward_secs_per_element)) {
-                    return Err(ImportError::whole(
-                        file,
-                        format!("`eager_kernels.kinds.{kind}` seconds per element > 0"),
-                    ));
-                }
-                layers.insert(
-                    kind.clone(),
-                    KernelRate {
-                        forward_secs_per_element: f.forward_secs_per_element,
-                        backward_secs_per_element: f.backward_secs_per_element,
-                    },
-                );
-            }
-            Some(EagerKernelRates {
-                layers,
-                provenance: Provenance {
-                    source: "measured".into(),
-                    detail: format!(
-                        "torch_bench.py --kernel-rates on {machine} ({}, torch {}, {}): chains \
-                         of 4 and 12 large layers of each kind, forward and backward between \
-                         CUDA events, one layer's seconds over its elements read plus written \
-                         ({file})",
-                        d.dtype, d.torch, d.date_utc
+    // Memory-bound layers (--kernel-rates) and transformer blocks (--block-rates): one map of
+    // rates by kind, each source in the provenance.
+    let mut layers = BTreeMap::new();
+    let mut sources = Vec::new();
+    for (field, measured, how) in [
+        (
+            "eager_kernels",
+            &d.eager_kernels,
+            "--kernel-rates: chains of 4 and 12 large layers of each kind, forward and backward \
+             between CUDA events, one layer's seconds over its elements read plus written",
+        ),
+        (
+            "eager_blocks",
+            &d.eager_blocks,
+            "--block-rates: chains of 2 and 6 GPT attention (scores stored) and MLP blocks of \
+             hidden 1024 at 96 x 256 and 32 x 768 tokens between CUDA events, less their \
+             matrix products timed alone, per element of input plus output and per stored score",
+        ),
+    ] {
+        let Some(k) = measured else { continue };
+        for (kind, f) in &k.kinds {
+            let rates = [
+                f.forward_secs_per_element,
+                f.backward_secs_per_element,
+                f.forward_secs_per_score_element,
+                f.backward_secs_per_score_element,
+            ];
+            if !(rates.iter().all(|x| x.is_finite() && *x >= 0.0) && rates[0] + rates[2] > 0.0) {
+                return Err(ImportError::whole(
+                    file,
+                    format!(
+                        "`{field}.kinds.{kind}` seconds per element (and per score element) \
+                         >= 0, forward > 0"
                     ),
-                    date: date.clone(),
+                ));
+            }
+            layers.insert(
+                kind.clone(),
+                KernelRate {
+                    forward_secs_per_element: f.forward_secs_per_element,
+                    backward_secs_per_element: f.backward_secs_per_element,
+                    forward_secs_per_score_element: f.forward_secs_per_score_element,
+                    backward_secs_per_score_element: f.backward_secs_per_score_element,
                 },
-            })
+            );
         }
-    };
+        sources.push(how);
+    }
+    let kernels = (!layers.is_empty()).then(|| EagerKernelRates {
+        layers,
+        provenance: Provenance {
+            source: "measured".into(),
+            detail: format!(
+                "torch_bench.py on {machine} ({}, torch {}, {}): {} ({file})",
+                d.dtype,
+                d.torch,
+                d.date_utc,
+                sources.join("; ")
+            ),
+            date: date.clone(),
+        },
+    });
     let Some(m) = d.eager_host else {
         return Ok(Eager {
             dtype: d.dtype,
@@ -308,6 +339,23 @@ mod tests {
         let bad = text.replace("3.6e-12", "-1.0");
         let err = parse(&bad, "k.json").unwrap_err().to_string();
         assert!(err.contains("eager_kernels.kinds.norm"), "{err}");
+    }
+
+    #[test]
+    fn block_rates_keep_their_rate_per_stored_score() {
+        let text = "{\"dtype\": \"bf16\", \"device_name\": \"NVIDIA H200\", \"eager_blocks\": \
+                    {\"kinds\": {\"attention_block\": {\"forward_secs_per_element\": 1.2e-11, \
+                    \"backward_secs_per_element\": 2.2e-11, \"forward_secs_per_score_element\": \
+                    1.1e-11, \"backward_secs_per_score_element\": 1.4e-11}}}}";
+        let k = parse(text, "b.json").unwrap().kernels.unwrap();
+        let a = &k.layers["attention_block"];
+        assert_eq!(a.forward_secs_per_score_element, 1.1e-11);
+        assert_eq!(a.backward_secs_per_score_element, 1.4e-11);
+        assert!(k.provenance.detail.contains("--block-rates"));
+        // A fit below zero (a block the host, not the GPU, set the pace of) is refused.
+        let bad = text.replace("1.2e-11", "-7.3e-12");
+        let err = parse(&bad, "b.json").unwrap_err().to_string();
+        assert!(err.contains("eager_blocks.kinds.attention_block"), "{err}");
     }
 
     #[test]

@@ -334,18 +334,32 @@ pub struct EagerHostCosts {
 }
 
 /// The GPU's time per element (read plus written, as a layer's bytes count them) of a layer
-/// kind eager PyTorch runs as memory-bound kernels of its own.
+/// kind eager PyTorch runs as memory-bound kernels of its own; for a transformer block, of its
+/// kernels besides the matrix products.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KernelRate {
     pub forward_secs_per_element: f64,
     pub backward_secs_per_element: f64,
+    /// A transformer block's: per attention score it stores (scaled, masked, softmaxed and
+    /// cast as kernels of their own); its per-element rates are then those of its kernels
+    /// besides the matrix products, per element of its input plus output.
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub forward_secs_per_score_element: f64,
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub backward_secs_per_score_element: f64,
 }
 
-/// What the memory-bound layers of an eager step cost the GPU in one number format, measured
-/// on chains of large layers of each kind (`torch_bench.py --kernel-rates`): PyTorch's own
+fn is_zero_f64(x: &f64) -> bool {
+    *x == 0.0
+}
+
+/// What the memory-bound layers of an eager step, and the kernels of its transformer blocks
+/// besides their matrix products, cost the GPU in one number format, measured on chains of
+/// large layers of each kind (`torch_bench.py --kernel-rates`, `--block-rates`): PyTorch's own
 /// kernels for a BatchNorm or a max-pool run far below the copy rate the fused model assumes
-/// (an H200's BatchNorm at 0.55 TB/s in bf16 against a 4 TB/s copy).
+/// (an H200's BatchNorm at 0.55 TB/s in bf16 against a 4 TB/s copy), and an eager attention
+/// block moves its scores through memory several times over, with casts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EagerKernelRates {

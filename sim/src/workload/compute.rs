@@ -419,7 +419,10 @@ impl ComputeModel {
             )
         })?;
         let mut passes = passes;
-        self.kernels.apply(model, batch, &mut passes);
+        let e = self.dtype.bytes() as f64;
+        self.kernels.apply(model, batch, &mut passes, |l| {
+            (l.elementwise_elems * batch) as f64 * e / self.memory_bytes_per_s
+        });
         let played = eager::play(&hosts, &passes, host.step(), update);
         Ok(StepTimes {
             passes: played.passes,
@@ -682,6 +685,7 @@ mod tests {
             kv_elems: 0,
             kv_heads: 0,
             flash_attention: false,
+            stored_score_elems: 0,
         };
         let (f, b) = m.modelled_secs(&layer, 1, 1);
         // (1e12 + 1e9) / (10e12 × 0.5) + 10 us

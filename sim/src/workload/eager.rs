@@ -149,24 +149,48 @@ impl KernelRates {
         }
     }
 
-    /// `gpu` with each memory-bound layer of `model` whose kind has a measured rate taking its
-    /// elements (input plus output, for `batch` samples) at that rate where that is longer.
-    pub fn apply(&self, model: &Model, batch: u64, gpu: &mut [PassTimes]) {
+    /// `gpu` with the eager rates where measured and longer: each memory-bound layer of
+    /// `model` takes its elements (input plus output, for `batch` samples) at its kind's rate;
+    /// a transformer block (attention storing its scores, MLP) adds what its kernels besides
+    /// the matrix products take at the measured rates, per element and per stored score, over
+    /// `fused_elementwise(layer)`, the forward seconds the fused model already gave them (twice
+    /// that backward).
+    pub fn apply(
+        &self,
+        model: &Model,
+        batch: u64,
+        gpu: &mut [PassTimes],
+        fused_elementwise: impl Fn(&Layer) -> f64,
+    ) {
         let transformer = model
             .layers
             .iter()
             .any(|l| l.kind == LayerKind::AttentionBlock);
         for (l, t) in model.layers.iter().zip(gpu.iter_mut()) {
-            if l.kind.is_matmul() {
-                continue;
-            }
             let Some(r) = self.layers.get(HostCosts::kind_of(l, transformer)) else {
                 continue;
             };
             let elems = ((l.input_elems + l.output_elems) * batch) as f64;
-            let at = |secs_per_elem: f64| SimTime::from_secs_f64(elems * secs_per_elem);
-            t.forward = t.forward.max(at(r.forward_secs_per_element));
-            t.backward = t.backward.max(at(r.backward_secs_per_element));
+            let scores = (l.stored_score_elems * batch) as f64;
+            let secs = |per_elem: f64, per_score: f64| elems * per_elem + scores * per_score;
+            let (f, b) = (
+                secs(r.forward_secs_per_element, r.forward_secs_per_score_element),
+                secs(
+                    r.backward_secs_per_element,
+                    r.backward_secs_per_score_element,
+                ),
+            );
+            if l.kind.is_matmul() {
+                let fused = fused_elementwise(l);
+                let more = |t: SimTime, eager: f64, fused: f64| {
+                    t.saturating_add(SimTime::from_secs_f64((eager - fused).max(0.0)))
+                };
+                t.forward = more(t.forward, f, fused);
+                t.backward = more(t.backward, b, 2.0 * fused);
+            } else {
+                t.forward = t.forward.max(SimTime::from_secs_f64(f));
+                t.backward = t.backward.max(SimTime::from_secs_f64(b));
+            }
         }
     }
 }
@@ -355,11 +379,13 @@ mod tests {
                 KernelRate {
                     forward_secs_per_element: 1e-12,
                     backward_secs_per_element: 2e-12,
+                    forward_secs_per_score_element: 0.0,
+                    backward_secs_per_score_element: 0.0,
                 },
             )]
             .into(),
         };
-        rates.apply(&resnet, 32, &mut gpu);
+        rates.apply(&resnet, 32, &mut gpu, |_| 0.0);
         for (l, t) in resnet.layers.iter().zip(&gpu) {
             if l.kind == LayerKind::Norm {
                 let elems = ((l.input_elems + l.output_elems) * 32) as f64;
@@ -379,6 +405,40 @@ mod tests {
                 assert_eq!(*t, fast, "{}", l.name);
             }
         }
+    }
+
+    #[test]
+    fn an_attention_block_adds_its_eager_kernels_over_the_fused_elementwise_time() {
+        let gpt = crate::workload::catalog::by_name("gpt2").unwrap();
+        let base = pass(1.0, 2.0);
+        let mut gpu = vec![base; gpt.layers.len()];
+        let rates = KernelRates {
+            layers: [(
+                "attention_block".to_string(),
+                KernelRate {
+                    forward_secs_per_element: 1e-11,
+                    backward_secs_per_element: 2e-11,
+                    forward_secs_per_score_element: 1e-11,
+                    backward_secs_per_score_element: 1e-11,
+                },
+            )]
+            .into(),
+        };
+        // The fused model gave the block's elementwise work 0.1 ms forward, 0.2 ms backward.
+        rates.apply(&gpt, 8, &mut gpu, |_| 1e-4);
+        let attn = &gpt.layers[1];
+        assert_eq!(attn.stored_score_elems, 12 * 1024 * 1024);
+        let (e, s) = (
+            ((attn.input_elems + attn.output_elems) * 8) as f64,
+            (attn.stored_score_elems * 8) as f64,
+        );
+        let f = e * 1e-11 + s * 1e-11;
+        let b = e * 2e-11 + s * 1e-11;
+        let close = |t: SimTime, x: f64| (t.as_secs_f64() - x).abs() < 1e-9;
+        assert!(close(gpu[1].forward, 1e-3 + f - 1e-4), "{:?}", gpu[1]);
+        assert!(close(gpu[1].backward, 2e-3 + b - 2e-4), "{:?}", gpu[1]);
+        // The MLP blocks have no rate here and keep their time.
+        assert_eq!(gpu[2], base);
     }
 
     #[test]

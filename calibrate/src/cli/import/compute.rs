@@ -317,6 +317,7 @@ pub(super) fn import_eager(files: &[PathBuf], out: &Path) -> Result<(), Failure>
             ),
         ));
     };
+    let mut seen = std::collections::BTreeSet::new();
     for f in files {
         let e = eager::load(f)?;
         if let Some(costs) = e.host {
@@ -337,7 +338,21 @@ pub(super) fn import_eager(files: &[PathBuf], out: &Path) -> Result<(), Failure>
                 e.dtype,
                 rates.layers.len()
             );
-            compute.eager_kernels.insert(e.dtype.clone(), rates);
+            // Several files of one format in one import (layers, then blocks) join; the first
+            // replaces what the profile had.
+            match compute.eager_kernels.get_mut(&e.dtype) {
+                Some(old) if !seen.insert(e.dtype.clone()) => {
+                    old.layers.extend(rates.layers);
+                    old.provenance.detail = format!(
+                        "{}; then {}",
+                        old.provenance.detail, rates.provenance.detail
+                    );
+                }
+                _ => {
+                    seen.insert(e.dtype.clone());
+                    compute.eager_kernels.insert(e.dtype.clone(), rates);
+                }
+            }
         }
     }
     save(&profile, &Some(out.to_path_buf()))

@@ -65,6 +65,7 @@ impl CnnBuilder {
             kv_elems: 0,
             kv_heads: 0,
             flash_attention: false,
+            stored_score_elems: 0,
         });
         self.shape = out;
     }

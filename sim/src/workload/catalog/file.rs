@@ -94,6 +94,7 @@ pub fn parse_model_file(text: &str, origin: &str) -> Result<Model, ModelError> {
                 kv_elems: 0,
                 kv_heads: 0,
                 flash_attention: false,
+                stored_score_elems: 0,
             };
             input = e.output_elements;
             l

@@ -201,6 +201,11 @@ pub struct Layer {
     /// eager step's host issues. False for every other layer.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub flash_attention: bool,
+    /// Attention scores an attention block stores per sample (heads × sequence², none with
+    /// FlashAttention): what an eager step scales, masks and softmaxes as kernels of their own.
+    /// 0 for every other layer.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub stored_score_elems: u64,
 }
 
 fn is_zero(x: &u64) -> bool {

@@ -266,6 +266,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
         kv_elems: 0,
         kv_heads: 0,
         flash_attention: false,
+        stored_score_elems: 0,
     });
     // Saved activations per layer (Korthikanti et al.): attention 13·s·h bytes plus 5·a·s²
     // for the scores unless FlashAttention recomputes them; a plain MLP 21·s·h bytes; a gated
@@ -306,6 +307,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
             kv_elems: 2 * s * kv,
             kv_heads: c.kv_heads.unwrap_or(a).min(a),
             flash_attention: c.flash_attention,
+            stored_score_elems: if c.flash_attention { 0 } else { a * s * s },
         });
         let mlp_macs = mlp_mats * s * h * f;
         if c.experts > 0 {
@@ -331,6 +333,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
                 kv_elems: 0,
                 kv_heads: 0,
                 flash_attention: false,
+                stored_score_elems: 0,
             });
             continue;
         }
@@ -351,6 +354,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
             kv_elems: 0,
             kv_heads: 0,
             flash_attention: false,
+            stored_score_elems: 0,
         });
     }
     if c.final_norm {
@@ -368,6 +372,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
             kv_elems: 0,
             kv_heads: 0,
             flash_attention: false,
+            stored_score_elems: 0,
         });
     }
     if c.pooler {
@@ -385,6 +390,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
             kv_elems: 0,
             kv_heads: 0,
             flash_attention: false,
+            stored_score_elems: 0,
         });
     }
     if c.tied_lm_head || c.untied_lm_head {
@@ -403,6 +409,7 @@ pub fn transformer(c: &TransformerConfig) -> Model {
             kv_elems: 0,
             kv_heads: 0,
             flash_attention: false,
+            stored_score_elems: 0,
         });
     }
     Model {
