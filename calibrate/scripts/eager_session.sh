@@ -3,8 +3,8 @@
 # command (about 3 minutes on an H200): for bf16 (autocast) and tf32,
 # - `torch_bench.py --host-costs`: the host's seconds per layer kind, forward, backward and
 #   optimizer (device.json `eager_host`), and `--kernel-rates`: the GPU's seconds per element
-#   of the memory-bound layer kinds at large sizes (`eager_kernels`); `calibrate import eager`
-#   puts both in a profile;
+#   of the memory-bound layer kinds at large sizes (`eager_kernels`) and of GPT blocks' kernels
+#   besides their products (`eager_blocks`); `calibrate import eager` puts them in a profile;
 # - whole eager training steps of models and batches no profile was built from: ResNet-18,
 #   ResNet-101 and VGG-16 (torchvision), CIFAR-10 ResNet-18, BERT-base, and ResNet-50, AlexNet
 #   and GPT-2 at batches the earlier runs did not measure (step_times.csv, predicted with the
