@@ -126,3 +126,28 @@ fn an_unknown_execution_is_an_error_naming_the_field() {
     assert!(e.contains("x.toml: line 11"), "{e}");
     assert!(e.contains("fused") && e.contains("eager"), "{e}");
 }
+
+#[test]
+fn the_bundled_study_shows_eager_costing_most_where_the_host_sets_the_pace() {
+    let rows = sim::scenario::workload::run_study(
+        &repo().join("scenarios/resnet50_eager_vs_compiled_h100.toml"),
+        &[],
+        Default::default(),
+    )
+    .unwrap();
+    let step = |label: &str| {
+        rows.iter()
+            .find(|r| r.label == label)
+            .unwrap()
+            .report
+            .summary
+            .metrics
+            .step_secs
+    };
+    let small = step("eager, batch 16") / step("fused, batch 16");
+    let large = step("eager, batch 128") / step("fused, batch 128");
+    // Both slower eager; the small batch, whose ~900 launches the host needs longer to issue
+    // than the GPU needs to run, far more so.
+    assert!(large > 1.0, "{large}");
+    assert!(small > 2.0 && small > large + 0.5, "{small} vs {large}");
+}
