@@ -20,6 +20,11 @@
 //! ([`super::gemm_table`]), plus the layer's non-GEMM FLOPs at the line's rate and E as above;
 //! a product the table lacks keeps the line. Backward products differ from the forward in shape
 //! and speed (GPT 1.3B at batch 2 on an H200 in bf16: forward 703 TFLOP/s, backward 552).
+//!
+//! That is a fused step, the GPU's time. A model made `executing` eager (`execution = "eager"`)
+//! times a step through [`ComputeModel::step_times`] as [`super::eager`] plays it: the host
+//! issuing each pass beside the GPU, memory-bound layers and transformer blocks at their
+//! measured eager rates.
 
 use std::collections::BTreeMap;
 
