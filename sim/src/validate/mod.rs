@@ -12,7 +12,7 @@
 //!   the system the row's own columns describe ([`system`]: GPU, GPUs and nodes, the
 //!   interconnects), with that GPU's bundled profile.
 //! - **GPU copy bandwidth tables** (`direction_or_metric`, `src_gpu`, `value`): each GPU pair's
-//!   copy on the system the row describes, at the topology's link rates ([`p2p`]).
+//!   copy on the system the row describes, at the topology's link rates (`p2p`).
 //! - **DDP step times** (`sec_per_iter`, `model`, `num_gpus`): p50 rows, DDP with the row's
 //!   bucket cap and NCCL's choice per bucket, on the system its columns describe (the shared
 //!   table: one DGX-1, `topologies/dgx1_v100.toml`, or more, `dgx1_v100_x2.toml`), with the

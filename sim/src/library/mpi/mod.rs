@@ -35,7 +35,7 @@
 //!   but ~82 KB delivered (1.35× at 128 KiB, 1.67× at 256 KiB, 2.0× from 4 MiB), 181 of 320
 //!   repetitions the slow way, and a launch tends to keep one mode; 1.0× every time when one
 //!   rank of each pair enters 0.5 ms after the other. dtsim plays the pairwise exchanges of
-//!   recursive_doubling and rabenseifner at their expected time ([`head_bytes`]: the
+//!   recursive_doubling and rabenseifner at their expected time (`head_bytes`: the
 //!   way back starts once the first way has delivered the slow mode's head times its share).
 //!   This is the less certain part of the model, and a single launch lands on either side of
 //!   it: recursive doubling of 4 MiB on 4 ranks took 352-354 ms in three launches and 694-697
@@ -246,7 +246,7 @@ pub const SLOW_EXCHANGE_TAIL_BYTES: u64 = 82_500;
 /// what it cannot predict; with two ranks the way back always waits (measured every time).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Exchanges {
-    /// The measured share of slow exchanges, as an expected head ([`head_bytes`]).
+    /// The measured share of slow exchanges, as an expected head (`head_bytes`).
     #[default]
     Expected,
     /// Both directions at once.

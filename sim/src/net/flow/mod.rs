@@ -860,8 +860,8 @@ impl NetworkModel for FlowModel {
     }
     /// What the model keeps grows with the pairs of distinct patterns, not with every op's:
     /// a pattern's routes and per-flow state are kept once however many ops use it. The
-    /// solutions cached or recorded for replay are bounded ([`MAX_CACHED_RATES`],
-    /// [`MAX_TRAJECTORY_RATES`], [`MAX_RECORDED_RATES`]), and never more than the ops could
+    /// solutions cached or recorded for replay are bounded (`MAX_CACHED_RATES`,
+    /// `MAX_TRAJECTORY_RATES`, `MAX_RECORDED_RATES`), and never more than the ops could
     /// produce. Per routed pair: read off a direct all-to-all of 2,048 GPUs (4.19 M pairs in
     /// one pattern, 1.4 GB resident). An upper estimate: against peak resident memory, release
     /// build, 2026-11-27, the whole run's estimate is 1.5-2.3 times it for an NCCL tree
