@@ -952,7 +952,7 @@ fn measured_gemms_predict_compiled_gpu_steps_and_eager_ones_short_of_their_fused
     let compiled = error("sdpa compiled");
     assert_eq!(compiled.len(), 2);
     assert!(compiled.iter().all(|e| e.abs() < 10.0), "{compiled:?}");
-    let eager: Vec<f64> = ["gpt2 bf16 sdpa ·", "gpt_1_3b bf16 sdpa ·"]
+    let eager: Vec<f64> = ["gpt2 bf16 sdpa eager ·", "gpt_1_3b bf16 sdpa eager ·"]
         .iter()
         .flat_map(|g| error(g))
         .collect();

@@ -263,7 +263,10 @@ pub(super) fn single_device_rows(row: &Row, root: &Path) -> Vec<Replayed> {
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_default();
             Ok((
-                format!("{machine} {model} {dtype}{how} · {stem}"),
+                format!(
+                    "{machine} {model} {dtype}{how}{} · {stem}",
+                    if eager { " eager" } else { "" }
+                ),
                 format!("{model} batch {batch} ({stem})"),
                 num(row, "step_secs_median")?,
                 sim,
