@@ -151,3 +151,14 @@ fn the_bundled_study_shows_eager_costing_most_where_the_host_sets_the_pace() {
     assert!(large > 1.0, "{large}");
     assert!(small > 2.0 && small > large + 0.5, "{small} vs {large}");
 }
+
+#[test]
+fn a_layer_kind_whose_host_cost_was_not_measured_is_an_error_naming_it() {
+    // Mixtral's expert blocks were never timed on the host: eager cannot play them.
+    let e = one_gpu_step("mixtral_8x7b", 1, "eager", "").unwrap_err();
+    assert!(
+        e.contains("compute.eager_host.bf16.layers.moe_block"),
+        "{e}"
+    );
+    assert!(e.contains("mixtral_8x7b"), "{e}");
+}
