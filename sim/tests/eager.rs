@@ -11,21 +11,37 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// A one-GPU step of `model` at `batch` in bf16 on the bundled H100 profile, run as
-/// `execution` says; the step's seconds or the error.
-fn one_gpu_step(model: &str, batch: u64, execution: &str, extra: &str) -> Result<f64, String> {
+/// The step's seconds (or the error) of a scenario on the bundled H100 profile: `ranks` ranks
+/// of `topologies/{topology}.toml`, and `workload` as the `[workload]` table's lines.
+fn h100_step(topology: &str, ranks: u32, workload: &str) -> Result<f64, String> {
     let text = format!(
-        "name = \"eager\"\nprofile = \"{}\"\n[topology]\nfile = \"{}\"\n[placement]\nranks = 1\n\
-         [workload]\nmodel = \"{model}\"\nbatch_per_gpu = {batch}\ndtype = \"bf16\"\n\
-         execution = \"{execution}\"\n{extra}",
+        "name = \"eager\"\nprofile = \"{}\"\n[topology]\nfile = \"{}\"\n[placement]\n\
+         ranks = {ranks}\n[workload]\n{workload}",
         repo().join("data/profiles/h100_sxm_node.json").display(),
-        repo().join("topologies/pcie_box_2gpu.toml").display(),
+        repo().join(format!("topologies/{topology}.toml")).display(),
     );
     let s =
         scenario::parse(&text, &repo().join("scenarios/x.toml"), &[]).map_err(|e| e.to_string())?;
     run_workload(&s, Default::default())
         .map(|r| r.summary.metrics.step_secs)
         .map_err(|e| e.to_string())
+}
+
+/// A one-GPU step of `model` at `batch` in `dtype`, run as `execution` says.
+fn one_gpu_step_in(dtype: &str, model: &str, batch: u64, execution: &str) -> Result<f64, String> {
+    h100_step(
+        "pcie_box_2gpu",
+        1,
+        &format!(
+            "model = \"{model}\"\nbatch_per_gpu = {batch}\ndtype = \"{dtype}\"\n\
+             execution = \"{execution}\"\n"
+        ),
+    )
+}
+
+/// [`one_gpu_step_in`] bf16.
+fn one_gpu_step(model: &str, batch: u64, execution: &str) -> Result<f64, String> {
+    one_gpu_step_in("bf16", model, batch, execution)
 }
 
 /// The bundled profile's host cost of a whole step of `model`: every layer's three phases and
@@ -52,8 +68,8 @@ fn host_secs(model: &str) -> f64 {
 fn a_small_eager_step_takes_the_hosts_time_and_a_fused_one_the_gpus() {
     // ResNet-50 at batch 1: ~160 layers the host needs ~14 ms to issue, several times what the
     // GPU needs to run them.
-    let eager = one_gpu_step("resnet50", 1, "eager", "").unwrap();
-    let fused = one_gpu_step("resnet50", 1, "fused", "").unwrap();
+    let eager = one_gpu_step("resnet50", 1, "eager").unwrap();
+    let fused = one_gpu_step("resnet50", 1, "fused").unwrap();
     let host = host_secs("resnet50");
     assert!(host > 3.0 * fused, "host {host} s, fused {fused} s");
     assert!(
@@ -68,8 +84,8 @@ fn a_large_eager_step_is_never_shorter_than_the_gpus_fused_time_nor_the_hosts() 
     // GPU's side is longer than the fused step's, its BatchNorms and pools at their measured
     // eager rates.)
     for (model, batch) in [("resnet50", 256), ("gpt2", 16), ("alexnet", 1024)] {
-        let eager = one_gpu_step(model, batch, "eager", "").unwrap();
-        let fused = one_gpu_step(model, batch, "fused", "").unwrap();
+        let eager = one_gpu_step(model, batch, "eager").unwrap();
+        let fused = one_gpu_step(model, batch, "fused").unwrap();
         let host = host_secs(model);
         assert!(
             eager >= fused.max(host) * (1.0 - 1e-9),
@@ -78,25 +94,15 @@ fn a_large_eager_step_is_never_shorter_than_the_gpus_fused_time_nor_the_hosts() 
     }
     // ResNet-50's 53 BatchNorms alone: at batch 256 their measured rate costs the GPU more
     // than the copy rate the fused step plays them at.
-    let eager = one_gpu_step("resnet50", 256, "eager", "").unwrap();
-    let fused = one_gpu_step("resnet50", 256, "fused", "").unwrap();
+    let eager = one_gpu_step("resnet50", 256, "eager").unwrap();
+    let fused = one_gpu_step("resnet50", 256, "fused").unwrap();
     assert!(eager > 1.2 * fused, "{eager} vs {fused}");
 }
 
 #[test]
 fn eager_without_the_hosts_costs_is_an_error_naming_the_field() {
     // The bundled profile measured the host in bf16 and tf32, not fp16.
-    let text = format!(
-        "name = \"eager\"\nprofile = \"{}\"\n[topology]\nfile = \"{}\"\n[placement]\nranks = 1\n\
-         [workload]\nmodel = \"resnet50\"\nbatch_per_gpu = 8\ndtype = \"fp16\"\n\
-         execution = \"eager\"\n",
-        repo().join("data/profiles/h100_sxm_node.json").display(),
-        repo().join("topologies/pcie_box_2gpu.toml").display(),
-    );
-    let s = scenario::parse(&text, &repo().join("scenarios/x.toml"), &[]).unwrap();
-    let e = run_workload(&s, Default::default())
-        .unwrap_err()
-        .to_string();
+    let e = one_gpu_step_in("fp16", "resnet50", 8, "eager").unwrap_err();
     assert!(e.contains("workload.execution"), "{e}");
     assert!(e.contains("compute.eager_host.fp16"), "{e}");
     assert!(e.contains("bf16, tf32"), "{e}");
@@ -104,24 +110,20 @@ fn eager_without_the_hosts_costs_is_an_error_naming_the_field() {
 
 #[test]
 fn eager_with_tensor_parallelism_is_an_error_naming_the_field() {
-    let text = format!(
-        "name = \"eager\"\nprofile = \"{}\"\n[topology]\nfile = \"{}\"\n[placement]\nranks = 8\n\
-         [workload]\nmodel = \"gpt2\"\nbatch_per_gpu = 8\ndtype = \"bf16\"\n\
-         execution = \"eager\"\ntensor_parallel = 8\nparallelism = \"allreduce_after_backward\"\n",
-        repo().join("data/profiles/h100_sxm_node.json").display(),
-        repo().join("topologies/hgx_h100.toml").display(),
-    );
-    let s = scenario::parse(&text, &repo().join("scenarios/x.toml"), &[]).unwrap();
-    let e = run_workload(&s, Default::default())
-        .unwrap_err()
-        .to_string();
+    let e = h100_step(
+        "hgx_h100",
+        8,
+        "model = \"gpt2\"\nbatch_per_gpu = 8\ndtype = \"bf16\"\nexecution = \"eager\"\n\
+         tensor_parallel = 8\nparallelism = \"allreduce_after_backward\"\n",
+    )
+    .unwrap_err();
     assert!(e.contains("workload.execution"), "{e}");
     assert!(e.contains("data parallelism alone"), "{e}");
 }
 
 #[test]
 fn an_unknown_execution_is_an_error_naming_the_field() {
-    let e = one_gpu_step("resnet50", 8, "graph", "").unwrap_err();
+    let e = one_gpu_step("resnet50", 8, "graph").unwrap_err();
     // The scenario's line of `execution = "graph"`, and what it may be.
     assert!(e.contains("x.toml: line 11"), "{e}");
     assert!(e.contains("fused") && e.contains("eager"), "{e}");
@@ -155,7 +157,7 @@ fn the_bundled_study_shows_eager_costing_most_where_the_host_sets_the_pace() {
 #[test]
 fn a_layer_kind_whose_host_cost_was_not_measured_is_an_error_naming_it() {
     // Mixtral's expert blocks were never timed on the host: eager cannot play them.
-    let e = one_gpu_step("mixtral_8x7b", 1, "eager", "").unwrap_err();
+    let e = one_gpu_step("mixtral_8x7b", 1, "eager").unwrap_err();
     assert!(
         e.contains("compute.eager_host.bf16.layers.moe_block"),
         "{e}"

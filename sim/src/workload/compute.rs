@@ -168,31 +168,29 @@ impl ComputeModel {
         self.host = None;
         self.kernels = KernelRates::default();
         if execution == Execution::Eager {
-            let dtype = self.dtype;
-            let none = BTreeMap::new();
-            let hosts = p.compute.as_ref().map(|c| &c.eager_host).unwrap_or(&none);
-            let costs = hosts.get(dtype.as_str()).ok_or_else(|| {
-                format!(
-                    "execution = \"eager\" needs the host's costs in {} \
-                     (compute.eager_host.{}) in profile {:?}, which has {}; measure them with \
-                     calibrate/scripts/torch_bench.py --host-costs and `calibrate import \
-                     eager`, or run the step fused",
-                    dtype.as_str(),
-                    dtype.as_str(),
-                    p.name,
-                    if hosts.is_empty() {
-                        "none".to_string()
-                    } else {
-                        hosts.keys().cloned().collect::<Vec<_>>().join(", ")
-                    }
-                )
-            })?;
+            let dtype = self.dtype.as_str();
+            let compute = p.compute.as_ref();
+            let costs = compute
+                .and_then(|c| c.eager_host.get(dtype))
+                .ok_or_else(|| {
+                    let measured: Vec<&str> = compute
+                        .map(|c| c.eager_host.keys().map(String::as_str).collect())
+                        .unwrap_or_default();
+                    format!(
+                        "execution = \"eager\" needs the host's costs in {dtype} \
+                         (compute.eager_host.{dtype}) in profile {:?}, which has {}; measure \
+                         them with calibrate/scripts/torch_bench.py --host-costs and `calibrate \
+                         import eager`, or run the step fused",
+                        p.name,
+                        if measured.is_empty() {
+                            "none".to_string()
+                        } else {
+                            measured.join(", ")
+                        }
+                    )
+                })?;
             self.host = Some(HostCosts::new(costs));
-            if let Some(rates) = p
-                .compute
-                .as_ref()
-                .and_then(|c| c.eager_kernels.get(dtype.as_str()))
-            {
+            if let Some(rates) = compute.and_then(|c| c.eager_kernels.get(dtype)) {
                 self.kernels = KernelRates::new(rates);
             }
         }
@@ -403,17 +401,16 @@ impl ComputeModel {
         batch: u64,
         optimizer: Optimizer,
     ) -> Result<StepTimes, String> {
-        let passes: Vec<PassTimes> = model
-            .layers
-            .iter()
-            .map(|l| self.layer_times(&model.name, l, batch, 1))
-            .collect();
-        let update = self.optimizer_time(model.params(), model.param_tensors(), optimizer);
+        let mut gpu = StepTimes {
+            passes: model
+                .layers
+                .iter()
+                .map(|l| self.layer_times(&model.name, l, batch, 1))
+                .collect(),
+            optimizer: self.optimizer_time(model.params(), model.param_tensors(), optimizer),
+        };
         let Some(host) = &self.host else {
-            return Ok(StepTimes {
-                passes,
-                optimizer: update,
-            });
+            return Ok(gpu);
         };
         let hosts = host.of_model(model).map_err(|kind| {
             format!(
@@ -423,16 +420,11 @@ impl ComputeModel {
                 model.name
             )
         })?;
-        let mut passes = passes;
         let e = self.dtype.bytes() as f64;
-        self.kernels.apply(model, batch, &mut passes, |l| {
+        self.kernels.apply(model, batch, &mut gpu.passes, |l| {
             (l.elementwise_elems * batch) as f64 * e / self.memory_bytes_per_s
         });
-        let played = eager::play(&hosts, &passes, host.step(), update);
-        Ok(StepTimes {
-            passes: played.passes,
-            optimizer: played.optimizer,
-        })
+        Ok(eager::play(&hosts, host.step(), &gpu))
     }
 
     /// DDP's per-tensor cost for `tensors` gradient tensors.

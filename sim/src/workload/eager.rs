@@ -33,7 +33,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::catalog::{Layer, LayerKind, Model};
-use super::compute::PassTimes;
+use super::compute::{PassTimes, StepTimes};
 use crate::engine::SimTime;
 use crate::profile::{EagerHostCosts, EagerKernelRates, HostPhases, KernelRate};
 
@@ -198,22 +198,11 @@ impl KernelRates {
     }
 }
 
-/// A step's passes as the GPU runs them once the host issues them: each layer's forward and
-/// backward, and the optimizer, charged what it adds to the GPU's finishing time.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EagerStep {
-    pub passes: Vec<PassTimes>,
-    pub optimizer: SimTime,
-}
-
-/// Plays the host and the GPU side by side over one step: `host[i]` and `gpu[i]` are layer i's
-/// costs, `step` the step's own host work, `optimizer_gpu` the update's GPU time.
-pub fn play(
-    host: &[HostSecs],
-    gpu: &[PassTimes],
-    step: HostSecs,
-    optimizer_gpu: SimTime,
-) -> EagerStep {
+/// A step's passes as the GPU runs them once the host issues them: `gpu` is the step as the
+/// GPU alone would run it, `host[i]` layer i's host cost and `step` the step's own; each pass
+/// (and the optimizer) is charged what it adds to the GPU's finishing time.
+pub fn play(host: &[HostSecs], step: HostSecs, gpu: &StepTimes) -> StepTimes {
+    let (optimizer_gpu, gpu) = (gpu.optimizer, &gpu.passes[..]);
     debug_assert_eq!(host.len(), gpu.len());
     let mut issued = 0.0f64;
     let mut done = 0.0f64;
@@ -242,7 +231,7 @@ pub fn play(
     }
     let optimizer_host = step.optimizer + host.iter().map(|h| h.optimizer).sum::<f64>();
     let optimizer = run(optimizer_host, secs(optimizer_gpu));
-    EagerStep {
+    StepTimes {
         passes: forward
             .into_iter()
             .zip(backward)
@@ -275,7 +264,13 @@ mod tests {
             optimizer: o * 1e-3,
         }
     }
-    fn total(s: &EagerStep) -> f64 {
+    fn gpu_step(passes: &[PassTimes], optimizer: SimTime) -> StepTimes {
+        StepTimes {
+            passes: passes.to_vec(),
+            optimizer,
+        }
+    }
+    fn total(s: &StepTimes) -> f64 {
         s.passes
             .iter()
             .map(|p| p.forward.as_secs_f64() + p.backward.as_secs_f64())
@@ -289,9 +284,8 @@ mod tests {
         // optimizer) and the GPU 0.05 ms to run: the host sets the pace.
         let s = play(
             &[host(0.4, 0.5, 0.1); 10],
-            &[pass(0.02, 0.03); 10],
             host(0.2, 0.1, 0.3),
-            ms(0.01),
+            &gpu_step(&[pass(0.02, 0.03); 10], ms(0.01)),
         );
         // Every pass ends when the host has issued it (a layer's kernels run while the host
         // issues the rest of it): the step is the host's 10 × 1 ms plus its own 0.6 ms.
@@ -306,9 +300,8 @@ mod tests {
     fn a_step_of_large_kernels_takes_the_gpus_time() {
         let s = play(
             &[host(0.05, 0.05, 0.0); 10],
-            &[pass(2.0, 4.0); 10],
             host(0.1, 0.1, 0.1),
-            ms(1.0),
+            &gpu_step(&[pass(2.0, 4.0); 10], ms(1.0)),
         );
         // The host is always ahead: the step is the GPU's 10 × 6 ms plus the update's 1 ms.
         assert!((total(&s) - 61.0e-3).abs() < 1e-9, "{}", total(&s));
@@ -337,7 +330,7 @@ mod tests {
                 }
             })
             .collect();
-        let s = play(&hosts, &gpus, HostSecs::default(), SimTime::ZERO);
+        let s = play(&hosts, HostSecs::default(), &gpu_step(&gpus, SimTime::ZERO));
         let host_sum: f64 = hosts.iter().map(|h| h.forward + h.backward).sum();
         let gpu_sum: f64 = gpus
             .iter()
@@ -363,9 +356,8 @@ mod tests {
         let gpus = [pass(1.0, 2.0), pass(0.5, 1.5), pass(3.0, 6.0)];
         let s = play(
             &[HostSecs::default(); 3],
-            &gpus,
             HostSecs::default(),
-            ms(0.7),
+            &gpu_step(&gpus, ms(0.7)),
         );
         assert_eq!(&s.passes[..], &gpus[..]);
         assert_eq!(s.optimizer, ms(0.7));

@@ -340,8 +340,9 @@ pub(super) fn import_eager(files: &[PathBuf], out: &Path) -> Result<(), Failure>
             );
             // Several files of one format in one import (layers, then blocks) join; the first
             // replaces what the profile had.
+            let first = seen.insert(e.dtype.clone());
             match compute.eager_kernels.get_mut(&e.dtype) {
-                Some(old) if !seen.insert(e.dtype.clone()) => {
+                Some(old) if !first => {
                     old.layers.extend(rates.layers);
                     old.provenance.detail = format!(
                         "{}; then {}",
@@ -349,7 +350,6 @@ pub(super) fn import_eager(files: &[PathBuf], out: &Path) -> Result<(), Failure>
                     );
                 }
                 _ => {
-                    seen.insert(e.dtype.clone());
                     compute.eager_kernels.insert(e.dtype.clone(), rates);
                 }
             }
