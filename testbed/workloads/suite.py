@@ -7,6 +7,8 @@
   suite.py gloo_p2p --pairs 0:2,1:3 --name NAME  (gloo isend/irecv exchanges, one pair's socket)
   suite.py call_gaps --methods allreduce,broadcast  (each rank's idle time between timed calls)
   suite.py capture --methods allreduce --bytes 262144 --name NAME  (every host's egress, per link)
+  suite.py capture_mpi --op allgather --algorithms 4 --bytes 1048560 --name NAME  (OpenMPI's
+                                       rendezvous messages, each sent and arrived, every host)
   suite.py cpu_costs --repeats 3 --bytes 16384 65536 262144 1048576  (machine CPU per gloo message)
   suite.py wakeup_load --repeats 3000  (a small gloo exchange's time as other hosts load the cores)
   suite.py training --out data/runs/X.csv --profile data/profiles/testbed_X.json
@@ -400,6 +402,141 @@ def capture(a):
               {"ranks": n, "results": logs}, load0, " ; ".join(cmds))
 
 
+def capture_mpi(a):
+    """One OpenMPI collective (`--op`, the first of `--algorithms`, one launch) with every
+    host's packets captured both ways (tcpdump, headers only), written as a JSON log of its
+    rendezvous messages: per connection, each request (40 B), answer (64 B) and data message
+    (the payload between two requests), when it left its sender and when its last byte reached
+    the receiver (matched by the connection's byte count, the same stream seen at both ends),
+    and for each answer when it left every switch port it crossed (the egress of the veth
+    end `PREFIX-<k>a` carries link k of the topology file from its first device to its
+    second, `PREFIX-<k>b` back). What it shows: how long an answer takes to cross (behind which queues), and how long a
+    sender takes to send once its answer is in."""
+    import re
+    n = int(os.environ["DTSIM_TESTBED_RANKS"])
+    hs = tb.hosts()[:n]
+    workdir = tempfile.mkdtemp(prefix="dtsim-capture-mpi-")
+    line = re.compile(r"([\d.]+) IP ([\d.]+)\.\d+ > ([\d.]+)\.\d+: .* length (\d+)")
+    rank_of = {h[2]: h[0] for h in hs}
+    alg = int(a.algorithms.split(",")[0])
+    load0 = tb.load1()
+    caps = [subprocess.Popen(["ip", "netns", "exec", ns, "tcpdump", "-i", iface, "-n", "-Q",
+                              "inout", "-s", "96", "-w", os.path.join(workdir, f"{r}.pcap")],
+                             stderr=subprocess.DEVNULL) for r, ns, _, iface, _ in hs]
+    # The switches' ports (veth ends in the root namespace, `PREFIX-<link>a|b`), as their
+    # shapers release packets.
+    prefix = os.environ.get("DTSIM_TESTBED_PREFIX", "tb") + "-"
+    ports = sorted(l.split(": ")[1].split("@")[0] for l in
+                   subprocess.run(["ip", "-o", "link", "show"], capture_output=True,
+                                  text=True).stdout.splitlines()
+                   if l.split(": ")[1].startswith(prefix) and
+                   l.split(": ")[1].split("@")[0][len(prefix):][:1].isdigit())
+    caps += [subprocess.Popen(["tcpdump", "-i", port, "-n", "-Q", "out", "-s", "96", "-w",
+                               os.path.join(workdir, f"port-{port}.pcap")],
+                              stderr=subprocess.DEVNULL) for port in ports]
+    time.sleep(1.0)
+    mca = ["--mca", "coll_tuned_use_dynamic_rules", "1",
+           "--mca", f"coll_tuned_{a.op}_algorithm", str(alg)]
+    cmd, hostfile = mpirun(hs, n, mca, "mpi_collectives.py",
+                           ["--op", a.op, "--repeats", str(a.repeats), "--bytes"] +
+                           [str(b) for b in a.bytes])
+    out = run_json(cmd, "mpirun")
+    os.remove(hostfile)
+    time.sleep(0.5)
+    for c in caps:
+        c.terminate()
+        c.wait()
+    # Per host, its packets of each direction: (time, payload bytes), as it sent or received them.
+    sent, got = {}, {}
+    for r in range(n):
+        text = subprocess.run(["tcpdump", "-r", os.path.join(workdir, f"{r}.pcap"), "-n", "-tt"],
+                              capture_output=True, text=True).stdout
+        for m in line.finditer(text):
+            src, dst, size = rank_of.get(m.group(2)), rank_of.get(m.group(3)), int(m.group(4))
+            if src is None or dst is None or size == 0:
+                continue
+            side = sent if src == r else got
+            side.setdefault((src, dst), []).append((float(m.group(1)), size))
+    # Per port, when each 64-byte answer of each (src, dst) left it.
+    left_port = {}
+    for port in ports:
+        text = subprocess.run(["tcpdump", "-r", os.path.join(workdir, f"port-{port}.pcap"), "-n",
+                               "-tt"], capture_output=True, text=True).stdout
+        for m in line.finditer(text):
+            src, dst = rank_of.get(m.group(2)), rank_of.get(m.group(3))
+            if src is not None and dst is not None and int(m.group(4)) == 64:
+                left_port.setdefault((src, dst, port), []).append(float(m.group(1)))
+    shutil.rmtree(workdir, ignore_errors=True)
+    t0 = min(t for pk in sent.values() for t, _ in pk)
+    messages = []
+    for (src, dst), pk in sorted(sent.items()):
+        offset, cur = 0, None
+        for t, size in pk:
+            offset += size
+            kind = {40: "request", 64: "answer"}.get(size, "data" if size > 1000 else "other")
+            if kind == "data" and cur is not None and cur["kind"] == "data":
+                cur["bytes"] += size
+                cur["end_offset"] = offset
+                continue
+            cur = {"src": src, "dst": dst, "kind": kind, "bytes": size,
+                   "sent_secs": round(t - t0, 6), "end_offset": offset}
+            messages.append(cur)
+    for msg in messages:
+        arrived_at = None
+        pk = got.get((msg["src"], msg["dst"]), [])
+        total = 0
+        for t, size in pk:
+            total += size
+            if total >= msg["end_offset"]:
+                arrived_at = round(t - t0, 6)
+                break
+        msg["arrived_secs"] = arrived_at
+        del msg["end_offset"]
+        if msg["kind"] == "answer":
+            hops = []
+            for port in ports:
+                at = next((t - t0 for t in left_port.get((msg["src"], msg["dst"], port), [])
+                           if msg["sent_secs"] - 1e-4 <= t - t0 <= msg["sent_secs"] + 0.05), None)
+                if at is not None:
+                    hops.append([port, round(at - msg["sent_secs"], 6)])
+            msg["left_ports_secs_after_sent"] = sorted(hops, key=lambda h: h[1])
+    messages.sort(key=lambda m: m["sent_secs"])
+    # How long each answer took to cross, and its sender's data after it arrived.
+    crossing, reaction = {}, {}
+    for i, msg in enumerate(messages):
+        if msg["kind"] != "answer" or msg["arrived_secs"] is None:
+            continue
+        key = f"{msg['dst']}->{msg['src']}"
+        crossing.setdefault(key, []).append(msg["arrived_secs"] - msg["sent_secs"])
+        data = next((m for m in messages[i + 1:] if m["kind"] == "data" and
+                     (m["src"], m["dst"]) == (msg["dst"], msg["src"])), None)
+        if data is not None and data["sent_secs"] >= msg["arrived_secs"]:
+            reaction.setdefault(key, []).append(data["sent_secs"] - msg["arrived_secs"])
+    def quartiles(xs):
+        xs = sorted(xs)
+        return [round(xs[len(xs) // 4], 6), round(xs[len(xs) // 2], 6),
+                round(xs[3 * len(xs) // 4], 6), round(xs[-1], 6)]
+    summary = {k: {"answer_crossing_secs_q1_median_q3_max": quartiles(v),
+                   "data_after_answer_secs_q1_median_q3_max":
+                       quartiles(reaction[k]) if k in reaction else None}
+               for k, v in sorted(crossing.items())}
+    for k, v in summary.items():
+        c, r = v["answer_crossing_secs_q1_median_q3_max"], \
+            v["data_after_answer_secs_q1_median_q3_max"]
+        print(f"connection {k}: answer crossed in median {c[1] * 1e3:.2f} ms (max "
+              f"{c[3] * 1e3:.2f}); data left a median "
+              f"{(r[1] * 1e3 if r else float('nan')):.2f} ms after the answer arrived", flush=True)
+    secs = {res["bytes"]: tb.summary(res["secs"]) for res in out["results"]}
+    for b, (med, lo, hi) in secs.items():
+        print(f"{a.op} {MPI_ALGORITHMS[a.op][alg]} {b} B: median {med * 1e3:.2f} ms "
+              f"({lo * 1e3:.2f}-{hi * 1e3:.2f})", flush=True)
+    write_log(a.out or calibration_log(f"testbed_{tb.topology_stem()}.capture_mpi_{a.name}.json"),
+              {"ranks": n, "op": a.op, "algorithm": MPI_ALGORITHMS[a.op][alg], "ports": ports,
+               "bytes": a.bytes, "repeats": a.repeats,
+               "call_secs_median_min_max": {str(b): v for b, v in secs.items()},
+               "per_connection": summary, "messages": messages}, load0, " ".join(cmd))
+
+
 def training(a):
     n = int(os.environ["DTSIM_TESTBED_RANKS"])
     rows = []
@@ -565,8 +702,8 @@ def trace(a):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("suite", choices=["collectives", "mpi", "mpi_p2p", "training", "link",
-                                      "incast", "pairs", "trace", "gloo_p2p", "call_gaps", "capture", "cpu_costs",
-                                      "wakeup_load"])
+                                      "incast", "pairs", "trace", "gloo_p2p", "call_gaps", "capture",
+                                      "capture_mpi", "cpu_costs", "wakeup_load"])
     ap.add_argument("--ranks", type=int, default=0,
                     help="trace, mpi_p2p: ranks (default: every host)")
     ap.add_argument("--out", default="")
@@ -603,7 +740,8 @@ def main():
     a = ap.parse_args()
     {"collectives": collectives, "mpi": mpi, "mpi_p2p": mpi_p2p, "training": training,
      "link": link, "incast": incast, "pairs": pairs, "trace": trace, "gloo_p2p": gloo_p2p,
-     "call_gaps": call_gaps, "capture": capture, "cpu_costs": cpu_costs,
+     "call_gaps": call_gaps, "capture": capture, "capture_mpi": capture_mpi,
+     "cpu_costs": cpu_costs,
      "wakeup_load": wakeup_load}[a.suite](a)
 
 

@@ -10,12 +10,19 @@ use crate::collective::steps::split_even;
 use crate::collective::{Collective, Endpoint, OpId, OpKind, Phase, Schedule};
 use crate::engine::SimTime;
 
-/// How much later than the others rank 0 enters a ring. Ranks never enter together: a single
-/// ring exchange on the testbed ran late in 4 of 10 repetitions at 1 MiB and 6 of 10 at 4 MiB
-/// (`testbed_mpi_p2p_4ranks.json`, `ring`), and back to back the lateness persists (see
-/// [`ring`]). Any lag longer than an acknowledgement's round trip gives the same times: 50 and
-/// 500 µs predict the testbed's rings within 0.45 ms of each other (the same at 256 KiB and
-/// 1 MiB).
+/// How much later than the others the last rank enters a ring. Ranks never enter together: a
+/// single ring exchange on the testbed ran late in 4 of 10 repetitions at 1 MiB and 6 of 10 at
+/// 4 MiB (`testbed_mpi_p2p_4ranks.json`, `ring`), and back to back the lateness persists (see
+/// [`ring`]). Which rank is late matters where the ring crosses slow links (below); on six
+/// ranks of the three-leaf testbed the last ranks of each leaf's pair entered last: captured
+/// over eleven 1 MiB ring all_gathers (`suite.py capture_mpi`,
+/// `testbed_three_leaf_100mbit_uplinks.capture_mpi_ring_1m.json`), ranks 0 and 3 sent their
+/// first requests first, 2 and 5 last, 0.2-0.65 ms later, rank 5 last or second last in 10 of
+/// 11 calls. Rank 0 late instead would have every rank answered before it sends, and the
+/// ring step in lockstep (73.5 ms predicted for that 1 MiB all_gather, 96.0 with the last
+/// rank late, 116-131 measured). Any lag longer than an acknowledgement's round trip gives
+/// the same times: 50 and 300 µs predict that all_gather within 0.3 ms, the star's rings
+/// within 0.45 ms.
 const ENTRY_LAG: SimTime = SimTime::from_ps(50_000_000);
 algorithms! {
     /// `coll_tuned_allreduce_algorithm` numbers and names.
@@ -265,8 +272,8 @@ pub(super) fn ring_steps(
         .collect();
     // Per rank, what its next step waits for.
     let mut ready: Vec<Vec<OpId>> = vec![Vec::new(); n as usize];
-    // Rank 0 enters late (see ENTRY_LAG).
-    ready[0] = vec![s.push(
+    // The last rank enters late (see ENTRY_LAG).
+    ready[(n - 1) as usize] = vec![s.push(
         OpKind::Compute {
             endpoints: 1,
             duration: ENTRY_LAG,
@@ -516,14 +523,13 @@ mod tests {
     }
 
     #[test]
-    fn rank_by_rank_only_rank_zero_waits_to_enter() {
+    fn rank_by_rank_only_the_last_rank_waits_to_enter() {
         let p = plan(&req(1 << 20), &sys(4), &forced("ring")).unwrap();
         let s = &p.schedule;
         let lags: Vec<usize> = (0..s.ops.len())
             .filter(|&i| matches!(s.ops[i].kind, OpKind::Compute { duration, .. } if duration == ENTRY_LAG))
             .collect();
         assert_eq!(lags.len(), 1);
-        // The first requests: rank 0's waits for the lag, the others' for nothing.
         let firsts: Vec<&crate::collective::Op> = s
             .ops
             .iter()
@@ -538,8 +544,10 @@ mod tests {
             })
             .take(4)
             .collect();
-        assert_eq!(firsts[0].deps, vec![OpId(lags[0] as u32)]);
-        assert!(firsts[1..].iter().all(|op| op.deps.is_empty()));
+        // The first requests, by rank: the last rank's waits for the lag, the others' for
+        // nothing.
+        assert_eq!(firsts[3].deps, vec![OpId(lags[0] as u32)]);
+        assert!(firsts[..3].iter().all(|op| op.deps.is_empty()));
     }
 
     #[test]

@@ -295,6 +295,84 @@ fn a_send_posted_while_another_connection_sends_waits_behind_its_standing_queue(
     assert!((all - (0.100 + 8e-8)).abs() < 1e-9, "{all}");
 }
 
+/// Two leaves joined by one 100 Gb/s link, g0 and g1 on the first, g2 and g3 on the second,
+/// every host link 300 Gb/s, no latency: a host sends three times faster than the uplink
+/// drains.
+fn two_leaves() -> Arc<Topology> {
+    use crate::topology::{DeviceKind, LinkSpec};
+    let mut b = Topology::builder("two-leaves");
+    let gpus: Vec<_> = (0..4)
+        .map(|i| b.add_device(format!("g{i}"), DeviceKind::Gpu, Some(i / 2)))
+        .collect();
+    let leaves = [
+        b.add_device("leaf0", DeviceKind::Switch, None),
+        b.add_device("leaf1", DeviceKind::Switch, None),
+    ];
+    let link = |gbps: f64| LinkSpec {
+        bandwidth_bps: gbps * GBPS,
+        latency: SimTime::ZERO,
+        buffer_bytes: 1 << 20,
+        class: LinkClass::Ethernet,
+    };
+    for (i, &g) in gpus.iter().enumerate() {
+        b.add_link(g, leaves[i / 2], link(300.0));
+    }
+    b.add_link(leaves[0], leaves[1], link(100.0));
+    Arc::new(b.build().unwrap())
+}
+
+/// g0 sends 1.25 GB to g2 from the start (0.1 s at the uplink's 100 Gb/s); g1 sends 1.125 GB
+/// to g0 (30 ms on the host links), then `from` posts a 1 kB message to `to` (an
+/// acknowledgement, say).
+/// The message's end time, with FIFO heads of `h` bytes on the Ethernet links or none.
+fn posted_behind_a_forwarded_queue(from: u32, to: u32, h: Option<f64>) -> f64 {
+    let sched = schedule(
+        4,
+        &[
+            (vec![(0, 2)], 1_250_000_000, vec![]),
+            (vec![(1, 0)], 1_125_000_000, vec![]),
+            (vec![(from, to)], 1_000, vec![1]),
+        ],
+    );
+    let factors = EfficiencyFactors {
+        fifo_head: h.map(|h| (LinkClass::Ethernet, h)).into_iter().collect(),
+        ..Default::default()
+    };
+    let (out, _) = run(&two_leaves(), &sched, factors);
+    secs(out.ops[2].end)
+}
+
+#[test]
+fn a_message_crossing_a_slower_link_waits_behind_what_other_connections_queued_there() {
+    // Max-min alone: the message shares the uplink at once (1 kB at 50 Gb/s).
+    let shared = posted_behind_a_forwarded_queue(1, 3, None);
+    assert!((shared - (0.030 + 1.6e-7)).abs() < 1e-9, "{shared}");
+    // FIFO links: in 30 ms g0 put 1.125 GB on the uplink at 300 Gb/s and the uplink passed
+    // 0.375 GB, so 0.75 GB wait there, 60 ms at 100 Gb/s, before the message starts (then
+    // sharing the uplink with the bulk's rest); g1's own link is idle, nothing waits there.
+    let behind = posted_behind_a_forwarded_queue(1, 3, Some(1.0));
+    assert!((behind - (0.090 + 1.6e-7)).abs() < 1e-9, "{behind}");
+    // The same connection's bytes are its own order (the libraries play it), not a queue to
+    // wait behind: g0's message to g2 shares the uplink with g0's bulk at once.
+    let own = {
+        let sched = schedule(
+            4,
+            &[
+                (vec![(0, 2)], 1_250_000_000, vec![]),
+                (vec![(1, 3)], 375_000_000, vec![]),
+                (vec![(0, 2)], 1_000, vec![1]),
+            ],
+        );
+        let factors = EfficiencyFactors {
+            fifo_head: vec![(LinkClass::Ethernet, 1.0)],
+            ..Default::default()
+        };
+        let (out, _) = run(&two_leaves(), &sched, factors);
+        (secs(out.ops[1].end), secs(out.ops[2].end))
+    };
+    assert!(own.1 - own.0 < 1e-6, "{own:?}");
+}
+
 #[test]
 fn dependent_ops_run_back_to_back_and_repeated_states_reuse_solutions() {
     // A ring step pattern played 6 times in a chain: 6 × (size/B + 2 hops latency).
