@@ -13,16 +13,19 @@
 //!   block with one neighbour, then two blocks at a time with the other and back, n/2 steps
 //!   (an odd communicator runs the ring); two_proc is one exchange.
 //! - Exchanges between partners, as the all-reduce's recursive doubling, run both ways at
-//!   once or one way first as measured on the testbed ([`super::exchange`]); the ring runs
-//!   rank by rank as the all-reduce's does ([`super::allreduce::ring_steps`]).
+//!   once or one way first as measured on the testbed ([`super::exchange`]); the ring and
+//!   bruck run rank by rank as the all-reduce's ring does ([`super::allreduce::ring_steps`]):
+//!   every step a sendrecv, a rank steps on once its own are done.
 //!
 //! Not modelled, and refused: linear (a tuned gather then a tuned broadcast); the fixed rules
 //! never pick it.
 
-use super::allreduce::ring_steps;
+use super::allreduce::{entering, ring_steps, RANK_BY_RANK_MAX};
 use super::Algorithm as _;
 use super::Exchanges;
-use super::{exchange, message, LibraryError, LibraryOptions, Plan, Request, System};
+use super::{
+    exchange, message, message_on, reversed, LibraryError, LibraryOptions, Plan, Request, System,
+};
 use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
 
 algorithms! {
@@ -219,21 +222,72 @@ fn recursive_doubling(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
 
 /// Bruck: at distance d = 1, 2, 4 ... every rank sends min(d, n − d) blocks to rank − d and
 /// receives as many from rank + d; where those are one rank (d = n/2) the step is an exchange
-/// between partners, which runs as the testbed's exchanges do ([`exchange`]).
+/// between partners, which runs as the testbed's exchanges do ([`exchange`]). Each step is a
+/// sendrecv with no synchronisation between steps, so up to [`RANK_BY_RANK_MAX`] ranks it is
+/// played rank by rank as the ring is ([`ring_steps`]): a rank starts its next step once its
+/// send is done and its block has arrived, its receive is posted when it enters the step, and
+/// the last rank enters late ([`entering`]).
 fn bruck(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
+    let rank_by_rank = n <= RANK_BY_RANK_MAX;
+    let mut ready = if rank_by_rank {
+        entering(s, n, Phase::AllGather)
+    } else {
+        Vec::new()
+    };
     let mut last: Vec<OpId> = Vec::new();
     let (mut distance, mut step) = (1u32, 0u32);
     while distance < n {
         let bytes = block * u64::from(distance.min(n - distance));
-        last = vec![if 2 * distance == n {
-            let pairs: Vec<(Endpoint, Endpoint)> =
-                (0..distance).map(|r| (r, r + distance)).collect();
-            exchange(s, &pairs, bytes, n, x, last, Phase::AllGather, step)
+        let to = |r: u32| (r + n - distance) % n;
+        if !rank_by_rank {
+            last = vec![if 2 * distance == n {
+                let pairs: Vec<(Endpoint, Endpoint)> =
+                    (0..distance).map(|r| (r, r + distance)).collect();
+                exchange(s, &pairs, bytes, n, x, last, Phase::AllGather, step)
+            } else {
+                let pairs: Vec<(Endpoint, Endpoint)> = (0..n).map(|r| (r, to(r))).collect();
+                message(s, &pairs, bytes, last, Phase::AllGather, step)
+            }];
+        } else if 2 * distance == n {
+            for r in 0..distance {
+                let (a, b) = (r as usize, (r + distance) as usize);
+                let deps = [ready[a].clone(), ready[b].clone()].concat();
+                let done = exchange(
+                    s,
+                    &[(r, r + distance)],
+                    bytes,
+                    n,
+                    x,
+                    deps,
+                    Phase::AllGather,
+                    step,
+                );
+                ready[a] = vec![done];
+                ready[b] = vec![done];
+            }
         } else {
-            let pairs: Vec<(Endpoint, Endpoint)> =
-                (0..n).map(|r| (r, (r + n - distance) % n)).collect();
-            message(s, &pairs, bytes, last, Phase::AllGather, step)
-        }];
+            let sent: Vec<OpId> = (0..n)
+                .map(|r| {
+                    let pair = vec![(r, to(r))];
+                    let patterns = (
+                        s.push_pattern(pair.clone()),
+                        s.push_pattern(reversed(&pair)),
+                    );
+                    message_on(
+                        s,
+                        patterns,
+                        bytes,
+                        ready[r as usize].clone(),
+                        ready[to(r) as usize].clone(),
+                        Phase::AllGather,
+                        step,
+                    )
+                })
+                .collect();
+            for r in 0..n {
+                ready[r as usize] = vec![sent[r as usize], sent[((r + distance) % n) as usize]];
+            }
+        }
         distance <<= 1;
         step += 1;
     }
@@ -290,6 +344,58 @@ mod tests {
         assert_eq!(allgather_fixed(3000, 64), RecursiveDoubling);
         assert_eq!(allgather_fixed(5000, 1), RecursiveDoubling);
         assert_eq!(allgather_fixed(5000, 4096), Neighbor);
+    }
+
+    #[test]
+    fn bruck_rank_by_rank_sends_every_rank_its_blocks_down_the_ranks_the_last_entering_late() {
+        use crate::collective::OpKind;
+        use crate::library::mpi::{ACK_BYTES, REQUEST_BYTES};
+        use crate::library::testing::{cpu_hosts, payload_bytes, transfer_bytes};
+        let block: u64 = 1 << 20;
+        for n in [3u32, 4, 5, 6, 7] {
+            let req = Request {
+                collective: Collective::AllGather,
+                bytes: block * u64::from(n),
+                root: 0,
+                peer: 1,
+            };
+            let opts = LibraryOptions {
+                algorithm: Some("bruck".into()),
+                ..Default::default()
+            };
+            let p = plan(&req, &cpu_hosts(n), &opts).unwrap();
+            let s = &p.schedule;
+            s.validate().unwrap();
+            // Every rank ends with the n − 1 blocks it lacked: n (n − 1) blocks moved in all.
+            let data = payload_bytes(s, ACK_BYTES) - transfer_bytes(s, REQUEST_BYTES);
+            assert_eq!(
+                data,
+                u128::from(n * (n - 1)) * u128::from(block),
+                "{n} ranks"
+            );
+            // The first step sends to rank − 1, one single-pair pattern per rank, every
+            // request at once but the last rank's, which waits for its late entry.
+            let lag = crate::library::mpi::allreduce::ENTRY_LAG;
+            let firsts: Vec<((u32, u32), bool)> = s
+                .ops
+                .iter()
+                .filter_map(|op| match op.kind {
+                    OpKind::Transfer { pattern, bytes }
+                        if bytes == REQUEST_BYTES && op.step == 0 =>
+                    {
+                        let late = op.deps.iter().any(|d| {
+                            matches!(s.ops[d.0 as usize].kind,
+                                OpKind::Compute { duration, .. } if duration == lag)
+                        });
+                        Some((s.patterns[pattern.0 as usize].pairs[0], late))
+                    }
+                    _ => None,
+                })
+                .collect();
+            let want: Vec<((u32, u32), bool)> =
+                (0..n).map(|r| ((r, (r + n - 1) % n), r == n - 1)).collect();
+            assert_eq!(firsts, want, "{n} ranks");
+        }
     }
 
     #[test]

@@ -23,7 +23,7 @@ use crate::engine::SimTime;
 /// rank late, 116-131 measured). Any lag longer than an acknowledgement's round trip gives
 /// the same times: 50 and 300 µs predict that all_gather within 0.3 ms, the star's rings
 /// within 0.45 ms.
-const ENTRY_LAG: SimTime = SimTime::from_ps(50_000_000);
+pub(super) const ENTRY_LAG: SimTime = SimTime::from_ps(50_000_000);
 algorithms! {
     /// `coll_tuned_allreduce_algorithm` numbers and names.
     AllReduceAlg,
@@ -271,18 +271,7 @@ pub(super) fn ring_steps(
         .map(|r| s.push_pattern(vec![((r + 1) % n, r)]))
         .collect();
     // Per rank, what its next step waits for.
-    let mut ready: Vec<Vec<OpId>> = vec![Vec::new(); n as usize];
-    // The last rank enters late (see ENTRY_LAG).
-    ready[(n - 1) as usize] = vec![s.push(
-        OpKind::Compute {
-            endpoints: 1,
-            duration: ENTRY_LAG,
-        },
-        vec![],
-        Phase::ReduceScatter,
-        0,
-        0,
-    )];
+    let mut ready = entering(s, n, Phase::ReduceScatter);
     for k in 0..reduce_steps + gather_steps {
         // Steps are numbered 0.. for the reduce-scatter, one more from the all-gather on.
         let (phase, step) = if k < reduce_steps {
@@ -321,7 +310,24 @@ pub(super) fn ring_steps(
     }
 }
 
-/// Most ranks whose ring is played rank by rank. Rank by rank, every request, answer and block
+/// What each of `n` ranks waits for before its first step when it is played rank by rank:
+/// nothing, but the last rank its [`ENTRY_LAG`].
+pub(super) fn entering(s: &mut Schedule, n: u32, phase: Phase) -> Vec<Vec<OpId>> {
+    let mut ready: Vec<Vec<OpId>> = vec![Vec::new(); n as usize];
+    ready[(n - 1) as usize] = vec![s.push(
+        OpKind::Compute {
+            endpoints: 1,
+            duration: ENTRY_LAG,
+        },
+        vec![],
+        phase,
+        0,
+        0,
+    )];
+    ready
+}
+
+/// Most ranks whose ring (and Bruck's all_gather) is played rank by rank. Rank by rank, every request, answer and block
 /// is a transfer of its own and the answers tie each rank's transfers to its neighbours', so
 /// the flow model solves the whole ring together at every event: a 64 MiB ring on a star of
 /// 256 ranks takes 1.1 s and 205 MB (0.17 s and 105 MB step by step), of 1,024 ranks 13.3 s
