@@ -1,0 +1,175 @@
+//! FIFO queues in front of TCP connections: how long a batch waits before it starts.
+//!
+//! Sends posted together. Where a profile gives a link class's FIFO head bytes `H` (a shaper's
+//! FIFO egress queue in front of TCP connections that each keep at most about `H` bytes queued:
+//! TCP small queues), batches posted at the same instant whose flows enter such a link first
+//! leave in the order posted: each waits until the ones posted before it have had their first
+//! `min(bytes, H)` bytes sent at the link's rate, then all share it. So a sender posting two
+//! 256 KiB sends finishes the first after 256 KiB and the second after 512 KiB, not both after
+//! 512 KiB (measured on the testbed: `testbed/workloads/fanout.py`). The wait is per batch (its
+//! longest flow's); flows of one batch start together.
+//!
+//! Sends posted behind a standing queue. A batch posted while other connections already send
+//! on such a link waits behind what each keeps queued there, `min(bytes left, H)` per live
+//! flow, drained at the link's rate, then shares the link. This is what holds OpenMPI's
+//! rendezvous acknowledgements: in a capture of back-to-back ring exchanges of 1 MiB on the
+//! testbed (TCP cubic, 200 Mbit/s), a rank's acknowledgement left 6.8 ms (163 KB at the
+//! link's rate; `H` = 168 KB there) after the request it answers had arrived, because its own
+//! send to the next rank had started first; the ring's steps each took about that much more
+//! than their bytes (`data/runs/calibration/testbed_mpi_ring_capture_1MiB.txt`;
+//! `testbed_mpi_p2p_4ranks.json` beside it: 6.7-7.5 ms from
+//! 1 MiB, 2.9 ms for 128 KiB messages, whose 64 KiB after the request cap the queue). Under
+//! TCP bbr bulk sends posted 20 ms after a first one waited 0.5-1.1 MB behind it
+//! (`data/runs/testbed_bbr/calibration/*.fanout_stagger*.json`): bbr's queue follows its
+//! congestion window, which `H` alone does not describe. A trajectory recorded under one
+//! queue does not stand for a batch that starts behind another, so replay is off where links
+//! have FIFO heads.
+//!
+//! Sends posted behind a forwarded queue. On such links a connection whose slowest link comes
+//! after a faster one sends at the faster link's pace (TCP with its window open) and the excess
+//! waits in the slower link's queue: `min(bytes left, (upstream − rate) × time sent)`, at the
+//! slowest capacity before it. A batch posted while others queue so on a link its flows cross
+//! further on waits behind them there too, after its wait at its first link; its own
+//! connection's bytes (the same path) are not counted, since a library orders its own messages
+//! (in-order connections, OpenMPI's exchange modes). This is what holds OpenMPI's answers
+//! between the three-leaf testbed's leaves (`suite.py capture_mpi`, every host and switch port
+//! captured over eleven 1 MiB ring all_gathers,
+//! `testbed_three_leaf_100mbit_uplinks.capture_mpi_ring_1m.json`): of 142 answers between
+//! leaves, half left their 100 Mbit/s uplink 0-5.9 ms after they were sent and half 5.9-9.1 ms
+//! after (behind another ring connection's block), and the sender's data followed its answer
+//! by 0.03-0.09 ms: the ring's steps wait for queues, not for the hosts. Not modelled: the
+//! same answers waited a further median 3.5 ms (up to 5.4) at the next leaf's downlink, which
+//! runs at the uplink's rate but receives its traffic in whole 64 KB segments from the shaper
+//! before it. A queue of one segment at every such link was tried (2026-11-27): it moves the
+//! star's rings off (OpenMPI's ring all-reduce to 15.2% at worst, its ring all_gather to
+//! 23.2%, gloo's send/recv multiring to 43.5%), so it stays out until the star's egress heads
+//! are measured with it.
+//!
+
+use super::FlowModel;
+use crate::engine::SimTime;
+
+impl FlowModel {
+    /// How long a batch posted now waits behind the sends posted before it, at this same
+    /// instant, on the FIFO egress queues its flows enter first (the longest wait over its
+    /// flows); notes its own head bytes there for the sends posted after it.
+    pub(super) fn fifo_wait(&mut self, pattern: usize, bytes: u64, now: SimTime) -> SimTime {
+        if self.fifo_posted.is_empty() {
+            return SimTime::ZERO;
+        }
+        let pat = &self.patterns[pattern];
+        let first_links = || (0..pat.flows()).filter_map(|f| pat.path(f).first().copied());
+        // What was posted before this batch decides its wait; its own flows do not wait for
+        // each other.
+        let mut wait_secs: f64 = 0.0;
+        for f in 0..pat.flows() {
+            let path = pat.path(f);
+            let Some(&first) = path.first() else { continue };
+            let l = first as usize;
+            let mut w = 0.0;
+            if self.fifo_head_bytes[l] > 0.0 {
+                let (at, posted_now) = self.fifo_posted[l];
+                let queued = if at == now { posted_now } else { 0.0 };
+                let ahead = queued + self.standing_queue_bytes(l, now);
+                w += ahead * 8.0 / self.link_capacity_bps[l];
+            }
+            for &l in &path[1..] {
+                let l = l as usize;
+                if self.fifo_head_bytes[l] <= 0.0 {
+                    continue;
+                }
+                let at = now + SimTime::from_secs_f64(w);
+                w += self.forwarded_queue_bytes(l, path, now, at) * 8.0 / self.link_capacity_bps[l];
+            }
+            wait_secs = wait_secs.max(w);
+        }
+        for l in first_links().map(|l| l as usize) {
+            let head = self.fifo_head_bytes[l];
+            if head <= 0.0 {
+                continue;
+            }
+            let (at, queued) = &mut self.fifo_posted[l];
+            if *at != now {
+                (*at, *queued) = (now, 0.0);
+            }
+            *queued += head.min(bytes as f64);
+        }
+        SimTime::from_secs_f64(wait_secs)
+    }
+
+    /// Bytes the connections sending on `link` (flows that enter their path there, in batches
+    /// posted before `now`) keep queued in its FIFO egress queue: `min(bytes left, H)` each.
+    fn standing_queue_bytes(&self, link: usize, now: SimTime) -> f64 {
+        let head = self.fifo_head_bytes[link];
+        let mut queued = 0.0;
+        for &p in &self.link_patterns[link] {
+            let pat = &self.patterns[p as usize];
+            for &slot in &self.active_by_pattern[p as usize] {
+                let b = &self.batches[slot as usize];
+                if b.posted == now || !b.flows_ready {
+                    continue;
+                }
+                let Some(sol) = &b.solution else { continue };
+                let dt_secs = (now - b.last_update).as_secs_f64();
+                for &f in &b.live {
+                    let f = f as usize;
+                    if pat.path(f).first() == Some(&(link as u32)) {
+                        let left = b.remaining[f] - sol.rates_bps[f] / 8.0 * dt_secs;
+                        queued += left.clamp(0.0, head);
+                    }
+                }
+            }
+        }
+        queued
+    }
+
+    /// Bytes queued at `link` at time `at` (projected from `now` at the rates in force) by the
+    /// flows that reach it as their slowest link behind a faster one, other than those on the
+    /// path `own` (see "Sends posted behind a forwarded queue"). Upstream is the slowest
+    /// capacity before the link, not the flow's share of it.
+    fn forwarded_queue_bytes(&self, link: usize, own: &[u32], now: SimTime, at: SimTime) -> f64 {
+        let cap = self.link_capacity_bps[link];
+        let mut queued = 0.0;
+        for &p in &self.link_patterns[link] {
+            let pat = &self.patterns[p as usize];
+            for &slot in &self.active_by_pattern[p as usize] {
+                let b = &self.batches[slot as usize];
+                if b.posted == now || !b.flows_ready {
+                    continue;
+                }
+                let Some(sol) = &b.solution else { continue };
+                for &f in &b.live {
+                    let f = f as usize;
+                    let path = pat.path(f);
+                    if path == own {
+                        continue;
+                    }
+                    let Some(k) = path.iter().position(|&x| x as usize == link) else {
+                        continue;
+                    };
+                    if k == 0 {
+                        continue;
+                    }
+                    let upstream = path[..k]
+                        .iter()
+                        .map(|&x| self.link_capacity_bps[x as usize])
+                        .fold(f64::INFINITY, f64::min);
+                    let slowest_after = path[k..]
+                        .iter()
+                        .map(|&x| self.link_capacity_bps[x as usize])
+                        .fold(f64::INFINITY, f64::min);
+                    if upstream <= cap || slowest_after < cap {
+                        continue;
+                    }
+                    let rate = sol.rates_bps[f];
+                    let left =
+                        b.remaining[f] - rate / 8.0 * (at - b.last_update).as_secs_f64().max(0.0);
+                    let sent_secs = (at - b.started).as_secs_f64().max(0.0);
+                    let ahead = (upstream - rate).max(0.0) / 8.0 * sent_secs;
+                    queued += left.min(ahead).max(0.0);
+                }
+            }
+        }
+        queued
+    }
+}
