@@ -300,3 +300,43 @@ fn openmpis_exchange_modes_bound_the_expected_one() {
         "{e}"
     );
 }
+
+/// OpenMPI's ring all_gather of `bytes` on the three leaves (6 hosts, 300 Mbit/s host links,
+/// 100 Mbit/s uplinks) with their measured profile: seconds.
+fn ring_on_three_leaves(bytes: u64) -> f64 {
+    let text = format!(
+        "name = \"t\"\nprofile = {:?}\n[topology]\nfile = {:?}\n[collective]\n\
+         op = \"all_gather\"\nbytes = {bytes}\nlibrary = \"mpi\"\nalgorithm = \"ring\"\n",
+        root()
+            .join("data/profiles/testbed_three_leaf_100mbit_uplinks.json")
+            .display()
+            .to_string(),
+        root()
+            .join("testbed/topologies/three_leaf_100mbit_uplinks.toml")
+            .display()
+            .to_string()
+    );
+    let s = sim::scenario::parse(&text, Path::new("t.toml"), &[]).unwrap();
+    sim::scenario::run::run(&s).unwrap().summary.time_ps as f64 * 1e-12
+}
+
+#[test]
+fn openmpis_ring_between_leaves_waits_for_answers_queued_behind_other_blocks_at_the_uplinks() {
+    // Five steps of 174,760 B; each crosses a 100 Mbit/s uplink (95.7 measured) at least once:
+    // 73 ms in lockstep. Between leaves an answer waits at the uplink behind another ring
+    // connection's block (captured: testbed_three_leaf_100mbit_uplinks.capture_mpi_ring_1m.json),
+    // and the cross-leaf connections take turns: 116-131 ms measured over four launches.
+    let one_mib = ring_on_three_leaves(1_048_560);
+    let lockstep = 5.0 * 174_760.0 * 8.0 / 95.66e6;
+    assert!(one_mib > 1.2 * lockstep, "{one_mib} s against {lockstep} s");
+    assert!(one_mib < 131e-3, "{one_mib} s");
+    // Sizes nothing was built on (testbed_mpi_three_leaf_heldout.csv, two launches of five):
+    // 512 KiB in 49.4 ms, 2 MiB in 213.0 ms.
+    for (bytes, measured) in [(524_280u64, 49.4e-3), (2_097_144, 213.0e-3)] {
+        let t = ring_on_three_leaves(bytes);
+        assert!(
+            (t / measured - 1.0).abs() < 0.10,
+            "{bytes} B: {t} s, measured {measured} s"
+        );
+    }
+}
