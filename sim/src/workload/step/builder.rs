@@ -26,8 +26,8 @@ impl Fabric for SubFabric<'_> {
 }
 
 /// Builds a step's schedule op by op: compute on lanes, collectives planned per group and
-/// embedded, point-to-point transfers, joins. [`build`] drives it from a model; the trace
-/// replay (`workload::trace`) from a recorded step.
+/// embedded, point-to-point transfers, joins. [`build`](super::build) drives it from a model;
+/// the trace replay (`workload::trace`) from a recorded step.
 pub struct StepBuilder<'a> {
     pub(super) s: Schedule,
     pub(super) lanes: Vec<Option<u16>>,
