@@ -94,6 +94,19 @@ def mpirun(hs, n, mca, script, args):
     return cmd, hostfile
 
 
+def run_mpi_collective(hs, n, a, alg):
+    """One mpirun of mpi_collectives.py: `a.op` forced to algorithm `alg` (0: the fixed
+    rules), `a.repeats` timed calls of each of `a.bytes`; returns (command, its JSON result)."""
+    mca = ["--mca", "coll_tuned_use_dynamic_rules", "1",
+           "--mca", f"coll_tuned_{a.op}_algorithm", str(alg)]
+    cmd, hostfile = mpirun(hs, n, mca, "mpi_collectives.py",
+                           ["--op", a.op, "--repeats", str(a.repeats), "--bytes"] +
+                           [str(b) for b in a.bytes])
+    out = run_json(cmd, "mpirun")
+    os.remove(hostfile)
+    return cmd, out
+
+
 def run_json(cmd, what):
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     if p.returncode != 0:
@@ -152,13 +165,7 @@ def mpi(a):
     load0 = tb.load1()
     for launch in range(a.launches):
         for alg in algs:
-            mca = ["--mca", "coll_tuned_use_dynamic_rules", "1",
-                   "--mca", f"coll_tuned_{a.op}_algorithm", str(alg)]
-            cmd, hostfile = mpirun(hs, n, mca, "mpi_collectives.py",
-                                   ["--op", a.op, "--repeats", str(a.repeats), "--bytes"] +
-                                   [str(b) for b in a.bytes])
-            out = run_json(cmd, "mpirun")
-            os.remove(hostfile)
+            cmd, out = run_mpi_collective(hs, n, a, alg)
             cmds[alg] = " ".join(cmd) + (f"  (x{a.launches} launches)" if a.launches > 1 else "")
             for res in out["results"]:
                 secs.setdefault((alg, res["bytes"]), []).append(res["secs"])
@@ -435,13 +442,7 @@ def capture_mpi(a):
                                os.path.join(workdir, f"port-{port}.pcap")],
                               stderr=subprocess.DEVNULL) for port in ports]
     time.sleep(1.0)
-    mca = ["--mca", "coll_tuned_use_dynamic_rules", "1",
-           "--mca", f"coll_tuned_{a.op}_algorithm", str(alg)]
-    cmd, hostfile = mpirun(hs, n, mca, "mpi_collectives.py",
-                           ["--op", a.op, "--repeats", str(a.repeats), "--bytes"] +
-                           [str(b) for b in a.bytes])
-    out = run_json(cmd, "mpirun")
-    os.remove(hostfile)
+    cmd, out = run_mpi_collective(hs, n, a, alg)
     time.sleep(0.5)
     for c in caps:
         c.terminate()

@@ -97,30 +97,41 @@ impl FlowModel {
         SimTime::from_secs_f64(wait_secs)
     }
 
+    /// The flows crossing `link` in batches posted before `now` that send (solved, flows
+    /// ready): each as (batch, its path, flow position, rate in bits/s).
+    fn sending_on(
+        &self,
+        link: usize,
+        now: SimTime,
+    ) -> impl Iterator<Item = (&super::Batch, &[u32], usize, f64)> + '_ {
+        self.link_patterns[link].iter().flat_map(move |&p| {
+            let pat = &self.patterns[p as usize];
+            self.active_by_pattern[p as usize]
+                .iter()
+                .map(|&slot| &self.batches[slot as usize])
+                .filter(move |b| b.posted != now && b.flows_ready)
+                .filter_map(|b| b.solution.as_ref().map(|sol| (b, sol)))
+                .flat_map(move |(b, sol)| {
+                    b.live.iter().map(move |&f| {
+                        let f = f as usize;
+                        (b, pat.path(f), f, sol.rates_bps[f])
+                    })
+                })
+                .filter(move |(_, path, _, _)| path.contains(&(link as u32)))
+        })
+    }
+
     /// Bytes the connections sending on `link` (flows that enter their path there, in batches
     /// posted before `now`) keep queued in its FIFO egress queue: `min(bytes left, H)` each.
     fn standing_queue_bytes(&self, link: usize, now: SimTime) -> f64 {
         let head = self.fifo_head_bytes[link];
-        let mut queued = 0.0;
-        for &p in &self.link_patterns[link] {
-            let pat = &self.patterns[p as usize];
-            for &slot in &self.active_by_pattern[p as usize] {
-                let b = &self.batches[slot as usize];
-                if b.posted == now || !b.flows_ready {
-                    continue;
-                }
-                let Some(sol) = &b.solution else { continue };
-                let dt_secs = (now - b.last_update).as_secs_f64();
-                for &f in &b.live {
-                    let f = f as usize;
-                    if pat.path(f).first() == Some(&(link as u32)) {
-                        let left = b.remaining[f] - sol.rates_bps[f] / 8.0 * dt_secs;
-                        queued += left.clamp(0.0, head);
-                    }
-                }
-            }
-        }
-        queued
+        self.sending_on(link, now)
+            .filter(|(_, path, _, _)| path.first() == Some(&(link as u32)))
+            .map(|(b, _, f, rate)| {
+                let left = b.remaining[f] - rate / 8.0 * (now - b.last_update).as_secs_f64();
+                left.clamp(0.0, head)
+            })
+            .sum()
     }
 
     /// Bytes queued at `link` at time `at` (projected from `now` at the rates in force) by the
@@ -129,46 +140,26 @@ impl FlowModel {
     /// capacity before the link, not the flow's share of it.
     fn forwarded_queue_bytes(&self, link: usize, own: &[u32], now: SimTime, at: SimTime) -> f64 {
         let cap = self.link_capacity_bps[link];
+        let slowest = |links: &[u32]| {
+            links
+                .iter()
+                .map(|&x| self.link_capacity_bps[x as usize])
+                .fold(f64::INFINITY, f64::min)
+        };
         let mut queued = 0.0;
-        for &p in &self.link_patterns[link] {
-            let pat = &self.patterns[p as usize];
-            for &slot in &self.active_by_pattern[p as usize] {
-                let b = &self.batches[slot as usize];
-                if b.posted == now || !b.flows_ready {
-                    continue;
-                }
-                let Some(sol) = &b.solution else { continue };
-                for &f in &b.live {
-                    let f = f as usize;
-                    let path = pat.path(f);
-                    if path == own {
-                        continue;
-                    }
-                    let Some(k) = path.iter().position(|&x| x as usize == link) else {
-                        continue;
-                    };
-                    if k == 0 {
-                        continue;
-                    }
-                    let upstream = path[..k]
-                        .iter()
-                        .map(|&x| self.link_capacity_bps[x as usize])
-                        .fold(f64::INFINITY, f64::min);
-                    let slowest_after = path[k..]
-                        .iter()
-                        .map(|&x| self.link_capacity_bps[x as usize])
-                        .fold(f64::INFINITY, f64::min);
-                    if upstream <= cap || slowest_after < cap {
-                        continue;
-                    }
-                    let rate = sol.rates_bps[f];
-                    let left =
-                        b.remaining[f] - rate / 8.0 * (at - b.last_update).as_secs_f64().max(0.0);
-                    let sent_secs = (at - b.started).as_secs_f64().max(0.0);
-                    let ahead = (upstream - rate).max(0.0) / 8.0 * sent_secs;
-                    queued += left.min(ahead).max(0.0);
-                }
+        for (b, path, f, rate) in self.sending_on(link, now) {
+            let k = path.iter().position(|&x| x as usize == link).unwrap_or(0);
+            if path == own || k == 0 {
+                continue;
             }
+            let upstream = slowest(&path[..k]);
+            if upstream <= cap || slowest(&path[k..]) < cap {
+                continue;
+            }
+            let left = b.remaining[f] - rate / 8.0 * (at - b.last_update).as_secs_f64().max(0.0);
+            let sent_secs = (at - b.started).as_secs_f64().max(0.0);
+            let ahead = (upstream - rate).max(0.0) / 8.0 * sent_secs;
+            queued += left.min(ahead).max(0.0);
         }
         queued
     }
