@@ -327,9 +327,10 @@ pub(super) fn entering(s: &mut Schedule, n: u32, phase: Phase) -> Vec<Vec<OpId>>
     ready
 }
 
-/// Most ranks whose ring (and Bruck's all_gather) is played rank by rank. Rank by rank, every request, answer and block
-/// is a transfer of its own and the answers tie each rank's transfers to its neighbours', so
-/// the flow model solves the whole ring together at every event: a 64 MiB ring on a star of
+/// Most ranks whose ring (and Bruck's all_gather) is played rank by rank. Rank by rank, every
+/// request, answer and block is a transfer of its own and the answers tie each rank's
+/// transfers to its neighbours', so the flow model solves the whole ring together at every
+/// event: a 64 MiB ring on a star of
 /// 256 ranks takes 1.1 s and 205 MB (0.17 s and 105 MB step by step), of 1,024 ranks 13.3 s
 /// and 1.5 GB (0.11 s and 88 MB; measured 2026-11-26 on the 2-core development machine).
 pub const RANK_BY_RANK_MAX: u32 = 256;

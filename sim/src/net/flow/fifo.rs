@@ -50,9 +50,10 @@ use super::FlowModel;
 use crate::engine::SimTime;
 
 impl FlowModel {
-    /// How long a batch posted now waits behind the sends posted before it, at this same
-    /// instant, on the FIFO egress queues its flows enter first (the longest wait over its
-    /// flows); notes its own head bytes there for the sends posted after it.
+    /// How long a batch posted now waits (the longest wait over its flows): behind the sends
+    /// posted before it, at this same instant or standing, on the FIFO egress queues its flows
+    /// enter first, then behind the forwarded queues of the FIFO links further on; notes its
+    /// own head bytes at its first links for the sends posted after it.
     pub(super) fn fifo_wait(&mut self, pattern: usize, bytes: u64, now: SimTime) -> SimTime {
         if self.fifo_posted.is_empty() {
             return SimTime::ZERO;
