@@ -301,23 +301,54 @@ fn openmpis_exchange_modes_bound_the_expected_one() {
     );
 }
 
-/// OpenMPI's ring all_gather of `bytes` on the three leaves (6 hosts, 300 Mbit/s host links,
-/// 100 Mbit/s uplinks) with their measured profile: seconds.
-fn ring_on_three_leaves(bytes: u64) -> f64 {
+/// A `[collective]` of `lines` on the testbed topology `stem` with its measured profile:
+/// seconds.
+fn on_testbed(stem: &str, lines: &str) -> f64 {
     let text = format!(
-        "name = \"t\"\nprofile = {:?}\n[topology]\nfile = {:?}\n[collective]\n\
-         op = \"all_gather\"\nbytes = {bytes}\nlibrary = \"mpi\"\nalgorithm = \"ring\"\n",
+        "name = \"t\"\nprofile = {:?}\n[topology]\nfile = {:?}\n[collective]\n{lines}",
         root()
-            .join("data/profiles/testbed_three_leaf_100mbit_uplinks.json")
+            .join(format!("data/profiles/testbed_{stem}.json"))
             .display()
             .to_string(),
         root()
-            .join("testbed/topologies/three_leaf_100mbit_uplinks.toml")
+            .join(format!("testbed/topologies/{stem}.toml"))
             .display()
             .to_string()
     );
     let s = sim::scenario::parse(&text, Path::new("t.toml"), &[]).unwrap();
     sim::scenario::run::run(&s).unwrap().summary.time_ps as f64 * 1e-12
+}
+
+/// OpenMPI's ring all_gather of `bytes` on the three leaves (6 hosts, 300 Mbit/s host links,
+/// 100 Mbit/s uplinks) with their measured profile: seconds.
+fn ring_on_three_leaves(bytes: u64) -> f64 {
+    on_testbed(
+        "three_leaf_100mbit_uplinks",
+        &format!("op = \"all_gather\"\nbytes = {bytes}\nlibrary = \"mpi\"\nalgorithm = \"ring\"\n"),
+    )
+}
+
+#[test]
+fn openmpis_tree_broadcast_serves_its_children_in_the_order_it_posts_them() {
+    // The binomial tree on 4 ranks: the root posts its sends to rank 1 (whose subtree holds
+    // rank 3) and then to rank 2. On the star's FIFO egress the first-posted leaves first:
+    // rank 2's data waits behind rank 1's head H (168,411 B in the profile; captured at 256
+    // KiB, testbed_star4_200mbit.capture_mpi_bcast_binomial_256k.json, the second-served
+    // child's data left 7.8 ms behind the first's: 186 KB at the link's rate), so rank 1 has
+    // it all after (2S - H) / C and forwards it to rank 3 while rank 2 receives the rest:
+    // (3S - H) / C in all, where sharing the root's link would take 3S / C.
+    let c = 200e6 * 0.9564 / 8.0;
+    let s = 1_048_576.0;
+    let t = on_testbed(
+        "star4_200mbit",
+        "op = \"broadcast\"\nbytes = \"1MiB\"\nlibrary = \"mpi\"\nalgorithm = \"binomial\"\n",
+    );
+    let served_in_order = (3.0 * s - 168_411.0) / c;
+    assert!(
+        (t / served_in_order - 1.0).abs() < 0.01,
+        "{t} s against {served_in_order} s"
+    );
+    assert!(t < 0.96 * 3.0 * s / c, "{t} s");
 }
 
 #[test]

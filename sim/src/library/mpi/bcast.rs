@@ -9,10 +9,15 @@
 //!   (`--mca coll_tuned_bcast_algorithm N`) runs with the MCA defaults: no segmentation, chain
 //!   fan-out 4 (`coll_tuned_init_chain_fanout`), k-nomial radix 4.
 //! - **Unsegmented trees** (`bcast_intra_generic` with one segment): the root posts its sends
-//!   to all its children at once and waits for them; every other rank receives the whole
-//!   message from its parent, then sends it to all its children at once, so a parent's
+//!   to all its children at once, one after the other in tree order, and waits for them; every
+//!   other rank receives the whole message from its parent, then sends it to all its children
+//!   so. Each send is its own ob1 message (eager, or request, answer and data; [`super`]), so
+//!   on a FIFO egress queue (a profile's FIFO head) the first-posted child is served first and
+//!   the others wait behind its head, as captured on the testbed
+//!   (`testbed_star4_200mbit.capture_mpi_bcast_binomial_256k.json`: the second child's data
+//!   left 7.8 ms, 186 KB at the link's rate, behind the first's); without one, a parent's
 //!   children share its uplink. basic_linear is the tree whose root has every other rank as a
-//!   child. Each send is an ob1 message (eager, or request, answer and data; [`super`]).
+//!   child.
 //! - **Trees** (`coll_base_topo.c`), over ranks shifted so the root is 0: the fan-out tree
 //!   (binary: children of the shifted rank s on level l are s + k·fanoutˡ, k = 1..fanout), the
 //!   binomial tree (children s ^ 2ʲ for every power of two above s's highest bit), the k-nomial
@@ -26,7 +31,7 @@
 
 use super::Algorithm as _;
 use super::{message, LibraryError, LibraryOptions, Plan, Request, System};
-use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
+use crate::collective::{Collective, OpId, Phase, Schedule};
 
 algorithms! {
     /// `coll_tuned_bcast_algorithm` numbers and names.
@@ -179,7 +184,7 @@ pub(super) fn plan(
 }
 
 /// An unsegmented broadcast down `children` (per rank, in the order it posts its sends):
-/// every rank sends the whole message to all its children at once once it has it.
+/// every rank posts the whole message to each of its children, in order, once it has it.
 fn tree_bcast(s: &mut Schedule, children: &[Vec<u32>], root: u32, bytes: u64) {
     let mut frontier: Vec<(u32, Option<OpId>)> = vec![(root, None)];
     let mut depth = 0;
@@ -190,16 +195,17 @@ fn tree_bcast(s: &mut Schedule, children: &[Vec<u32>], root: u32, bytes: u64) {
             if kids.is_empty() {
                 continue;
             }
-            let pairs: Vec<(Endpoint, Endpoint)> = kids.iter().map(|&c| (parent, c)).collect();
-            let sent = message(
-                s,
-                &pairs,
-                bytes,
-                got.into_iter().collect(),
-                Phase::Broadcast,
-                depth,
-            );
-            next.extend(kids.iter().map(|&c| (c, Some(sent))));
+            for &c in kids {
+                let sent = message(
+                    s,
+                    &[(parent, c)],
+                    bytes,
+                    got.into_iter().collect(),
+                    Phase::Broadcast,
+                    depth,
+                );
+                next.push((c, Some(sent)));
+            }
         }
         frontier = next;
         depth += 1;
