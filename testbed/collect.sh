@@ -117,6 +117,13 @@ if [[ $what == all || $what == mpi ]]; then
     --bytes 1048560 --repeats 10 --name bruck_1m
   $TB run --prefix mp $STAR -- $PY $S capture_mpi --op allgather --algorithms 4 \
     --bytes 1048576 --repeats 10 --name ring_1m
+  # The binomial broadcast's root serving its children in the order it posts them.
+  $TB run --prefix mp $STAR -- $PY $S capture_mpi --op bcast --algorithms 6 \
+    --bytes 262144 --repeats 20 --name bcast_binomial_256k
+  $TB run --prefix mp $LEAF3 -- $PY $S capture_mpi --op bcast --algorithms 6 \
+    --bytes 262144 --repeats 20 --name bcast_binomial_256k
+  $TB run --prefix mp $LEAF3 -- $PY $S capture_mpi --op bcast --algorithms 6 \
+    --bytes 1048576 --repeats 10 --name bcast_binomial_1m
   # Send vs Sendrecv between two hosts, with two ranks and with four (then also a ring
   # exchange over all four): data/runs/calibration/testbed_mpi_p2p_{2,4}ranks.json.
   for n in 2 4; do
