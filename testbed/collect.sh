@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Records the testbed datasets in data/runs/ and the testbed profiles in data/profiles/ (root).
-# Usage: testbed/collect.sh [link|collectives|mpi|training|trace|all]  (default all)
+# Usage: testbed/collect.sh [link|collectives|mpi|training|trace|heldout|all]  (default all)
 # The link profiles come from `calibrate import iperf3` on the testbed's own iperf3 --json and
 # ping-pong logs (suite.py link; logs in data/runs/calibration/). The host0-host1 path is two
 # 200 Mbit/s links of 25 us nominal each in both topologies (host0 and host1 share a leaf in
@@ -141,6 +141,34 @@ if [[ $what == all || $what == mpi ]]; then
       --out data/runs/calibration/testbed_mpi_p2p_4ranks_launch$k.json
   done
   $PY testbed/workloads/exchange_modes.py
+fi
+if [[ $what == all || $what == heldout ]]; then
+  # A fourth topology, recorded after the models were built on the three above: its profile
+  # measured the same way (link, fanout, the machine's host costs and CPU costs), then gloo's
+  # and OpenMPI's collectives on it, scored as they are (testbed_*_two_leaf_heldout.csv).
+  TWOLEAF=testbed/topologies/two_leaf_150mbit.toml
+  PTWO=data/profiles/testbed_two_leaf_150mbit.json
+  CAL=${DTSIM_CALIBRATE_BIN:-target/debug/calibrate}
+  $TB run $TWOLEAF -- $PY $S link --profile $PTWO --nominal-bw 150Mbps --nominal-latency 50us \
+    --seconds 10
+  $TB run $TWOLEAF -- $PY testbed/workloads/fanout.py driver --k 2 --repeats 7 \
+    --bytes 262144 393216 524288 786432 1048576 1572864 2097152 4194304 16777216 \
+    --out data/runs/calibration/testbed_two_leaf_150mbit.fanout.json
+  $CAL import fanout data/runs/calibration/testbed_two_leaf_150mbit.fanout.json \
+    --measured-on "the dtsim testbed ($TWOLEAF, shaper htb), host 0 sending to hosts 1 and 2 at once" \
+    --out $PTWO
+  $CAL import host-costs data/runs/calibration/testbed_host_costs.json \
+    --measured-on "the machine that runs the dtsim testbed's hosts ($(nproc) cores), one process, torch on one thread" \
+    --out $PTWO
+  $CAL import cpu-costs data/runs/calibration/testbed_star4_200mbit.cpu_costs.json --out $PTWO
+  $TB run $TWOLEAF -- $PY $S collectives --out data/runs/testbed_gloo_two_leaf_heldout.csv \
+    --profile $PTWO --methods allreduce,broadcast,allgather,reduce --repeats 5
+  for op_algs in "allreduce 0,4" "allgather 0,4" "bcast 0" "reduce_scatter 0"; do
+    set -- $op_algs
+    $TB run --prefix mp $TWOLEAF -- $PY $S mpi --op $1 \
+      --out data/runs/testbed_mpi_two_leaf_heldout.csv --profile $PTWO --algorithms $2 \
+      --repeats 5 --launches 2
+  done
 fi
 if [[ $what == all || $what == training ]]; then
   $TB run --prefix tr $STAR -- $PY $S training --out data/runs/testbed_training.csv \
