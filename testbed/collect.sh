@@ -169,6 +169,9 @@ if [[ $what == all || $what == heldout ]]; then
       --out data/runs/testbed_mpi_two_leaf_heldout.csv --profile $PTWO --algorithms $2 \
       --repeats 5 --launches 2
   done
+  # Every host and port captured over ten 1 MiB OpenMPI ring all_gathers on it.
+  $TB run --prefix mp $TWOLEAF -- $PY $S capture_mpi --op allgather --algorithms 4 \
+    --bytes 1048560 --repeats 10 --name ring_1m
 fi
 if [[ $what == all || $what == training ]]; then
   $TB run --prefix tr $STAR -- $PY $S training --out data/runs/testbed_training.csv \
