@@ -120,6 +120,8 @@ if [[ $what == all || $what == mpi ]]; then
   # The binomial broadcast's root serving its children in the order it posts them.
   $TB run --prefix mp $STAR -- $PY $S capture_mpi --op bcast --algorithms 6 \
     --bytes 262144 --repeats 20 --name bcast_binomial_256k
+  $TB run --prefix mp $STAR -- $PY $S capture_mpi --op bcast --algorithms 3 \
+    --bytes 262144 --repeats 20 --name bcast_pipeline_256k
   $TB run --prefix mp $LEAF3 -- $PY $S capture_mpi --op bcast --algorithms 6 \
     --bytes 262144 --repeats 20 --name bcast_binomial_256k
   $TB run --prefix mp $LEAF3 -- $PY $S capture_mpi --op bcast --algorithms 6 \

@@ -92,6 +92,12 @@ mod tests {
     use super::*;
     use crate::collective::{Collective, Phase};
 
+    /// 100 µs per message and 1 ns per byte.
+    const CPU: MessageCpu = MessageCpu {
+        per_message_secs: 1e-4,
+        per_byte_secs: 1e-9,
+    };
+
     #[test]
     fn a_payloads_host_work_runs_beside_it_and_what_followed_it_waits_for_both() {
         let mut s = Schedule::new(Collective::SendRecv, "test", 2, 1000);
@@ -126,13 +132,7 @@ mod tests {
             0,
             2,
         );
-        charge(
-            &mut s,
-            MessageCpu {
-                per_message_secs: 1e-4,
-                per_byte_secs: 1e-9,
-            },
-        );
+        charge(&mut s, CPU);
         // The notification is not charged; the payload gets one work op beside it (same
         // deps, 100 µs + 1 µs) and a join after both, which the reduce now waits for.
         assert_eq!(s.ops.len(), 5);
@@ -164,13 +164,7 @@ mod tests {
             0,
             0,
         );
-        charge(
-            &mut s,
-            MessageCpu {
-                per_message_secs: 1e-4,
-                per_byte_secs: 1e-9,
-            },
-        );
+        charge(&mut s, CPU);
         assert!(s.ops.iter().any(|op| matches!(op.kind,
             OpKind::HostWork { core_time, .. } if core_time == SimTime::from_secs_f64(1e-4 + 4e-9))));
     }
