@@ -10,8 +10,9 @@
 //!   before it is forwarded. The two in flight share one TCP connection, so they leave one
 //!   after the other: the window keeps the connection busy, it does not add a second flow.
 //! - **broadcast**: binomial tree of the whole message (`broadcast.cc`). A rank forwards only
-//!   after it received everything, and posts the sends to all its children at once, so they
-//!   share its uplink (the root of 8 sends to ranks 1, 2 and 4 together).
+//!   after it received everything, and posts the sends to all its children at once, one
+//!   message each (the root of 8 to ranks 1, 2 and 4): on a FIFO egress queue (the profile's
+//!   FIFO head) the first-posted leaves first, without one they share the rank's uplink.
 //! - **all_gather**: ring to rank + 1 (`allgather.cc`), each rank's block sent as two halves
 //!   with two in flight.
 //! - **reduce** (`reduce.cc`): the all-reduce's ring reduce-scatter with its own segments
