@@ -1,6 +1,7 @@
 //! The testbed's link calibration against the runs it was measured from: iperf3 with 1, 2, 4
-//! and 8 parallel TCP streams from host 0 to host 1, and every other host sending to host 1 at
-//! once, all through one 200 Mbit/s link of `testbed/topologies/star4_200mbit.toml`. The
+//! and 8 parallel TCP streams from host 0 to host 1 on every testbed topology, and every other
+//! host sending to host 1 at once through one 200 Mbit/s link of
+//! `testbed/topologies/star4_200mbit.toml`. The
 //! profile's link efficiency must give the total each run received, within 3%, whatever the
 //! number of flows sharing the link; and its FIFO head bytes the order and times of two sends
 //! host 0 posts at once (`testbed/workloads/fanout.py`).
@@ -25,16 +26,28 @@ fn received_bps(log: &Path) -> f64 {
         .unwrap_or_else(|| panic!("{}: no end.sum_received", log.display()))
 }
 
-/// Plays `s` on the testbed's 4-host star with the testbed profile (flow model).
-fn play_on_the_star(s: &Schedule) -> PlayOutcome {
+/// The testbed topologies whose profile `suite.py link` measured from host 0 to host 1, as
+/// (topology file stem, profile stem).
+const MEASURED: [(&str, &str); 4] = [
+    ("star4_200mbit", "testbed_star4_200mbit"),
+    ("two_level_2to1", "testbed_two_level_2to1"),
+    (
+        "three_leaf_100mbit_uplinks",
+        "testbed_three_leaf_100mbit_uplinks",
+    ),
+    ("two_leaf_150mbit", "testbed_two_leaf_150mbit"),
+];
+
+/// Plays `s` on the testbed topology `topology` with the profile `profile` (flow model).
+fn play_on(topology: &str, profile: &str, s: &Schedule) -> PlayOutcome {
     let r = root();
     let topo = Arc::new(
-        sim::topology::file::load(&r.join("testbed/topologies/star4_200mbit.toml")).unwrap(),
+        sim::topology::file::load(&r.join(format!("testbed/topologies/{topology}.toml"))).unwrap(),
     );
     let profile =
-        sim::profile::Profile::load(&r.join("data/profiles/testbed_star4_200mbit.json")).unwrap();
+        sim::profile::Profile::load(&r.join(format!("data/profiles/{profile}.json"))).unwrap();
     let mut model = FlowModel::new(topo.clone(), profile.efficiency_factors(), 0);
-    let endpoints = topo.gpus()[..4].to_vec();
+    let endpoints = topo.gpus()[..s.ranks as usize].to_vec();
     play(
         s,
         &endpoints,
@@ -47,9 +60,14 @@ fn play_on_the_star(s: &Schedule) -> PlayOutcome {
     .unwrap()
 }
 
-/// Total payload rate dtsim gives `pairs` (hosts of the star, repeated for parallel streams)
-/// all sending at once, with the testbed profile.
-fn simulated_bps(pairs: &[(u32, u32)]) -> f64 {
+/// Plays `s` on the testbed's 4-host star with the testbed profile (flow model).
+fn play_on_the_star(s: &Schedule) -> PlayOutcome {
+    play_on("star4_200mbit", "testbed_star4_200mbit", s)
+}
+
+/// Total payload rate dtsim gives `pairs` (hosts of `topology`, repeated for parallel
+/// streams) all sending at once, with `profile`.
+fn simulated_bps_on(topology: &str, profile: &str, pairs: &[(u32, u32)]) -> f64 {
     let bytes: u64 = 100_000_000;
     let mut s = Schedule::new(Collective::AllToAll, "streams", 4, bytes);
     let pattern = s.push_pattern(pairs.to_vec());
@@ -60,8 +78,13 @@ fn simulated_bps(pairs: &[(u32, u32)]) -> f64 {
         0,
         0,
     );
-    let out = play_on_the_star(&s);
+    let out = play_on(topology, profile, &s);
     pairs.len() as f64 * bytes as f64 * 8.0 / (out.end.as_ps() as f64 * 1e-12)
+}
+
+/// As [`simulated_bps_on`], on the star.
+fn simulated_bps(pairs: &[(u32, u32)]) -> f64 {
+    simulated_bps_on("star4_200mbit", "testbed_star4_200mbit", pairs)
 }
 
 fn assert_within_3_percent(what: &str, simulated: f64, measured: f64) {
@@ -77,15 +100,18 @@ fn assert_within_3_percent(what: &str, simulated: f64, measured: f64) {
 
 #[test]
 fn parallel_streams_share_the_link_as_measured() {
+    // On every testbed topology, the held-out two-leaf one included.
     let logs = root().join("data/runs/calibration");
-    for p in [1usize, 2, 4, 8] {
-        let measured = received_bps(&logs.join(format!("testbed_star4_200mbit.iperf3_P{p}.json")));
-        let simulated = simulated_bps(&vec![(0, 1); p]);
-        assert_within_3_percent(
-            &format!("{p} stream(s) host0 -> host1"),
-            simulated,
-            measured,
-        );
+    for (topology, profile) in MEASURED {
+        for p in [1usize, 2, 4, 8] {
+            let measured = received_bps(&logs.join(format!("{profile}.iperf3_P{p}.json")));
+            let simulated = simulated_bps_on(topology, profile, &vec![(0, 1); p]);
+            assert_within_3_percent(
+                &format!("{topology}: {p} stream(s) host0 -> host1"),
+                simulated,
+                measured,
+            );
+        }
     }
 }
 
