@@ -17,9 +17,10 @@
 //!   waits for.
 //!
 //! Notifications (transfers of exactly a 48-byte preamble) are not charged apart: the
-//! per-message cost holds them. A payload smaller than that is still a message and is charged
-//! (until 2026-11-27 the payloads of 48 bytes or less were taken for notifications and went
-//! free: a 4-byte all-reduce on 2 testbed ranks was predicted at 0.081 ms, measured 0.255).
+//! per-message cost holds them. A smaller payload is still a message and is charged (until
+//! 2026-11-27 payloads of 48 bytes or less went free: a 4-byte all-reduce on 2 testbed ranks
+//! was predicted at 0.081 ms, measured 0.255); a payload of exactly 48 bytes passes for a
+//! notification.
 //! The play shares the cores among all of it ([`crate::collective::cpu_pool`]).
 
 use super::PREAMBLE_BYTES;

@@ -10,8 +10,8 @@
 //!   fan-out 4 (`coll_tuned_init_chain_fanout`), k-nomial radix 4.
 //! - **Unsegmented trees** (`bcast_intra_generic` with one segment): the root posts its sends
 //!   to all its children at once, one after the other in tree order, and waits for them; every
-//!   other rank receives the whole message from its parent, then sends it to all its children
-//!   so. Each send is its own ob1 message (eager, or request, answer and data; [`super`]), so
+//!   other rank receives the whole message from its parent, then posts it to its children the
+//!   same way. Each send is its own ob1 message (eager, or request, answer and data; [`super`]), so
 //!   on a FIFO egress queue (a profile's FIFO head) the first-posted child is served first and
 //!   the others wait behind its head, as captured on the testbed
 //!   (`testbed_star4_200mbit.capture_mpi_bcast_binomial_256k.json`: the second child's data
