@@ -18,8 +18,9 @@
 //! - **reduce** (`reduce.cc`): the all-reduce's ring reduce-scatter with its own segments
 //!   (`min(⌈M / 2n⌉, 1 MiB)` each, their count rounded up to a multiple of n and at least 2n)
 //!   and count of iterations (segments − 2, which sends more than the reduce-scatter needs
-//!   when a rank holds more than two segments), then every rank sends its reduced chunk to
-//!   the root at once.
+//!   when a rank holds more than two segments; a rank sends nothing for a segment past the
+//!   buffer's end), played rank by rank, then every rank sends its reduced chunk to the root
+//!   once its own loop is done.
 //! - **all_to_all**: every send and receive posted at once (`alltoall.cc`).
 //! - **send_recv**: one message.
 //! - All-reduces a torch user writes over isend/irecv ([`p2p`]): rings in given orders, and
@@ -442,11 +443,18 @@ fn all_reduce(bytes: u64, n: u32) -> Schedule {
     s
 }
 
+/// Most ranks whose reduce loop is played rank by rank: 3 ops per rank and iteration, about
+/// 6n² in all (256 ranks, 64 MiB on the star: 1.4 s and 254 MB against 0.45 s and 116 MB in
+/// lockstep, measured 2026-11-27); above it the loop runs in lockstep batches.
+pub const REDUCE_BY_RANK_MAX: u32 = 256;
+
 /// gloo's reduce (see the module doc). The reduce-scatter is the all-reduce's first loop with
-/// reduce's segments and `segments − 2` iterations, each batch carrying the longest segment any
-/// rank sends then (gloo skips the empty ones); then every rank but the root sends its chunk
-/// (`segments / n` segments, clipped to the buffer) to the root, all at once, each once the
-/// root's notification arrived.
+/// reduce's segments and `segments − 2` iterations, played rank by rank up to
+/// [`REDUCE_BY_RANK_MAX`] ranks ([`reduce_scatter_by_rank`]: a rank skips the segments past the
+/// buffer's end); then every rank but the root sends its chunk (`segments / n` segments,
+/// clipped to the buffer) to the root once its own loop is done, each once the root's
+/// notification arrived. In lockstep each iteration is one batch of the longest segment any
+/// rank sends then, and the chunks leave once every loop is done.
 fn reduce(bytes: u64, n: u32, root: u32) -> Schedule {
     let mut s = Schedule::new(Collective::Reduce, "gloo ring reduce", n, bytes);
     if n < 2 || bytes == 0 {
@@ -455,45 +463,121 @@ fn reduce(bytes: u64, n: u32, root: u32) -> Schedule {
     let ranks = u64::from(n);
     let (segments, seg) = reduce_segments(bytes, ranks);
     let per_rank = segments / ranks;
-    // Rank r sends segment ((r + 1) per_rank + i) mod segments at iteration i; the longest of
-    // them over the ranks (a segment past the buffer's end is short or empty).
+    // Rank r sends segment ((r + 1) per_rank + i) mod segments at iteration i (a segment past
+    // the buffer's end is short or empty).
     let length = |k: u64| bytes.saturating_sub(k * seg).min(seg);
-    let longest = |i: u64| {
-        (0..ranks)
-            .map(|r| length(((r + 1) * per_rank + i) % segments))
-            .max()
-            .unwrap_or(0)
+    let own = |r: u32, i: u64| length(((u64::from(r) + 1) * per_rank + i) % segments);
+    let iterations = segments.saturating_sub(2);
+    let (loop_done, last_sent) = if n <= REDUCE_BY_RANK_MAX {
+        reduce_scatter_by_rank(&mut s, n, iterations, per_rank, own)
+    } else {
+        let longest = |i: u64| (0..n).map(|r| own(r, i)).max().unwrap_or(0);
+        let (sent, reduced) =
+            ring_reduce_scatter(&mut s, &to_left(n), n, iterations, per_rank, longest);
+        let done: Vec<OpId> = reduced.or(sent).into_iter().collect();
+        (vec![done; n as usize], vec![sent; n as usize])
     };
-    let left = to_left(n);
-    let (last_sent, last_reduced) = ring_reduce_scatter(
-        &mut s,
-        &left,
-        n,
-        segments.saturating_sub(2),
-        per_rank,
-        longest,
-    );
-    // The gather: each rank's chunk, once its loop is done (every receive reduced).
+    // The gather: each rank's chunk, once its own loop is done (every receive reduced).
     let chunk = |r: u64| bytes.saturating_sub(r * per_rank * seg).min(per_rank * seg);
-    let senders: Vec<u32> = (0..n)
-        .filter(|&r| r != root && chunk(u64::from(r)) > 0)
-        .collect();
     let step = segments.saturating_sub(2) as u32;
-    let done: Vec<OpId> = last_reduced.or(last_sent).into_iter().collect();
-    // One message per sender, each of its own chunk: the chunks past the buffer's end are
-    // short, and a batch would carry the longest for every sender.
-    for r in senders {
-        message(
+    for r in (0..n).filter(|&r| r != root && chunk(u64::from(r)) > 0) {
+        // The root posts its receives once its loop is done; a sender sends once its own is.
+        let mut send_posted = loop_done[r as usize].clone();
+        send_posted.extend(last_sent[r as usize]);
+        message_parts(
             &mut s,
             &[(r, root)],
             chunk(u64::from(r)),
-            done.clone(),
-            last_sent,
+            loop_done[root as usize].clone(),
+            send_posted,
             Phase::Reduce,
             step,
         );
     }
     s
+}
+
+/// gloo's reduce loop played rank by rank: at iteration i rank r sends its segment
+/// `own(r, i)` to rank − 1 (nothing when it lies past the buffer's end) once its own iteration
+/// i − 2 is reduced (two in flight) and the segment it forwards, received `per_rank`
+/// iterations before, is; rank − 1 posts its receive when it starts iteration i, and reduces
+/// what it received in order. Ranks whose segments lie past the end skip those sends, so the
+/// links they would have loaded run ahead, which a batch per iteration would not show.
+/// Returns, per rank, what its loop ends with, and its last payload on its connection.
+fn reduce_scatter_by_rank(
+    s: &mut Schedule,
+    n: u32,
+    iterations: u64,
+    per_rank: u64,
+    own: impl Fn(u32, u64) -> u64,
+) -> (Vec<Vec<OpId>>, Vec<Option<OpId>>) {
+    let ranks = n as usize;
+    let left = |r: usize| (r + ranks - 1) % ranks;
+    let mut sent: Vec<Vec<Option<OpId>>> = vec![Vec::new(); ranks];
+    let mut reduced: Vec<Vec<Option<OpId>>> = vec![Vec::new(); ranks];
+    let mut last_sent: Vec<Option<OpId>> = vec![None; ranks];
+    let mut last_reduced: Vec<Option<OpId>> = vec![None; ranks];
+    for i in 0..iterations {
+        let iu = i as usize;
+        // What each rank's iteration i waits for.
+        let starts: Vec<Vec<OpId>> = (0..ranks)
+            .map(|r| {
+                let mut deps = Vec::new();
+                if i >= 2 {
+                    deps.extend(reduced[r][iu - 2].or(sent[r][iu - 2]));
+                }
+                if i >= per_rank {
+                    deps.extend(reduced[r][(i - per_rank) as usize]);
+                }
+                deps
+            })
+            .collect();
+        for r in 0..ranks {
+            let b = own(r as u32, i);
+            if b == 0 {
+                sent[r].push(None);
+                continue;
+            }
+            let mut send_posted = starts[r].clone();
+            send_posted.extend(last_sent[r]);
+            let (_, payload) = message_parts(
+                s,
+                &[(r as u32, left(r) as u32)],
+                b,
+                starts[left(r)].clone(),
+                send_posted,
+                Phase::ReduceScatter,
+                i as u32,
+            );
+            sent[r].push(Some(payload));
+            last_sent[r] = Some(payload);
+        }
+        for r in 0..ranks {
+            let from = (r + 1) % ranks;
+            let Some(got) = sent[from][iu] else {
+                reduced[r].push(None);
+                continue;
+            };
+            let mut rdeps = vec![got];
+            rdeps.extend(last_reduced[r]);
+            let op = s.push(
+                OpKind::Reduce {
+                    endpoints: 1,
+                    bytes: own(from as u32, i),
+                },
+                rdeps,
+                Phase::ReduceScatter,
+                0,
+                i as u32,
+            );
+            reduced[r].push(Some(op));
+            last_reduced[r] = Some(op);
+        }
+    }
+    let done = (0..ranks)
+        .map(|r| last_reduced[r].into_iter().chain(last_sent[r]).collect())
+        .collect();
+    (done, last_sent)
 }
 
 /// gloo's binomial broadcast: virtual rank v (root is 0) receives from v − 2^⌊log2 v⌋ and then

@@ -135,6 +135,25 @@ fn reduce_runs_segments_minus_two_iterations_then_gathers_to_the_root() {
     let s = reduce(16 << 20, 6, 0);
     let sizes: Vec<u64> = gathers(&s).into_iter().map(|(_, b)| b).collect();
     assert_eq!(sizes, [3 << 20, 3 << 20, 3 << 20, 3 << 20, 1 << 20]);
+    // Its last two segments lie past the buffer's end: in 16 iterations ranks 0-4 each meet
+    // them twice (rank 0 at iterations 13 and 14, rank 4 at 1 and 2) and send nothing then,
+    // rank 5 never: 86 segments in the loop, not 96.
+    let ring: u128 = 86 * (1 << 20);
+    assert_eq!(payload_bytes(&s), ring + (13 << 20));
+    let loop_sends_of = |r: u32| {
+        s.ops
+            .iter()
+            .filter(|op| op.phase == Phase::ReduceScatter)
+            .filter(|op| match op.kind {
+                OpKind::Transfer { pattern, bytes } => {
+                    bytes != PREAMBLE_BYTES && s.patterns[pattern.0 as usize].pairs[0].0 == r
+                }
+                _ => false,
+            })
+            .count()
+    };
+    assert_eq!(loop_sends_of(0), 14);
+    assert_eq!(loop_sends_of(5), 16);
     // 256 KiB: two segments per rank, so exactly the reduce-scatter's 6 sends per rank.
     let s = reduce(256 << 10, 4, 0);
     assert_eq!(payload_bytes(&s), 6 * 4 * (32 << 10) + 3 * (64 << 10));
