@@ -171,6 +171,9 @@ if [[ $what == all || $what == heldout ]]; then
       --out data/runs/testbed_mpi_two_leaf_heldout.csv --profile $PTWO --algorithms $2 \
       --repeats 5 --launches 2
   done
+  # Every host's egress captured over gloo all-reduces of 1 and 4 MiB on it.
+  $TB run $TWOLEAF -- $PY $S capture --methods allreduce --bytes 1048576 4194304 --repeats 5 \
+    --name gloo_allreduce
   # Every host and port captured over ten 1 MiB OpenMPI ring all_gathers on it.
   $TB run --prefix mp $TWOLEAF -- $PY $S capture_mpi --op allgather --algorithms 4 \
     --bytes 1048560 --repeats 10 --name ring_1m
