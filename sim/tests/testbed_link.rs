@@ -26,26 +26,23 @@ fn received_bps(log: &Path) -> f64 {
         .unwrap_or_else(|| panic!("{}: no end.sum_received", log.display()))
 }
 
-/// The testbed topologies whose profile `suite.py link` measured from host 0 to host 1, as
-/// (topology file stem, profile stem).
-const MEASURED: [(&str, &str); 4] = [
-    ("star4_200mbit", "testbed_star4_200mbit"),
-    ("two_level_2to1", "testbed_two_level_2to1"),
-    (
-        "three_leaf_100mbit_uplinks",
-        "testbed_three_leaf_100mbit_uplinks",
-    ),
-    ("two_leaf_150mbit", "testbed_two_leaf_150mbit"),
+/// The testbed topologies whose profile (`data/profiles/testbed_<stem>.json`) `suite.py link`
+/// measured from host 0 to host 1.
+const MEASURED: [&str; 4] = [
+    "star4_200mbit",
+    "two_level_2to1",
+    "three_leaf_100mbit_uplinks",
+    "two_leaf_150mbit",
 ];
 
-/// Plays `s` on the testbed topology `topology` with the profile `profile` (flow model).
-fn play_on(topology: &str, profile: &str, s: &Schedule) -> PlayOutcome {
+/// Plays `s` on the testbed topology `stem` with its profile (flow model).
+fn play_on(stem: &str, s: &Schedule) -> PlayOutcome {
     let r = root();
     let topo = Arc::new(
-        sim::topology::file::load(&r.join(format!("testbed/topologies/{topology}.toml"))).unwrap(),
+        sim::topology::file::load(&r.join(format!("testbed/topologies/{stem}.toml"))).unwrap(),
     );
     let profile =
-        sim::profile::Profile::load(&r.join(format!("data/profiles/{profile}.json"))).unwrap();
+        sim::profile::Profile::load(&r.join(format!("data/profiles/testbed_{stem}.json"))).unwrap();
     let mut model = FlowModel::new(topo.clone(), profile.efficiency_factors(), 0);
     let endpoints = topo.gpus()[..s.ranks as usize].to_vec();
     play(
@@ -62,12 +59,12 @@ fn play_on(topology: &str, profile: &str, s: &Schedule) -> PlayOutcome {
 
 /// Plays `s` on the testbed's 4-host star with the testbed profile (flow model).
 fn play_on_the_star(s: &Schedule) -> PlayOutcome {
-    play_on("star4_200mbit", "testbed_star4_200mbit", s)
+    play_on("star4_200mbit", s)
 }
 
-/// Total payload rate dtsim gives `pairs` (hosts of `topology`, repeated for parallel
-/// streams) all sending at once, with `profile`.
-fn simulated_bps_on(topology: &str, profile: &str, pairs: &[(u32, u32)]) -> f64 {
+/// Total payload rate dtsim gives `pairs` (hosts of the testbed topology `stem`, repeated for
+/// parallel streams) all sending at once, with its profile.
+fn simulated_bps_on(stem: &str, pairs: &[(u32, u32)]) -> f64 {
     let bytes: u64 = 100_000_000;
     let mut s = Schedule::new(Collective::AllToAll, "streams", 4, bytes);
     let pattern = s.push_pattern(pairs.to_vec());
@@ -78,13 +75,13 @@ fn simulated_bps_on(topology: &str, profile: &str, pairs: &[(u32, u32)]) -> f64 
         0,
         0,
     );
-    let out = play_on(topology, profile, &s);
+    let out = play_on(stem, &s);
     pairs.len() as f64 * bytes as f64 * 8.0 / (out.end.as_ps() as f64 * 1e-12)
 }
 
 /// As [`simulated_bps_on`], on the star.
 fn simulated_bps(pairs: &[(u32, u32)]) -> f64 {
-    simulated_bps_on("star4_200mbit", "testbed_star4_200mbit", pairs)
+    simulated_bps_on("star4_200mbit", pairs)
 }
 
 fn assert_within_3_percent(what: &str, simulated: f64, measured: f64) {
@@ -102,12 +99,12 @@ fn assert_within_3_percent(what: &str, simulated: f64, measured: f64) {
 fn parallel_streams_share_the_link_as_measured() {
     // On every testbed topology, the held-out two-leaf one included.
     let logs = root().join("data/runs/calibration");
-    for (topology, profile) in MEASURED {
+    for stem in MEASURED {
         for p in [1usize, 2, 4, 8] {
-            let measured = received_bps(&logs.join(format!("{profile}.iperf3_P{p}.json")));
-            let simulated = simulated_bps_on(topology, profile, &vec![(0, 1); p]);
+            let measured = received_bps(&logs.join(format!("testbed_{stem}.iperf3_P{p}.json")));
+            let simulated = simulated_bps_on(stem, &vec![(0, 1); p]);
             assert_within_3_percent(
-                &format!("{topology}: {p} stream(s) host0 -> host1"),
+                &format!("{stem}: {p} stream(s) host0 -> host1"),
                 simulated,
                 measured,
             );

@@ -479,7 +479,7 @@ fn reduce(bytes: u64, n: u32, root: u32) -> Schedule {
     };
     // The gather: each rank's chunk, once its own loop is done (every receive reduced).
     let chunk = |r: u64| bytes.saturating_sub(r * per_rank * seg).min(per_rank * seg);
-    let step = segments.saturating_sub(2) as u32;
+    let step = iterations as u32;
     for r in (0..n).filter(|&r| r != root && chunk(u64::from(r)) > 0) {
         // The root posts its receives once its loop is done; a sender sends once its own is.
         let mut send_posted = loop_done[r as usize].clone();
