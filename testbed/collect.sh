@@ -117,6 +117,10 @@ if [[ $what == all || $what == mpi ]]; then
     --bytes 1048560 --repeats 10 --name bruck_1m
   $TB run --prefix mp $STAR -- $PY $S capture_mpi --op allgather --algorithms 4 \
     --bytes 1048576 --repeats 10 --name ring_1m
+  # Which mode each exchange between partners runs in, by how far apart they post
+  # (testbed/workloads/capture_exchanges.py reads the log).
+  $TB run --prefix mp $STAR -- $PY $S capture_mpi --op allgather --algorithms 3 \
+    --bytes 4194304 --repeats 10 --name rd_4m
   # The binomial broadcast's root serving its children in the order it posts them.
   $TB run --prefix mp $STAR -- $PY $S capture_mpi --op bcast --algorithms 6 \
     --bytes 262144 --repeats 20 --name bcast_binomial_256k
