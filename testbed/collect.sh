@@ -121,6 +121,14 @@ if [[ $what == all || $what == mpi ]]; then
   # (testbed/workloads/capture_exchanges.py reads the log).
   $TB run --prefix mp $STAR -- $PY $S capture_mpi --op allgather --algorithms 3 \
     --bytes 4194304 --repeats 10 --name rd_4m
+  for i in 2 3 4 5; do
+    $TB run --prefix mp $STAR -- $PY $S capture_mpi --op allgather --algorithms 3 \
+      --bytes 4194304 --repeats 10 --name rd_4m_launch$i
+  done
+  for i in 1 2 3 4 5; do
+    $TB run --prefix mp $STAR -- $PY $S capture_mpi --op allreduce --algorithms 3 \
+      --bytes 4194304 --repeats 10 --name rd_allreduce_4m_launch$i
+  done
   # The binomial broadcast's root serving its children in the order it posts them.
   $TB run --prefix mp $STAR -- $PY $S capture_mpi --op bcast --algorithms 6 \
     --bytes 262144 --repeats 20 --name bcast_binomial_256k
