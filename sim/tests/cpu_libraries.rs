@@ -371,3 +371,83 @@ fn openmpis_ring_between_leaves_waits_for_answers_queued_behind_other_blocks_at_
         );
     }
 }
+
+/// A barrier on the testbed's star of `n` hosts, no profile (nominal links), `extra` lines in
+/// its `[collective]` table: its time in seconds.
+fn barrier_on_star(n: u32, extra: &str) -> f64 {
+    let star = root().join("testbed/topologies/star4_200mbit.toml");
+    let text = format!(
+        "name = \"t\"\n[topology]\nfile = {:?}\n[collective]\nop = \"barrier\"\n{extra}",
+        star.display().to_string()
+    );
+    let set = vec![format!("topology.generator.n={n}")];
+    let s = sim::scenario::parse(&text, Path::new("t.toml"), &set).unwrap();
+    sim::scenario::run::run(&s).unwrap().summary.time_ps as f64 * 1e-12
+}
+
+#[test]
+fn a_barrier_takes_one_path_latency_per_hop_its_last_rank_must_pass() {
+    // Empty messages cost their path latency alone: ideal's barrier (everyone tells everyone
+    // at once) is one path, P; OpenMPI's the latest rank's entry plus one path per round the
+    // news of it must travel.
+    let p = barrier_on_star(8, "library = \"ideal\"\n");
+    assert!((p - 50e-6).abs() < 1e-9, "two 25 us links: {p}");
+    let mpi =
+        |alg: &str| barrier_on_star(8, &format!("library = \"mpi\"\nalgorithm = \"{alg}\"\n"));
+    // linear: to rank 0 and back.
+    let lag = mpi("linear") - 2.0 * p;
+    assert!(lag > 0.0, "the last rank enters late");
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+    // bruck and recursive doubling: log2 8 = 3 rounds; the tree: up 3 and down 3.
+    assert!(close(mpi("bruck"), lag + 3.0 * p), "{}", mpi("bruck"));
+    assert!(close(mpi("recursive_doubling"), lag + 3.0 * p));
+    assert!(close(mpi("tree"), lag + 6.0 * p), "{}", mpi("tree"));
+    // Two laps of 8 hops, whatever the late entry (it has arrived by the time the lap does).
+    assert!(mpi("double_ring") >= 16.0 * p, "{}", mpi("double_ring"));
+    // The rules: linear from 4 to 7 ranks, recursive doubling on 8.
+    assert!(close(
+        barrier_on_star(8, "library = \"mpi\"\n"),
+        lag + 3.0 * p
+    ));
+    assert!(close(
+        barrier_on_star(5, "library = \"mpi\"\n"),
+        lag + 2.0 * p
+    ));
+}
+
+#[test]
+fn gloos_barrier_is_a_dissemination_of_notified_empty_messages() {
+    // gloo's barrier.cc: at distance 1, 2, 4 ... a receive from rank − d, a send to rank + d;
+    // each send waits for its receiver's notification: two paths per round at least.
+    // Rank 0 enters late (gloo's measured entry lag), and the news of it travels the rounds.
+    let p = barrier_on_star(2, "library = \"ideal\"\n");
+    let lag = sim::library::gloo::p2p::ENTRY_LAG.as_secs_f64();
+    for (n, rounds) in [(2u32, 1.0), (4, 2.0), (5, 3.0), (8, 3.0)] {
+        let t = barrier_on_star(n, "library = \"gloo\"\n");
+        assert!(t >= lag + 2.0 * rounds * p, "{n} ranks: {t}");
+        assert!(t < lag + 2.0 * (rounds + 1.0) * p, "{n} ranks: {t}");
+    }
+}
+
+#[test]
+fn a_barrier_carries_no_data_and_nccl_has_none() {
+    let star = root().join("testbed/topologies/star4_200mbit.toml");
+    let e = run_op(&star, &[], "barrier", "1MiB", "").unwrap_err();
+    assert!(
+        e.contains("collective.bytes") && e.contains("no data"),
+        "{e}"
+    );
+    let e = run_op(&star, &[], "barrier", "0B", "library = \"nccl\"\n").unwrap_err();
+    assert!(
+        e.contains("collective.op") && e.contains("all_reduce"),
+        "{e}"
+    );
+    // Every other op still needs its buffer.
+    let text = format!(
+        "name = \"t\"\n[topology]\nfile = {:?}\n[collective]\nop = \"all_reduce\"\n",
+        star.display().to_string()
+    );
+    let s = sim::scenario::parse(&text, Path::new("t.toml"), &[]).unwrap();
+    let e = sim::scenario::run::run(&s).unwrap_err().to_string();
+    assert!(e.contains("collective.bytes"), "{e}");
+}

@@ -10,6 +10,7 @@ buffer, the all-gather's gathered output):
   hierarchical  subgroups: ring reduce-scatter within each node group, all_reduce across groups
                 of equal local index, all_gather within the group
   ps            synchronous parameter server on rank 0 over send/recv (push, reduce, pull)
+  barrier       torch.distributed.barrier (gloo's dissemination barrier; give --bytes 0)
 Prints one JSON line on rank 0: per-iteration seconds (max over ranks).
 """
 import argparse
@@ -102,6 +103,8 @@ def main():
                 dist.all_gather(gathered, own)
             elif a.method == "reduce":
                 dist.reduce(x, dst=0)
+            elif a.method == "barrier":
+                dist.barrier()
             elif a.method == "multiring":
                 parts = list(torch.tensor_split(x, len(orders)))
                 ring_reduce_scatter_allgather(parts, orders)

@@ -1,8 +1,8 @@
 """One rank of an MPI collective benchmark (mpi4py over OpenMPI, launched by mpirun from
 suite.py): Allreduce, Bcast (from rank 0), Allgather or Reduce_scatter of float32 buffers of
 each size (for Allgather the size gathered in all, each rank contributing size / ranks; for
-Reduce_scatter the vector reduced, each rank keeping size / ranks); prints per-iteration seconds
-(max over ranks) as JSON on rank 0."""
+Reduce_scatter the vector reduced, each rank keeping size / ranks), or Barrier (give size 0);
+prints per-iteration seconds (max over ranks) as JSON on rank 0."""
 import argparse
 import json
 
@@ -10,7 +10,8 @@ import numpy as np
 from mpi4py import MPI
 
 ap = argparse.ArgumentParser()
-ap.add_argument("--op", choices=["allreduce", "bcast", "allgather", "reduce_scatter"], default="allreduce")
+ap.add_argument("--op", choices=["allreduce", "bcast", "allgather", "reduce_scatter", "barrier"],
+                default="allreduce")
 ap.add_argument("--bytes", type=int, nargs="+", required=True)
 ap.add_argument("--repeats", type=int, default=5)
 ap.add_argument("--warmup", type=int, default=1)
@@ -34,6 +35,8 @@ for nbytes in a.bytes:
             comm.Bcast(x, root=0)
         elif a.op == "allgather":
             comm.Allgather(block, gathered)
+        elif a.op == "barrier":
+            comm.Barrier()
         else:
             comm.Reduce_scatter(whole, block, recvcounts=[block.size] * n, op=MPI.SUM)
         ts.append(MPI.Wtime() - t)
@@ -41,7 +44,7 @@ for nbytes in a.bytes:
     worst = np.empty_like(ts)
     comm.Allreduce(ts, worst, op=MPI.MAX)
     # What moved: all_gather and reduce_scatter round each rank's share down to whole floats.
-    moved = nbytes if a.op in ("allreduce", "bcast") else block.size * n * 4
+    moved = nbytes if a.op in ("allreduce", "bcast", "barrier") else block.size * n * 4
     results.append({"bytes": moved, "secs": worst.tolist()})
 if comm.Get_rank() == 0:
     print(json.dumps({"results": results}), flush=True)

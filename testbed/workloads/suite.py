@@ -1,7 +1,8 @@
 """Runs testbed experiments and appends one dataset row per configuration.
 
   suite.py collectives --out data/runs/X.csv [--methods allreduce,ps,...] [--bytes ...]
-  suite.py mpi --out data/runs/X.csv [--op allreduce|bcast|allgather] [--algorithms 0,1,4,6]
+  suite.py mpi --out data/runs/X.csv [--op allreduce|bcast|allgather|reduce_scatter|barrier]
+                                       [--algorithms 0,1,4,6]
                                        [--launches K] [--bytes ...]
   suite.py mpi_p2p [--ranks N] [--skew-ms MS] [--out ...]  (Send vs Sendrecv vs ring, OpenMPI)
   suite.py gloo_p2p --pairs 0:2,1:3 --name NAME  (gloo isend/irecv exchanges, one pair's socket)
@@ -46,8 +47,10 @@ SIM_SET = {
     "ps": "collective.library=ideal;collective.algorithm=parameter_server;collective.servers=1;"
           "collective.colocated=true",
     "hierarchical": "collective.library=gloo;collective.algorithm=hierarchical",
+    "barrier": "collective.library=gloo",
 }
-OPS = {"broadcast": "broadcast", "allgather": "all_gather", "reduce": "reduce"}
+OPS = {"broadcast": "broadcast", "allgather": "all_gather", "reduce": "reduce",
+       "barrier": "barrier"}
 # OpenMPI 4.1 coll/tuned algorithm ids per collective (coll_tuned_<op>_algorithm); dtsim's
 # library = "mpi" plays them by the same names (0: OpenMPI's own fixed rules).
 MPI_ALGORITHMS = {
@@ -60,9 +63,11 @@ MPI_ALGORITHMS = {
                   5: "neighbor", 6: "two_proc"},
     "reduce_scatter": {0: "default", 1: "non_overlapping", 2: "recursive_halving", 3: "ring",
                        4: "butterfly"},
+    "barrier": {0: "default", 1: "linear", 2: "double_ring", 3: "recursive_doubling", 4: "bruck",
+                5: "two_proc", 6: "tree"},
 }
 MPI_OPS = {"allreduce": "all_reduce", "bcast": "broadcast", "allgather": "all_gather",
-           "reduce_scatter": "reduce_scatter"}
+           "reduce_scatter": "reduce_scatter", "barrier": "barrier"}
 
 
 def mpi_method(op, alg):

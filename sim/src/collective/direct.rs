@@ -7,7 +7,8 @@
 //! - all-gather: all ordered pairs, `ceil(M/n)` each;
 //! - all-reduce: direct reduce-scatter then direct all-gather;
 //! - broadcast: the root sends M to every other rank; reduce: every other rank sends M to the
-//!   root, which reduces them; send/recv: `root` sends M to `peer`.
+//!   root, which reduces them; send/recv: `root` sends M to `peer`;
+//! - barrier: every rank tells every other it has entered, all at once (one path latency).
 
 use super::steps::ceil_div;
 use super::{Collective, CollectiveError, CollectiveSpec, OpId, OpKind, Phase, Schedule};
@@ -71,6 +72,9 @@ pub(crate) fn generate(spec: &CollectiveSpec, ranks: u32) -> Result<Schedule, Co
                 Phase::SendRecv,
                 vec![],
             );
+        }
+        Collective::Barrier => {
+            step(&mut s, all_pairs(), 0, Phase::Barrier, vec![]);
         }
     }
     Ok(s)

@@ -4,17 +4,17 @@
 //!
 //! Which algorithm implements which collective:
 //!
-//! | algorithm | all_reduce | reduce_scatter | all_gather | broadcast | reduce | all_to_all | send_recv |
-//! |---|---|---|---|---|---|---|---|
-//! | ring | ✓ | ✓ | ✓ | ✓ (chain) | ✓ (chain) | | ✓ |
-//! | hierarchical | ✓ | | | | | | |
-//! | double_binary_tree | ✓ | | | ✓ | ✓ | | |
-//! | halving_doubling | ✓ | ✓ | ✓ | | | | |
-//! | parameter_server | ✓ | | | | | | |
-//! | direct | ✓ | ✓ | ✓ | ✓ | ✓ | ✓ | ✓ |
+//! | algorithm | all_reduce | reduce_scatter | all_gather | broadcast | reduce | all_to_all | send_recv | barrier |
+//! |---|---|---|---|---|---|---|---|---|
+//! | ring | ✓ | ✓ | ✓ | ✓ (chain) | ✓ (chain) | | ✓ | |
+//! | hierarchical | ✓ | | | | | | | |
+//! | double_binary_tree | ✓ | | | ✓ | ✓ | | | |
+//! | halving_doubling | ✓ | ✓ | ✓ | | | | | |
+//! | parameter_server | ✓ | | | | | | | |
+//! | direct | ✓ | ✓ | ✓ | ✓ | ✓ | ✓ | ✓ | ✓ |
 //!
 //! Defaults ([`default_algorithm`]): one ring in rank order for everything a ring implements
-//! (NCCL's choice for large messages), direct for all-to-all.
+//! (NCCL's choice for large messages), direct for all-to-all and the barrier.
 //!
 //! Rounding: a step whose chunk is `bytes / parts` moves `ceil(bytes / parts)` per pair (the
 //! largest chunk of the step, which is what the step's time depends on), so totals equal the
@@ -89,7 +89,7 @@ pub fn generate(
 /// reduce-scatter, all-gather, broadcast, reduce and send/recv; direct for all-to-all.
 pub fn default_algorithm(collective: Collective) -> Algorithm {
     match collective {
-        Collective::AllToAll => Algorithm::Direct,
+        Collective::AllToAll | Collective::Barrier => Algorithm::Direct,
         _ => Algorithm::Ring {
             rings: vec![RingOrder::Generated {
                 offset: 0,
@@ -125,6 +125,7 @@ impl Algorithm {
                 Reduce,
                 AllToAll,
                 SendRecv,
+                Barrier,
             ],
         }
     }

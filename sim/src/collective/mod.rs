@@ -99,6 +99,8 @@ pub enum Phase {
     Broadcast,
     AllToAll,
     SendRecv,
+    /// A barrier's messages (they carry no data).
+    Barrier,
     /// Parameter server: workers push gradients.
     Push,
     /// Parameter server: workers pull parameters.
@@ -122,6 +124,7 @@ impl Phase {
             Phase::Broadcast => "broadcast",
             Phase::AllToAll => "all-to-all",
             Phase::SendRecv => "send-recv",
+            Phase::Barrier => "barrier",
             Phase::Push => "push",
             Phase::Pull => "pull",
             Phase::InterNode => "inter-node",
@@ -377,6 +380,8 @@ pub enum Collective {
     AllToAll,
     /// Point-to-point: rank 0 sends `bytes` to rank 1 (or `root` → `peer`).
     SendRecv,
+    /// No rank leaves before every rank has entered: messages without data (`bytes` is 0).
+    Barrier,
 }
 
 impl Collective {
@@ -389,6 +394,7 @@ impl Collective {
             Collective::Reduce => "reduce",
             Collective::AllToAll => "all_to_all",
             Collective::SendRecv => "send_recv",
+            Collective::Barrier => "barrier",
         }
     }
 }
@@ -407,6 +413,8 @@ pub fn bus_factor(c: Collective, ranks: u32) -> f64 {
         Collective::AllReduce => 2.0 * (n - 1.0) / n,
         Collective::ReduceScatter | Collective::AllGather | Collective::AllToAll => (n - 1.0) / n,
         Collective::Broadcast | Collective::Reduce | Collective::SendRecv => 1.0,
+        // Nothing is sent: no bandwidth to compare.
+        Collective::Barrier => 0.0,
     }
 }
 

@@ -312,13 +312,15 @@ impl fmt::Display for RunReport {
             "topology   {}  ({} network model, profile {}, seed {})",
             s.topology, s.network_model, s.profile, s.seed
         )?;
+        // A barrier carries nothing: no size to print.
+        let what = match s.collective.as_str() {
+            "barrier" => "barrier".to_string(),
+            op => format!("{op} of {}", fmt_bytes(s.bytes as f64)),
+        };
         writeln!(
             f,
-            "collective {} of {} over {} ranks, algorithm {}",
-            s.collective,
-            fmt_bytes(s.bytes as f64),
-            s.ranks,
-            s.algorithm
+            "collective {what} over {} ranks, algorithm {}",
+            s.ranks, s.algorithm
         )?;
         if !s.library.starts_with("ideal") {
             writeln!(f, "library    {}", s.library)?;

@@ -27,8 +27,8 @@ pub enum AlgorithmName {
 #[serde(deny_unknown_fields)]
 pub struct CollectiveTable {
     pub op: Collective,
-    /// nccl-tests `size`: the per-rank buffer.
-    pub bytes: Bytes,
+    /// nccl-tests `size`: the per-rank buffer (none for a barrier).
+    pub bytes: Option<Bytes>,
     /// Which library runs the collective: `ideal`, `nccl`, `gloo` or `mpi` (default: `nccl` on
     /// a topology that names its GPU model, `ideal` otherwise).
     pub library: Option<Library>,
@@ -114,8 +114,12 @@ impl AlgorithmName {
     }
 }
 
-/// The ideal template a `[collective]` table names (default `ring`), or (field, expected).
-pub fn ideal_algorithm(name: Option<&str>) -> Result<AlgorithmName, (String, String)> {
+/// The ideal template a `[collective]` table names (default `ring`; `direct` for all_to_all
+/// and the barrier, which no ring implements), or (field, expected).
+pub fn ideal_algorithm(
+    name: Option<&str>,
+    op: Collective,
+) -> Result<AlgorithmName, (String, String)> {
     const NAMES: [(&str, AlgorithmName); 6] = [
         ("ring", AlgorithmName::Ring),
         ("hierarchical", AlgorithmName::Hierarchical),
@@ -125,6 +129,10 @@ pub fn ideal_algorithm(name: Option<&str>) -> Result<AlgorithmName, (String, Str
         ("direct", AlgorithmName::Direct),
     ];
     match name {
+        // As `collective::default_algorithm`: direct where no ring implements the op.
+        None if matches!(op, Collective::AllToAll | Collective::Barrier) => {
+            Ok(AlgorithmName::Direct)
+        }
         None => Ok(AlgorithmName::Ring),
         Some(n) => NAMES
             .iter()
@@ -225,6 +233,21 @@ impl CollectiveTable {
             ("reverse", self.reverse.is_some()),
         ]
     }
+    /// The per-rank buffer in bytes: required, except for a barrier, which carries none.
+    pub fn buffer_bytes(&self) -> Result<u64, (String, String)> {
+        match (self.op, self.bytes) {
+            (Collective::Barrier, None | Some(Bytes(0))) => Ok(0),
+            (Collective::Barrier, Some(Bytes(b))) => Err((
+                "collective.bytes".into(),
+                format!("nothing for a barrier (it carries no data), got {b} B"),
+            )),
+            (_, Some(Bytes(b))) => Ok(b),
+            (op, None) => Err((
+                "collective.bytes".into(),
+                format!("the per-rank buffer of the {op}, e.g. \"64MiB\""),
+            )),
+        }
+    }
     /// `root` names one of `ranks` ranks (any value with a single rank).
     pub(super) fn check_root(&self, ranks: u32) -> Result<(), (String, String)> {
         if self.root >= ranks.max(1) && ranks > 1 {
@@ -288,7 +311,7 @@ pub fn collective_spec_of(
             }
         };
         reject_library_fields(c)?;
-        let name = ideal_algorithm(c.algorithm.as_deref())?;
+        let name = ideal_algorithm(c.algorithm.as_deref(), c.op)?;
         let algorithm = match name {
             AlgorithmName::Ring => {
                 reject(&ps_only, "ring")?;
@@ -371,7 +394,7 @@ pub fn collective_spec_of(
         c.check_root(ranks)?;
         Ok(CollectiveSpec {
             collective: c.op,
-            bytes: c.bytes.0,
+            bytes: c.buffer_bytes()?,
             root: c.root,
             peer: c.peer,
             algorithm,

@@ -482,7 +482,7 @@ impl Scenario {
         c.check_root(ranks)?;
         Ok(CollectiveSpec {
             collective: c.op,
-            bytes: c.bytes.0,
+            bytes: c.buffer_bytes()?,
             root: c.root,
             peer: c.peer,
             algorithm: crate::collective::default_algorithm(c.op),

@@ -75,7 +75,7 @@ pub fn run_on(s: &Scenario, prep: &Prepared, range: &Range) -> Result<Vec<Point>
         .map(|bytes| {
             let mut one = s.clone();
             if let Some(c) = one.file.collective.as_mut() {
-                c.bytes = Bytes(bytes);
+                c.bytes = Some(Bytes(bytes));
             }
             let r = run_prepared(&one, prep.clone(), Watch::default())
                 .map_err(|e| format!("{bytes} B: {e}"))?;

@@ -321,7 +321,11 @@ pub fn leave_one_out(datasets: &[PathBuf]) -> Result<Vec<super::Prediction>, Str
                 row: r.row as usize,
                 label: format!(
                     "{} B",
-                    r.scenario.file.collective.as_ref().map_or(0, |c| c.bytes.0)
+                    r.scenario
+                        .file
+                        .collective
+                        .as_ref()
+                        .map_or(0, |c| c.bytes.map_or(0, |b| b.0))
                 ),
                 measured_secs: r.measured_secs,
                 simulated_secs: s,

@@ -150,6 +150,7 @@ fn plan_messages(
         Collective::AllToAll => ("direct", all_to_all(req.bytes, n)),
         Collective::SendRecv => ("send_recv", send_recv(req.bytes, n, req.root, req.peer)),
         Collective::Reduce => ("ring", reduce(req.bytes, n, req.root)),
+        Collective::Barrier => ("dissemination", barrier(n)),
         Collective::ReduceScatter => {
             return Err(LibraryError::new(
                 "collective.op",
@@ -578,6 +579,47 @@ fn reduce_scatter_by_rank(
         .map(|r| last_reduced[r].into_iter().chain(last_sent[r]).collect())
         .collect();
     (done, last_sent)
+}
+
+/// gloo's barrier (`barrier.cc`): a dissemination barrier. At distance d = 1, 2, 4 ... below n
+/// every rank posts a receive from rank − d and then ([`p2p::POST_GAP`] later) a send of nothing
+/// to rank + d, and goes on once both are done: its send written (the receiver's notification
+/// arrived) and the message from rank − d arrived. Played rank by rank, rank 0 entering
+/// [`p2p::ENTRY_LAG`] late: ⌈log2 n⌉ rounds of one notification and one empty message each.
+fn barrier(n: u32) -> Schedule {
+    let mut s = Schedule::new(Collective::Barrier, "gloo dissemination", n, 0);
+    if n < 2 {
+        return s;
+    }
+    let mut ready = p2p::entry(&mut s, n, &[], Phase::Barrier);
+    let (mut distance, mut round) = (1u32, 0u32);
+    while distance < n {
+        let posted: Vec<Vec<Vec<OpId>>> = ready
+            .iter()
+            .map(|r| p2p::calls(&mut s, r, 2, Phase::Barrier, round))
+            .collect();
+        let sent: Vec<(OpId, OpId)> = (0..n)
+            .map(|from| {
+                let to = (from + distance) % n;
+                message_parts(
+                    &mut s,
+                    &[(from, to)],
+                    0,
+                    posted[to as usize][0].clone(),
+                    posted[from as usize][1].clone(),
+                    Phase::Barrier,
+                    round,
+                )
+            })
+            .collect();
+        for r in 0..n {
+            let from = (r + n - distance) % n;
+            ready[r as usize] = vec![sent[r as usize].0, sent[from as usize].1];
+        }
+        distance <<= 1;
+        round += 1;
+    }
+    s
 }
 
 /// gloo's binomial broadcast: virtual rank v (root is 0) receives from v − 2^⌊log2 v⌋ and then

@@ -3,7 +3,7 @@
 //! Facts read from OpenMPI v4.1.4's sources (no code taken). This module holds the messages,
 //! the exchanges between partners and the dispatch; each collective's rules and algorithms are
 //! in its own: `allreduce.rs` (described here, the first modelled), `bcast.rs`, `allgather.rs`,
-//! `reduce_scatter.rs`.
+//! `reduce_scatter.rs`, `barrier.rs`.
 //!
 //! - **Choice** (`coll_tuned_decision_fixed.c`): by communicator size and message size, for
 //!   commutative operations (sums), one of 1 basic_linear, 2 nonoverlapping, 3
@@ -43,7 +43,7 @@
 //!
 //! Not modelled, and refused: the all-reduce's nonoverlapping (a tuned reduce then a tuned
 //! broadcast, each with its own rules), non-commutative operations, and the rules of the
-//! collectives other than all_reduce, broadcast, all_gather and reduce_scatter.
+//! collectives other than all_reduce, broadcast, all_gather, reduce_scatter and barrier.
 
 /// Declares a `coll_tuned_<collective>_algorithm` enumeration once: each algorithm with its
 /// OpenMPI number and name, and its [`Algorithm`] implementation (listing them in number order).
@@ -70,11 +70,13 @@ macro_rules! algorithms {
 
 mod allgather;
 mod allreduce;
+mod barrier;
 mod bcast;
 mod reduce_scatter;
 
 pub use allgather::{allgather_fixed, AllGatherAlg};
 pub use allreduce::{allreduce_fixed, AllReduceAlg, RANK_BY_RANK_MAX};
+pub use barrier::{barrier_fixed, BarrierAlg};
 pub use bcast::{bcast_fixed, BcastAlg};
 pub use reduce_scatter::{reduce_scatter_fixed, ReduceScatterAlg};
 
@@ -395,11 +397,12 @@ pub fn plan(req: &Request, sys: &System, opts: &LibraryOptions) -> Result<Plan, 
         Collective::Broadcast => bcast::plan(req, sys, opts),
         Collective::AllGather => allgather::plan(req, sys, opts),
         Collective::ReduceScatter => reduce_scatter::plan(req, sys, opts),
+        Collective::Barrier => barrier::plan(req, sys, opts),
         other => Err(LibraryError::new(
             "collective.op",
             format!(
-                "all_reduce, broadcast, all_gather or reduce_scatter with library = \"mpi\" \
-                 (OpenMPI's rules for {other} are not modelled yet)"
+                "all_reduce, broadcast, all_gather, reduce_scatter or barrier with library = \
+                 \"mpi\" (OpenMPI's rules for {other} are not modelled yet)"
             ),
         )),
     }

@@ -578,6 +578,13 @@ pub fn plan(
     calibration: Option<&NcclCalibration>,
     fabric: &dyn Fabric,
 ) -> Result<Plan, LibraryError> {
+    if req.collective == Collective::Barrier {
+        return Err(LibraryError::new(
+            "collective.op",
+            "a collective NCCL has: NCCL has no barrier (torch's barrier over NCCL all-reduces \
+             one element: op = \"all_reduce\", bytes = \"4B\")",
+        ));
+    }
     let version = match &opts.version {
         None => Version::NEWEST,
         Some(v) => Version::parse(v).ok_or_else(|| {

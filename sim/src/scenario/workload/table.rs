@@ -224,7 +224,7 @@ impl WorkloadTable {
         let a = &self.allreduce;
         CollectiveTable {
             op: Collective::AllReduce,
-            bytes: Bytes(0),
+            bytes: Some(Bytes(0)),
             library: Some(library),
             algorithm: a.algorithm.clone(),
             protocol: a.protocol.clone(),

@@ -338,6 +338,7 @@ fn comm_type_of(c: Collective) -> CollectiveCommType {
         Collective::Broadcast => CollectiveCommType::Broadcast,
         Collective::Reduce => CollectiveCommType::Reduce,
         Collective::AllToAll | Collective::SendRecv => CollectiveCommType::AllToAll,
+        Collective::Barrier => CollectiveCommType::Barrier,
     }
 }
 
