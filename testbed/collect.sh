@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Records the testbed datasets in data/runs/ and the testbed profiles in data/profiles/ (root).
-# Usage: testbed/collect.sh [link|collectives|mpi|training|trace|heldout|all]  (default all)
+# Usage: testbed/collect.sh [link|collectives|mpi|training|trace|heldout|barrier|all]
+# (default all)
 # The link profiles come from `calibrate import iperf3` on the testbed's own iperf3 --json and
 # ping-pong logs (suite.py link; logs in data/runs/calibration/). The host0-host1 path is two
 # 200 Mbit/s links of 25 us nominal each in both topologies (host0 and host1 share a leaf in
@@ -189,6 +190,26 @@ if [[ $what == all || $what == heldout ]]; then
   # Every host and port captured over ten 1 MiB OpenMPI ring all_gathers on it.
   $TB run --prefix mp $TWOLEAF -- $PY $S capture_mpi --op allgather --algorithms 4 \
     --bytes 1048560 --repeats 10 --name ring_1m
+fi
+if [[ $what == all || $what == barrier ]]; then
+  # Barriers, recorded after dtsim's barrier was built and scored as they are
+  # (testbed_barrier.csv): gloo's on 2, 4 and 8 hosts of the star and on the three leaves,
+  # OpenMPI's rules and forced algorithms on 4 and 8 hosts and on the three leaves.
+  B=data/runs/testbed_barrier.csv
+  for n in 2 4 8; do
+    $TB run --set generator.n=$n $STAR -- $PY $S collectives --out $B \
+      --profile data/profiles/testbed_star4_200mbit.json --methods barrier --bytes 0 --repeats 50
+  done
+  $TB run $LEAF3 -- $PY $S collectives --out $B --methods barrier --bytes 0 --repeats 50 \
+    --profile data/profiles/testbed_three_leaf_100mbit_uplinks.json
+  for n in 4 8; do
+    $TB run --prefix mp --set generator.n=$n $STAR -- $PY $S mpi --op barrier --out $B \
+      --profile data/profiles/testbed_star4_200mbit.json --algorithms 0,1,2,3,4,6 --bytes 0 \
+      --repeats 50 --launches 3
+  done
+  $TB run --prefix mp $LEAF3 -- $PY $S mpi --op barrier --out $B --algorithms 0,3,4,6 \
+    --profile data/profiles/testbed_three_leaf_100mbit_uplinks.json --bytes 0 --repeats 50 \
+    --launches 3
 fi
 if [[ $what == all || $what == training ]]; then
   $TB run --prefix tr $STAR -- $PY $S training --out data/runs/testbed_training.csv \
