@@ -430,17 +430,24 @@ fn gloos_barrier_is_a_dissemination_of_notified_empty_messages() {
 }
 
 #[test]
-fn a_barrier_carries_no_data_and_nccl_has_none() {
+fn a_barrier_carries_no_data_and_on_nccl_is_torchs_all_reduce_of_one_float() {
     let star = root().join("testbed/topologies/star4_200mbit.toml");
     let e = run_op(&star, &[], "barrier", "1MiB", "").unwrap_err();
     assert!(
         e.contains("collective.bytes") && e.contains("no data"),
         "{e}"
     );
-    let e = run_op(&star, &[], "barrier", "0B", "library = \"nccl\"\n").unwrap_err();
+    // NCCL has no barrier: ProcessGroupNCCL::barrier all-reduces a one-element float tensor.
+    let hgx = root().join("topologies/hgx_h100.toml");
+    let barrier = run_op(&hgx, &[], "barrier", "0B", "").unwrap();
+    let one_float = run_op(&hgx, &[], "all_reduce", "4B", "").unwrap();
+    assert_eq!(barrier.time_ps, one_float.time_ps);
     assert!(
-        e.contains("collective.op") && e.contains("all_reduce"),
-        "{e}"
+        barrier
+            .library
+            .starts_with("a barrier as torch runs it on NCCL"),
+        "{}",
+        barrier.library
     );
     // Every other op still needs its buffer.
     let text = format!(

@@ -571,6 +571,10 @@ fn nvls_tree_graph(
 }
 
 /// The schedule NCCL runs for `req` on `sys`, with the profile's NCCL parameters.
+/// What torch's barrier over NCCL all-reduces (ProcessGroupNCCL::barrier: a one-element
+/// float tensor), since NCCL has no barrier of its own.
+pub const BARRIER_BYTES: u64 = 4;
+
 pub fn plan(
     req: &Request,
     sys: &System,
@@ -579,11 +583,18 @@ pub fn plan(
     fabric: &dyn Fabric,
 ) -> Result<Plan, LibraryError> {
     if req.collective == Collective::Barrier {
-        return Err(LibraryError::new(
-            "collective.op",
-            "a collective NCCL has: NCCL has no barrier (torch's barrier over NCCL all-reduces \
-             one element: op = \"all_reduce\", bytes = \"4B\")",
-        ));
+        // NCCL has no barrier; torch's ProcessGroupNCCL::barrier all-reduces one float.
+        let one = Request {
+            collective: Collective::AllReduce,
+            bytes: BARRIER_BYTES,
+            ..*req
+        };
+        let mut p = plan(&one, sys, opts, calibration, fabric)?;
+        p.decision = format!(
+            "a barrier as torch runs it on NCCL (an all-reduce of one float): {}",
+            p.decision
+        );
+        return Ok(p);
     }
     let version = match &opts.version {
         None => Version::NEWEST,

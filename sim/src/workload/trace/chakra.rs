@@ -148,10 +148,10 @@ pub fn parse(
                         )
                     })?,
                 };
-                let barrier = int_attr(&n, "comm_type") == Some(CollectiveCommType::Barrier as i64);
+                let barrier = op == Collective::Barrier;
                 NodeKind::Collective {
                     op,
-                    bytes: if barrier { 4 } else { size(&n, file)? },
+                    bytes: if barrier { 0 } else { size(&n, file)? },
                     group: string_attr(&n, "pg_name"),
                     root: int_attr(&n, "root")
                         .and_then(|r| u32::try_from(r).ok())
@@ -246,7 +246,8 @@ fn bool_attr(n: &Node, name: &str) -> Option<bool> {
 fn comm_type(t: i64) -> Option<Collective> {
     let t = CollectiveCommType::try_from(i32::try_from(t).ok()?).ok()?;
     Some(match t {
-        CollectiveCommType::AllReduce | CollectiveCommType::Barrier => Collective::AllReduce,
+        CollectiveCommType::AllReduce => Collective::AllReduce,
+        CollectiveCommType::Barrier => Collective::Barrier,
         CollectiveCommType::Reduce => Collective::Reduce,
         CollectiveCommType::AllGather => Collective::AllGather,
         CollectiveCommType::Broadcast => Collective::Broadcast,
@@ -267,6 +268,7 @@ fn comm_type_from_name(name: &str) -> Option<Collective> {
         ("allgather", Collective::AllGather),
         ("reducescatter", Collective::ReduceScatter),
         ("broadcast", Collective::Broadcast),
+        ("barrier", Collective::Barrier),
     ]
     .into_iter()
     .find(|(k, _)| n.contains(k))

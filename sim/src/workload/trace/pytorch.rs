@@ -331,11 +331,12 @@ fn collective_of(n: &EtNode, file: &str) -> Result<Option<(NodeKind, BTreeSet<u6
         "broadcast" => coll(Collective::Broadcast, 0, int_arg(n, 2).unwrap_or(0)),
         "reduce" => coll(Collective::Reduce, 0, int_arg(n, 2).unwrap_or(0)),
         "alltoall" | "alltoall_base" => coll(Collective::AllToAll, 1, 0),
-        // gloo's barrier is an all-reduce of one element on every rank.
+        // Played as the library runs it: gloo's dissemination barrier, OpenMPI's rules, on
+        // NCCL (which has none) torch's all-reduce of one float.
         "barrier" => (
             NodeKind::Collective {
-                op: Collective::AllReduce,
-                bytes: 4,
+                op: Collective::Barrier,
+                bytes: 0,
                 group: group.clone(),
                 root: 0,
             },

@@ -204,6 +204,19 @@ fn chakra_files_round_trip_every_node_kind() {
             deps: vec![1],
             lane: 1,
         },
+        // A barrier stays a barrier (played as the library runs it), with no bytes.
+        TraceNode {
+            id: 5,
+            name: "c10d::barrier".into(),
+            kind: NodeKind::Collective {
+                op: Collective::Barrier,
+                bytes: 0,
+                group: Some("dp".into()),
+                root: 0,
+            },
+            deps: vec![3],
+            lane: 0,
+        },
     ]]);
     s.groups.insert("dp".into(), vec![0, 1]);
     s.ranks[0].recorded_step_secs = Some(0.25);
@@ -213,7 +226,7 @@ fn chakra_files_round_trip_every_node_kind() {
     assert_eq!(back.recorded_step_secs, Some(0.25));
     // The process-group metadata node comes first, then the nodes as written (durations in
     // whole microseconds).
-    assert_eq!(back.nodes.len(), 5);
+    assert_eq!(back.nodes.len(), 6);
     let mut want = s.ranks[0].nodes.clone();
     want[0].kind = NodeKind::Compute { secs: 0.012345 };
     for (w, g) in want.iter().zip(&back.nodes[1..]) {
