@@ -210,6 +210,11 @@ if [[ $what == all || $what == barrier ]]; then
   $TB run --prefix mp $LEAF3 -- $PY $S mpi --op barrier --out $B --algorithms 0,3,4,6 \
     --profile data/profiles/testbed_three_leaf_100mbit_uplinks.json --bytes 0 --repeats 50 \
     --launches 3
+  # What gloo's barriers cost the machine's cores, per call.
+  for n in 2 4 8; do
+    $TB run --set generator.n=$n $STAR -- $PY $S call_gaps --methods barrier --bytes 0 \
+      --repeats 200 --out data/runs/calibration/testbed_star4_200mbit_${n}hosts.call_gaps_barrier.json
+  done
 fi
 if [[ $what == all || $what == training ]]; then
   $TB run --prefix tr $STAR -- $PY $S training --out data/runs/testbed_training.csv \
