@@ -1,6 +1,6 @@
 """Runs testbed experiments and appends one dataset row per configuration.
 
-  suite.py collectives --out data/runs/X.csv [--methods allreduce,ps,...] [--bytes ...]
+  suite.py collectives --out data/runs/X.csv [--methods allreduce,ps,...] [--launches K] [--bytes ...]
   suite.py mpi --out data/runs/X.csv [--op allreduce|bcast|allgather|reduce_scatter|barrier]
                                        [--algorithms 0,1,4,6]
                                        [--launches K] [--bytes ...]
@@ -127,33 +127,53 @@ def base_row(kind, n, command):
 
 
 def collectives(a):
+    """One row per (method, size) of gloo collectives over `--launches` separate process groups
+    (each a fresh launch of gloo_collectives.py, every method once per launch in turn), their
+    repetitions pooled: on 8 hosts a 256 KiB all-reduce took 23.2 ms in one launch and 29.9 ms
+    in another (2026-11-26 and 2026-11-28), so one launch can land on either."""
     n = int(os.environ["DTSIM_TESTBED_RANKS"])
     rows = []
-    for method in a.methods.split(","):
-        extra, sim_set = [], SIM_SET.get(method, "")
-        if method.startswith("multiring"):
-            orders = a.orders
-            extra = ["--orders", orders]
-            sim_set = f"collective.library=gloo;collective.orders={orders.replace(' ', '')}"
-        if method == "hierarchical":
-            extra = ["--groups", a.groups]
-        load0 = tb.load1()
-        args = ["--method", method.split(":")[0], "--repeats", str(a.repeats), "--bytes"] + \
-            [str(b) for b in a.bytes] + extra
-        out = tb.launch("gloo_collectives.py", args, n)
-        load1 = tb.load1()
-        for res in out["results"]:
-            med, lo, hi = tb.summary(res["secs"])
-            r = base_row("collective", n, "gloo_collectives.py " + " ".join(args))
-            r.update(library="torch.distributed gloo", method=method,
-                     op=OPS.get(method.split(":")[0], "all_reduce"),
-                     bytes=res["bytes"], sim_set=sim_set, repeats=len(res["secs"]),
-                     measured_secs=med, measured_min_secs=lo, measured_max_secs=hi,
-                     load_avg_1m_start=load0, load_avg_1m_end=load1, profile=a.profile)
-            rows.append(r)
-            print(f"{method:14} {res['bytes']:>10} B  median {med*1e3:9.2f} ms  load {load1:.1f}",
-                  flush=True)
+    secs, meta = {}, {}
+    for launch in range(a.launches):
+        for method in a.methods.split(","):
+            for nbytes, ts, args, sim_set, loads in collectives_once(a, n, method):
+                secs.setdefault((method, nbytes), []).extend(ts)
+                meta[(method, nbytes)] = (args, sim_set, loads)
+                print(f"launch {launch + 1}/{a.launches} {method:14} {nbytes:>10} B  median "
+                      f"{tb.summary(ts)[0]*1e3:9.2f} ms  load {loads[1]:.1f}", flush=True)
+    for (method, nbytes), pooled in secs.items():
+        # The last launch's arguments and load (every launch runs the same arguments).
+        args, sim_set, (load0, load1) = meta[(method, nbytes)]
+        med, lo, hi = tb.summary(pooled)
+        launches = f"  (x{a.launches} launches)" if a.launches > 1 else ""
+        r = base_row("collective", n, "gloo_collectives.py " + " ".join(args) + launches)
+        r.update(library="torch.distributed gloo", method=method,
+                 op=OPS.get(method.split(":")[0], "all_reduce"),
+                 bytes=nbytes, sim_set=sim_set, repeats=len(pooled),
+                 measured_secs=med, measured_min_secs=lo, measured_max_secs=hi,
+                 load_avg_1m_start=load0, load_avg_1m_end=load1, profile=a.profile)
+        rows.append(r)
+        print(f"{method:14} {nbytes:>10} B  median {med*1e3:9.2f} ms", flush=True)
     tb.append_rows(a.out, rows)
+
+
+def collectives_once(a, n, method):
+    """One launch of gloo_collectives.py for `method`: per size (bytes, seconds of each
+    repetition, the launch's arguments, the row's sim_set, the load before and after)."""
+    extra, sim_set = [], SIM_SET.get(method, "")
+    if method.startswith("multiring"):
+        orders = a.orders
+        extra = ["--orders", orders]
+        sim_set = f"collective.library=gloo;collective.orders={orders.replace(' ', '')}"
+    if method == "hierarchical":
+        extra = ["--groups", a.groups]
+    load0 = tb.load1()
+    args = ["--method", method.split(":")[0], "--repeats", str(a.repeats), "--bytes"] + \
+        [str(b) for b in a.bytes] + extra
+    out = tb.launch("gloo_collectives.py", args, n)
+    load1 = tb.load1()
+    return [(res["bytes"], res["secs"], args, sim_set, (load0, load1))
+            for res in out["results"]]
 
 
 def mpi(a):
@@ -723,7 +743,7 @@ def main():
     ap.add_argument("--bytes", type=int, nargs="+", default=[MIB // 4, MIB, 4 * MIB, 16 * MIB])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--launches", type=int, default=1,
-                    help="mpi: separate mpiruns per algorithm, pooled into one row")
+                    help="collectives, mpi: separate launches per method, pooled into one row")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--model", default="mlp")
     ap.add_argument("--bucket-mib", type=int, default=25)
