@@ -288,9 +288,8 @@ mod tests {
         assert_eq!(BarrierAlg::parse("7"), None);
     }
 
-    /// The (sender, receiver) of every message of `alg` on `n` ranks, acknowledgements of
-    /// synchronous sends apart, and how many acknowledgements there are.
-    fn messages(alg: &str, n: u32) -> (Vec<(u32, u32)>, usize) {
+    /// OpenMPI's barrier on `n` CPU hosts with `alg` forced.
+    fn forced(alg: &str, n: u32) -> Result<Plan, LibraryError> {
         let req = Request {
             collective: Collective::Barrier,
             bytes: 0,
@@ -301,7 +300,13 @@ mod tests {
             algorithm: Some(alg.into()),
             ..Default::default()
         };
-        let p = plan(&req, &cpu_hosts(n), &opts).unwrap();
+        plan(&req, &cpu_hosts(n), &opts)
+    }
+
+    /// The (sender, receiver) of every message of `alg` on `n` ranks, acknowledgements of
+    /// synchronous sends apart, and how many acknowledgements there are.
+    fn messages(alg: &str, n: u32) -> (Vec<(u32, u32)>, usize) {
+        let p = forced(alg, n).unwrap();
         p.schedule.validate().unwrap();
         let mut sent = Vec::new();
         let mut acks = 0;
@@ -354,17 +359,7 @@ mod tests {
 
     #[test]
     fn two_proc_on_more_than_two_ranks_is_refused_by_field() {
-        let req = Request {
-            collective: Collective::Barrier,
-            bytes: 0,
-            root: 0,
-            peer: 1,
-        };
-        let opts = LibraryOptions {
-            algorithm: Some("two_proc".into()),
-            ..Default::default()
-        };
-        let e = plan(&req, &cpu_hosts(4), &opts).unwrap_err();
+        let e = forced("two_proc", 4).unwrap_err();
         assert_eq!(e.field, "collective.algorithm");
     }
 }
