@@ -1,7 +1,8 @@
 """One rank of the host-CPU benchmark (suite.py cpu_costs): the machine's CPU that one gloo
 message takes, by size, on the cores every testbed namespace shares.
 
-Rank 0 streams messages to rank 1 (torch.distributed isend/irecv over gloo: a payload and
+Rank 0 streams messages to rank 1 (with `--pairs K`, also rank 2 to 3 ... at once: K streams;
+torch.distributed isend/irecv over gloo: a payload and
 its receiver's notification, as in every gloo collective), `--in-flight` posted at a time and
 waited for together, so that python wakes once per batch as it does once per collective (one
 at a time, python's own wake-ups per message are in the cost), one size at a time, the other
@@ -29,6 +30,9 @@ def main():
     ap.add_argument("--rate-bytes-per-s", type=float, default=25e6)
     ap.add_argument("--in-flight", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=3, help="every size this many times, in turn")
+    ap.add_argument("--pairs", type=int, default=1,
+                    help="this many pairs stream at once (0-1, 2-3, ...): the cost per message "
+                         "when that many hosts' threads share the cores")
     a = ap.parse_args()
     dist.init_process_group("gloo")
     me = dist.get_rank()
@@ -45,13 +49,16 @@ def main():
         batches = max(4, int(a.stream_secs * a.rate_bytes_per_s / nbytes / k))
         count = batches * k
 
+        streaming = me < 2 * a.pairs
+        count *= a.pairs
+
         def batch():
-            if me == 0:
-                reqs = [dist.isend(b, 1) for b in bufs]
-            elif me == 1:
-                reqs = [dist.irecv(b, 0) for b in bufs]
-            else:
+            if not streaming:
                 return
+            if me % 2 == 0:
+                reqs = [dist.isend(b, me + 1) for b in bufs]
+            else:
+                reqs = [dist.irecv(b, me - 1) for b in bufs]
             for r in reqs:
                 r.wait()
 
@@ -62,7 +69,8 @@ def main():
             batch()
         dist.barrier()
         b1, t1 = tb.busy_core_secs()
-        results.append({"bytes": nbytes, "messages": count, "in_flight": k, "secs": t1 - t0,
+        results.append({"bytes": nbytes, "messages": count, "in_flight": k, "pairs": a.pairs,
+                        "secs": t1 - t0,
                         "busy_core_secs": b1 - b0,
                         "core_secs_per_message": (b1 - b0 - idle_cores * (t1 - t0)) / count})
     if me == 0:

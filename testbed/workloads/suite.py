@@ -318,8 +318,8 @@ def cpu_costs(a):
     stacks and gloo's threads take of the cores every namespace shares."""
     n = int(os.environ["DTSIM_TESTBED_RANKS"])
     topo = tb.topology_stem()
-    args = ["--in-flight", str(a.in_flight), "--rounds", str(a.repeats), "--bytes"] + \
-        [str(b) for b in a.bytes]
+    args = ["--in-flight", str(a.in_flight), "--rounds", str(a.repeats), "--pairs",
+            str(a.pairs_streaming), "--bytes"] + [str(b) for b in a.bytes]
     load0 = tb.load1()
     out = tb.launch("cpu_costs.py", args, n, timeout=900)
     out["ranks"] = n
@@ -749,6 +749,8 @@ def main():
     ap.add_argument("--bucket-mib", type=int, default=25)
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--pairs", default="0:2,1:3", help="pairs, gloo_p2p: src:dst host pairs at once")
+    ap.add_argument("--pairs-streaming", type=int, default=1,
+                    help="cpu_costs: host pairs streaming at once (0-1, 2-3, ...)")
     ap.add_argument("--name", default="pairs", help="pairs, gloo_p2p, capture: name in the log files")
     ap.add_argument("--streams", default="1,2,4,8",
                     help="link: iperf3 parallel stream counts, one run each")
