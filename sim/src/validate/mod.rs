@@ -129,6 +129,8 @@ pub struct Options {
     pub calibrate_on: Option<Filter>,
     pub score_on: Option<Filter>,
     pub max_median_error_pct: Option<f64>,
+    /// Fail when a group's largest |error| exceeds this (`--max-error`).
+    pub max_error_pct: Option<f64>,
     pub out: Option<PathBuf>,
     /// Also score nccl-tests tables leave-one-system-out (`--leave-one-out system`).
     pub leave_one_out_system: bool,
@@ -534,13 +536,23 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
     Ok(report)
 }
 
+/// The limits `dtsim validate` holds every scored group to, in percent (none: it only reports).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Gates {
+    /// `--max-median-error`: a group's median |error|.
+    pub max_median_error_pct: Option<f64>,
+    /// `--max-error`: a group's largest |error|.
+    pub max_error_pct: Option<f64>,
+}
+
 /// `dtsim validate`: parses the filters, validates, prints the tables, writes `--out`, and
-/// fails when the worst group median exceeds `max_median_error_pct`.
+/// fails when a scored group is outside the `gates` (naming every such group), or when a gate
+/// is given and no row was scored.
 pub fn run_cli(
     datasets: &[PathBuf],
     calibrate_on: Option<&str>,
     score_on: Option<&str>,
-    max_median_error_pct: Option<f64>,
+    gates: Gates,
     out: Option<&Path>,
     leave_one_out: Option<&str>,
 ) -> anyhow::Result<()> {
@@ -555,7 +567,8 @@ pub fn run_cli(
     let opts = Options {
         calibrate_on: parse(calibrate_on, "calibrate-on")?,
         score_on: parse(score_on, "score-on")?,
-        max_median_error_pct,
+        max_median_error_pct: gates.max_median_error_pct,
+        max_error_pct: gates.max_error_pct,
         out: out.map(Path::to_path_buf),
         leave_one_out_system: match leave_one_out {
             None => false,
@@ -573,13 +586,33 @@ pub fn run_cli(
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", dir.display()))?;
         println!("wrote predictions.csv and errors.csv to {}", dir.display());
     }
-    if let Some(limit) = opts.max_median_error_pct {
-        let worst = report.worst_median_pct();
-        if worst > limit || report.groups.iter().all(|g| g.rows == 0) {
-            anyhow::bail!(
-                "median absolute error {worst:.2}% exceeds --max-median-error {limit}% (or no rows were scored)"
-            );
-        }
+    if gates.max_median_error_pct.is_none() && gates.max_error_pct.is_none() {
+        return Ok(());
+    }
+    let (outside, scored) = report.outside(gates.max_median_error_pct, gates.max_error_pct);
+    let limits: Vec<String> = [
+        gates
+            .max_median_error_pct
+            .map(|l| format!("median |error| <= {l}%")),
+        gates.max_error_pct.map(|l| format!("max |error| <= {l}%")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let limits = limits.join(" and ");
+    println!(
+        "{} of {scored} scored groups within {limits}",
+        scored - outside.len()
+    );
+    if scored == 0 {
+        anyhow::bail!("no rows were scored, so none is within {limits}");
+    }
+    if !outside.is_empty() {
+        anyhow::bail!(
+            "{} of {scored} groups outside {limits}: {}",
+            outside.len(),
+            outside.join("; ")
+        );
     }
     Ok(())
 }

@@ -92,6 +92,24 @@ impl Report {
     }
 
     /// The largest median absolute error over groups with scored rows.
+    /// The scored groups (label `dataset method`) whose median |error| exceeds
+    /// `max_median_pct` or whose max |error| exceeds `max_pct` (either limit optional), and how
+    /// many groups were scored.
+    pub fn outside(
+        &self,
+        max_median_pct: Option<f64>,
+        max_pct: Option<f64>,
+    ) -> (Vec<String>, usize) {
+        let scored: Vec<&GroupError> = self.groups.iter().filter(|g| g.rows > 0).collect();
+        let over = |v: f64, limit: Option<f64>| limit.is_some_and(|l| v > l);
+        let outside = scored
+            .iter()
+            .filter(|g| over(g.median_abs_pct, max_median_pct) || over(g.max_abs_pct, max_pct))
+            .map(|g| format!("{} {}", g.dataset, g.group))
+            .collect();
+        (outside, scored.len())
+    }
+
     pub fn worst_median_pct(&self) -> f64 {
         self.groups
             .iter()

@@ -676,3 +676,35 @@ fn openmpi_rows_give_the_bounds_of_their_exchange_modes() {
     assert_eq!(r.predictions[1].exchange_modes_secs, None);
     assert!(r.to_string().contains("exchange modes"), "{r}");
 }
+
+#[test]
+fn the_gates_name_every_scored_group_outside_them_and_ignore_unscored_ones() {
+    let group = |name: &str, rows: usize, median: f64, max: f64| GroupError {
+        dataset: "d".into(),
+        group: name.into(),
+        rows,
+        calibration_rows: 0,
+        median_abs_pct: median,
+        max_abs_pct: max,
+        fit: None,
+        within_range: None,
+    };
+    let report = Report {
+        predictions: Vec::new(),
+        groups: vec![
+            group("tight", 4, 1.0, 4.0),
+            group("spread", 4, 2.0, 12.0),
+            group("biased", 4, 5.0, 6.0),
+            group("only fitted", 0, 50.0, 90.0),
+        ],
+        skipped: Vec::new(),
+        replayed_on: Vec::new(),
+    };
+    assert_eq!(
+        report.outside(Some(3.0), Some(10.0)),
+        (vec!["d spread".to_string(), "d biased".to_string()], 3)
+    );
+    assert_eq!(report.outside(Some(3.0), None).0, vec!["d biased"]);
+    assert_eq!(report.outside(None, Some(10.0)).0, vec!["d spread"]);
+    assert!(report.outside(None, None).0.is_empty());
+}

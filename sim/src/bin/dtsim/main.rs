@@ -121,6 +121,10 @@ enum Command {
         /// Exit non-zero when a group's median absolute error exceeds PCT percent.
         #[arg(long, value_name = "PCT")]
         max_median_error: Option<f64>,
+        /// Exit non-zero when a group's largest absolute error exceeds PCT percent (with
+        /// --max-median-error, both: the groups outside are named).
+        #[arg(long, value_name = "PCT")]
+        max_error: Option<f64>,
         /// Write predictions.csv and errors.csv into this directory.
         #[arg(long)]
         out: Option<PathBuf>,
@@ -396,13 +400,17 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             calibrate_on,
             score_on,
             max_median_error,
+            max_error,
             out,
             leave_one_out,
         } => sim::validate::run_cli(
             &datasets,
             calibrate_on.as_deref(),
             score_on.as_deref(),
-            max_median_error,
+            sim::validate::Gates {
+                max_median_error_pct: max_median_error,
+                max_error_pct: max_error,
+            },
             out.as_deref(),
             leave_one_out.as_deref(),
         ),
