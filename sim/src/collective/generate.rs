@@ -4,14 +4,16 @@
 //!
 //! Which algorithm implements which collective:
 //!
-//! | algorithm | all_reduce | reduce_scatter | all_gather | broadcast | reduce | all_to_all | send_recv | barrier |
-//! |---|---|---|---|---|---|---|---|---|
-//! | ring | ✓ | ✓ | ✓ | ✓ (chain) | ✓ (chain) | | ✓ | |
-//! | hierarchical | ✓ | | | | | | | |
-//! | double_binary_tree | ✓ | | | ✓ | ✓ | | | |
-//! | halving_doubling | ✓ | ✓ | ✓ | | | | | |
-//! | parameter_server | ✓ | | | | | | | |
-//! | direct | ✓ | ✓ | ✓ | ✓ | ✓ | ✓ | ✓ | ✓ |
+//! | algorithm | all_reduce | reduce_scatter | all_gather | broadcast | reduce | all_to_all | send_recv |
+//! |---|---|---|---|---|---|---|---|
+//! | ring | ✓ | ✓ | ✓ | ✓ (chain) | ✓ (chain) | | ✓ |
+//! | hierarchical | ✓ | | | | | | |
+//! | double_binary_tree | ✓ | | | ✓ | ✓ | | |
+//! | halving_doubling | ✓ | ✓ | ✓ | | | | |
+//! | parameter_server | ✓ | | | | | | |
+//! | direct | ✓ | ✓ | ✓ | ✓ | ✓ | ✓ | ✓ |
+//!
+//! The barrier has one template, direct (every rank tells every other at once).
 //!
 //! Defaults ([`default_algorithm`]): one ring in rank order for everything a ring implements
 //! (NCCL's choice for large messages), direct for all-to-all and the barrier.

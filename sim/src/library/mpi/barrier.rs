@@ -18,7 +18,8 @@
 //!   - recursive doubling: ranks above the largest power of two p fold into rank − p (a
 //!     sendrecv with it), the first p exchange (sendrecv) at distance 1, 2, 4 …, and each folded
 //!     rank is released by a synchronous send;
-//!   - bruck: a dissemination barrier, sendrecv to rank + d and from rank − d for d = 1, 2, 4 …;
+//!   - bruck: a dissemination barrier, a send to rank + d and a receive from rank − d for
+//!     d = 1, 2, 4 …;
 //!   - two_proc: one sendrecv (2 ranks only);
 //!   - tree: up a binomial tree (each rank hears from its children, then tells its parent),
 //!     then back down.

@@ -570,11 +570,12 @@ fn nvls_tree_graph(
     })
 }
 
-/// The schedule NCCL runs for `req` on `sys`, with the profile's NCCL parameters.
 /// What torch's barrier over NCCL all-reduces (ProcessGroupNCCL::barrier: a one-element
 /// float tensor), since NCCL has no barrier of its own.
 pub const BARRIER_BYTES: u64 = 4;
 
+/// The schedule NCCL runs for `req` on `sys`, with the profile's NCCL parameters (a barrier:
+/// torch's all-reduce of [`BARRIER_BYTES`]).
 pub fn plan(
     req: &Request,
     sys: &System,
