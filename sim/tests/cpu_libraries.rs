@@ -458,3 +458,51 @@ fn a_barrier_carries_no_data_and_on_nccl_is_torchs_all_reduce_of_one_float() {
     let e = sim::scenario::run::run(&s).unwrap_err().to_string();
     assert!(e.contains("collective.bytes"), "{e}");
 }
+
+#[test]
+fn a_gloo_broadcast_is_the_median_of_the_orders_its_root_may_serve_its_children_in() {
+    // The root's payloads leave in the order its children's notifications arrive, which is
+    // the order they enter: every order is played and the run reports the median one.
+    let star = root().join("testbed/topologies/star4_200mbit.toml");
+    let profile = format!(
+        "profile = {:?}\n",
+        root()
+            .join("data/profiles/testbed_star4_200mbit.json")
+            .display()
+            .to_string()
+    );
+    let run = |n: u32| {
+        let text = format!(
+            "name = \"t\"\n{profile}[topology]\nfile = {:?}\n[collective]\nop = \"broadcast\"\nbytes = \"256KiB\"\n",
+            star.display().to_string()
+        );
+        let set = vec![format!("topology.generator.n={n}")];
+        let s = sim::scenario::parse(&text, Path::new("t.toml"), &set).unwrap();
+        sim::scenario::run::run(&s).unwrap().summary
+    };
+    // "... the median of K ways the ranks' entry order decides (A-B ms)"
+    let ways = |library: &str| -> (usize, f64, f64) {
+        let tail = library.split("the median of ").nth(1).expect(library);
+        let k: usize = tail.split(' ').next().unwrap().parse().unwrap();
+        let range = tail.split('(').nth(1).unwrap().trim_end_matches(" ms)");
+        let (a, b) = range.split_once('-').unwrap();
+        (k, a.parse().unwrap(), b.parse().unwrap())
+    };
+    // Four hosts: the root's children are ranks 1 and 2, two orders, the mean of both.
+    let four = run(4);
+    let (k, fastest, slowest) = ways(&four.library);
+    assert_eq!(k, 2);
+    assert!(fastest < slowest, "{}", four.library);
+    let ms = four.time_ps as f64 * 1e-9;
+    assert!(
+        (ms - (fastest + slowest) / 2.0).abs() < 2e-3,
+        "{ms} {}",
+        four.library
+    );
+    // Eight hosts: ranks 1, 2 and 4, six orders; the largest subtree first is the fastest.
+    let eight = run(8);
+    let (k, fastest, slowest) = ways(&eight.library);
+    assert_eq!(k, 6);
+    let ms = eight.time_ps as f64 * 1e-9;
+    assert!(fastest < ms && ms < slowest, "{ms} {}", eight.library);
+}

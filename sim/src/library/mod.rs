@@ -372,6 +372,11 @@ pub struct Plan {
     /// The profile parameters the schedule's costs were looked up under, as
     /// `table[key]` (e.g. `"efficiency[ring/nvlink]"`): what a fit of this run can move.
     pub parameters: Vec<String>,
+    /// Other ways the same call runs, each as likely as `schedule`, where the ranks' entry
+    /// order decides (gloo's broadcast root serves its children in the order they enter): a
+    /// run plays them all and reports the median one (`scenario::run`). Empty for most plans;
+    /// a training step plays `schedule` alone.
+    pub alternatives: Vec<Schedule>,
 }
 
 /// Why a library could not run a collective: the scenario field and what was expected.

@@ -98,6 +98,9 @@ pub fn plan(
     let mut plan = plan_messages(req, sys, opts, fabric)?;
     if let Some(cpu) = opts.message_cpu {
         host_cpu::charge(&mut plan.schedule, cpu);
+        for s in &mut plan.alternatives {
+            host_cpu::charge(s, cpu);
+        }
     }
     Ok(plan)
 }
@@ -145,7 +148,10 @@ fn plan_messages(
     }
     let (name, schedule) = match req.collective {
         Collective::AllReduce => ("ring", all_reduce(req.bytes, n)),
-        Collective::Broadcast => ("binomial", broadcast(req.bytes, n, req.root)),
+        Collective::Broadcast => (
+            "binomial",
+            broadcast(req.bytes, n, req.root, &root_children(n)),
+        ),
         Collective::AllGather => ("ring", all_gather(req.bytes, n, opts.host_copy_bytes_per_s)),
         Collective::AllToAll => ("direct", all_to_all(req.bytes, n)),
         Collective::SendRecv => ("send_recv", send_recv(req.bytes, n, req.root, req.peer)),
@@ -190,11 +196,20 @@ fn plan_messages(
         }
         _ => format!("gloo {name}"),
     };
+    let alternatives = match req.collective {
+        Collective::Broadcast => root_orders(n)
+            .iter()
+            .skip(1)
+            .map(|order| broadcast(req.bytes, n, req.root, order))
+            .collect(),
+        _ => Vec::new(),
+    };
     Ok(Plan {
         schedule,
         placed_endpoints: Vec::new(),
         decision,
         parameters: Vec::new(),
+        alternatives,
     })
 }
 
@@ -213,6 +228,7 @@ fn send_recv_all_reduce(
             placed_endpoints: Vec::new(),
             decision,
             parameters: Vec::new(),
+            alternatives: Vec::new(),
         })
     };
     match opts.algorithm.as_deref() {
@@ -622,10 +638,64 @@ fn barrier(n: u32) -> Schedule {
     s
 }
 
+/// The root's children in gloo's binomial broadcast, in the order it posts its sends: virtual
+/// ranks 1, 2, 4 … below n (the largest subtree first).
+fn root_children(n: u32) -> Vec<u32> {
+    (0..32).map(|j| 1u32 << j).take_while(|&v| v < n).collect()
+}
+
+/// Most orders of the root's children a broadcast is played in ([`root_orders`]).
+pub const ROOT_ORDERS_MAX: usize = 24;
+
+/// The orders in which a broadcast's root may serve its children, posting order first: every
+/// permutation while there are at most [`ROOT_ORDERS_MAX`], else the posting order's rotations.
+///
+/// The root posts every send at once, but a payload leaves only once its child's notification
+/// has arrived, and the children enter the call in no fixed order: captured on 8 hosts of the
+/// star (`testbed_star4_200mbit_8hosts.capture_broadcast_256k.json`, ten 256 KiB calls), the
+/// root's first payload went to rank 1 in four calls (40.4-42.7 ms), to 2 in three and to 4 in
+/// three (44.8-53.8 ms); on 4 hosts rank 1 first in seven of eleven. A rank that forwards posts
+/// its sends after its children have long notified, so they leave in posting order (rank 1 to
+/// 3 before 5 in all ten).
+fn root_orders(n: u32) -> Vec<Vec<u32>> {
+    let children = root_children(n);
+    let k = children.len();
+    if (1..=k).product::<usize>() > ROOT_ORDERS_MAX {
+        return (0..k)
+            .map(|i| {
+                children[i..]
+                    .iter()
+                    .chain(&children[..i])
+                    .copied()
+                    .collect()
+            })
+            .collect();
+    }
+    let mut orders = vec![children.clone()];
+    let mut order = children;
+    // Heap's algorithm, iteratively: every other permutation once.
+    let mut c = vec![0usize; k];
+    let mut i = 0;
+    while i < k {
+        if c[i] < i {
+            let j = if i % 2 == 0 { 0 } else { c[i] };
+            order.swap(j, i);
+            orders.push(order.clone());
+            c[i] += 1;
+            i = 0;
+        } else {
+            c[i] = 0;
+            i += 1;
+        }
+    }
+    orders
+}
+
 /// gloo's binomial broadcast: virtual rank v (root is 0) receives from v − 2^⌊log2 v⌋ and then
 /// sends to v + 2^j for every 2^j > v, all at once. Every receiver's notification leaves at
-/// the start (each rank posts its one receive first).
-fn broadcast(bytes: u64, n: u32, root: u32) -> Schedule {
+/// the start (each rank posts its one receive first). The root's payloads leave in the order
+/// `first` gives its children (see [`root_orders`]), the others' in posting order.
+fn broadcast(bytes: u64, n: u32, root: u32, first: &[u32]) -> Schedule {
     let mut s = Schedule::new(Collective::Broadcast, "gloo binomial", n, bytes);
     if n < 2 {
         return s;
@@ -646,7 +716,10 @@ fn broadcast(bytes: u64, n: u32, root: u32) -> Schedule {
         0,
     );
     let mut received: Vec<Option<OpId>> = vec![None; n as usize];
-    for v in 1..n {
+    // The root's sends first, in the order given (a FIFO tie goes to the first pushed), then
+    // every other rank's in posting order.
+    let rest = (1..n).filter(|v| !first.contains(v));
+    for v in first.iter().copied().chain(rest) {
         let p = parent(v);
         let mut deps = vec![ready];
         deps.extend(received[p as usize]);

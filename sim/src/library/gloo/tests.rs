@@ -163,7 +163,7 @@ fn reduce_runs_segments_minus_two_iterations_then_gathers_to_the_root() {
 fn broadcast_is_binomial_with_concurrent_sends() {
     // 8 ranks, root 0: 0 sends to 1, 2, 4 with no dependency among them; 1 forwards to
     // 3 and 5 after it received; 3 forwards to 7.
-    let s = broadcast(1 << 20, 8, 0);
+    let s = broadcast(1 << 20, 8, 0, &root_children(8));
     s.validate().unwrap();
     type Send = ((u32, u32), Vec<(u32, u32)>);
     let sends: Vec<Send> = s
@@ -198,7 +198,7 @@ fn broadcast_is_binomial_with_concurrent_sends() {
     assert_eq!(after((2, 6)), vec![(0, 2)]);
     assert_eq!(after((3, 7)), vec![(1, 3)]);
     // A root other than 0 shifts the tree.
-    let s = broadcast(1 << 20, 4, 2);
+    let s = broadcast(1 << 20, 4, 2, &root_children(4));
     let first: Vec<(u32, u32)> = s.patterns.iter().map(|p| p.pairs[0]).collect();
     assert!(first.contains(&(2, 3)) && first.contains(&(2, 0)) && first.contains(&(3, 1)));
 }
@@ -336,4 +336,51 @@ fn send_recv_all_reduces_take_orders_or_hierarchical_and_refuse_what_does_not_fi
     let uneven = crate::library::testing::Nodes { per: 3 };
     let e = plan(&req(Collective::AllReduce), &sys, &hier, &uneven).unwrap_err();
     assert_eq!(e.field, "collective.algorithm");
+}
+
+#[test]
+fn a_broadcast_root_serves_its_children_in_every_order_they_may_enter_in() {
+    // Posting order (the largest subtree first) leads; then every other permutation.
+    assert_eq!(root_orders(2), vec![vec![1]]);
+    let eight = root_orders(8);
+    assert_eq!(eight[0], vec![1, 2, 4]);
+    let mut distinct = eight.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!((eight.len(), distinct.len()), (6, 6));
+    assert!(eight.iter().all(|o| {
+        let mut o = o.clone();
+        o.sort();
+        o == [1, 2, 4]
+    }));
+    // Past ROOT_ORDERS_MAX permutations (5! = 120 on 32 ranks), the posting order's rotations.
+    assert_eq!(root_orders(16).len(), 24);
+    let rotations = root_orders(32);
+    assert_eq!(rotations.len(), 5);
+    assert_eq!(rotations[1], vec![2, 4, 8, 16, 1]);
+    // Each order is a plan's alternative: the root's payloads in that order, then the rest.
+    let req = Request {
+        collective: Collective::Broadcast,
+        bytes: 1 << 20,
+        root: 0,
+        peer: 1,
+    };
+    let hosts = crate::library::testing::Nodes { per: 1 };
+    let sys = crate::library::testing::cpu_hosts(8);
+    let p = plan(&req, &sys, &LibraryOptions::default(), &hosts).unwrap();
+    assert_eq!(p.alternatives.len(), 5);
+    let root_sends = |s: &Schedule| -> Vec<u32> {
+        s.ops
+            .iter()
+            .filter_map(|op| match op.kind {
+                OpKind::Transfer { pattern, bytes } if bytes == 1 << 20 => {
+                    let (from, to) = s.patterns[pattern.0 as usize].pairs[0];
+                    (from == 0).then_some(to)
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(root_sends(&p.schedule), vec![1, 2, 4]);
+    assert_eq!(root_sends(&p.alternatives[0]), eight[1]);
 }

@@ -158,6 +158,7 @@ pub(super) fn plan(
         placed_endpoints: Vec::new(),
         decision,
         parameters: Vec::new(),
+        alternatives: Vec::new(),
     })
 }
 

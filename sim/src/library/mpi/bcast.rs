@@ -180,6 +180,7 @@ pub(super) fn plan(
         placed_endpoints: Vec::new(),
         decision: format!("OpenMPI 4.1 broadcast {} ({how})", alg.as_str()),
         parameters: Vec::new(),
+        alternatives: Vec::new(),
     })
 }
 

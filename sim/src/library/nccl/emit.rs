@@ -408,6 +408,7 @@ pub(super) fn emit(
         placed_endpoints: placed,
         decision,
         parameters,
+        alternatives: Vec::new(),
     })
 }
 

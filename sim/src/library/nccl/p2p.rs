@@ -100,5 +100,6 @@ pub fn point_to_point(
         placed_endpoints: Vec::new(),
         decision,
         parameters,
+        alternatives: Vec::new(),
     })
 }
