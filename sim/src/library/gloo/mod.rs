@@ -12,7 +12,10 @@
 //! - **broadcast**: binomial tree of the whole message (`broadcast.cc`). A rank forwards only
 //!   after it received everything, and posts the sends to all its children at once, one
 //!   message each (the root of 8 to ranks 1, 2 and 4): on a FIFO egress queue (the profile's
-//!   FIFO head) the first-posted leaves first, without one they share the rank's uplink.
+//!   FIFO head) the first-posted leaves first, without one they share the rank's uplink. The
+//!   root's payloads wait for their children's notifications, which come in the order the
+//!   children enter: the plan carries every order ([`root_orders`]) and a run reports the
+//!   median one.
 //! - **all_gather**: ring to rank + 1 (`allgather.cc`), each rank's block sent as two halves
 //!   with two in flight.
 //! - **reduce** (`reduce.cc`): the all-reduce's ring reduce-scatter with its own segments
