@@ -14,7 +14,7 @@
 //!   message each (the root of 8 to ranks 1, 2 and 4): on a FIFO egress queue (the profile's
 //!   FIFO head) the first-posted leaves first, without one they share the rank's uplink. The
 //!   root's payloads wait for their children's notifications, which come in the order the
-//!   children enter: the plan carries every order ([`root_orders`]) and a run reports the
+//!   children enter: the plan carries every order (`root_orders`) and a run reports the
 //!   median one.
 //! - **all_gather**: ring to rank + 1 (`allgather.cc`), each rank's block sent as two halves
 //!   with two in flight.
@@ -648,7 +648,7 @@ fn root_children(n: u32) -> Vec<u32> {
 }
 
 /// Most orders of the root's children a broadcast is played in ([`root_orders`]).
-pub const ROOT_ORDERS_MAX: usize = 24;
+const ROOT_ORDERS_MAX: usize = 24;
 
 /// The orders in which a broadcast's root may serve its children, posting order first: every
 /// permutation while there are at most [`ROOT_ORDERS_MAX`], else the posting order's rotations.
