@@ -497,14 +497,20 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
     };
     // Where the call runs one of several equally likely ways (the plan's alternatives), every
     // way is played on a network of its own, and the run is the median one's: its time the
-    // median of all (the mean of the middle two for an even count).
+    // median of all (the mean of the middle two for an even count). Each play is held to the
+    // run's limits; an estimate (--dry-run) is the first way's alone.
     let mut schedule = schedule;
     let mut median_of: Option<(usize, SimTime, SimTime, SimTime)> = None;
-    if !alternatives.is_empty() {
+    if !alternatives.is_empty() && !watch.estimate_only {
+        let limits = Watch {
+            max_events: watch.max_events,
+            max_bytes: watch.max_bytes,
+            ..Watch::default()
+        };
         let mut ends: Vec<(SimTime, usize)> = Vec::with_capacity(alternatives.len() + 1);
         for (i, alt) in std::iter::once(&schedule).chain(&alternatives).enumerate() {
             let mut m = network_model(s, &prep)?;
-            let end = play_watched(alt, &endpoints, m.as_mut(), play_options, Watch::default())
+            let end = play_watched(alt, &endpoints, m.as_mut(), play_options, limits)
                 .map_err(play_error)?
                 .end;
             ends.push((end, i));
