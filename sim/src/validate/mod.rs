@@ -128,9 +128,6 @@ pub type Row = BTreeMap<String, String>;
 pub struct Options {
     pub calibrate_on: Option<Filter>,
     pub score_on: Option<Filter>,
-    pub max_median_error_pct: Option<f64>,
-    /// Fail when a group's largest |error| exceeds this (`--max-error`).
-    pub max_error_pct: Option<f64>,
     pub out: Option<PathBuf>,
     /// Also score nccl-tests tables leave-one-system-out (`--leave-one-out system`).
     pub leave_one_out_system: bool,
@@ -567,8 +564,6 @@ pub fn run_cli(
     let opts = Options {
         calibrate_on: parse(calibrate_on, "calibrate-on")?,
         score_on: parse(score_on, "score-on")?,
-        max_median_error_pct: gates.max_median_error_pct,
-        max_error_pct: gates.max_error_pct,
         out: out.map(Path::to_path_buf),
         leave_one_out_system: match leave_one_out {
             None => false,

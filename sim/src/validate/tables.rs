@@ -110,14 +110,6 @@ impl Report {
         (outside, scored.len())
     }
 
-    pub fn worst_median_pct(&self) -> f64 {
-        self.groups
-            .iter()
-            .filter(|g| g.rows > 0)
-            .map(|g| g.median_abs_pct)
-            .fold(0.0, f64::max)
-    }
-
     /// Writes `predictions.csv` and `errors.csv` into `dir`, each atomically.
     pub fn write_dir(&self, dir: &Path) -> std::io::Result<()> {
         use crate::metrics::output::write_atomic;
