@@ -79,7 +79,7 @@ pub(super) fn plan(
             BarrierAlg::DoubleRing => double_ring(&mut s, &mut ranks, n),
             BarrierAlg::RecursiveDoubling => recursive_doubling(&mut s, &mut ranks, n),
             BarrierAlg::Bruck => bruck(&mut s, &mut ranks, n),
-            BarrierAlg::TwoProc => ranks.sendrecv(&mut s, 0, 1, 0),
+            BarrierAlg::TwoProc => ranks.round(&mut s, &[(0, 1), (1, 0)], 0),
             BarrierAlg::Tree => tree(&mut s, &mut ranks, n),
         }
     }
@@ -116,6 +116,19 @@ impl Ranks {
         self.ready[to as usize].push(arrival);
     }
 
+    /// One round of empty messages, (from, to) each: every sender writes once it is ready, then
+    /// every receiver waits for its message. Partners naming each other both ways are
+    /// `ompi_coll_base_sendrecv_zero` (each posts a receive, sends, and waits for the receive).
+    fn round(&mut self, s: &mut Schedule, pairs: &[(Endpoint, Endpoint)], step: u32) {
+        let arrivals: Vec<OpId> = pairs
+            .iter()
+            .map(|&(from, to)| self.send(s, from, to, step))
+            .collect();
+        for (&(_, to), arrival) in pairs.iter().zip(arrivals) {
+            self.recv(to, arrival);
+        }
+    }
+
     /// A synchronous send from `from` to `to`: complete once `to`, ready to receive, has sent
     /// back its acknowledgement of the match.
     fn ssend(&mut self, s: &mut Schedule, from: Endpoint, to: Endpoint, step: u32) {
@@ -136,28 +149,15 @@ impl Ranks {
         self.ready[from as usize] = vec![ack];
         self.recv(to, arrival);
     }
-
-    /// `ompi_coll_base_sendrecv_zero` by partners `a` and `b` with each other: each posts a
-    /// receive, sends, and waits for the receive.
-    fn sendrecv(&mut self, s: &mut Schedule, a: Endpoint, b: Endpoint, step: u32) {
-        let to_b = self.send(s, a, b, step);
-        let to_a = self.send(s, b, a, step);
-        self.recv(a, to_a);
-        self.recv(b, to_b);
-    }
 }
 
 /// Linear: every rank sends to rank 0 and waits for its answer; rank 0 answers in rank order
 /// once all have arrived.
 fn linear(s: &mut Schedule, ranks: &mut Ranks, n: u32) {
-    let arrivals: Vec<OpId> = (1..n).map(|r| ranks.send(s, r, 0, 0)).collect();
-    for a in arrivals {
-        ranks.recv(0, a);
-    }
-    for r in 1..n {
-        let answer = ranks.send(s, 0, r, 1);
-        ranks.recv(r, answer);
-    }
+    let to_root: Vec<(Endpoint, Endpoint)> = (1..n).map(|r| (r, 0)).collect();
+    ranks.round(s, &to_root, 0);
+    let answers: Vec<(Endpoint, Endpoint)> = (1..n).map(|r| (0, r)).collect();
+    ranks.round(s, &answers, 1);
 }
 
 /// Double ring: rank 0 sends to rank 1, every other rank forwards once it has the message, and
@@ -181,16 +181,16 @@ fn double_ring(s: &mut Schedule, ranks: &mut Ranks, n: u32) {
 fn recursive_doubling(s: &mut Schedule, ranks: &mut Ranks, n: u32) {
     let p = 1u32 << (31 - n.leading_zeros());
     // A folded rank's sendrecv: its send to rank − p now; its receive is the final release.
-    for high in p..n {
-        let arrival = ranks.send(s, high, high - p, 0);
-        ranks.recv(high - p, arrival);
-    }
+    let folds: Vec<(Endpoint, Endpoint)> = (p..n).map(|high| (high, high - p)).collect();
+    ranks.round(s, &folds, 0);
     let mut mask = 1;
     let mut step = 1;
     while mask < p {
-        for r in (0..p).filter(|r| r & mask == 0) {
-            ranks.sendrecv(s, r, r ^ mask, step);
-        }
+        let pairs: Vec<(Endpoint, Endpoint)> = (0..p)
+            .filter(|r| r & mask == 0)
+            .flat_map(|r| [(r, r ^ mask), (r ^ mask, r)])
+            .collect();
+        ranks.round(s, &pairs, step);
         mask <<= 1;
         step += 1;
     }
@@ -204,12 +204,8 @@ fn bruck(s: &mut Schedule, ranks: &mut Ranks, n: u32) {
     let mut d = 1;
     let mut step = 0;
     while d < n {
-        let arrivals: Vec<OpId> = (0..n)
-            .map(|r| ranks.send(s, r, (r + d) % n, step))
-            .collect();
-        for (r, a) in arrivals.into_iter().enumerate() {
-            ranks.recv((r as u32 + d) % n, a);
-        }
+        let pairs: Vec<(Endpoint, Endpoint)> = (0..n).map(|r| (r, (r + d) % n)).collect();
+        ranks.round(s, &pairs, step);
         d <<= 1;
         step += 1;
     }
@@ -229,30 +225,21 @@ fn tree(s: &mut Schedule, ranks: &mut Ranks, n: u32) {
             .map(|r| (r, r ^ jump))
             .collect()
     };
-    let mut step = 0;
-    let mut jump = 1;
-    while jump < depth {
-        let arrivals: Vec<(Endpoint, OpId)> = pairs(jump)
+    // Up at jumps 1, 2, 4 … below the depth, then down in reverse.
+    let jumps: Vec<u32> = (0..32)
+        .map(|j| 1u32 << j)
+        .take_while(|&j| j < depth)
+        .collect();
+    let rounds = jumps
+        .iter()
+        .map(|&j| (j, true))
+        .chain(jumps.iter().rev().map(|&j| (j, false)));
+    for (step, (jump, up)) in (0u32..).zip(rounds) {
+        let messages: Vec<(Endpoint, Endpoint)> = pairs(jump)
             .into_iter()
-            .map(|(child, parent)| (parent, ranks.send(s, child, parent, step)))
+            .map(|(child, parent)| if up { (child, parent) } else { (parent, child) })
             .collect();
-        for (parent, a) in arrivals {
-            ranks.recv(parent, a);
-        }
-        jump <<= 1;
-        step += 1;
-    }
-    jump = depth >> 1;
-    while jump > 0 {
-        let arrivals: Vec<(Endpoint, OpId)> = pairs(jump)
-            .into_iter()
-            .map(|(child, parent)| (child, ranks.send(s, parent, child, step)))
-            .collect();
-        for (child, a) in arrivals {
-            ranks.recv(child, a);
-        }
-        jump >>= 1;
-        step += 1;
+        ranks.round(s, &messages, step);
     }
 }
 
