@@ -54,6 +54,19 @@ if [[ $what == all || $what == link || $what == collectives ]]; then
   $CAL import fanout data/runs/calibration/testbed_star4_300mbit.fanout.json \
     --measured-on "the dtsim testbed ($STAR with 300 Mbit/s links: the three-leaf topology's host link rate and shaper), host 0 sending to hosts 1 and 2 at once" \
     --out data/profiles/testbed_three_leaf_100mbit_uplinks.json
+  # The shapers' token buckets: one send at a time after idle gaps (and after a small message),
+  # host 0 to host 1; its depth replaces the shaper's setting in each topology's profiles.
+  SG="$S shaper_gap --probes 0,48 --bytes 16384 32768 65536 131072 262144 --repeats 40"
+  for t in star4_200mbit two_level_2to1 three_leaf_100mbit_uplinks; do
+    $TB run testbed/topologies/$t.toml -- $PY $SG --out data/runs/calibration/testbed_$t.shaper_gap.json
+  done
+  for p in testbed_star4_200mbit testbed_star4_200mbit_ddp testbed_star4_200mbit_allreduce_after_backward \
+      testbed_star4_200mbit_parameter_server testbed_two_level_2to1 testbed_three_leaf_100mbit_uplinks; do
+    t=${p#testbed_}; t=${t%_ddp}; t=${t%_allreduce_after_backward}; t=${t%_parameter_server}
+    $CAL import shaper data/runs/calibration/testbed_$t.shaper_gap.json \
+      --measured-on "the dtsim testbed (testbed/topologies/$t.toml, shaper htb), host 0 to host 1" \
+      --out data/profiles/$p.json
+  done
   # The host work gloo does around its transfers (staging copies, reductions), one process on
   # this machine's CPU, into every testbed profile.
   $PY testbed/workloads/host_costs.py --repeats 50
@@ -95,6 +108,9 @@ if [[ $what == all || $what == mpi ]]; then
   $TB run --prefix mp $STAR -- $PY $S mpi --op reduce_scatter \
     --out data/runs/testbed_mpi_collectives.csv --profile data/profiles/testbed_star4_200mbit.json \
     --algorithms 0,2,3 --repeats 5 --launches 3 --bytes 65536 262144 1048576 4194304 16777216
+  # When each rank ends one timed call and starts the next (the Barrier between them): how
+  # long the shapers' buckets refill before a timed call.
+  $TB run --prefix mp $STAR -- $PY $S mpi_call_gaps --repeats 30 --bytes 65536 262144 1048576
   for op_algs in "bcast 0,6" "allgather 0,4" "reduce_scatter 0,2"; do
     set -- $op_algs
     $TB run --prefix mp $LEAF3 -- $PY $S mpi --op $1 --out data/runs/testbed_mpi_collectives.csv \
@@ -172,6 +188,10 @@ if [[ $what == all || $what == heldout ]]; then
   $CAL import fanout data/runs/calibration/testbed_two_leaf_150mbit.fanout.json \
     --measured-on "the dtsim testbed ($TWOLEAF, shaper htb), host 0 sending to hosts 1 and 2 at once" \
     --out $PTWO
+  $TB run $TWOLEAF -- $PY $S shaper_gap --probes 0,48 --bytes 16384 32768 65536 131072 262144 \
+    --repeats 40 --out data/runs/calibration/testbed_two_leaf_150mbit.shaper_gap.json
+  $CAL import shaper data/runs/calibration/testbed_two_leaf_150mbit.shaper_gap.json \
+    --measured-on "the dtsim testbed ($TWOLEAF, shaper htb), host 0 to host 1" --out $PTWO
   $CAL import host-costs data/runs/calibration/testbed_host_costs.json \
     --measured-on "the machine that runs the dtsim testbed's hosts ($(nproc) cores), one process, torch on one thread" \
     --out $PTWO

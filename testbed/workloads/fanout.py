@@ -9,9 +9,12 @@ max-min fair link the posted sends finish together; with a FIFO queue in front o
 where each socket keeps a bounded amount queued (TCP small queues), the first-posted send
 finishes first.
 
+With one receiver and `--probe BYTES` (suite.py shaper_gap), a small message is sent and
+answered after each gap, before the timed send: whether it spends the shaper's token bucket.
+
 Modes (run by `fanout.py driver` under `dtsim-testbed run`, one process per namespace):
-  recv --port P --bytes S... --repeats R
-  send --to ADDR,ADDR... --port P --bytes S... --repeats R --gap SECS
+  recv --port P --bytes S... --repeats R [--probe BYTES]
+  send --to ADDR,ADDR... --port P --bytes S... --repeats R --gap SECS [--probe BYTES]
 """
 import argparse
 import json
@@ -46,6 +49,9 @@ def receiver(a):
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     for size in a.bytes:
         for _ in range(a.repeats + 1):
+            if a.probe:
+                recv_exact(conn, a.probe)
+                conn.sendall(b"p")
             recv_exact(conn, size)
             conn.sendall(b"k")
     conn.close()
@@ -71,6 +77,15 @@ def sender(a):
         payload = memoryview(bytes(size))
         for rep in range(a.repeats + 1):
             time.sleep(a.gap)  # queues drain and the shapers' buckets refill
+            if a.probe:
+                # A small message first, answered before the timed send is posted: whether it
+                # spends the shapers' buckets (each connection in turn, blocking).
+                for s in socks:
+                    s.setblocking(True)
+                    s.sendall(bytes(a.probe))
+                    if s.recv(1) != b"p":
+                        raise RuntimeError("bad probe answer")
+                    s.setblocking(False)
             sent = [0] * len(socks)
             done = [None] * len(socks)
             t0 = time.perf_counter()
@@ -112,7 +127,8 @@ def driver(a):
     hs = tb.hosts()
     src = hs[0]
     dsts = hs[1 : 1 + a.k]
-    common = ["--port", str(a.port), "--repeats", str(a.repeats), "--bytes"] + [
+    common = ["--port", str(a.port), "--repeats", str(a.repeats), "--probe", str(a.probe),
+              "--bytes"] + [
         str(b) for b in a.bytes
     ]
     procs = []
@@ -127,6 +143,7 @@ def driver(a):
         p.wait(timeout=60)
     res = json.loads(out.splitlines()[-1])
     res.update({"topology": os.environ.get("DTSIM_TESTBED_TOPOLOGY"), "k": a.k,
+                "gap": a.gap, "probe": a.probe,
                 "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "tcp_congestion": os.environ.get("DTSIM_TESTBED_TCP_CONGESTION", ""),
                 "versions": tb.versions()})
@@ -151,6 +168,8 @@ def main():
     p.add_argument("--gap", type=float, default=0.3)
     p.add_argument("--out")
     p.add_argument("--stagger", type=float, default=0.0)
+    p.add_argument("--probe", type=int, default=0,
+                   help="bytes of a message sent and answered after the gap, before each timed send")
     a = p.parse_args()
     {"driver": driver, "send": sender, "recv": receiver}[a.mode](a)
 

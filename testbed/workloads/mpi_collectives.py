@@ -5,6 +5,7 @@ Reduce_scatter the vector reduced, each rank keeping size / ranks), or Barrier (
 prints per-iteration seconds (max over ranks) as JSON on rank 0."""
 import argparse
 import json
+import time
 
 import numpy as np
 from mpi4py import MPI
@@ -15,6 +16,9 @@ ap.add_argument("--op", choices=["allreduce", "bcast", "allgather", "reduce_scat
 ap.add_argument("--bytes", type=int, nargs="+", required=True)
 ap.add_argument("--repeats", type=int, default=5)
 ap.add_argument("--warmup", type=int, default=1)
+ap.add_argument("--marks", action="store_true",
+                help="also print every rank's (start, end) of each call on CLOCK_MONOTONIC, one "
+                     "clock across the namespaces: the gaps between timed calls")
 a = ap.parse_args()
 comm = MPI.COMM_WORLD
 n = comm.Get_size()
@@ -26,9 +30,12 @@ for nbytes in a.bytes:
     gathered = np.empty(block.size * n, dtype=np.float32)
     whole = np.ones(block.size * n, dtype=np.float32)
     ts = []
+    marks = []
     for i in range(a.warmup + a.repeats):
         comm.Barrier()
         t = MPI.Wtime()
+        if a.marks:
+            m0 = time.clock_gettime(time.CLOCK_MONOTONIC)
         if a.op == "allreduce":
             comm.Allreduce(x, y, op=MPI.SUM)
         elif a.op == "bcast":
@@ -40,11 +47,16 @@ for nbytes in a.bytes:
         else:
             comm.Reduce_scatter(whole, block, recvcounts=[block.size] * n, op=MPI.SUM)
         ts.append(MPI.Wtime() - t)
+        if a.marks:
+            marks.append((m0, time.clock_gettime(time.CLOCK_MONOTONIC)))
     ts = np.array(ts[a.warmup:])
     worst = np.empty_like(ts)
     comm.Allreduce(ts, worst, op=MPI.MAX)
     # What moved: all_gather and reduce_scatter round each rank's share down to whole floats.
     moved = nbytes if a.op in ("allreduce", "bcast", "barrier") else block.size * n * 4
-    results.append({"bytes": moved, "secs": worst.tolist()})
+    row = {"bytes": moved, "secs": worst.tolist()}
+    if a.marks:
+        row["marks"] = comm.gather(marks, root=0)
+    results.append(row)
 if comm.Get_rank() == 0:
     print(json.dumps({"results": results}), flush=True)

@@ -10,6 +10,10 @@
   suite.py capture --methods allreduce --bytes 262144 --name NAME  (every host's egress, per link)
   suite.py capture_mpi --op allgather --algorithms 4 --bytes 1048560 --name NAME  (OpenMPI's
                                        rendezvous messages, each sent and arrived, every host)
+  suite.py shaper_gap --name star  (one send after an idle gap, with or without a small message
+                                       first: the shaper's token bucket, what spends it)
+  suite.py mpi_call_gaps --bytes 65536 262144 1048576  (OpenMPI: when each rank ends one timed
+                                       call and starts the next)
   suite.py cpu_costs --repeats 3 --bytes 16384 65536 262144 1048576  (machine CPU per gloo message)
   suite.py wakeup_load --repeats 3000  (a small gloo exchange's time as other hosts load the cores)
   suite.py training --out data/runs/X.csv --profile data/profiles/testbed_X.json
@@ -308,6 +312,82 @@ def call_gaps(a):
                   f"{c['busy_cores']:.2f} cores, {c['busy_core_secs_per_call'] * 1e3:.1f} "
                   f"core-ms per call", flush=True)
     write_log(a.out or calibration_log(f"testbed_{topo}.call_gaps.json"),
+              {"ranks": n, "results": logs}, load0, " ; ".join(cmds))
+
+
+def shaper_gap(a):
+    """One host sending one message at a time to another (fanout.py with one receiver, which
+    answers once it has all of it), after an idle gap, for every gap of --gaps and, with
+    --probes, after a small message sent and answered first (0: none). Written as one JSON
+    log that `calibrate import shaper` fits: how many bytes a shaper lets through at once
+    after an idle gap (its token bucket's depth, refilled at the link's rate) and whether a
+    small message spends them."""
+    topo = tb.topology_stem()
+    gaps = [float(g) for g in a.gaps.split(",")]
+    probes = [int(p) for p in a.probes.split(",")]
+    load0 = tb.load1()
+    runs, cmds = [], []
+    workdir = tempfile.mkdtemp(prefix="dtsim-shaper-gap-")
+    for probe in probes:
+        for gap in gaps:
+            part = os.path.join(workdir, f"{probe}_{gap}.json")
+            cmd = [tb.PY, os.path.join(tb.HERE, "fanout.py"), "driver", "--k", "1", "--repeats",
+                   str(a.repeats), "--gap", str(gap), "--probe", str(probe), "--out", part,
+                   "--bytes"] + [str(b) for b in a.bytes]
+            subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=900)
+            cmds.append(" ".join(cmd[1:-len(a.bytes) - 1]))
+            with open(part) as f:
+                for r in json.load(f)["runs"]:
+                    runs.append({"gap_secs": gap, "probe_bytes": probe, "bytes": r["bytes"],
+                                 "secs": r["secs"][0]})
+            for b in a.bytes:
+                v = sorted(r["secs"] for r in runs
+                           if r["gap_secs"] == gap and r["probe_bytes"] == probe and r["bytes"] == b)
+                print(f"probe {probe:>6} B  gap {gap * 1e3:6.2f} ms  {b:>8} B  median "
+                      f"{v[len(v) // 2] * 1e3:7.3f} ms", flush=True)
+    shutil.rmtree(workdir)
+    log = a.out or calibration_log(f"testbed_{topo}.shaper_gap_{a.name}.json")
+    write_log(log, {"shaper_burst_setting": os.environ.get("DTSIM_TESTBED_SHAPER_BURST", ""),
+                    "runs": runs}, load0, " ; ".join(cmds))
+    print(f"the fit: calibrate import shaper {log}")
+
+
+def mpi_call_gaps(a):
+    """When each OpenMPI rank ends one timed call and starts the next (mpi_collectives.py
+    --marks: its Barrier and loop between them), per collective algorithm of --op (or every
+    op of --ops as op:algorithm) and size, written as a JSON log with every rank's (start,
+    end) per iteration. A shaper's token bucket refills only while its link idles: this says
+    how long the links idle before a timed call."""
+    n = int(os.environ["DTSIM_TESTBED_RANKS"])
+    hs = tb.hosts()
+    topo = tb.topology_stem()
+    load0 = tb.load1()
+    logs, cmds = [], []
+    for spec in a.ops.split(","):
+        op, alg = spec.split(":")
+        mca = ["--mca", "coll_tuned_use_dynamic_rules", "1",
+               "--mca", f"coll_tuned_{op}_algorithm", alg]
+        cmd, hostfile = mpirun(hs, n, mca, "mpi_collectives.py",
+                               ["--op", op, "--repeats", str(a.repeats), "--marks", "--bytes"] +
+                               [str(b) for b in a.bytes])
+        out = run_json(cmd, "mpirun")
+        os.remove(hostfile)
+        cmds.append(" ".join(cmd))
+        for r in out["results"]:
+            marks = r["marks"]
+            iters = range(1, len(marks[0]))
+            between = sorted(min(m[i][0] for m in marks) - max(m[i - 1][1] for m in marks)
+                             for i in iters)
+            secs = sorted(r["secs"])
+            r.update(op=op, algorithm=int(alg), last_end_to_first_start_secs_quartiles=[
+                between[len(between) // 4], between[len(between) // 2],
+                between[3 * len(between) // 4]])
+            logs.append(r)
+            q = r["last_end_to_first_start_secs_quartiles"]
+            print(f"{op:15} {alg:>2} {r['bytes']:>9} B  call median {secs[len(secs) // 2] * 1e3:8.3f}"
+                  f" ms; last rank's end to first rank's next start: quartiles "
+                  f"{q[0] * 1e3:.3f} {q[1] * 1e3:.3f} {q[2] * 1e3:.3f} ms", flush=True)
+    write_log(a.out or calibration_log(f"testbed_{topo}.mpi_call_gaps.json"),
               {"ranks": n, "results": logs}, load0, " ; ".join(cmds))
 
 
@@ -729,7 +809,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("suite", choices=["collectives", "mpi", "mpi_p2p", "training", "link",
                                       "incast", "pairs", "trace", "gloo_p2p", "call_gaps", "capture",
-                                      "capture_mpi", "cpu_costs", "wakeup_load"])
+                                      "capture_mpi", "cpu_costs", "wakeup_load", "shaper_gap",
+                                      "mpi_call_gaps"])
     ap.add_argument("--ranks", type=int, default=0,
                     help="trace, mpi_p2p: ranks (default: every host)")
     ap.add_argument("--out", default="")
@@ -765,12 +846,18 @@ def main():
                     help="nominal rate of the host0-host1 path's bottleneck link (topology file)")
     ap.add_argument("--nominal-latency", default="50us",
                     help="the topology's one-way latency host0->host1 (sum over the path's links)")
+    ap.add_argument("--gaps", default="0,0.0005,0.001,0.002,0.003,0.005,0.02",
+                    help="shaper_gap: idle seconds before each timed send")
+    ap.add_argument("--probes", default="0",
+                    help="shaper_gap: bytes of a small message sent first (0: none)")
+    ap.add_argument("--ops", default="reduce_scatter:2,reduce_scatter:3,allreduce:4,allgather:4",
+                    help="mpi_call_gaps: collective:coll_tuned algorithm id, comma-separated")
     a = ap.parse_args()
     {"collectives": collectives, "mpi": mpi, "mpi_p2p": mpi_p2p, "training": training,
      "link": link, "incast": incast, "pairs": pairs, "trace": trace, "gloo_p2p": gloo_p2p,
      "call_gaps": call_gaps, "capture": capture, "capture_mpi": capture_mpi,
-     "cpu_costs": cpu_costs,
-     "wakeup_load": wakeup_load}[a.suite](a)
+     "cpu_costs": cpu_costs, "wakeup_load": wakeup_load, "shaper_gap": shaper_gap,
+     "mpi_call_gaps": mpi_call_gaps}[a.suite](a)
 
 
 if __name__ == "__main__":
