@@ -57,7 +57,9 @@ if [[ $what == all || $what == link || $what == collectives ]]; then
   # The shapers' token buckets: one send at a time after idle gaps (and after a small message),
   # host 0 to host 1; its depth replaces the shaper's setting in each topology's profiles.
   SG="$S shaper_gap --probes 0,48 --bytes 16384 32768 65536 131072 262144 --repeats 40"
-  for t in star4_200mbit two_level_2to1 three_leaf_100mbit_uplinks; do
+  $TB run $STAR -- $PY $SG --probes 0,48,1024,16384 \
+    --out data/runs/calibration/testbed_star4_200mbit.shaper_gap.json
+  for t in two_level_2to1 three_leaf_100mbit_uplinks; do
     $TB run testbed/topologies/$t.toml -- $PY $SG --out data/runs/calibration/testbed_$t.shaper_gap.json
   done
   for p in testbed_star4_200mbit testbed_star4_200mbit_ddp testbed_star4_200mbit_allreduce_after_backward \

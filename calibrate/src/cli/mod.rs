@@ -23,7 +23,7 @@ use crate::fit::Holdout;
 use crate::gpu;
 use crate::import::{
     cpu_costs, eager, fanout, gpu_measurements, host_costs, iperf3, kineto, layer_times,
-    nccl_tests, p2p, torch_device, validation_csv,
+    nccl_tests, p2p, shaper, torch_device, validation_csv,
 };
 
 /// Exit status: bad input (unreadable log, bad option, invalid profile).
@@ -298,6 +298,20 @@ enum ImportCmd {
         link_class: LinkClass,
         /// Where the runs were measured, kept in the provenance (e.g. "the dtsim testbed
         /// (testbed/topologies/star4_200mbit.toml)").
+        #[arg(long)]
+        measured_on: Option<String>,
+        #[command(flatten)]
+        out: OutArgs,
+    },
+    /// `suite.py shaper_gap` logs (one send at a time after an idle gap): the depth of the
+    /// token bucket of the link class's shaper (network.shaper_burst, as time at the rate the
+    /// log measured), in place of the shaper's setting.
+    Shaper {
+        file: PathBuf,
+        #[arg(long, default_value = "ethernet", value_parser = parse_link_class)]
+        link_class: LinkClass,
+        /// Where it was measured, kept in the provenance (e.g. "the dtsim testbed (topology
+        /// ...)").
         #[arg(long)]
         measured_on: Option<String>,
         #[command(flatten)]

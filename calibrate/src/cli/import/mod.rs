@@ -292,6 +292,72 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
             );
             save(&p, &out.out)
         }
+        ImportCmd::Shaper {
+            file,
+            link_class,
+            measured_on,
+            out,
+        } => {
+            let log = shaper::load(&file)?;
+            let fit = shaper::fit(&log).map_err(|e| Failure(EXIT_INPUT, e))?;
+            let secs = fit.depth_bytes / fit.rate_bytes_per_s;
+            let probes: Vec<String> = fit
+                .probes
+                .iter()
+                .map(|(p, rows)| {
+                    let sizes: Vec<String> = rows
+                        .iter()
+                        .map(|(b, after, without)| {
+                            format!(
+                                "{} {:.2} ms ({:.2} without)",
+                                fmt_bytes(*b as f64),
+                                after * 1e3,
+                                without * 1e3
+                            )
+                        })
+                        .collect();
+                    format!(
+                        "after a {} message: {}",
+                        fmt_bytes(*p as f64),
+                        sizes.join(", ")
+                    )
+                })
+                .collect();
+            let gaps: Vec<String> = fit
+                .full_gaps
+                .iter()
+                .map(|g| format!("{:.1} ms", g * 1e3))
+                .collect();
+            let detail = format!(
+                "token bucket {:.0} B (interquartile {:.0}-{:.0}) = {:.3} ms at {} (the rate back \
+                 to back), S - C x (t - T0) over {} sends of the largest size after idle gaps of {} \
+                 (T0 = {:.3} ms, the answer's round trip){}{}; {}calibrate import shaper {}",
+                fit.depth_bytes,
+                fit.depth_iqr.0,
+                fit.depth_iqr.1,
+                secs * 1e3,
+                fmt_bits_per_s(fit.rate_bytes_per_s * 8.0),
+                fit.used,
+                gaps.join(", "),
+                fit.round_trip_secs * 1e3,
+                if probes.is_empty() { "" } else { "; medians over those gaps " },
+                probes.join("; "),
+                measured_on_phrase(&measured_on),
+                file.display()
+            );
+            println!("{link_class}: {detail}");
+            let source = source_of(&measured_on);
+            let prov = build::provenance(source, detail);
+            let mut p = open_profile(&out, prov.clone())?;
+            p.network.shaper_burst.insert(
+                link_class,
+                sim::profile::MeasuredDuration {
+                    value: sim::units::Duration(sim::engine::SimTime::from_secs_f64(secs)),
+                    provenance: prov,
+                },
+            );
+            save(&p, &out.out)
+        }
         ImportCmd::CpuCosts {
             file,
             shared_cores,
