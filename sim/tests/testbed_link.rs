@@ -185,3 +185,115 @@ fn sends_posted_together_finish_in_the_order_posted_as_measured() {
         assert!(err.abs() < 0.04, "{bytes} B both: {err:+.3}");
     }
 }
+
+/// Median of `v`.
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// How long the shaper held a send of `bytes` from host 0 to host 1 of the testbed topology
+/// `stem` that followed an earlier one after its links had idled `idle_secs` (dtsim with the
+/// topology's profile: the second send's time less its path latency), seconds.
+fn simulated_hold_after_idle(stem: &str, bytes: u64, idle_secs: f64) -> f64 {
+    let mut s = Schedule::new(Collective::SendRecv, "gap", 2, bytes);
+    let pattern = s.push_pattern(vec![(0, 1)]);
+    let first = s.push(
+        OpKind::Transfer { pattern, bytes },
+        vec![],
+        Phase::SendRecv,
+        0,
+        0,
+    );
+    let idle = s.push(
+        OpKind::Compute {
+            endpoints: 1,
+            duration: sim::engine::SimTime::from_secs_f64(idle_secs),
+        },
+        vec![first],
+        Phase::SendRecv,
+        0,
+        0,
+    );
+    let second = s.push(
+        OpKind::Transfer { pattern, bytes },
+        vec![idle],
+        Phase::SendRecv,
+        0,
+        1,
+    );
+    // Then a 1-byte send: it takes the path latency alone.
+    let tiny = s.push(
+        OpKind::Transfer { pattern, bytes: 1 },
+        vec![second],
+        Phase::SendRecv,
+        0,
+        2,
+    );
+    let out = play_on(stem, &s);
+    let latency = out.ops[tiny.0 as usize].end - out.ops[tiny.0 as usize].start;
+    let second = &out.ops[second.0 as usize];
+    (second.end - second.start - latency).as_secs_f64()
+}
+
+/// The recorded shaper gap runs (`data/runs/calibration/testbed_<stem>.shaper_gap.json`,
+/// `suite.py shaper_gap`): one 256 KiB send at a time from host 0 to host 1 after idle gaps
+/// of 0-20 ms, each answered once it has arrived. On every testbed topology, dtsim with the
+/// profile's measured bucket holds each send at the shaper as long as the runs did (their
+/// median less the answer's round trip), within 3%, at every gap: back to back (the link idle
+/// only for the answer's round trip and the sender's loop, about twice the round trip), part
+/// refilled, full.
+#[test]
+fn a_send_after_an_idle_gap_waits_at_the_shaper_as_measured() {
+    let logs = root().join("data/runs/calibration");
+    for stem in MEASURED {
+        let log = logs.join(format!("testbed_{stem}.shaper_gap.json"));
+        let text = std::fs::read_to_string(&log).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let runs: Vec<(f64, u64, u64, f64)> = v["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["gap_secs"].as_f64().unwrap(),
+                    r["probe_bytes"].as_u64().unwrap(),
+                    r["bytes"].as_u64().unwrap(),
+                    r["secs"].as_f64().unwrap(),
+                )
+            })
+            .filter(|r| r.1 == 0)
+            .collect();
+        let times = |gap: f64, bytes: u64| -> Vec<f64> {
+            runs.iter()
+                .filter(|r| r.0 == gap && r.2 == bytes)
+                .map(|r| r.3)
+                .collect()
+        };
+        let mut gaps: Vec<f64> = runs.iter().map(|r| r.0).collect();
+        gaps.sort_by(f64::total_cmp);
+        gaps.dedup();
+        // The answer's round trip: the smallest size after the longest gaps, which goes
+        // through at once.
+        let round_trip = median(
+            gaps.iter()
+                .filter(|&&g| g >= 3e-3)
+                .flat_map(|&g| times(g, 16384))
+                .collect(),
+        );
+        for &gap in &gaps {
+            let measured = median(times(gap, 262144)) - round_trip;
+            let simulated = simulated_hold_after_idle(stem, 262144, gap + 2.0 * round_trip);
+            let e = simulated / measured - 1.0;
+            assert!(
+                e.abs() <= 0.03,
+                "{stem}, 256 KiB after {:.1} ms idle: simulated {:.3} ms, measured {:.3} ms \
+                 ({:+.1}%)",
+                gap * 1e3,
+                simulated * 1e3,
+                measured * 1e3,
+                e * 100.0
+            );
+        }
+    }
+}
