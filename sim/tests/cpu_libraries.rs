@@ -506,3 +506,44 @@ fn a_gloo_broadcast_is_the_median_of_the_orders_its_root_may_serve_its_children_
     let ms = eight.time_ps as f64 * 1e-9;
     assert!(fastest < ms && ms < slowest, "{ms} {}", eight.library);
 }
+
+/// The star's 4 hosts all-gathering 16 MiB with gloo on the star's profile, with `set`.
+fn four_hosts_all_gather_16m(set: &[&str]) -> f64 {
+    let text = format!(
+        "name = \"t\"\nprofile = {:?}\n[topology]\nfile = {:?}\n\
+         [collective]\nop = \"all_gather\"\nbytes = \"16MiB\"\nlibrary = \"gloo\"\n",
+        root()
+            .join("data/profiles/testbed_star4_200mbit.json")
+            .display()
+            .to_string(),
+        root()
+            .join("testbed/topologies/star4_200mbit.toml")
+            .display()
+            .to_string()
+    );
+    let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+    let s = sim::scenario::parse(&text, Path::new("t.toml"), &set).unwrap();
+    sim::scenario::run::run(&s).unwrap().summary.time_ps as f64 * 1e-12
+}
+
+#[test]
+fn gloos_staging_copies_wait_for_the_cores_the_hosts_share() {
+    // ProcessGroupGloo's all_gather copies each rank's block (4 MiB) into a fresh buffer
+    // before the ring and the whole 16 MiB out after it, at the profile's measured copy rate
+    // on one core. All four ranks copy at once: on 2 shared cores each copy takes twice as
+    // long as alone, on 1 core four times.
+    let profile =
+        sim::profile::Profile::load(&root().join("data/profiles/testbed_star4_200mbit.json"))
+            .unwrap();
+    let rate = profile.host_copy_bytes_per_s().unwrap();
+    let copies_secs = (4.0 + 16.0) * 1048576.0 / rate;
+    let own = four_hosts_all_gather_16m(&["network.shared_cores=1000"]);
+    let two = four_hosts_all_gather_16m(&[]);
+    let one = four_hosts_all_gather_16m(&["network.shared_cores=1"]);
+    let more = |t: f64| (t - own) / copies_secs;
+    assert!(
+        (more(two) - 1.0).abs() < 0.1,
+        "2 cores: {two} against {own}"
+    );
+    assert!((more(one) - 3.0).abs() < 0.3, "1 core: {one} against {own}");
+}

@@ -2,7 +2,8 @@
 //!
 //! Where every host of a topology runs on one machine (the testbed's namespaces on a 2-core
 //! machine), the CPU work of their libraries ([`OpKind::HostWork`](super::OpKind::HostWork):
-//! waking a thread for a message, the system calls, the kernel's network stack) shares that
+//! waking a thread for a message, the system calls, the kernel's network stack, gloo's staging
+//! copies) and their reductions ([`OpKind::Reduce`](super::OpKind::Reduce)) share that
 //! machine's cores. While `J` jobs run (an op of `k` endpoints is `k` jobs), each advances at
 //! `min(1, cores / J)` core-seconds per second: a job uses one core at most, and when there
 //! are fewer cores than jobs every job gets an equal share. An op finishes when its jobs have
@@ -268,7 +269,8 @@ mod tests {
 
 #[cfg(test)]
 mod play_tests {
-    //! The play loop runs host work on the shared cores, and as plain delays without them.
+    //! The play loop runs host work and reductions on the shared cores, and as plain delays
+    //! without them.
     use crate::collective::play::{play, PlayOptions};
     use crate::collective::{Collective, OpKind, Phase, Schedule};
     use crate::engine::SimTime;
@@ -324,5 +326,40 @@ mod play_tests {
         // What waits for the work starts after it: the message's 1000 B at 1 Gbit/s.
         let (work_end, end) = four_ranks_of_work(Some(2.0));
         assert!(end > work_end + 7e-6, "{work_end} {end}");
+    }
+
+    /// Four ranks each reduce 1 MB at 1 GB/s: when the reduction ends.
+    fn four_ranks_reduce(shared_cores: Option<f64>) -> f64 {
+        let topo = crate::net::testing::star(4, 1e9, SimTime::ZERO, 1 << 20, LinkClass::Ethernet);
+        let mut s = Schedule::new(Collective::AllReduce, "test", 4, 1_000_000);
+        s.push(
+            OpKind::Reduce {
+                endpoints: 4,
+                bytes: 1_000_000,
+            },
+            vec![],
+            Phase::ReduceScatter,
+            0,
+            0,
+        );
+        let mut m = FlowModel::new(topo.clone(), Default::default(), 0);
+        let out = play(
+            &s,
+            &topo.gpus()[..4],
+            &mut m,
+            PlayOptions {
+                reduce_bytes_per_s: Some(1e9),
+                shared_cores,
+            },
+        )
+        .unwrap();
+        out.ops[0].end.as_secs_f64()
+    }
+
+    #[test]
+    fn reductions_share_the_cores_the_hosts_share() {
+        // 1 ms each at the reduction rate: 2 ms on 2 shared cores, 1 ms with a core each.
+        assert!((four_ranks_reduce(Some(2.0)) - 2e-3).abs() < 1e-9);
+        assert!((four_ranks_reduce(None) - 1e-3).abs() < 1e-9);
     }
 }

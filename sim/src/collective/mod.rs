@@ -70,7 +70,8 @@ pub enum OpKind {
     /// Every pair of `pattern` sends `bytes`; done when all have been delivered.
     Transfer { pattern: PatternId, bytes: u64 },
     /// Each of the `endpoints` reduces `bytes` locally (in parallel); the time comes from the
-    /// profile's reduction bandwidth (zero when the reduction is fused into the copy, as in NCCL).
+    /// profile's reduction bandwidth (zero when the reduction is fused into the copy, as in NCCL),
+    /// on the cores the hosts share where the play says they share some ([`cpu_pool`]).
     Reduce { endpoints: u32, bytes: u64 },
     /// Each of the `endpoints` computes for `duration` (in parallel): one layer's forward or
     /// backward pass on every rank of a group, an optimizer step. Workload DAGs use it;

@@ -3,9 +3,9 @@
 //! Ops start as soon as all their dependencies have finished, in op order among those ready at
 //! the same time; an op marked in order also waits for its connections ([`super::in_order`]).
 //! Transfer ops become batches of the network model (after their transport's setup time, with
-//! its per-flow rate ceiling, when a library set one); reduce ops are delays of
-//! `bytes / reduce rate`; compute ops are delays of their duration; host work shares the
-//! machine's cores where endpoints share some ([`super::cpu_pool`]), else is a delay. The loop
+//! its per-flow rate ceiling, when a library set one); reduce ops take `bytes / reduce rate`;
+//! compute ops are delays of their duration; host work, and reductions, share the machine's
+//! cores where endpoints share some ([`super::cpu_pool`]), else are delays. The loop
 //! owns the event queue; the network model schedules its own events through [`NetContext`]
 //! and never sees the loop's event type. When no event is left at the current time and
 //! nothing more is ready, the loop lets the model settle ([`NetworkModel::settle`]) before
@@ -394,16 +394,24 @@ pub fn play_watched(
                             let _ = queue.schedule_in(core_time, Event::ComputeDone(op));
                         }
                     },
-                    OpKind::Reduce { bytes, .. } => {
+                    OpKind::Reduce { endpoints, bytes } => {
                         let secs = match options.reduce_bytes_per_s {
                             Some(rate) if rate > 0.0 => bytes as f64 / rate,
                             _ => 0.0,
                         };
-                        if secs == 0.0 {
-                            finished.push_back(op);
-                        } else {
-                            let _ = queue
-                                .schedule_in(SimTime::from_secs_f64(secs), Event::ReduceDone(op));
+                        match cpu.as_mut() {
+                            // A reduction on hosts that share cores is their work too.
+                            Some(pool) if secs > 0.0 => {
+                                pool.start(now, op, endpoints, secs);
+                                reschedule_cpu(pool, &mut queue, &mut cpu_due);
+                            }
+                            _ if secs == 0.0 => finished.push_back(op),
+                            _ => {
+                                let _ = queue.schedule_in(
+                                    SimTime::from_secs_f64(secs),
+                                    Event::ReduceDone(op),
+                                );
+                            }
                         }
                     }
                 }

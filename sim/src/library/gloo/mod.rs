@@ -46,7 +46,8 @@
 //! `network.host_copy_bandwidth`; both measured in one process by
 //! `testbed/workloads/host_costs.py` (`calibrate import host-costs`). Where the profile says
 //! the hosts share a machine's cores (`network.host_cpu`), every message's host work is played
-//! on them ([`host_cpu`]); reductions and copies are not (yet) among what shares them.
+//! on them ([`host_cpu`]), and so are the reductions and the copies (each at most one core at
+//! its measured rate, slower when more work runs than there are cores).
 //!
 //! Not modelled, and refused: reduce_scatter (ProcessGroupGloo 1.13 has none). The work
 //! thread's hand-offs are not modelled either.
@@ -756,9 +757,9 @@ fn all_gather(bytes: u64, n: u32, copy_bytes_per_s: Option<f64>) -> Schedule {
         let rate = copy_bytes_per_s.filter(|r| *r > 0.0)?;
         let duration = crate::engine::SimTime::from_secs_f64(copied as f64 / rate);
         Some(s.push(
-            OpKind::Compute {
+            OpKind::HostWork {
                 endpoints: n,
-                duration,
+                core_time: duration,
             },
             deps,
             Phase::AllGather,

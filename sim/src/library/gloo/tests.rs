@@ -204,16 +204,13 @@ fn broadcast_is_binomial_with_concurrent_sends() {
 }
 
 /// The compute ops of `s` that are not the posts' own timing (a late entry, a call's gap).
+/// The staging copies of a plan: host work (on the cores the hosts share), with its core time.
 fn copies(s: &Schedule) -> Vec<(usize, crate::engine::SimTime)> {
     s.ops
         .iter()
         .enumerate()
         .filter_map(|(i, op)| match op.kind {
-            OpKind::Compute { duration, .. }
-                if duration != p2p::ENTRY_LAG && duration.as_ps() % p2p::POST_GAP.as_ps() != 0 =>
-            {
-                Some((i, duration))
-            }
+            OpKind::HostWork { core_time, .. } => Some((i, core_time)),
             _ => None,
         })
         .collect()
