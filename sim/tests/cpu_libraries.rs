@@ -118,9 +118,11 @@ fn hosts_sharing_one_core_wait_for_it_and_two_cores_hold_the_testbeds_gloo_work(
     let two = eight_hosts_256k(&[]).unwrap();
     let one = eight_hosts_256k(&["network.shared_cores=1"]).unwrap();
     let own_cores = eight_hosts_256k(&["network.shared_cores=1000"]).unwrap();
-    // On 2 cores each step's work (8 messages of 16 KiB) fits beside its transfers.
+    // On 2 cores each step's work (8 messages of 16 KiB, and the reductions) fits beside its
+    // transfers: within 1% of a core per host (the reductions sharing the cores shift when
+    // some sends leave, by 0.5% here).
     assert!(
-        (two - own_cores).abs() < 1e-3 * own_cores,
+        (two - own_cores).abs() < 1e-2 * own_cores,
         "{two} against {own_cores}"
     );
     // On 1 core it does not: the pool carries most of the measured slowdown, not more.
