@@ -523,3 +523,46 @@ fn the_testbed_profiles_host_cpu_is_the_fit_of_the_log_their_provenance_names() 
         );
     }
 }
+
+#[test]
+fn the_testbed_profiles_carry_the_shaper_bucket_fitted_from_their_own_logs() {
+    // Each topology's suite.py shaper_gap log, fitted by `calibrate import shaper`, is what its
+    // profiles say, and the fit finds the shaper's setting (2 ms) within 1.1%.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for (topology, profiles) in [
+        (
+            "star4_200mbit",
+            &[
+                "testbed_star4_200mbit",
+                "testbed_star4_200mbit_ddp",
+                "testbed_star4_200mbit_allreduce_after_backward",
+                "testbed_star4_200mbit_parameter_server",
+            ][..],
+        ),
+        ("two_level_2to1", &["testbed_two_level_2to1"][..]),
+        (
+            "three_leaf_100mbit_uplinks",
+            &["testbed_three_leaf_100mbit_uplinks"][..],
+        ),
+        ("two_leaf_150mbit", &["testbed_two_leaf_150mbit"][..]),
+    ] {
+        let log = root.join(format!(
+            "data/runs/calibration/testbed_{topology}.shaper_gap.json"
+        ));
+        let fit = calibrate::import::shaper::fit(&calibrate::import::shaper::load(&log).unwrap())
+            .unwrap();
+        let secs = fit.depth_bytes / fit.rate_bytes_per_s;
+        assert!((secs / 2e-3 - 1.0).abs() < 0.011, "{topology}: {secs}");
+        for name in profiles {
+            let p = sim::profile::Profile::load(&root.join(format!("data/profiles/{name}.json")))
+                .unwrap();
+            let b = &p.network.shaper_burst[&sim::topology::LinkClass::Ethernet];
+            assert_eq!(b.provenance.source, "measured", "{name}");
+            assert!(
+                (b.value.0.as_secs_f64() - secs).abs() < 1e-9,
+                "{name}: {:?} against {secs}",
+                b.value
+            );
+        }
+    }
+}

@@ -151,12 +151,16 @@ pub fn fit(log: &ShaperGapLog) -> Result<BucketFit, String> {
              the same at every gap): the suite's gap 0"
         ));
     }
-    let round_trip = median(
-        full_gaps
-            .iter()
-            .flat_map(|&g| times(0, g, smallest))
-            .collect(),
-    );
+    let smallest_full: Vec<f64> = full_gaps
+        .iter()
+        .flat_map(|&g| times(0, g, smallest))
+        .collect();
+    if smallest_full.is_empty() {
+        return Err(format!(
+            "runs of the smallest size ({smallest} B) at the gaps that fill the bucket: none"
+        ));
+    }
+    let round_trip = median(smallest_full);
     let back_to_back = med(0, gaps[0], largest).ok_or("the largest size at the smallest gap")?;
     let rate = largest as f64 / (back_to_back + round_trip);
     let mut depths: Vec<f64> = plain
@@ -273,6 +277,14 @@ mod tests {
         log.runs.retain(|r| r.gap_secs >= 3e-3);
         let e = fit(&log).unwrap_err();
         assert!(e.contains("gap 0"), "{e}");
+    }
+
+    #[test]
+    fn a_log_without_the_smallest_size_after_full_gaps_is_refused() {
+        let mut log = shaper(48_000.0, 24e6, 60e-6, 0);
+        log.runs.retain(|r| r.bytes != 16384 || r.gap_secs < 3e-3);
+        let e = fit(&log).unwrap_err();
+        assert!(e.contains("smallest size"), "{e}");
     }
 
     #[test]
