@@ -90,11 +90,12 @@ fn a_topology_naming_an_unknown_library_is_an_error_naming_the_file_and_field() 
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The star's 8 hosts, all-reducing 256 KiB with gloo on the star's profile, with `set`.
-fn eight_hosts_256k(set: &[&str]) -> Result<f64, String> {
+/// gloo's `op` of `bytes` on `hosts` hosts of the testbed star with the star's profile and
+/// `set`: its time in seconds.
+fn on_the_star(hosts: u32, op: &str, bytes: &str, set: &[&str]) -> Result<f64, String> {
     let text = format!(
-        "name = \"t\"\nprofile = {:?}\n[topology]\nfile = {:?}\ngenerator.n = 8\n\
-         [collective]\nop = \"all_reduce\"\nbytes = \"256KiB\"\nlibrary = \"gloo\"\n",
+        "name = \"t\"\nprofile = {:?}\n[topology]\nfile = {:?}\ngenerator.n = {hosts}\n\
+         [collective]\nop = \"{op}\"\nbytes = \"{bytes}\"\nlibrary = \"gloo\"\n",
         root()
             .join("data/profiles/testbed_star4_200mbit.json")
             .display()
@@ -109,6 +110,11 @@ fn eight_hosts_256k(set: &[&str]) -> Result<f64, String> {
     sim::scenario::run::run(&s)
         .map(|r| r.summary.time_ps as f64 * 1e-12)
         .map_err(|e| e.to_string())
+}
+
+/// The star's 8 hosts, all-reducing 256 KiB with gloo on the star's profile, with `set`.
+fn eight_hosts_256k(set: &[&str]) -> Result<f64, String> {
+    on_the_star(8, "all_reduce", "256KiB", set)
 }
 
 #[test]
@@ -511,21 +517,7 @@ fn a_gloo_broadcast_is_the_median_of_the_orders_its_root_may_serve_its_children_
 
 /// The star's 4 hosts all-gathering 16 MiB with gloo on the star's profile, with `set`.
 fn four_hosts_all_gather_16m(set: &[&str]) -> f64 {
-    let text = format!(
-        "name = \"t\"\nprofile = {:?}\n[topology]\nfile = {:?}\n\
-         [collective]\nop = \"all_gather\"\nbytes = \"16MiB\"\nlibrary = \"gloo\"\n",
-        root()
-            .join("data/profiles/testbed_star4_200mbit.json")
-            .display()
-            .to_string(),
-        root()
-            .join("testbed/topologies/star4_200mbit.toml")
-            .display()
-            .to_string()
-    );
-    let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
-    let s = sim::scenario::parse(&text, Path::new("t.toml"), &set).unwrap();
-    sim::scenario::run::run(&s).unwrap().summary.time_ps as f64 * 1e-12
+    on_the_star(4, "all_gather", "16MiB", set).unwrap()
 }
 
 #[test]

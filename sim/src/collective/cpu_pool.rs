@@ -280,7 +280,6 @@ mod play_tests {
     /// Four ranks each spend 1 ms of host work, then rank 0 sends rank 1 a message that
     /// waits for all of it; returns when the work ended and when everything did.
     fn four_ranks_of_work(shared_cores: Option<f64>) -> (f64, f64) {
-        let topo = crate::net::testing::star(4, 1e9, SimTime::ZERO, 1 << 20, LinkClass::Ethernet);
         let mut s = Schedule::new(Collective::SendRecv, "test", 4, 1000);
         let work = s.push(
             OpKind::HostWork {
@@ -303,18 +302,23 @@ mod play_tests {
             0,
             1,
         );
-        let mut m = FlowModel::new(topo.clone(), Default::default(), 0);
-        let out = play(
-            &s,
-            &topo.gpus()[..4],
-            &mut m,
-            PlayOptions {
-                reduce_bytes_per_s: None,
-                shared_cores,
-            },
-        )
-        .unwrap();
+        let out = play_on_four(&s, None, shared_cores);
         (out.ops[0].end.as_secs_f64(), out.end.as_secs_f64())
+    }
+
+    /// Plays `s` on a star of 4 ranks at 1 Gbit/s.
+    fn play_on_four(
+        s: &Schedule,
+        reduce_bytes_per_s: Option<f64>,
+        shared_cores: Option<f64>,
+    ) -> crate::collective::play::PlayOutcome {
+        let topo = crate::net::testing::star(4, 1e9, SimTime::ZERO, 1 << 20, LinkClass::Ethernet);
+        let mut m = FlowModel::new(topo.clone(), Default::default(), 0);
+        let options = PlayOptions {
+            reduce_bytes_per_s,
+            shared_cores,
+        };
+        play(s, &topo.gpus()[..4], &mut m, options).unwrap()
     }
 
     #[test]
@@ -330,7 +334,6 @@ mod play_tests {
 
     /// Four ranks each reduce 1 MB at 1 GB/s: when the reduction ends.
     fn four_ranks_reduce(shared_cores: Option<f64>) -> f64 {
-        let topo = crate::net::testing::star(4, 1e9, SimTime::ZERO, 1 << 20, LinkClass::Ethernet);
         let mut s = Schedule::new(Collective::AllReduce, "test", 4, 1_000_000);
         s.push(
             OpKind::Reduce {
@@ -342,18 +345,9 @@ mod play_tests {
             0,
             0,
         );
-        let mut m = FlowModel::new(topo.clone(), Default::default(), 0);
-        let out = play(
-            &s,
-            &topo.gpus()[..4],
-            &mut m,
-            PlayOptions {
-                reduce_bytes_per_s: Some(1e9),
-                shared_cores,
-            },
-        )
-        .unwrap();
-        out.ops[0].end.as_secs_f64()
+        play_on_four(&s, Some(1e9), shared_cores).ops[0]
+            .end
+            .as_secs_f64()
     }
 
     #[test]
