@@ -18,8 +18,11 @@ fn fixture(name: &str) -> String {
         .display()
         .to_string()
 }
+/// A fresh directory for one test: emptied first, since a process id can come back and find
+/// an earlier run's files (a profile that an import would merge into).
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("calibrate-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
 }

@@ -11,8 +11,10 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// A fresh directory for one test (emptied first: a process id can come back).
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("calibrate-rt-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
 }
