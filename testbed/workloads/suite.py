@@ -335,7 +335,7 @@ def shaper_gap(a):
                    str(a.repeats), "--gap", str(gap), "--probe", str(probe), "--out", part,
                    "--bytes"] + [str(b) for b in a.bytes]
             subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=900)
-            cmds.append(" ".join(cmd[1:-len(a.bytes) - 1]))
+            cmds.append(" ".join(cmd[1:]))
             with open(part) as f:
                 for r in json.load(f)["runs"]:
                     runs.append({"gap_secs": gap, "probe_bytes": probe, "bytes": r["bytes"],
