@@ -103,12 +103,16 @@ def mpirun(hs, n, mca, script, args):
     return cmd, hostfile
 
 
+def forced_algorithm(op, alg):
+    """mpirun's options that force coll/tuned's algorithm `alg` (0: the fixed rules) for `op`."""
+    return ["--mca", "coll_tuned_use_dynamic_rules", "1",
+            "--mca", f"coll_tuned_{op}_algorithm", str(alg)]
+
+
 def run_mpi_collective(hs, n, a, alg):
     """One mpirun of mpi_collectives.py: `a.op` forced to algorithm `alg` (0: the fixed
     rules), `a.repeats` timed calls of each of `a.bytes`; returns (command, its JSON result)."""
-    mca = ["--mca", "coll_tuned_use_dynamic_rules", "1",
-           "--mca", f"coll_tuned_{a.op}_algorithm", str(alg)]
-    cmd, hostfile = mpirun(hs, n, mca, "mpi_collectives.py",
+    cmd, hostfile = mpirun(hs, n, forced_algorithm(a.op, alg), "mpi_collectives.py",
                            ["--op", a.op, "--repeats", str(a.repeats), "--bytes"] +
                            [str(b) for b in a.bytes])
     out = run_json(cmd, "mpirun")
@@ -293,10 +297,8 @@ def call_gaps(a):
         for r in out["results"]:
             r["method"] = method
             marks = r["start_end_secs_per_rank"]
-            gaps = sorted(rank[i + 1][0] - rank[i][1] for rank in marks
-                          for i in range(len(rank) - 1))
-            r["gap_secs_quartiles"] = [gaps[len(gaps) // 4], gaps[len(gaps) // 2],
-                                       gaps[3 * len(gaps) // 4]]
+            r["gap_secs_quartiles"] = tb.quartiles(rank[i + 1][0] - rank[i][1] for rank in marks
+                                                   for i in range(len(rank) - 1))
             # The machine's CPU over the timed calls (warmup and first gap left out).
             t0 = min(rank[1][0] for rank in marks)
             t1 = max(rank[-1][1] for rank in marks)
@@ -354,8 +356,8 @@ def shaper_gap(a):
 
 def mpi_call_gaps(a):
     """When each OpenMPI rank ends one timed call and starts the next (mpi_collectives.py
-    --marks: its Barrier and loop between them), per collective algorithm of --op (or every
-    op of --ops as op:algorithm) and size, written as a JSON log with every rank's (start,
+    --marks: its Barrier and loop between them), per collective and algorithm of --ops
+    (op:algorithm, comma-separated) and size, written as a JSON log with every rank's (start,
     end) per iteration. A shaper's token bucket refills only while its link idles: this says
     how long the links idle before a timed call."""
     n = int(os.environ["DTSIM_TESTBED_RANKS"])
@@ -365,9 +367,7 @@ def mpi_call_gaps(a):
     logs, cmds = [], []
     for spec in a.ops.split(","):
         op, alg = spec.split(":")
-        mca = ["--mca", "coll_tuned_use_dynamic_rules", "1",
-               "--mca", f"coll_tuned_{op}_algorithm", alg]
-        cmd, hostfile = mpirun(hs, n, mca, "mpi_collectives.py",
+        cmd, hostfile = mpirun(hs, n, forced_algorithm(op, alg), "mpi_collectives.py",
                                ["--op", op, "--repeats", str(a.repeats), "--marks", "--bytes"] +
                                [str(b) for b in a.bytes])
         out = run_json(cmd, "mpirun")
@@ -375,13 +375,11 @@ def mpi_call_gaps(a):
         cmds.append(" ".join(cmd))
         for r in out["results"]:
             marks = r["marks"]
-            iters = range(1, len(marks[0]))
-            between = sorted(min(m[i][0] for m in marks) - max(m[i - 1][1] for m in marks)
-                             for i in iters)
+            between = [min(m[i][0] for m in marks) - max(m[i - 1][1] for m in marks)
+                       for i in range(1, len(marks[0]))]
             secs = sorted(r["secs"])
-            r.update(op=op, algorithm=int(alg), last_end_to_first_start_secs_quartiles=[
-                between[len(between) // 4], between[len(between) // 2],
-                between[3 * len(between) // 4]])
+            r.update(op=op, algorithm=int(alg),
+                     last_end_to_first_start_secs_quartiles=tb.quartiles(between))
             logs.append(r)
             q = r["last_end_to_first_start_secs_quartiles"]
             print(f"{op:15} {alg:>2} {r['bytes']:>9} B  call median {secs[len(secs) // 2] * 1e3:8.3f}"

@@ -224,3 +224,9 @@ def now():
 
 def summary(ts):
     return statistics.median(ts), min(ts), max(ts)
+
+
+def quartiles(xs):
+    """[first quartile, median, third quartile] of xs (elements of the sorted list)."""
+    xs = sorted(xs)
+    return [xs[len(xs) // 4], xs[len(xs) // 2], xs[3 * len(xs) // 4]]

@@ -399,19 +399,15 @@ pub fn play_watched(
                             Some(rate) if rate > 0.0 => bytes as f64 / rate,
                             _ => 0.0,
                         };
-                        match cpu.as_mut() {
+                        if secs == 0.0 {
+                            finished.push_back(op);
+                        } else if let Some(pool) = cpu.as_mut() {
                             // A reduction on hosts that share cores is their work too.
-                            Some(pool) if secs > 0.0 => {
-                                pool.start(now, op, endpoints, secs);
-                                reschedule_cpu(pool, &mut queue, &mut cpu_due);
-                            }
-                            _ if secs == 0.0 => finished.push_back(op),
-                            _ => {
-                                let _ = queue.schedule_in(
-                                    SimTime::from_secs_f64(secs),
-                                    Event::ReduceDone(op),
-                                );
-                            }
+                            pool.start(now, op, endpoints, secs);
+                            reschedule_cpu(pool, &mut queue, &mut cpu_due);
+                        } else {
+                            let _ = queue
+                                .schedule_in(SimTime::from_secs_f64(secs), Event::ReduceDone(op));
                         }
                     }
                 }
