@@ -93,9 +93,10 @@ if [[ $what == all || $what == collectives ]]; then
   $TB run --set generator.n=8 $STAR -- $PY $S collectives \
     --out data/runs/testbed_gloo_collectives.csv --profile data/profiles/testbed_star4_200mbit.json \
     --methods allreduce,broadcast,allgather,reduce --repeats $R --launches 5
+  # The three leaves' rows pool five launches too (re-recorded so on 2026-11-29).
   $TB run $LEAF3 -- $PY $S collectives --out data/runs/testbed_gloo_collectives.csv \
     --profile data/profiles/testbed_three_leaf_100mbit_uplinks.json \
-    --methods allreduce,broadcast,allgather,reduce --repeats $R
+    --methods allreduce,broadcast,allgather,reduce --repeats $R --launches 5
 fi
 if [[ $what == all || $what == mpi ]]; then
   $TB run --prefix mp $STAR -- $PY $S mpi --out data/runs/testbed_mpi_allreduce.csv \
@@ -128,7 +129,7 @@ if [[ $what == all || $what == mpi ]]; then
     $TB run --prefix mp $LEAF3 -- $PY $S mpi --op $1 \
       --out data/runs/testbed_mpi_three_leaf_heldout.csv \
       --profile data/profiles/testbed_three_leaf_100mbit_uplinks.json --algorithms $2 --repeats 5 \
-      --launches 2 --bytes 524280 2097144
+      --launches 5 --bytes 524280 2097144
   done
   # Every host and switch port captured during 1 MiB all_gathers: when each rendezvous
   # request, answer and block left and arrived (testbed_*.capture_mpi_*.json).
@@ -200,14 +201,24 @@ if [[ $what == all || $what == heldout ]]; then
     --measured-on "the machine that runs the dtsim testbed's hosts ($(nproc) cores), one process, torch on one thread" \
     --out $PTWO
   $CAL import cpu-costs data/runs/calibration/testbed_star4_200mbit.cpu_costs.json --out $PTWO
+  # Every row pools five launches (re-recorded so on 2026-11-29; the first recordings were one
+  # launch of gloo and two mpiruns: data/runs/calibration/*.single_launch*.csv and git history).
   $TB run $TWOLEAF -- $PY $S collectives --out data/runs/testbed_gloo_two_leaf_heldout.csv \
-    --profile $PTWO --methods allreduce,broadcast,allgather,reduce --repeats 5
+    --profile $PTWO --methods allreduce,broadcast,allgather,reduce --repeats 5 --launches 5
   for op_algs in "allreduce 0,4" "allgather 0,4" "bcast 0" "reduce_scatter 0"; do
     set -- $op_algs
     $TB run --prefix mp $TWOLEAF -- $PY $S mpi --op $1 \
       --out data/runs/testbed_mpi_two_leaf_heldout.csv --profile $PTWO --algorithms $2 \
-      --repeats 5 --launches 2
+      --repeats 5 --launches 5
   done
+  # A host count none of the other rows has: six hosts of the star (4 and 8 were recorded),
+  # predicted with the star's profile as it is.
+  $TB run --set generator.n=6 $STAR -- $PY $S collectives \
+    --out data/runs/testbed_gloo_star6_heldout.csv --profile data/profiles/testbed_star4_200mbit.json \
+    --methods allreduce,broadcast,allgather,reduce --repeats 5 --launches 5
+  $TB run --prefix mp --set generator.n=6 $STAR -- $PY $S mpi --op allreduce \
+    --out data/runs/testbed_mpi_star6_heldout.csv --profile data/profiles/testbed_star4_200mbit.json \
+    --algorithms 0,4 --repeats 5 --launches 5 --bytes 262144 1048576 4194304
   # Every host's egress captured over gloo all-reduces of 1 and 4 MiB on it.
   $TB run $TWOLEAF -- $PY $S capture --methods allreduce --bytes 1048576 4194304 --repeats 5 \
     --name gloo_allreduce

@@ -821,8 +821,9 @@ def main():
     ap.add_argument("--groups", default="[[0,1],[2,3]]")
     ap.add_argument("--bytes", type=int, nargs="+", default=[MIB // 4, MIB, 4 * MIB, 16 * MIB])
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--launches", type=int, default=1,
-                    help="collectives, mpi: separate launches per method, pooled into one row")
+    ap.add_argument("--launches", type=int, default=5,
+                    help="collectives, mpi: separate launches per method, pooled into one row "
+                         "(default 5: a single launch lands on either side of a launch's modes)")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--model", default="mlp")
     ap.add_argument("--bucket-mib", type=int, default=25)
