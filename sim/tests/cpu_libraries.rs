@@ -273,14 +273,15 @@ fn openmpis_exchange_modes_bound_the_expected_one() {
     // All_gather by recursive doubling on the star, 16 MiB: exchanges of 4 then 8 MiB. Both
     // ways at once they cost their bytes one way (12 MiB at 25 MB/s); one way after the other
     // all but the slow mode's tail twice; the expected mode lies between.
-    let time = |mode: &str| {
+    let in_mode = |mode: &str| {
         let extra = if mode.is_empty() {
             String::new()
         } else {
             format!("exchanges = \"{mode}\"\n")
         };
-        mpi_on_star("all_gather", "16MiB", &extra).unwrap().time_us / 1e3
+        mpi_on_star("all_gather", "16MiB", &extra).unwrap()
     };
+    let time = |mode: &str| in_mode(mode).time_us / 1e3;
     let (both, expected, serial) = (time("both_ways"), time(""), time("one_way_first"));
     let bytes_ms = 12.0 * 1048576.0 / 25e6 * 1e3;
     assert!(
@@ -295,6 +296,26 @@ fn openmpis_exchange_modes_bound_the_expected_one() {
         (serial / (2.0 * bytes_ms) - 1.0).abs() < 0.03,
         "{serial} ms"
     );
+    // A run in the expected mode says both bounds (the same plays as the forced modes'), in
+    // its summary and on its library line; a forced mode and an algorithm without exchanges
+    // (the ring) have none.
+    let expected_run = in_mode("");
+    let [b, s] = expected_run.exchange_modes_ps.expect("bounds");
+    assert_eq!(
+        (b, s),
+        (
+            in_mode("both_ways").time_ps,
+            in_mode("one_way_first").time_ps
+        )
+    );
+    assert!(
+        expected_run.library.contains("every one both ways at once"),
+        "{}",
+        expected_run.library
+    );
+    assert_eq!(in_mode("both_ways").exchange_modes_ps, None);
+    let ring = mpi_on_star("all_gather", "16MiB", "algorithm = \"ring\"\n").unwrap();
+    assert_eq!(ring.exchange_modes_ps, None, "{}", ring.library);
     // OpenMPI's option only: gloo refuses it by field.
     let star = root().join("testbed/topologies/star4_200mbit.toml");
     let e = run(&star, "1MiB", "exchanges = \"both_ways\"\n").unwrap_err();

@@ -310,7 +310,12 @@ fn nccl_tests_rows_of_every_collective_nccl_runs_are_replayed_and_grouped_apart(
         assert!(c.text.contains(&format!("op = \"{name}\"")), "{}", c.text);
         assert_eq!(c.text.contains("root = 0"), expect_root, "{}", c.text);
         // Played by NCCL with the system's bundled profile.
-        let (group, _, measured, simulated) = sim::validate::nccl::replay(&row, &root).unwrap();
+        let sim::validate::Replay {
+            group,
+            measured_secs: measured,
+            simulated_secs: simulated,
+            ..
+        } = sim::validate::nccl::replay(&row, &root).unwrap();
         assert_eq!(group, c.group);
         assert!((measured - 1539.1e-6).abs() < 1e-12);
         assert!(simulated > 0.0 && simulated.is_finite());
@@ -320,7 +325,9 @@ fn nccl_tests_rows_of_every_collective_nccl_runs_are_replayed_and_grouped_apart(
     let c = sim::validate::nccl::case(&row, &root).unwrap();
     assert_eq!(c.op, sim::collective::Collective::AllToAll);
     assert!(c.text.contains("op = \"all_to_all\""), "{}", c.text);
-    let (_, _, _, simulated) = sim::validate::nccl::replay(&row, &root).unwrap();
+    let simulated = sim::validate::nccl::replay(&row, &root)
+        .unwrap()
+        .simulated_secs;
     assert!(simulated > 0.0 && simulated.is_finite());
     // sendrecv_perf's ring shift is not replayed: said, not guessed.
     let e = sim::validate::nccl::case(&nccl_tests_row("sendrecv", 1 << 24, 1060.7), &root)

@@ -76,6 +76,11 @@ pub struct Summary {
     /// `table[key]` (e.g. `"efficiency[ring/nvlink]"`); empty for `ideal`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub library_parameters: Vec<String>,
+    /// OpenMPI (`library = "mpi"`, exchanges in their expected mode) where exchanges between
+    /// partners decide the time: the run's time with every one both ways at once and with
+    /// every one one way after the other, in ps (what one launch or another does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exchange_modes_ps: Option<[u64; 2]>,
     pub ranks: u32,
     pub bytes: u64,
     pub time_ps: u64,
@@ -185,6 +190,7 @@ impl RunReport {
             algorithm: schedule.algorithm.clone(),
             library: "ideal".into(),
             library_parameters: Vec::new(),
+            exchange_modes_ps: None,
             ranks: schedule.ranks,
             bytes: schedule.bytes,
             time_ps: outcome.end.as_ps(),

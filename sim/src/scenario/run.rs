@@ -9,6 +9,7 @@ use super::{NetworkModelName, PlacementStrategy, Scenario, ScenarioError};
 use crate::collective::play::{play_watched, PlayError, PlayOptions, PlayOutcome, Watch};
 use crate::collective::{generate, CollectiveError, Fabric, OpKind, Phase, Schedule};
 use crate::engine::{SimRng, SimTime};
+use crate::library::mpi::Exchanges;
 use crate::library::{self, Library, PathFacts, Request, System};
 use crate::metrics::{RunIdentity, RunReport, TrafficKey};
 use crate::net::flow::FlowModel;
@@ -413,6 +414,10 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
     let mut decision = None;
     let mut parameters = Vec::new();
     let mut alternatives = Vec::new();
+    // OpenMPI in its expected exchange mode: the same call with every exchange between
+    // partners both ways at once, and with every one one way after the other (each with a
+    // network of its own), whose times bound what a launch does (see `library::mpi`).
+    let mut exchange_plans: Vec<(Schedule, Box<dyn NetworkModel>)> = Vec::new();
     let mut placed: Vec<(String, DeviceId)> = Vec::new();
     let schedule: Schedule = if library == Library::Ideal {
         // Extra endpoints (parameter servers) go where the scenario says; generate once to
@@ -436,18 +441,34 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
         let opts = super::library_options_of(c, library)
             .map_err(|(f, e)| ScenarioError::new(&file, f, e))?
             .with_host_rates(&prep.profile);
-        let fabric = NetFabric::new(model.as_mut(), &prep);
-        let members: Vec<u32> = (0..n).collect();
-        let system = System::of(&fabric, &members);
-        let plan = library::plan(
-            library,
-            &Request::of(&spec),
-            &system,
-            &opts,
-            prep.profile.network.nccl.as_ref(),
-            &fabric,
-        )
-        .map_err(|e| ScenarioError::new(&file, e.field, e.expected))?;
+        let plan_with = |model: &mut dyn NetworkModel, opts: &library::LibraryOptions| {
+            let fabric = NetFabric::new(model, &prep);
+            let members: Vec<u32> = (0..n).collect();
+            let system = System::of(&fabric, &members);
+            library::plan(
+                library,
+                &Request::of(&spec),
+                &system,
+                opts,
+                prep.profile.network.nccl.as_ref(),
+                &fabric,
+            )
+            .map_err(|e| ScenarioError::new(&file, e.field, e.expected))
+        };
+        let plan = plan_with(model.as_mut(), &opts)?;
+        if library == Library::Mpi && opts.mpi_exchanges == Exchanges::Expected {
+            exchange_plans = [Exchanges::BothWays, Exchanges::OneWayFirst]
+                .into_iter()
+                .map(|x| {
+                    let mut m = network_model(s, &prep)?;
+                    let opts = library::LibraryOptions {
+                        mpi_exchanges: x,
+                        ..opts.clone()
+                    };
+                    Ok((plan_with(m.as_mut(), &opts)?.schedule, m))
+                })
+                .collect::<Result<Vec<_>, RunError>>()?;
+        }
         decision = Some(plan.decision);
         parameters = plan.parameters;
         placed = plan.placed_endpoints;
@@ -527,6 +548,23 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
     let outcome: PlayOutcome =
         play_watched(&schedule, &endpoints, model.as_mut(), play_options, watch)
             .map_err(play_error)?;
+    let mut exchange_modes: Option<[SimTime; 2]> = None;
+    if exchange_plans.len() == 2 && !watch.estimate_only {
+        let limits = Watch {
+            max_events: watch.max_events,
+            max_bytes: watch.max_bytes,
+            ..Watch::default()
+        };
+        let mut ends = [SimTime::ZERO; 2];
+        for (end, (plan, m)) in ends.iter_mut().zip(&mut exchange_plans) {
+            *end = play_watched(plan, &endpoints, m.as_mut(), play_options, limits)
+                .map_err(play_error)?
+                .end;
+        }
+        // Equal but for rounding: the algorithm exchanges nothing that the modes change.
+        let (a, b) = (ends[0].as_ps() as f64, ends[1].as_ps() as f64);
+        exchange_modes = ((a - b).abs() > 1e-9 * a.max(b)).then_some(ends);
+    }
     let traffic = model.link_traffic();
     let ports = model.port_stats();
     let series = model.link_series(outcome.end, SeriesOptions::default());
@@ -563,6 +601,15 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
             "; the median of {k} ways the ranks' entry order decides ({:.3}-{:.3} ms)",
             fastest.as_secs_f64() * 1e3,
             slowest.as_secs_f64() * 1e3
+        ));
+    }
+    if let Some([both, serial]) = exchange_modes {
+        report.summary.exchange_modes_ps = Some([both.as_ps(), serial.as_ps()]);
+        report.summary.library.push_str(&format!(
+            "; exchanges between partners at their expected time (every one both ways at once \
+             {:.3} ms, every one one way after the other {:.3} ms: a launch keeps near one)",
+            both.as_secs_f64() * 1e3,
+            serial.as_secs_f64() * 1e3
         ));
     }
     report.summary.library_parameters = parameters;

@@ -5,33 +5,12 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::{num, resolve, simulate, toml_str, Replayed, Row};
+use super::{num, resolve, simulate, simulate_collective, toml_str, Replay, Replayed, Row};
 use crate::workload::catalog::TransformerConfig;
 
+/// A testbed row (a collective or a training step) replayed as the scenario its columns
+/// describe; an OpenMPI collective's run also gives its exchange modes' bounds.
 pub(super) fn testbed_row(row: &Row, root: &Path) -> Replayed {
-    testbed_row_with(row, root, &[])
-}
-
-/// An OpenMPI collective row's prediction with every exchange between partners both ways at
-/// once and with every one one way first (`collective.exchanges`), when they differ from each
-/// other (the algorithm exchanges at all) and `expected_secs` lies between them.
-pub(super) fn exchange_modes(row: &Row, root: &Path, expected_secs: f64) -> Option<(f64, f64)> {
-    let sim_set = row.get("sim_set").map(String::as_str).unwrap_or("");
-    let collective = row.get("kind").map(String::as_str).unwrap_or("collective") == "collective";
-    if !collective || !sim_set.contains("collective.library=mpi") {
-        return None;
-    }
-    let with = |mode: &str| {
-        let set = format!("collective.exchanges=\"{mode}\"");
-        testbed_row_with(row, root, &[set]).ok().map(|r| r.3)
-    };
-    let (both, serial) = (with("both_ways")?, with("one_way_first")?);
-    let differ = (serial - both).abs() > 1e-9 * serial.max(both);
-    (differ && both <= expected_secs && expected_secs <= serial).then_some((both, serial))
-}
-
-/// [`testbed_row`] with `extra` scenario overrides after the row's own.
-fn testbed_row_with(row: &Row, root: &Path, extra: &[String]) -> Replayed {
     let sim_set = row.get("sim_set").map(String::as_str).unwrap_or("");
     let method = row.get("method").cloned().unwrap_or_default();
     if sim_set.trim().is_empty() {
@@ -52,7 +31,6 @@ fn testbed_row_with(row: &Row, root: &Path, extra: &[String]) -> Replayed {
             .filter(|s| !s.trim().is_empty())
             .map(|s| s.trim().to_string()),
     );
-    set.extend(extra.iter().cloned());
     let ranks = num(row, "ranks")? as u32;
     let bytes = num(row, "bytes")? as u64;
     let profile = row.get("profile").filter(|p| !p.is_empty());
@@ -83,7 +61,11 @@ fn testbed_row_with(row: &Row, root: &Path, extra: &[String]) -> Replayed {
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let sim = simulate(&text, &set, workload)?;
+    let (sim, exchange_modes_secs) = if workload {
+        (simulate(&text, &set, true)?, None)
+    } else {
+        simulate_collective(&text, &set)?
+    };
     // Rows on the same topology file with other overrides (8 hosts instead of 4) are another
     // system: their own group.
     let overrides = row
@@ -96,12 +78,15 @@ fn testbed_row_with(row: &Row, root: &Path, extra: &[String]) -> Replayed {
     } else {
         format!("{topo_name} ({overrides})")
     };
-    Ok((
-        format!("{method} @ {topo_name}"),
-        label,
-        num(row, "measured_secs")?,
-        sim,
-    ))
+    Ok(Replay {
+        exchange_modes_secs,
+        ..Replay::new(
+            format!("{method} @ {topo_name}"),
+            label,
+            num(row, "measured_secs")?,
+            sim,
+        )
+    })
 }
 
 /// The system of a DDP row (its columns under the names [`super::system`] reads), what it is
@@ -184,7 +169,7 @@ pub(super) fn ddp_row(row: &Row, root: &Path) -> Replayed {
         "{model} {gpus} GPUs {}",
         row.get("config_label").cloned().unwrap_or_default()
     );
-    Ok((model, label, num(row, "sec_per_iter")?, sim))
+    Ok(Replay::new(model, label, num(row, "sec_per_iter")?, sim))
 }
 
 /// A single-device training row of `calibrate/scripts/torch_bench.py` (`step_times.csv`): one
@@ -262,7 +247,7 @@ pub(super) fn single_device_rows(row: &Row, root: &Path) -> Vec<Replayed> {
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            Ok((
+            Ok(Replay::new(
                 format!(
                     "{machine} {model} {dtype}{how}{} · {stem}",
                     if eager { " eager" } else { "" }
@@ -377,5 +362,10 @@ pub(super) fn tf_cnn_row(row: &Row, root: &Path) -> Replayed {
         if real { " real data" } else { "" }
     );
     let measured = batch as f64 * gpus as f64 / num(row, "throughput")?;
-    Ok((group, format!("{gpus} GPUs batch {batch}"), measured, sim))
+    Ok(Replay::new(
+        group,
+        format!("{gpus} GPUs batch {batch}"),
+        measured,
+        sim,
+    ))
 }

@@ -44,8 +44,33 @@ mod tables;
 
 use datasets::{ddp_row, single_device_rows, testbed_row, tf_cnn_row};
 
-/// (group, label, measured secs, simulated secs) of one row, or why it was skipped.
-type Replayed = Result<(String, String, f64, f64), String>;
+/// One row as replayed, or why it was skipped.
+pub type Replayed = Result<Replay, String>;
+
+/// One replayed row: its group and label, its measured and simulated times, and for an
+/// OpenMPI row whose exchanges between partners decide the time, the simulated time with every
+/// exchange both ways at once and with every one one way after the other (the run's
+/// `exchange_modes_ps`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Replay {
+    pub group: String,
+    pub label: String,
+    pub measured_secs: f64,
+    pub simulated_secs: f64,
+    pub exchange_modes_secs: Option<(f64, f64)>,
+}
+
+impl Replay {
+    fn new(group: String, label: String, measured_secs: f64, simulated_secs: f64) -> Self {
+        Replay {
+            group,
+            label,
+            measured_secs,
+            simulated_secs,
+            exchange_modes_secs: None,
+        }
+    }
+}
 
 /// One condition of a row filter.
 #[derive(Debug, Clone, PartialEq)]
@@ -293,16 +318,24 @@ fn toml_str(p: &Path) -> String {
 
 /// Simulates a scenario given as text (paths absolute) with `set` overrides; seconds.
 fn simulate(text: &str, set: &[String], workload: bool) -> Result<f64, String> {
+    if !workload {
+        return simulate_collective(text, set).map(|(secs, _)| secs);
+    }
     let s =
         scenario::parse(text, Path::new("validate-row.toml"), set).map_err(|e| e.to_string())?;
-    if workload {
-        let r =
-            scenario::workload::run_workload(&s, Default::default()).map_err(|e| e.to_string())?;
-        Ok(r.summary.metrics.step_secs)
-    } else {
-        let r = scenario::run::run(&s).map_err(|e| e.to_string())?;
-        Ok(r.summary.time_ps as f64 * 1e-12)
-    }
+    let r = scenario::workload::run_workload(&s, Default::default()).map_err(|e| e.to_string())?;
+    Ok(r.summary.metrics.step_secs)
+}
+
+/// [`simulate`] of a collective, with the run's OpenMPI exchange modes (seconds with every
+/// exchange both ways at once, and one way after the other) where it gives them.
+fn simulate_collective(text: &str, set: &[String]) -> Result<(f64, Option<(f64, f64)>), String> {
+    let s =
+        scenario::parse(text, Path::new("validate-row.toml"), set).map_err(|e| e.to_string())?;
+    let r = scenario::run::run(&s).map_err(|e| e.to_string())?;
+    let secs = |ps: u64| ps as f64 * 1e-12;
+    let modes = r.summary.exchange_modes_ps.map(|[a, b]| (secs(a), secs(b)));
+    Ok((secs(r.summary.time_ps), modes))
 }
 
 /// Fits `measured = a + b × simulated` minimising squared relative error; `b` alone when the
@@ -412,7 +445,13 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
             }
             for replayed in replay(row, &root) {
                 match replayed {
-                    Ok((group, label, measured, sim)) => {
+                    Ok(Replay {
+                        group,
+                        label,
+                        measured_secs: measured,
+                        simulated_secs: sim,
+                        exchange_modes_secs,
+                    }) => {
                         let calibration = match &opts.calibrate_on {
                             Some(f) => f
                                 .matches(row)
@@ -443,11 +482,9 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
                             calibration,
                             scored,
                             measured_range_secs: measured_range(row, measured),
-                            exchange_modes_secs: if has("sim_set") {
-                                datasets::exchange_modes(row, &root, sim)
-                            } else {
-                                None
-                            },
+                            // The bounds where the prediction lies between them.
+                            exchange_modes_secs: exchange_modes_secs
+                                .filter(|&(both, serial)| both <= sim && sim <= serial),
                         });
                     }
                     Err(why) => report

@@ -209,7 +209,7 @@ pub fn replay(row: &Row, root: &Path) -> super::Replayed {
     let c = case(row, root)?;
     let text = c.scenario_text();
     let sim = super::simulate(&text, &c.set, false)?;
-    Ok((c.group, c.label, c.measured_secs, sim))
+    Ok(super::Replay::new(c.group, c.label, c.measured_secs, sim))
 }
 
 /// Which rows the bundled profiles were fitted on, each profile read once.

@@ -190,7 +190,12 @@ pub(super) fn p2p_row(row: &Row, root: &Path) -> Replayed {
         get(row, "system"),
         if both_ways { "two-way" } else { "one-way" }
     );
-    Ok((group, format!("GPU {src} -> {dst}"), measured, sim))
+    Ok(super::Replay::new(
+        group,
+        format!("GPU {src} -> {dst}"),
+        measured,
+        sim,
+    ))
 }
 
 #[cfg(test)]
