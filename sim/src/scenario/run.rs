@@ -411,13 +411,29 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
         ScenarioError::new(&file, format!("collective ({})", e.field), e.expected)
     };
 
+    // A library's plan of the call, its network model given (the plan asks it for paths).
+    let plan_with = |model: &mut dyn NetworkModel, opts: &library::LibraryOptions| {
+        let fabric = NetFabric::new(model, &prep);
+        let members: Vec<u32> = (0..n).collect();
+        let system = System::of(&fabric, &members);
+        library::plan(
+            library,
+            &Request::of(&spec),
+            &system,
+            opts,
+            prep.profile.network.nccl.as_ref(),
+            &fabric,
+        )
+        .map_err(|e| ScenarioError::new(&file, e.field, e.expected))
+    };
+
     let mut decision = None;
     let mut parameters = Vec::new();
     let mut alternatives = Vec::new();
-    // OpenMPI in its expected exchange mode: the same call with every exchange between
-    // partners both ways at once, and with every one one way after the other (each with a
-    // network of its own), whose times bound what a launch does (see `library::mpi`).
-    let mut exchange_plans: Vec<(Schedule, Box<dyn NetworkModel>)> = Vec::new();
+    // OpenMPI in its expected exchange mode: its options, to play the same call with every
+    // exchange between partners both ways at once and with every one one way after the other,
+    // whose times bound what a launch does (see `library::mpi`).
+    let mut exchange_opts: Option<library::LibraryOptions> = None;
     let mut placed: Vec<(String, DeviceId)> = Vec::new();
     let schedule: Schedule = if library == Library::Ideal {
         // Extra endpoints (parameter servers) go where the scenario says; generate once to
@@ -441,33 +457,9 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
         let opts = super::library_options_of(c, library)
             .map_err(|(f, e)| ScenarioError::new(&file, f, e))?
             .with_host_rates(&prep.profile);
-        let plan_with = |model: &mut dyn NetworkModel, opts: &library::LibraryOptions| {
-            let fabric = NetFabric::new(model, &prep);
-            let members: Vec<u32> = (0..n).collect();
-            let system = System::of(&fabric, &members);
-            library::plan(
-                library,
-                &Request::of(&spec),
-                &system,
-                opts,
-                prep.profile.network.nccl.as_ref(),
-                &fabric,
-            )
-            .map_err(|e| ScenarioError::new(&file, e.field, e.expected))
-        };
         let plan = plan_with(model.as_mut(), &opts)?;
         if library == Library::Mpi && opts.mpi_exchanges == Exchanges::Expected {
-            exchange_plans = [Exchanges::BothWays, Exchanges::OneWayFirst]
-                .into_iter()
-                .map(|x| {
-                    let mut m = network_model(s, &prep)?;
-                    let opts = library::LibraryOptions {
-                        mpi_exchanges: x,
-                        ..opts.clone()
-                    };
-                    Ok((plan_with(m.as_mut(), &opts)?.schedule, m))
-                })
-                .collect::<Result<Vec<_>, RunError>>()?;
+            exchange_opts = Some(opts);
         }
         decision = Some(plan.decision);
         parameters = plan.parameters;
@@ -548,16 +540,26 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
     let outcome: PlayOutcome =
         play_watched(&schedule, &endpoints, model.as_mut(), play_options, watch)
             .map_err(play_error)?;
+    // One mode at a time, each on a network of its own, held to the run's limits.
     let mut exchange_modes: Option<[SimTime; 2]> = None;
-    if exchange_plans.len() == 2 && !watch.estimate_only {
+    if let Some(opts) = exchange_opts.filter(|_| !watch.estimate_only) {
         let limits = Watch {
             max_events: watch.max_events,
             max_bytes: watch.max_bytes,
             ..Watch::default()
         };
         let mut ends = [SimTime::ZERO; 2];
-        for (end, (plan, m)) in ends.iter_mut().zip(&mut exchange_plans) {
-            *end = play_watched(plan, &endpoints, m.as_mut(), play_options, limits)
+        for (end, x) in ends
+            .iter_mut()
+            .zip([Exchanges::BothWays, Exchanges::OneWayFirst])
+        {
+            let mut m = network_model(s, &prep)?;
+            let opts = library::LibraryOptions {
+                mpi_exchanges: x,
+                ..opts.clone()
+            };
+            let plan = plan_with(m.as_mut(), &opts)?;
+            *end = play_watched(&plan.schedule, &endpoints, m.as_mut(), play_options, limits)
                 .map_err(play_error)?
                 .end;
         }
