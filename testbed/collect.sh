@@ -116,11 +116,12 @@ if [[ $what == all || $what == mpi ]]; then
   # When each rank ends one timed call and starts the next (the Barrier between them): how
   # long the shapers' buckets refill before a timed call.
   $TB run --prefix mp $STAR -- $PY $S mpi_call_gaps --repeats 30 --bytes 65536 262144 1048576
+  # The three leaves: five mpiruns pooled per row (since 2026-11-29; two before).
   for op_algs in "bcast 0,6" "allgather 0,4" "reduce_scatter 0,2"; do
     set -- $op_algs
     $TB run --prefix mp $LEAF3 -- $PY $S mpi --op $1 --out data/runs/testbed_mpi_collectives.csv \
       --profile data/profiles/testbed_three_leaf_100mbit_uplinks.json --algorithms $2 --repeats 5 \
-      --launches 2 --bytes 262144 1048576 4194304
+      --launches 5 --bytes 262144 1048576 4194304
   done
   # Sizes the three leaves' rows above were not recorded at (held out from the forwarded
   # queue, which was built on the 1 MiB capture below).
