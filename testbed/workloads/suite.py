@@ -145,13 +145,14 @@ def collectives(a):
     for launch in range(a.launches):
         for method in a.methods.split(","):
             for nbytes, ts, args, sim_set, loads in collectives_once(a, n, method):
-                secs.setdefault((method, nbytes), []).extend(ts)
+                secs.setdefault((method, nbytes), []).append(ts)
                 meta[(method, nbytes)] = (args, sim_set, loads)
                 print(f"launch {launch + 1}/{a.launches} {method:14} {nbytes:>10} B  median "
                       f"{tb.summary(ts)[0]*1e3:9.2f} ms  load {loads[1]:.1f}", flush=True)
-    for (method, nbytes), pooled in secs.items():
+    for (method, nbytes), per_launch in secs.items():
         # The last launch's arguments and load (every launch runs the same arguments).
         args, sim_set, (load0, load1) = meta[(method, nbytes)]
+        pooled = [t for ts in per_launch for t in ts]
         med, lo, hi = tb.summary(pooled)
         launches = f"  (x{a.launches} launches)" if a.launches > 1 else ""
         r = base_row("collective", n, "gloo_collectives.py " + " ".join(args) + launches)
@@ -159,6 +160,7 @@ def collectives(a):
                  op=OPS.get(method.split(":")[0], "all_reduce"),
                  bytes=nbytes, sim_set=sim_set, repeats=len(pooled),
                  measured_secs=med, measured_min_secs=lo, measured_max_secs=hi,
+                 launch_medians_secs=tb.launch_medians(per_launch),
                  load_avg_1m_start=load0, load_avg_1m_end=load1, profile=a.profile)
         rows.append(r)
         print(f"{method:14} {nbytes:>10} B  median {med*1e3:9.2f} ms", flush=True)
@@ -214,8 +216,8 @@ def mpi(a):
         r.update(library="openmpi coll/tuned + mpi4py", method=mpi_method(a.op, alg),
                  op=MPI_OPS[a.op], bytes=nbytes, sim_set=mpi_sim_set(a.op, alg),
                  repeats=len(pooled), measured_secs=med, measured_min_secs=lo,
-                 measured_max_secs=hi, load_avg_1m_start=load0, load_avg_1m_end=load1,
-                 profile=a.profile)
+                 measured_max_secs=hi, launch_medians_secs=tb.launch_medians(per_launch),
+                 load_avg_1m_start=load0, load_avg_1m_end=load1, profile=a.profile)
         rows.append(r)
         launch_medians = ", ".join(f"{tb.summary(ts)[0]*1e3:.1f}" for ts in per_launch)
         print(f"mpi {a.op} {alg} {names[alg]:18} {nbytes:>10} B  median {med*1e3:9.2f} ms "

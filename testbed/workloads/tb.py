@@ -178,7 +178,7 @@ def versions():
 COLUMNS = ["run_id", "date_utc", "kind", "topology", "topology_set", "ranks", "library", "method",
            "op", "bytes", "model", "batch_per_gpu", "bucket_bytes", "sim_set", "profile",
            "repeats", "measured_secs", "measured_min_secs", "measured_max_secs",
-           "compute_secs", "comm_secs", "load_avg_1m_start", "load_avg_1m_end", "cpus",
+           "launch_medians_secs", "compute_secs", "comm_secs", "load_avg_1m_start", "load_avg_1m_end", "cpus",
            "shaper", "tcp_congestion", "versions", "command", "source"]
 
 
@@ -224,6 +224,13 @@ def now():
 
 def summary(ts):
     return statistics.median(ts), min(ts), max(ts)
+
+
+def launch_medians(per_launch):
+    """A row's `launch_medians_secs`: each launch's median, `;`-separated (empty for one)."""
+    if len(per_launch) < 2:
+        return ""
+    return ";".join(f"{statistics.median(ts):.9g}" for ts in per_launch)
 
 
 def quartiles(xs):

@@ -180,6 +180,10 @@ pub struct Prediction {
     /// every exchange both ways at once and with every one one way first
     /// (`collective.exchanges`), the bounds of what a launch can do in the model.
     pub exchange_modes_secs: Option<(f64, f64)>,
+    /// The fastest and slowest launch's median where the row pools several launches
+    /// (`launch_medians_secs`: the testbed's rows since 2026-11-29): how far apart launches
+    /// land, which a row's pooled median hides.
+    pub launch_range_secs: Option<(f64, f64)>,
 }
 
 impl Prediction {
@@ -194,6 +198,20 @@ impl Prediction {
         self.measured_range_secs
             .map(|(lo, hi)| (lo..=hi).contains(&self.predicted_secs))
     }
+}
+
+/// The range of the row's launch medians (`launch_medians_secs`, `;`-separated seconds), when
+/// it pools two or more launches.
+fn launch_range(row: &Row) -> Option<(f64, f64)> {
+    let medians: Vec<f64> = row
+        .get("launch_medians_secs")?
+        .split(';')
+        .filter_map(|v| v.trim().parse::<f64>().ok())
+        .filter(|v| *v > 0.0 && v.is_finite())
+        .collect();
+    let lo = medians.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = medians.iter().copied().fold(0.0, f64::max);
+    (medians.len() >= 2).then_some((lo, hi))
 }
 
 /// The row's range of repetitions, when it gives a consistent one around its `measured`.
@@ -482,6 +500,7 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
                             calibration,
                             scored,
                             measured_range_secs: measured_range(row, measured),
+                            launch_range_secs: launch_range(row),
                             // The bounds where the prediction lies between them.
                             exchange_modes_secs: exchange_modes_secs
                                 .filter(|&(both, serial)| both <= sim && sim <= serial),

@@ -23,6 +23,8 @@ impl Report {
             "within_measured_range",
             "both_ways_secs",
             "one_way_first_secs",
+            "launch_median_min_secs",
+            "launch_median_max_secs",
         ]);
         for p in &self.predictions {
             let (lo, hi) = p
@@ -31,6 +33,10 @@ impl Report {
                 .unwrap_or_default();
             let modes = p
                 .exchange_modes_secs
+                .map(|(lo, hi)| (format!("{lo:.6e}"), format!("{hi:.6e}")))
+                .unwrap_or_default();
+            let launches = p
+                .launch_range_secs
                 .map(|(lo, hi)| (format!("{lo:.6e}"), format!("{hi:.6e}")))
                 .unwrap_or_default();
             t.row([
@@ -51,6 +57,8 @@ impl Report {
                     .unwrap_or_default(),
                 modes.0,
                 modes.1,
+                launches.0,
+                launches.1,
             ]);
         }
         t.finish()
@@ -171,6 +179,19 @@ impl std::fmt::Display for Report {
                     hi * 1e3,
                     if (lo..=hi).contains(&p.measured_secs) {
                         ": measured within"
+                    } else {
+                        ""
+                    }
+                ),
+                None => tag,
+            };
+            let tag = match p.launch_range_secs {
+                Some((lo, hi)) => format!(
+                    "{tag} (launch medians {:.3}-{:.3}ms{})",
+                    lo * 1e3,
+                    hi * 1e3,
+                    if (lo..=hi).contains(&p.predicted_secs) {
+                        ": within"
                     } else {
                         ""
                     }

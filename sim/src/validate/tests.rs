@@ -164,11 +164,11 @@ fn rows_say_whether_the_prediction_lies_within_their_measured_repetitions() {
     let rows = r.predictions_csv();
     assert!(rows.lines().next().unwrap().ends_with(
         "measured_min_secs,measured_max_secs,within_measured_range,both_ways_secs,\
-             one_way_first_secs"
+             one_way_first_secs,launch_median_min_secs,launch_median_max_secs"
     ));
-    // The ideal template exchanges nothing OpenMPI's way: no modes.
-    assert!(rows.lines().nth(1).unwrap().ends_with(",true,,"));
-    assert!(rows.lines().nth(3).unwrap().ends_with(",,,"));
+    // The ideal template exchanges nothing OpenMPI's way: no modes; nor launches given.
+    assert!(rows.lines().nth(1).unwrap().ends_with(",true,,,,"));
+    assert!(rows.lines().nth(3).unwrap().ends_with(",,,,,"));
     assert!(r.errors_csv().lines().nth(1).unwrap().ends_with(",1"));
     assert!(r.to_string().contains("1/2"), "{r}");
     std::fs::remove_dir_all(&dir).unwrap();
@@ -639,6 +639,49 @@ fn gpu_copy_tables_replay_each_pair_at_the_topologys_link_rates() {
     assert!(why.iter().any(|w| w.contains("latency")), "{why:?}");
     assert!(why.iter().any(|w| w.contains("own memory")), "{why:?}");
     assert!(why.iter().any(|w| w.contains("host to device")), "{why:?}");
+}
+
+#[test]
+fn rows_pooling_launches_show_the_range_of_their_launch_medians() {
+    // The same row three ways: launches around the prediction, launches all above it, one
+    // launch only (nothing to show).
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let topo = root.join("topologies/star8_100g.toml");
+    let scen = format!(
+        "name = \"t\"\n[topology]\nfile = {}\n[placement]\nranks = 4\n[collective]\nop = \"all_reduce\"\nbytes = \"4194304B\"\n",
+        toml_str(&topo)
+    );
+    let sim = simulate(&scen, &["collective.algorithm=ring".into()], false).unwrap();
+    let mut text = String::from(
+        "kind,topology,topology_set,ranks,method,op,bytes,sim_set,profile,measured_secs,\
+         launch_medians_secs\n",
+    );
+    for launches in [
+        format!("{};{};{}", 0.8 * sim, 1.2 * sim, 1.3 * sim),
+        format!("{};{}", 1.1 * sim, 1.3 * sim),
+        format!("{}", 1.2 * sim),
+    ] {
+        let _ = writeln!(
+            text,
+            "collective,{},,4,allreduce,all_reduce,4194304,collective.algorithm=ring,,{},{launches}",
+            topo.display(),
+            1.2 * sim
+        );
+    }
+    let r = validate_table("launch-medians", &text);
+    let ranges: Vec<Option<(f64, f64)>> =
+        r.predictions.iter().map(|p| p.launch_range_secs).collect();
+    let close = |a: Option<(f64, f64)>, lo: f64, hi: f64| {
+        a.is_some_and(|(a, b)| {
+            (a / (lo * sim) - 1.0).abs() < 1e-9 && (b / (hi * sim) - 1.0).abs() < 1e-9
+        })
+    };
+    assert!(close(ranges[0], 0.8, 1.3), "{ranges:?}");
+    assert!(close(ranges[1], 1.1, 1.3), "{ranges:?}");
+    assert_eq!(ranges[2], None);
+    let shown = r.to_string();
+    assert_eq!(shown.matches("launch medians").count(), 2, "{shown}");
+    assert_eq!(shown.matches("ms: within)").count(), 1, "{shown}");
 }
 
 #[test]
