@@ -178,8 +178,8 @@ def versions():
 COLUMNS = ["run_id", "date_utc", "kind", "topology", "topology_set", "ranks", "library", "method",
            "op", "bytes", "model", "batch_per_gpu", "bucket_bytes", "sim_set", "profile",
            "repeats", "measured_secs", "measured_min_secs", "measured_max_secs",
-           "launch_medians_secs", "compute_secs", "comm_secs", "load_avg_1m_start", "load_avg_1m_end", "cpus",
-           "shaper", "tcp_congestion", "versions", "command", "source"]
+           "launch_medians_secs", "compute_secs", "comm_secs", "load_avg_1m_start",
+           "load_avg_1m_end", "cpus", "shaper", "tcp_congestion", "versions", "command", "source"]
 
 
 def provenance():

@@ -153,51 +153,33 @@ impl std::fmt::Display for Report {
             "dataset", "row", "measured", "predicted", "error"
         )?;
         for (p, row) in self.predictions.iter().zip(&rows) {
-            let tag = if p.calibration {
+            let mut tag = if p.calibration {
                 "(calibration)".to_string()
             } else if !p.scored {
                 "(not scored)".to_string()
             } else {
-                match p.measured_range_secs {
-                    Some((lo, hi)) => format!(
-                        "(runs {:.3}-{:.3}ms{})",
-                        lo * 1e3,
-                        hi * 1e3,
-                        if p.within_measured_range() == Some(true) {
-                            ": within"
-                        } else {
-                            ""
-                        }
-                    ),
-                    None => String::new(),
-                }
+                p.measured_range_secs
+                    .map(|r| {
+                        span(
+                            "runs",
+                            r,
+                            p.within_measured_range() == Some(true),
+                            ": within",
+                        )
+                    })
+                    .unwrap_or_default()
             };
-            let tag = match p.exchange_modes_secs {
-                Some((lo, hi)) => format!(
-                    "{tag} (exchange modes {:.3}-{:.3}ms{})",
-                    lo * 1e3,
-                    hi * 1e3,
-                    if (lo..=hi).contains(&p.measured_secs) {
-                        ": measured within"
-                    } else {
-                        ""
-                    }
-                ),
-                None => tag,
-            };
-            let tag = match p.launch_range_secs {
-                Some((lo, hi)) => format!(
-                    "{tag} (launch medians {:.3}-{:.3}ms{})",
-                    lo * 1e3,
-                    hi * 1e3,
-                    if (lo..=hi).contains(&p.predicted_secs) {
-                        ": within"
-                    } else {
-                        ""
-                    }
-                ),
-                None => tag,
-            };
+            if let Some(r @ (lo, hi)) = p.exchange_modes_secs {
+                let within = (lo..=hi).contains(&p.measured_secs);
+                tag = format!(
+                    "{tag} {}",
+                    span("exchange modes", r, within, ": measured within")
+                );
+            }
+            if let Some(r @ (lo, hi)) = p.launch_range_secs {
+                let within = (lo..=hi).contains(&p.predicted_secs);
+                tag = format!("{tag} {}", span("launch medians", r, within, ": within"));
+            }
             writeln!(
                 f,
                 "{:<wd$} {:<wr$} {:>10.3}ms {:>10.3}ms {:>+7.1}%  {tag}",
@@ -252,4 +234,14 @@ impl std::fmt::Display for Report {
         }
         Ok(())
     }
+}
+
+/// A row's range tag, `(label A-B ms: said)`, the last part only where `within`.
+fn span(label: &str, (lo_secs, hi_secs): (f64, f64), within: bool, said: &str) -> String {
+    format!(
+        "({label} {:.3}-{:.3}ms{})",
+        lo_secs * 1e3,
+        hi_secs * 1e3,
+        if within { said } else { "" }
+    )
 }

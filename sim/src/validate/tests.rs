@@ -121,10 +121,9 @@ fn calibration_rows_are_never_scored() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-#[test]
-fn rows_say_whether_the_prediction_lies_within_their_measured_repetitions() {
-    let dir = std::env::temp_dir().join(format!("dtsim-validate-range-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+/// The topology and simulated seconds of the rows the range tests build: a ring all-reduce of
+/// 4 MiB on 4 ranks of `topologies/star8_100g.toml`.
+fn ring_all_reduce_on_star8() -> (std::path::PathBuf, f64) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let topo = root.join("topologies/star8_100g.toml");
     let scen = format!(
@@ -132,6 +131,14 @@ fn rows_say_whether_the_prediction_lies_within_their_measured_repetitions() {
         toml_str(&topo)
     );
     let sim = simulate(&scen, &["collective.algorithm=ring".into()], false).unwrap();
+    (topo, sim)
+}
+
+#[test]
+fn rows_say_whether_the_prediction_lies_within_their_measured_repetitions() {
+    let dir = std::env::temp_dir().join(format!("dtsim-validate-range-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (topo, sim) = ring_all_reduce_on_star8();
     let mut text = String::from(
         "kind,topology,topology_set,ranks,method,op,bytes,sim_set,profile,measured_secs,\
          measured_min_secs,measured_max_secs\n",
@@ -645,13 +652,7 @@ fn gpu_copy_tables_replay_each_pair_at_the_topologys_link_rates() {
 fn rows_pooling_launches_show_the_range_of_their_launch_medians() {
     // The same row three ways: launches around the prediction, launches all above it, one
     // launch only (nothing to show).
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let topo = root.join("topologies/star8_100g.toml");
-    let scen = format!(
-        "name = \"t\"\n[topology]\nfile = {}\n[placement]\nranks = 4\n[collective]\nop = \"all_reduce\"\nbytes = \"4194304B\"\n",
-        toml_str(&topo)
-    );
-    let sim = simulate(&scen, &["collective.algorithm=ring".into()], false).unwrap();
+    let (topo, sim) = ring_all_reduce_on_star8();
     let mut text = String::from(
         "kind,topology,topology_set,ranks,method,op,bytes,sim_set,profile,measured_secs,\
          launch_medians_secs\n",
