@@ -20,6 +20,8 @@
   suite.py link --profile data/profiles/testbed_X.json   (iperf3 + TCP ping-pong -> calibrate)
   suite.py incast --profile data/profiles/testbed_X.json (every host -> host 1 at once, iperf3)
   suite.py pairs --pairs 0:2,1:3 --name NAME --profile ...  (iperf3 between host pairs at once)
+  suite.py two_way --pairs 0:4,1:5,3:1,4:2 --name NAME --gaps 0.3,0.02  (bulk TCP transfers
+                                       between host pairs at once, in rounds an idle gap apart)
   suite.py trace [--ranks 2] [--out data/traces/testbed_ddp_cnn]  (a traced DDP step: ET + Kineto)
 
 Run under `dtsim-testbed run TOPOLOGY [--set ...] -- /usr/bin/python3 testbed/workloads/suite.py ...`.
@@ -789,6 +791,35 @@ def pairs(a):
         srv.wait(timeout=30)
 
 
+def two_way(a):
+    """Bulk TCP transfers between host pairs at once (two_way.py: --pairs, one connection
+    each, kept for the whole launch), in rounds of --bytes each, --repeats rounds per size
+    after each idle gap of --gaps (seconds; Linux restarts a connection's window after an idle
+    retransmission timeout, ~200 ms here), --launches times on fresh connections: one JSON log,
+    data/runs/calibration/testbed_{topology}.two_way_{--name}.json, every round's per-flow times."""
+    gaps = [float(g) for g in a.gaps.split(",")]
+    runs, cmds, res = [], [], {}
+    workdir = tempfile.mkdtemp(prefix="dtsim-two-way-")
+    load0 = tb.load1()
+    for launch in range(a.launches):
+        for gap in gaps:
+            part = os.path.join(workdir, f"{launch}_{gap}.json")
+            cmd = [tb.PY, os.path.join(tb.HERE, "two_way.py"), "driver", "--pairs", a.pairs,
+                   "--repeats", str(a.repeats), "--gap", str(gap), "--out", part,
+                   "--bytes"] + [str(b) for b in a.bytes]
+            p = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=1800)
+            print(f"launch {launch + 1}, gap {gap} s:\n{p.stdout}", end="", flush=True)
+            cmds.append(" ".join(cmd[1:]))
+            with open(part) as f:
+                res = json.load(f)
+            runs += [dict(r, gap_secs=gap, launch=launch) for r in res["runs"]]
+    shutil.rmtree(workdir, ignore_errors=True)
+    out = {"pairs": res["pairs"], "hosts": res["hosts"], "gaps_secs": gaps, "runs": runs}
+    log = a.out or calibration_log(f"testbed_{tb.topology_stem()}.two_way_{a.name}.json")
+    write_log(log, out, load0, " ; ".join(cmds))
+    print(f"wrote {tb.rel(log)}")
+
+
 def trace(a):
     """One DDP step of a small CNN traced on every rank (trace_step.py): PyTorch execution
     traces and Kineto traces into --out, with a README line of what was run."""
@@ -808,7 +839,7 @@ def trace(a):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("suite", choices=["collectives", "mpi", "mpi_p2p", "training", "link",
-                                      "incast", "pairs", "trace", "gloo_p2p", "call_gaps", "capture",
+                                      "incast", "pairs", "two_way", "trace", "gloo_p2p", "call_gaps", "capture",
                                       "capture_mpi", "cpu_costs", "wakeup_load", "shaper_gap",
                                       "mpi_call_gaps"])
     ap.add_argument("--ranks", type=int, default=0,
@@ -855,7 +886,7 @@ def main():
                     help="mpi_call_gaps: collective:coll_tuned algorithm id, comma-separated")
     a = ap.parse_args()
     {"collectives": collectives, "mpi": mpi, "mpi_p2p": mpi_p2p, "training": training,
-     "link": link, "incast": incast, "pairs": pairs, "trace": trace, "gloo_p2p": gloo_p2p,
+     "link": link, "incast": incast, "pairs": pairs, "two_way": two_way, "trace": trace, "gloo_p2p": gloo_p2p,
      "call_gaps": call_gaps, "capture": capture, "capture_mpi": capture_mpi,
      "cpu_costs": cpu_costs, "wakeup_load": wakeup_load, "shaper_gap": shaper_gap,
      "mpi_call_gaps": mpi_call_gaps}[a.suite](a)

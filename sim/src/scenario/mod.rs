@@ -24,7 +24,10 @@
 //! low_water = 0.7                              #   ... and resume at this one
 //! retransmit_timeout = "100us"                 # lossy: drop to retransmission
 //! window = "64KiB"                             # bytes in flight per flow (default: none)
-//! congestion_control = "none"                  # lossy: none | aimd
+//! congestion_control = "none"                  # none | aimd (lossy) | cubic (TCP: windows,
+//!                                              #   acknowledgements back through the queues)
+//! host_queue = "128KiB"                        # cubic: bytes a connection keeps queued at
+//!                                              #   its sender's link (TCP small queues)
 //! ```
 //!
 //! Loading never panics: every problem is a [`ScenarioError`] naming the file, the field and
@@ -130,9 +133,11 @@ pub struct NetworkSpec {
     pub retransmit_timeout: Option<Duration>,
     /// Packet model: bytes a flow may have in flight (sent, not yet delivered).
     pub window: Option<Bytes>,
-    /// Packet model, lossy: sender congestion control.
+    /// Packet model: sender congestion control (none and aimd lossy only; cubic both modes).
     #[serde(default)]
     pub congestion_control: CongestionControl,
+    /// Packet model, cubic: bytes a connection keeps queued at its sender's own link.
+    pub host_queue: Option<Bytes>,
     /// Cores every host shares, in place of the profile's `network.host_cpu.shared_cores`
     /// (what-if: the testbed's hosts on 1 core, or on 8); the profile must carry host_cpu.
     pub shared_cores: Option<f64>,
@@ -191,6 +196,18 @@ impl NetworkSpec {
                 ));
             }
             c.window_bytes = Some(w.0);
+        }
+        if let Some(q) = self.host_queue {
+            if self.congestion_control != CongestionControl::Cubic {
+                return Err((
+                    "network.host_queue".into(),
+                    format!(
+                        "only with congestion_control = \"cubic\" (TCP connections), got \"{}\"",
+                        self.congestion_control.as_str()
+                    ),
+                ));
+            }
+            c.host_queue_bytes = q.0;
         }
         Ok(c)
     }

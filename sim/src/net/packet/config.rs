@@ -36,6 +36,20 @@ pub enum CongestionControl {
     /// Additive increase (one packet per window delivered), multiplicative decrease (halve on
     /// every retransmission timeout), capped by the window.
     Aimd,
+    /// TCP as Linux runs it: CUBIC with HyStart, acknowledgements that travel back through
+    /// the queues, one connection per pair kept across transfers ([`super::tcp`]); in both
+    /// switch modes.
+    Cubic,
+}
+
+impl CongestionControl {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CongestionControl::None => "none",
+            CongestionControl::Aimd => "aimd",
+            CongestionControl::Cubic => "cubic",
+        }
+    }
 }
 
 /// The MTU a link class gets when the scenario names none: 1500 B for Ethernet, 4 KiB for
@@ -62,7 +76,14 @@ pub struct PacketConfig {
     /// Most bytes a flow may have in flight (sent, not yet delivered), in both modes.
     pub window_bytes: Option<u64>,
     pub congestion_control: CongestionControl,
+    /// CUBIC: most bytes a connection keeps queued at its sender's own link (Linux's TCP small
+    /// queues; the testbed's measured FIFO head). One packet may always wait there.
+    pub host_queue_bytes: u64,
 }
+
+/// A connection's queue at its sender's link when the scenario gives none: two 64 KiB
+/// segmentation-offload packets, the floor of Linux's TCP small queues.
+pub const DEFAULT_HOST_QUEUE_BYTES: u64 = 128 << 10;
 
 /// Window AIMD starts from (and is capped by) when the scenario gives none.
 pub const DEFAULT_AIMD_WINDOW_BYTES: u64 = 64 << 10;
@@ -77,6 +98,7 @@ impl Default for PacketConfig {
             retransmit_timeout: SimTime::from_us(100),
             window_bytes: None,
             congestion_control: CongestionControl::None,
+            host_queue_bytes: DEFAULT_HOST_QUEUE_BYTES,
         }
     }
 }

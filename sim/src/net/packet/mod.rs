@@ -26,6 +26,15 @@
 //! In both modes an optional per-flow window limits the bytes a sender has in flight (sent,
 //! not yet delivered; delivery acknowledges at once, the return path is not modelled).
 //!
+//! With `congestion_control = "cubic"` senders are TCP connections instead ([`tcp`]): one
+//! per (source, destination) pair, kept across transfers, carrying its flows one after the
+//! other as one byte stream; each delivered packet turns into a 64-byte acknowledgement that
+//! travels the reverse route through the same FIFO queues (behind the data going that way),
+//! and the sender's CUBIC window grows by what comes back. A connection keeps at most
+//! `host_queue` bytes queued at its own first link (Linux's TCP small queues), so flows from
+//! one host interleave there in bursts, and data a receiver is sending delays the
+//! acknowledgements it sends.
+//!
 //! State lives in flat tables indexed by `u32`: packets in a slab with a free list, port queues
 //! as intrusive linked lists through the packets, flows and batches in slabs; nothing is
 //! allocated per packet. Two events per packet and hop: the end of its serialization at a port
@@ -34,7 +43,7 @@
 //!
 //! Here: the model and its event handling. [`config`]: the scenario's options; `lossless`:
 //! admission, pauses and waiting ports (PFC backpressure and its deadlocks); [`stats`]: what
-//! it reports per port.
+//! it reports per port; [`tcp`]: the CUBIC sender.
 
 use std::sync::Arc;
 
@@ -49,6 +58,7 @@ use crate::topology::{DeviceId, LinkClass, Topology, TopologyError};
 pub mod config;
 mod lossless;
 pub mod stats;
+pub mod tcp;
 
 pub use config::{
     default_mtu_bytes, CongestionControl, PacketConfig, SwitchMode, DEFAULT_AIMD_WINDOW_BYTES,
@@ -59,12 +69,21 @@ const NONE: u32 = u32::MAX;
 
 #[derive(Debug, Clone, Copy)]
 struct Packet {
+    /// The flow it carries data of; for a TCP acknowledgement, its connection.
     flow: u32,
     /// Next packet in the queue it sits in (or in the free list).
     next: u32,
     bytes: u32,
-    /// Index in the flow's path of the link it is at (or travelling over).
+    /// Index in its route's path of the link it is at (or travelling over).
     hop: u16,
+    /// A TCP acknowledgement (travelling the flow's reverse route).
+    ack: bool,
+    /// The route it travels: its flow's, or for an acknowledgement the reverse of it.
+    route: u32,
+    /// TCP: when the data left its sender (an acknowledgement echoes it).
+    stamp_ps: u64,
+    /// TCP acknowledgement: the connection's bytes delivered so far.
+    acked: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -74,6 +93,20 @@ struct Route {
     packet_bytes: u32,
     src: u32,
     dst: u32,
+    /// CUBIC: the route back (dst → src) its acknowledgements take; `NONE` otherwise.
+    rev: u32,
+}
+
+/// CUBIC: one TCP connection (a source → destination pair) and the flows it carries in turn.
+#[derive(Debug, Clone)]
+struct Conn {
+    sender: tcp::Sender,
+    /// Flows with packets left to send, first posted first: one byte stream.
+    sending: std::collections::VecDeque<u32>,
+    /// Bytes queued or being sent at the sender's own link (TCP small queues).
+    host_queued: u64,
+    /// Bytes the receiver has got so far.
+    delivered: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -89,6 +122,8 @@ struct Flow {
     delivered: u64,
     in_flight_bytes: u64,
     window_bytes: f64,
+    /// CUBIC: its connection (`NONE` otherwise).
+    conn: u32,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -141,6 +176,9 @@ pub struct PacketModel {
     free_flows: Vec<u32>,
     batches: Vec<Batch>,
     free_batches: Vec<u32>,
+    /// CUBIC: connections, and which one each (source, destination) pair has.
+    conns: Vec<Conn>,
+    conn_of: std::collections::HashMap<(u32, u32), u32>,
     link_bytes: Vec<u64>,
     /// Bytes sent and occupancy per port over time, in fine bins.
     series: PortBins,
@@ -236,6 +274,8 @@ impl PacketModel {
             free_flows: Vec::new(),
             batches: Vec::new(),
             free_batches: Vec::new(),
+            conns: Vec::new(),
+            conn_of: std::collections::HashMap::new(),
             link_bytes: vec![0; n],
             series: PortBins::new(n),
             now_ps: 0,
@@ -248,6 +288,17 @@ impl PacketModel {
 
     pub fn config(&self) -> &PacketConfig {
         &self.config
+    }
+
+    /// CUBIC: every connection's (source, destination) and sender state now.
+    pub fn tcp_connections(&self) -> Vec<(DeviceId, DeviceId, &tcp::Sender)> {
+        let mut v: Vec<_> = self
+            .conn_of
+            .iter()
+            .map(|(&(s, d), &c)| (DeviceId(s), DeviceId(d), &self.conns[c as usize].sender))
+            .collect();
+        v.sort_by_key(|x| (x.0 .0, x.1 .0));
+        v
     }
 
     /// Packets allocated at the high-water mark of the run (the slab's size).
@@ -272,13 +323,31 @@ impl PacketModel {
         self.free_packet = id;
     }
 
-    fn link_of(&self, flow: u32, hop: u16) -> u32 {
-        let r = &self.routes[self.flows[flow as usize].route as usize];
+    /// The link at `hop` of `route`.
+    fn link_at(&self, route: u32, hop: u16) -> u32 {
+        let r = &self.routes[route as usize];
         self.route_links[(r.off + hop as u32) as usize]
     }
 
-    fn path_len(&self, flow: u32) -> u32 {
-        self.routes[self.flows[flow as usize].route as usize].len
+    fn route_len(&self, route: u32) -> u32 {
+        self.routes[route as usize].len
+    }
+
+    fn link_of(&self, flow: u32, hop: u16) -> u32 {
+        self.link_at(self.flows[flow as usize].route, hop)
+    }
+
+    fn cubic(&self) -> bool {
+        self.config.congestion_control == CongestionControl::Cubic
+    }
+
+    /// The flow a packet's fill events are charged to (`NONE` for an acknowledgement).
+    fn cause_of(pkt: &Packet) -> u32 {
+        if pkt.ack {
+            NONE
+        } else {
+            pkt.flow
+        }
     }
 
     fn set_occupancy(&mut self, port: u32, occupancy: u64) {
@@ -315,8 +384,8 @@ impl PacketModel {
         }
         let pkt_id = p.head;
         let pkt = self.packets[pkt_id as usize];
-        if self.lossless && (pkt.hop as u32 + 1) < self.path_len(pkt.flow) {
-            let next = self.link_of(pkt.flow, pkt.hop + 1);
+        if self.lossless && (pkt.hop as u32 + 1) < self.route_len(pkt.route) {
+            let next = self.link_at(pkt.route, pkt.hop + 1);
             if !self.admits(next, pkt.bytes) {
                 let now = self.now_ps;
                 let p = &mut self.ports[port as usize];
@@ -345,7 +414,7 @@ impl PacketModel {
                     self.remove_waiter(next, port);
                 }
             }
-            self.reserve(next, pkt.bytes, pkt.flow);
+            self.reserve(next, pkt.bytes, Self::cause_of(&pkt));
         }
         let now = self.now_ps;
         let p = &mut self.ports[port as usize];
@@ -372,7 +441,7 @@ impl PacketModel {
                 id: port,
             },
         );
-        if pkt.hop == 0 && self.flows[pkt.flow as usize].queued == pkt_id {
+        if pkt.hop == 0 && !pkt.ack && self.flows[pkt.flow as usize].queued == pkt_id {
             self.flows[pkt.flow as usize].queued = NONE;
             self.inject(ctx, pkt.flow);
         }
@@ -382,6 +451,10 @@ impl PacketModel {
     /// window allows.
     fn inject(&mut self, ctx: &mut dyn NetContext, flow: u32) {
         let f = &self.flows[flow as usize];
+        if f.conn != NONE {
+            self.pump(ctx, f.conn);
+            return;
+        }
         if f.queued != NONE || f.next_seq == f.packets {
             return;
         }
@@ -393,11 +466,16 @@ impl PacketModel {
         if f.in_flight_bytes > 0 && (f.in_flight_bytes + bytes as u64) as f64 > f.window_bytes {
             return;
         }
+        let route = f.route;
         let id = self.alloc_packet(Packet {
             flow,
             next: NONE,
             bytes,
             hop: 0,
+            ack: false,
+            route,
+            stamp_ps: 0,
+            acked: 0,
         });
         let f = &mut self.flows[flow as usize];
         f.next_seq += 1;
@@ -423,11 +501,16 @@ impl PacketModel {
                 self.released(ctx, port);
             }
         }
-        let flow = &mut self.flows[pkt.flow as usize];
-        let last_hop = pkt.hop as u32 + 1 == self.routes[flow.route as usize].len;
-        if last_hop && flow.window_bytes == f64::INFINITY {
+        if pkt.hop == 0 && !pkt.ack && self.cubic() {
+            let c = self.flows[pkt.flow as usize].conn;
+            self.conns[c as usize].host_queued -= pkt.bytes as u64;
+            self.pump(ctx, c);
+        }
+        let last_hop = pkt.hop as u32 + 1 == self.routes[pkt.route as usize].len;
+        if last_hop && !pkt.ack && self.flows[pkt.flow as usize].window_bytes == f64::INFINITY {
             // Nothing waits for this arrival but the flow's end: packets of a flow leave its
             // last link in delivery order, so the flow is done `latency` after its last one.
+            let flow = &mut self.flows[pkt.flow as usize];
             flow.delivered += 1;
             flow.in_flight_bytes -= pkt.bytes as u64;
             if flow.delivered == flow.packets {
@@ -456,14 +539,16 @@ impl PacketModel {
         let pkt = &mut self.packets[pkt_id as usize];
         pkt.hop += 1;
         let pkt = *pkt;
-        if pkt.hop as u32 == self.path_len(pkt.flow) {
+        if pkt.hop as u32 == self.route_len(pkt.route) {
             self.deliver(ctx, pkt_id);
             return;
         }
-        let port = self.link_of(pkt.flow, pkt.hop);
+        let port = self.link_at(pkt.route, pkt.hop);
         if !self.lossless {
             let p = &self.ports[port as usize];
-            if p.occupancy + pkt.bytes as u64 > p.capacity {
+            // Acknowledgements are never dropped (the model has no duplicate ones to recover
+            // from a lost one); they still take room.
+            if !pkt.ack && p.occupancy + pkt.bytes as u64 > p.capacity {
                 let p = &mut self.ports[port as usize];
                 p.stats.drops += 1;
                 p.stats.dropped_bytes += pkt.bytes as u64;
@@ -495,6 +580,13 @@ impl PacketModel {
             let f = &mut self.flows[flow as usize];
             f.window_bytes = (f.window_bytes / 2.0).max(f.packet_bytes as f64);
         }
+        let conn = self.flows[flow as usize].conn;
+        if conn != NONE {
+            let c = &mut self.conns[conn as usize];
+            c.sender.on_loss();
+            c.host_queued += self.packets[pkt_id as usize].bytes as u64;
+            self.packets[pkt_id as usize].stamp_ps = self.now_ps;
+        }
         self.packets_sent += 1;
         let first = self.link_of(flow, 0);
         self.enqueue(first, pkt_id);
@@ -503,7 +595,20 @@ impl PacketModel {
 
     fn deliver(&mut self, ctx: &mut dyn NetContext, pkt_id: u32) {
         let pkt = self.packets[pkt_id as usize];
-        self.free_packet(pkt_id);
+        if pkt.ack {
+            self.free_packet(pkt_id);
+            let now = self.now_ps;
+            let c = &mut self.conns[pkt.flow as usize];
+            c.sender.on_ack(pkt.acked, now - pkt.stamp_ps, now);
+            self.pump(ctx, pkt.flow);
+            return;
+        }
+        let conn = self.flows[pkt.flow as usize].conn;
+        if conn != NONE {
+            self.acknowledge(ctx, pkt_id, conn);
+        } else {
+            self.free_packet(pkt_id);
+        }
         let aimd = self.config.congestion_control == CongestionControl::Aimd;
         let cap = self.window_cap();
         let f = &mut self.flows[pkt.flow as usize];
@@ -518,6 +623,93 @@ impl PacketModel {
             return;
         }
         self.flow_done(ctx, pkt.flow);
+    }
+
+    /// CUBIC: the receiver got data packet `pkt_id` of a flow of `conn`; the packet turns into
+    /// its acknowledgement, sent back at once through the receiver's own link.
+    fn acknowledge(&mut self, ctx: &mut dyn NetContext, pkt_id: u32, conn: u32) {
+        let c = &mut self.conns[conn as usize];
+        let pkt = &mut self.packets[pkt_id as usize];
+        c.delivered += pkt.bytes as u64;
+        let rev = self.routes[pkt.route as usize].rev;
+        *pkt = Packet {
+            flow: conn,
+            next: NONE,
+            bytes: tcp::ACK_BYTES,
+            hop: 0,
+            ack: true,
+            route: rev,
+            stamp_ps: pkt.stamp_ps,
+            acked: c.delivered,
+        };
+        let first = self.link_at(rev, 0);
+        self.enqueue(first, pkt_id);
+        self.try_start(ctx, first);
+    }
+
+    /// CUBIC: sends what `conn`'s window and its host queue allow, its flows in turn.
+    fn pump(&mut self, ctx: &mut dyn NetContext, conn: u32) {
+        let host_queue = self.config.host_queue_bytes;
+        let window = self.config.window_bytes.unwrap_or(u64::MAX);
+        while let Some(&flow) = self.conns[conn as usize].sending.front() {
+            let f = &self.flows[flow as usize];
+            let bytes = if f.next_seq + 1 < f.packets {
+                f.packet_bytes
+            } else {
+                (f.bytes - (f.packets - 1) * f.packet_bytes as u64) as u32
+            } as u64;
+            let route = f.route;
+            let c = &self.conns[conn as usize];
+            let in_flight = c.sender.in_flight();
+            if !c.sender.may_send(bytes)
+                || (in_flight > 0 && in_flight + bytes > window)
+                || (c.host_queued > 0 && c.host_queued + bytes > host_queue)
+            {
+                return;
+            }
+            let now = self.now_ps;
+            let id = self.alloc_packet(Packet {
+                flow,
+                next: NONE,
+                bytes: bytes as u32,
+                hop: 0,
+                ack: false,
+                route,
+                stamp_ps: now,
+                acked: 0,
+            });
+            let f = &mut self.flows[flow as usize];
+            f.next_seq += 1;
+            f.in_flight_bytes += bytes;
+            let last = f.next_seq == f.packets;
+            let c = &mut self.conns[conn as usize];
+            c.sender.on_sent(bytes, now);
+            c.host_queued += bytes;
+            if last {
+                c.sending.pop_front();
+            }
+            self.packets_sent += 1;
+            let first = self.link_at(route, 0);
+            self.enqueue(first, id);
+            self.try_start(ctx, first);
+        }
+    }
+
+    /// CUBIC: the connection from `route`'s source to its destination (new ones start with
+    /// the initial window).
+    fn conn_for(&mut self, route: u32) -> u32 {
+        let r = self.routes[route as usize];
+        let next = self.conns.len() as u32;
+        let id = *self.conn_of.entry((r.src, r.dst)).or_insert(next);
+        if id == next {
+            self.conns.push(Conn {
+                sender: tcp::Sender::new(r.packet_bytes),
+                sending: std::collections::VecDeque::new(),
+                host_queued: 0,
+                delivered: 0,
+            });
+        }
+        id
     }
 
     fn flow_done(&mut self, ctx: &mut dyn NetContext, flow: u32) {
@@ -536,7 +728,7 @@ impl PacketModel {
         match (self.config.congestion_control, self.config.window_bytes) {
             (_, Some(w)) => w as f64,
             (CongestionControl::Aimd, None) => DEFAULT_AIMD_WINDOW_BYTES as f64,
-            (CongestionControl::None, None) => f64::INFINITY,
+            (CongestionControl::None | CongestionControl::Cubic, None) => f64::INFINITY,
         }
     }
 }
@@ -544,7 +736,8 @@ impl PacketModel {
 impl NetworkModel for PacketModel {
     /// About four events per packet lossless (serialization and arrival on each of two hops,
     /// as on a star), eight lossy (drops and retransmissions: the bundled 64-to-1 incast
-    /// measured 4.0 and 9.5), at the smallest MTU of the classes the topology's links use.
+    /// measured 4.0 and 9.5), twice that with CUBIC's acknowledgements, at the smallest MTU
+    /// of the classes the topology's links use.
     fn estimate_state_bytes(&self) -> u64 {
         self.router.estimate_cache_bytes(&self.topo)
     }
@@ -562,10 +755,13 @@ impl NetworkModel for PacketModel {
             .unwrap_or(1500)
             .max(1) as u128;
         let packets = pair_bytes.div_ceil(mtu);
-        let per_packet = match self.config.mode {
+        let mut per_packet = match self.config.mode {
             SwitchMode::Lossless => 4,
             SwitchMode::Lossy => 8,
         };
+        if self.cubic() {
+            per_packet *= 2; // every packet's acknowledgement makes the trip back
+        }
         u64::try_from(packets.saturating_mul(per_packet))
             .unwrap_or(u64::MAX)
             .saturating_add(batches.saturating_mul(2))
@@ -595,7 +791,29 @@ impl NetworkModel for PacketModel {
                 packet_bytes: mtu.max(1),
                 src: src.0,
                 dst: dst.0,
+                rev: NONE,
             });
+        }
+        if self.cubic() {
+            // The acknowledgements' routes, after the pattern's own.
+            for (i, &(src, dst)) in pairs.iter().enumerate() {
+                if src == dst {
+                    continue;
+                }
+                let path = self.router.path(&self.topo, dst, src)?;
+                let off = self.route_links.len() as u32;
+                self.route_links.extend(path.iter().map(|l| l.0));
+                self.routes.push(Route {
+                    off,
+                    len: path.len() as u32,
+                    packet_bytes: tcp::ACK_BYTES,
+                    src: dst.0,
+                    dst: src.0,
+                    rev: NONE,
+                });
+                let rev = self.routes.len() as u32 - 1;
+                self.routes[first as usize + i].rev = rev;
+            }
         }
         self.patterns.push((first, pairs.len() as u32));
         Ok(NetPatternId(self.patterns.len() as u32 - 1))
@@ -639,6 +857,8 @@ impl NetworkModel for PacketModel {
         let window = match self.config.congestion_control {
             CongestionControl::Aimd => self.window_cap(),
             CongestionControl::None => self.config.window_bytes.map_or(f64::INFINITY, |w| w as f64),
+            // The connection's window governs; NaN keeps the flow off the window-free paths.
+            CongestionControl::Cubic => f64::NAN,
         };
         for r in first..first + n {
             let route = self.routes[r as usize];
@@ -657,6 +877,7 @@ impl NetworkModel for PacketModel {
                 delivered: 0,
                 in_flight_bytes: 0,
                 window_bytes: window,
+                conn: NONE,
             };
             let id = match self.free_flows.pop() {
                 Some(id) => {
@@ -668,6 +889,15 @@ impl NetworkModel for PacketModel {
                     self.flows.len() as u32 - 1
                 }
             };
+            if self.cubic() {
+                let c = self.conn_for(r);
+                self.flows[id as usize].conn = c;
+                let conn = &mut self.conns[c as usize];
+                if conn.sending.is_empty() {
+                    conn.sender.restart_if_idle(self.now_ps);
+                }
+                conn.sending.push_back(id);
+            }
             self.inject(ctx, id);
         }
     }

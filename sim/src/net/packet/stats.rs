@@ -65,12 +65,18 @@ pub struct PortReport {
 }
 
 impl PacketModel {
-    /// Records a fill event (pause or drop) at `port` triggered by a packet of `flow`.
+    /// Records a fill event (pause or drop) at `port` triggered by a packet of `flow`
+    /// (`NONE`: a TCP acknowledgement, counted among the other events).
     pub(super) fn record_fill(&mut self, port: u32, flow: u32) {
-        let f = self.flows[flow as usize];
-        let tag = self.batches[f.batch as usize].tag;
-        let route = self.routes[f.route as usize];
-        let (src, dst) = (DeviceId(route.src), DeviceId(route.dst));
+        let cause = (flow != NONE).then(|| {
+            let f = self.flows[flow as usize];
+            let route = self.routes[f.route as usize];
+            (
+                self.batches[f.batch as usize].tag,
+                DeviceId(route.src),
+                DeviceId(route.dst),
+            )
+        });
         let now = SimTime::from_ps(self.now_ps);
         let rec = self.ports[port as usize]
             .stats
@@ -84,6 +90,10 @@ impl PacketModel {
             });
         rec.last = now;
         rec.events += 1;
+        let Some((tag, src, dst)) = cause else {
+            rec.other_events += 1;
+            return;
+        };
         if let Some(c) = rec
             .causes
             .iter_mut()

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::collective::play::{play, PlayOptions, PlayOutcome};
-use crate::collective::Schedule;
+use crate::collective::{OpId, OpKind, Phase, Schedule};
 
 use crate::net::testing::{assert_series_matches_traffic, schedule, star, GBPS};
 
@@ -263,4 +263,158 @@ fn the_series_integrates_to_each_ports_bytes_and_shows_the_incast_queue() {
         "{:?}",
         g7.utilization
     );
+}
+
+fn cubic() -> PacketConfig {
+    PacketConfig {
+        congestion_control: CongestionControl::Cubic,
+        ..Default::default()
+    }
+}
+
+/// g0 → g1 over a star of 1 Gb/s links and 1 ms per hop: a round trip of 4 ms holds 500 KB,
+/// fifty times TCP's initial window.
+fn slow_start_star() -> Arc<Topology> {
+    star(
+        2,
+        GBPS,
+        SimTime::from_us(1000),
+        16 << 20,
+        LinkClass::Ethernet,
+    )
+}
+
+#[test]
+fn cubic_acknowledgements_travel_back_through_the_reverse_ports() {
+    let t = slow_start_star();
+    let (_, ports) = run(
+        &t,
+        &schedule(2, &[(vec![(0, 1)], 1_500_000, vec![])]),
+        cubic(),
+    );
+    // 1000 data packets one way, 1000 acknowledgements of 64 B the other.
+    assert_eq!(ports.ports[port(&t, "g0", "sw")].packets, 1000);
+    assert_eq!(ports.ports[port(&t, "sw", "g1")].packets, 1000);
+    assert_eq!(ports.ports[port(&t, "g1", "sw")].packets, 1000);
+    assert_eq!(ports.ports[port(&t, "sw", "g0")].packets, 1000);
+    // (the report's packet count is what senders sent: data)
+    assert_eq!(ports.packets, 1000);
+}
+
+#[test]
+fn a_new_connection_slow_starts_and_a_warm_one_sends_at_once() {
+    // Two 1.5 MB transfers on the same pair, the second 50 ms after the first (under the
+    // 200 ms idle restart) or 1 s after (past it).
+    let t = slow_start_star();
+    let gap = |ms: u64| {
+        let mut s = schedule(2, &[(vec![(0, 1)], 1_500_000, vec![])]);
+        let wait = s.push(
+            OpKind::Compute {
+                endpoints: 1,
+                duration: SimTime::from_us(ms * 1000),
+            },
+            vec![OpId(0)],
+            Phase::SendRecv,
+            0,
+            0,
+        );
+        let p = s.add_pattern(vec![(0, 1)]);
+        s.push(
+            OpKind::Transfer {
+                pattern: p,
+                bytes: 1_500_000,
+            },
+            vec![wait],
+            Phase::SendRecv,
+            0,
+            0,
+        );
+        let (out, _) = run(&t, &s, cubic());
+        let secs = |i: usize| (out.ops[i].end - out.ops[i].start).as_secs_f64();
+        (secs(0), secs(2))
+    };
+    let wire = 1.5e6 * 8.0 / GBPS + 2e-3;
+    let (cold, warm) = gap(50);
+    // Slow start from 10 packets doubles per 4 ms round trip: the first transfer takes
+    // several round trips more than its bytes; the second finds the window open.
+    assert!(cold > wire + 10e-3, "{cold} vs {wire}");
+    assert!(warm < wire * 1.1, "{warm} vs {wire}");
+    let (cold2, restarted) = gap(1000);
+    assert_eq!(cold, cold2);
+    assert!(restarted > wire + 5e-3, "{restarted}");
+}
+
+#[test]
+fn cubic_senders_into_one_port_share_it_and_lossy_drops_are_recovered() {
+    let t = star(
+        8,
+        100.0 * GBPS,
+        SimTime::from_ns(500),
+        64 << 10,
+        LinkClass::Ethernet,
+    );
+    let pairs: Vec<(u32, u32)> = (0..7).map(|i| (i, 7)).collect();
+    let s = schedule(8, &[(pairs, 1_000_000, vec![])]);
+    let lossy = PacketConfig {
+        mode: SwitchMode::Lossy,
+        retransmit_timeout: SimTime::from_us(200),
+        ..cubic()
+    };
+    let (out, ports) = run(&t, &s, lossy);
+    let into_g7 = &ports.ports[port(&t, "sw", "g7")];
+    // Every byte arrived (drops retransmitted), at no more than the port's rate.
+    assert!(into_g7.packets >= 7 * 1_000_000u64.div_ceil(1500));
+    assert!(out.end.as_secs_f64() > 7e6 * 8.0 / (100.0 * GBPS));
+    let (lossless, _) = run(&t, &s, cubic());
+    assert!(lossless.end.as_secs_f64() > 7e6 * 8.0 / (100.0 * GBPS));
+}
+
+#[test]
+fn a_receiver_sending_delays_the_acknowledgements_it_sends() {
+    // g1 → g2 streams 40 MB from t = 0; g0 → g1 sends 4 MB from t = 50 ms, when g1's window
+    // keeps its host queue (up to 128 KiB, 1.05 ms at 1 Gb/s) full at its link: every
+    // acknowledgement of g0's data waits behind most of it, so g0's connection never sees a
+    // round trip under 0.7 ms, where alone it sees 0.04 ms.
+    let t = star(3, GBPS, SimTime::from_us(10), 16 << 20, LinkClass::Ethernet);
+    let min_rtt_of_g0 = |g1_sends: bool| {
+        let mut s = schedule(3, &[(vec![(1, 2)], 40_000_000, vec![])]);
+        let wait = s.push(
+            OpKind::Compute {
+                endpoints: 1,
+                duration: SimTime::from_us(50_000),
+            },
+            vec![],
+            Phase::SendRecv,
+            0,
+            0,
+        );
+        let p = s.add_pattern(vec![(0, 1)]);
+        s.push(
+            OpKind::Transfer {
+                pattern: p,
+                bytes: 4_000_000,
+            },
+            vec![wait],
+            Phase::SendRecv,
+            0,
+            0,
+        );
+        if !g1_sends {
+            s = schedule(3, &[(vec![(0, 1)], 4_000_000, vec![])]);
+        }
+        let mut m = PacketModel::new(t.clone(), cubic(), 0).unwrap();
+        let eps = t.gpus().to_vec();
+        let opts = PlayOptions {
+            reduce_bytes_per_s: None,
+            shared_cores: None,
+        };
+        play(&s, &eps, &mut m, opts).unwrap();
+        let c = m.tcp_connections();
+        let g0 = c.iter().find(|c| c.0 == eps[0]).unwrap();
+        g0.2.min_rtt_ps() as f64 * 1e-12
+    };
+    let alone = min_rtt_of_g0(false);
+    let behind = min_rtt_of_g0(true);
+    assert!(alone < 0.1e-3, "{alone}");
+    assert!(behind > 0.7e-3, "{behind}");
 }

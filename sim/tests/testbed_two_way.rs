@@ -1,0 +1,241 @@
+//! Bulk TCP transfers between testbed host pairs at once (`suite.py two_way`, logs
+//! `data/runs/calibration/testbed_*.two_way_*.json`: rounds of the same size on every pair at
+//! once, 0.3 s or 20 ms apart, on connections kept for the launch), replayed in the packet
+//! model with CUBIC: the same pairs, sizes and gaps, on the testbed topology with its links
+//! at their measured TCP payload rate and queues that never overflow (the runs retransmitted
+//! nothing).
+//!
+//! Where the testbed ran at its links' rate (one direction through the leaf links; pairs
+//! exchanging on the star), the model must too. Where flows crossed the leaf links both ways
+//! at once the testbed ran 1.0-1.6× slower by launch, which the model does not reproduce:
+//! `cargo test -p sim --release --test testbed_two_way -- --nocapture` prints every log's
+//! rounds beside the model's (the README's table).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sim::collective::play::{play, PlayOptions};
+use sim::collective::{Collective, OpId, OpKind, Phase, Schedule};
+use sim::engine::SimTime;
+use sim::net::packet::{CongestionControl, PacketConfig, PacketModel, SwitchMode};
+use sim::topology::{LinkSpec, Topology};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+struct Log {
+    pairs: Vec<(u32, u32)>,
+    /// (bytes, gap secs) -> every round's slowest flow per launch, secs.
+    rounds: Vec<(u64, f64, Vec<Vec<f64>>)>,
+}
+
+fn read_log(path: &Path) -> Log {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let pairs = v["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p[0].as_u64().unwrap() as u32, p[1].as_u64().unwrap() as u32))
+        .collect();
+    let mut rounds: Vec<(u64, f64, Vec<Vec<f64>>)> = Vec::new();
+    for r in v["runs"].as_array().unwrap() {
+        let bytes = r["bytes"].as_u64().unwrap();
+        let gap = r["gap_secs"].as_f64().unwrap();
+        let launch = r["launch"].as_u64().unwrap_or(0) as usize;
+        let slowest = r["secs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_f64().unwrap())
+            .fold(0.0, f64::max);
+        let i = match rounds.iter().position(|x| x.0 == bytes && x.1 == gap) {
+            Some(i) => i,
+            None => {
+                rounds.push((bytes, gap, Vec::new()));
+                rounds.len() - 1
+            }
+        };
+        let per_launch = &mut rounds[i].2;
+        if per_launch.len() <= launch {
+            per_launch.resize(launch + 1, Vec::new());
+        }
+        per_launch[launch].push(slowest);
+    }
+    Log { pairs, rounds }
+}
+
+fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// The testbed topology `stem` with every link at its measured TCP payload rate (the
+/// profile's efficiency: 1448 of 1514 bytes per frame) and queues that do not overflow (the
+/// runs retransmitted nothing).
+fn topology(stem: &str) -> Arc<Topology> {
+    let r = root();
+    let t = sim::topology::file::load(&r.join(format!("testbed/topologies/{stem}.toml"))).unwrap();
+    let mut b = Topology::builder(t.name.clone());
+    for d in t.devices() {
+        b.add_device(d.name.clone(), d.kind, d.node);
+    }
+    // Links come in (a → b, b → a) pairs.
+    for pair in t.links().chunks(2) {
+        let spec = |l: &sim::topology::Link| LinkSpec {
+            bandwidth_bps: l.bandwidth_bps * 1448.0 / 1514.0,
+            latency: l.latency,
+            buffer_bytes: 64 << 20,
+            class: l.class,
+        };
+        b.add_asymmetric_link(pair[0].from, pair[0].to, spec(&pair[0]), spec(&pair[1]));
+    }
+    Arc::new(b.build().unwrap())
+}
+
+/// Rounds of `bytes` on every pair at once, `gap` apart, one warm-up round first: the
+/// median round's time.
+fn simulate(
+    topo: &Arc<Topology>,
+    pairs: &[(u32, u32)],
+    bytes: u64,
+    gap: f64,
+    rounds: usize,
+) -> f64 {
+    let n = topo.gpus().len() as u32;
+    let mut s = Schedule::new(Collective::SendRecv, "two_way", n, 0);
+    let p = s.add_pattern(pairs.to_vec());
+    let mut prev: Option<OpId> = None;
+    let mut transfers = Vec::new();
+    for _ in 0..=rounds {
+        let wait = s.push(
+            OpKind::Compute {
+                endpoints: 1,
+                duration: SimTime::from_secs_f64(gap),
+            },
+            prev.into_iter().collect(),
+            Phase::SendRecv,
+            0,
+            0,
+        );
+        let t = s.push(
+            OpKind::Transfer { pattern: p, bytes },
+            vec![wait],
+            Phase::SendRecv,
+            0,
+            0,
+        );
+        transfers.push(t);
+        prev = Some(t);
+    }
+    let mut config = PacketConfig {
+        mode: SwitchMode::Lossy,
+        congestion_control: CongestionControl::Cubic,
+        ..PacketConfig::default()
+    };
+    if let Ok(mtu) = std::env::var("TW_MTU") {
+        config.mtu_bytes = [mtu.parse().unwrap(); sim::topology::LinkClass::ALL.len()];
+    }
+    if let Ok(q) = std::env::var("TW_HOSTQ") {
+        config.host_queue_bytes = q.parse().unwrap();
+    }
+    let mut m = PacketModel::new(topo.clone(), config, 0).unwrap();
+    let eps = topo.gpus().to_vec();
+    let out = play(
+        &s,
+        &eps,
+        &mut m,
+        PlayOptions {
+            reduce_bytes_per_s: None,
+            shared_cores: None,
+        },
+    )
+    .unwrap();
+    if std::env::var("TW_DEBUG").is_ok() {
+        for (a, b, snd) in m.tcp_connections() {
+            println!(
+                "   {}->{}: cwnd {:.0} seg ssthresh {:.0} min_rtt {:.2} ms hystart {}",
+                a.0,
+                b.0,
+                snd.cwnd / 1448.0,
+                snd.ssthresh / 1448.0,
+                snd.min_rtt_ps() as f64 * 1e-9,
+                snd.hystart_found()
+            );
+        }
+        for (i, t) in transfers.iter().enumerate() {
+            let o = &out.ops[t.0 as usize];
+            println!(
+                "   round {i}: {:.1} ms",
+                (o.end.as_ps() - o.start.as_ps()) as f64 * 1e-9
+            );
+        }
+    }
+    let times: Vec<f64> = transfers[1..]
+        .iter()
+        .map(|t| {
+            let o = &out.ops[t.0 as usize];
+            (o.end.as_ps() - o.start.as_ps()) as f64 * 1e-12
+        })
+        .collect();
+    median(&times)
+}
+
+/// Every log: (file name, topology stem, log).
+fn logs() -> Vec<(String, String, Log)> {
+    let dir = root().join("data/runs/calibration");
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.contains(".two_way_") && n.starts_with("testbed_"))
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .map(|name| {
+            let stem = name["testbed_".len()..]
+                .split(".two_way_")
+                .next()
+                .unwrap()
+                .to_string();
+            let log = read_log(&dir.join(&name));
+            (name, stem, log)
+        })
+        .collect()
+}
+
+#[test]
+fn cubic_runs_at_the_links_rate_where_the_testbed_did() {
+    let mut checked = 0;
+    for (name, stem, log) in logs() {
+        let topo = topology(&stem);
+        for (bytes, gap, launches) in &log.rounds {
+            let pooled: Vec<f64> = launches.iter().flatten().copied().collect();
+            let measured = median(&pooled);
+            let sim = simulate(&topo, &log.pairs, *bytes, *gap, 4);
+            let ranges: Vec<String> = launches
+                .iter()
+                .map(|l| format!("{:.1}", median(l) * 1e3))
+                .collect();
+            println!(
+                "{name:62} {bytes:>8} B gap {gap:>4} s: measured {:7.1} ms (launches {}), \
+                 cubic {:7.1} ms",
+                measured * 1e3,
+                ranges.join(" "),
+                sim * 1e3
+            );
+            let at_rate = name.contains("two_way_one_way") || name.contains("two_way_exchange");
+            if at_rate && *bytes >= 1 << 20 {
+                assert!(
+                    (sim / measured - 1.0).abs() < 0.10,
+                    "{name} {bytes} B gap {gap}: {sim} s vs {measured} s"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 16, "{checked} rows checked");
+}
