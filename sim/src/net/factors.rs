@@ -80,6 +80,25 @@ impl EfficiencyFactors {
             .map_or(0.0, |&(_, s)| s)
     }
 
+    /// (bandwidth factor, latency factor) of `class` when they do not depend on the size;
+    /// `None` when its table gives sizes different factors.
+    pub fn size_independent(&self, class: LinkClass) -> Option<(f64, f64)> {
+        let Some((_, rows)) = self.tables.iter().find(|(c, _)| *c == class) else {
+            return Some((1.0, 1.0));
+        };
+        let Some(first) = rows.first() else {
+            return Some((1.0, 1.0));
+        };
+        let f = (first.bandwidth_factor, first.latency_factor);
+        // Sizes below the first row's get (1, 1).
+        let below_ok = first.min_bytes == 0 || f == (1.0, 1.0);
+        (below_ok
+            && rows
+                .iter()
+                .all(|r| (r.bandwidth_factor, r.latency_factor) == f))
+        .then_some(f)
+    }
+
     pub fn is_identity(&self) -> bool {
         self.tables.iter().all(|(_, rows)| {
             rows.iter()

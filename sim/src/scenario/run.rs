@@ -12,14 +12,17 @@ use crate::engine::{SimRng, SimTime};
 use crate::library::mpi::Exchanges;
 use crate::library::{self, Library, PathFacts, Request, System};
 use crate::metrics::{RunIdentity, RunReport, TrafficKey};
+use crate::net::factors::EfficiencyFactors;
 use crate::net::flow::FlowModel;
-use crate::net::packet::PacketModel;
+use crate::net::packet::{CongestionControl, PacketModel};
 use crate::net::series::SeriesOptions;
 use crate::net::NetworkModel;
 use crate::profile::{HostCpu, Profile, ProfileError};
 use crate::topology::reduction::ReductionTree;
 use crate::topology::routing::Router;
-use crate::topology::{file as topology_file, DeviceId, DeviceKind, Topology, TopologyError};
+use crate::topology::{
+    file as topology_file, DeviceId, DeviceKind, Link, LinkClass, Topology, TopologyError,
+};
 
 /// Anything that can stop a run, each naming the file and field at fault.
 #[derive(Debug, thiserror::Error)]
@@ -362,29 +365,74 @@ pub fn network_model(s: &Scenario, prep: &Prepared) -> Result<Box<dyn NetworkMod
             s.file.seed,
         )),
         NetworkModelName::Packet => {
-            if !prep.profile.efficiency_factors().is_identity() {
-                return Err(ScenarioError::new(
-                    &file,
-                    "network.model",
-                    format!(
-                        "a profile without efficiency factors for the packet model (it runs links at their nominal rates); profile {:?} has factors: use model = \"flow\" or another profile",
-                        prep.profile.name
-                    ),
-                )
-                .into());
-            }
-            let config = s
+            let factors = prep.profile.efficiency_factors();
+            let mut config = s
                 .file
                 .network
                 .packet_config()
                 .map_err(|(f, e)| ScenarioError::new(&file, f, e))?;
+            let topology = packet_topology(&prep.topology, &factors).map_err(|class| {
+                ScenarioError::new(
+                    &file,
+                    "network.model",
+                    format!(
+                        "a profile whose {class} factors do not depend on the transfer size for \
+                         the packet model (it plays rates and latencies, not per-size \
+                         factors); profile {:?} has a size table: use model = \"flow\" or \
+                         another profile",
+                        prep.profile.name
+                    ),
+                )
+            })?;
+            if config.congestion_control == CongestionControl::Cubic
+                && s.file.network.host_queue.is_none()
+            {
+                // The profile's measured FIFO head is what a connection keeps queued.
+                let head = LinkClass::ALL
+                    .iter()
+                    .map(|&c| factors.fifo_head_bytes(c))
+                    .fold(0.0, f64::max);
+                if head > 0.0 {
+                    config.host_queue_bytes = head.round() as u64;
+                }
+            }
             Box::new(
-                PacketModel::new(prep.topology.clone(), config, s.file.seed)
+                PacketModel::new(topology, config, s.file.seed)
                     .map_err(|e| e.in_file(s.topology_path.display().to_string()))?,
             )
         }
     };
     Ok(model)
+}
+
+/// The topology as the packet model plays it under `factors`: every link at its class's
+/// payload rate (bandwidth factor × link efficiency) and latency (× latency factor), or the
+/// class whose factors depend on the size. The shapers' token buckets are not played.
+fn packet_topology(
+    topo: &Arc<Topology>,
+    factors: &EfficiencyFactors,
+) -> Result<Arc<Topology>, LinkClass> {
+    if factors.is_identity() {
+        return Ok(topo.clone());
+    }
+    let mut scale = Vec::new();
+    for l in topo.links() {
+        if !scale.iter().any(|&(c, _, _)| c == l.class) {
+            let (bw, lat) = factors.size_independent(l.class).ok_or(l.class)?;
+            scale.push((l.class, bw * factors.link_efficiency(l.class), lat));
+        }
+    }
+    Ok(Arc::new(topo.map_links(|l| {
+        let &(_, bw, lat) = scale
+            .iter()
+            .find(|s| s.0 == l.class)
+            .unwrap_or(&(l.class, 1.0, 1.0));
+        Link {
+            bandwidth_bps: l.bandwidth_bps * bw,
+            latency: SimTime::from_ps((l.latency.as_ps() as f64 * lat).round() as u64),
+            ..l.clone()
+        }
+    })))
 }
 
 /// Runs the scenario to completion.

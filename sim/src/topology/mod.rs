@@ -227,6 +227,18 @@ impl Topology {
             links: Vec::new(),
         }
     }
+    /// The same devices and links with every link as `f` remakes it (its rate, latency or
+    /// buffer; `f` keeps its ends and class).
+    pub fn map_links(&self, f: impl Fn(&Link) -> Link) -> Topology {
+        let mut t = self.clone();
+        for l in &mut t.links {
+            let new = f(l);
+            debug_assert!(new.from == l.from && new.to == l.to && new.class == l.class);
+            *l = new;
+        }
+        t
+    }
+
     pub fn devices(&self) -> &[Device] {
         &self.devices
     }

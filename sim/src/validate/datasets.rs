@@ -9,8 +9,9 @@ use super::{num, resolve, simulate, simulate_collective, toml_str, Replay, Repla
 use crate::workload::catalog::TransformerConfig;
 
 /// A testbed row (a collective or a training step) replayed as the scenario its columns
-/// describe; an OpenMPI collective's run also gives its exchange modes' bounds.
-pub(super) fn testbed_row(row: &Row, root: &Path) -> Replayed {
+/// describe, then `extra` overrides; an OpenMPI collective's run also gives its exchange
+/// modes' bounds.
+pub(super) fn testbed_row(row: &Row, root: &Path, extra: &[String]) -> Replayed {
     let sim_set = row.get("sim_set").map(String::as_str).unwrap_or("");
     let method = row.get("method").cloned().unwrap_or_default();
     if sim_set.trim().is_empty() {
@@ -31,6 +32,7 @@ pub(super) fn testbed_row(row: &Row, root: &Path) -> Replayed {
             .filter(|s| !s.trim().is_empty())
             .map(|s| s.trim().to_string()),
     );
+    set.extend(extra.iter().cloned());
     let ranks = num(row, "ranks")? as u32;
     let bytes = num(row, "bytes")? as u64;
     let profile = row.get("profile").filter(|p| !p.is_empty());

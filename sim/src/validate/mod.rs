@@ -152,6 +152,9 @@ pub type Row = BTreeMap<String, String>;
 #[derive(Debug, Clone, Default)]
 pub struct Options {
     pub calibrate_on: Option<Filter>,
+    /// Scenario overrides every testbed row is replayed with after its own `sim_set`
+    /// (`--set network.model=packet`: what another model predicts for the same runs).
+    pub set: Vec<String>,
     pub score_on: Option<Filter>,
     pub out: Option<PathBuf>,
     /// Also score nccl-tests tables leave-one-system-out (`--leave-one-out system`).
@@ -385,6 +388,9 @@ pub fn fit(points: &[(f64, f64)]) -> Option<(f64, f64)> {
     (s_xx > 0.0).then(|| (0.0, s_xy / s_xx))
 }
 
+/// How a dataset's rows are replayed (a row can stand for several, as a single-device table's).
+type ReplayFn<'a> = dyn Fn(&Row, &Path) -> Vec<Replayed> + 'a;
+
 /// Replays every row of every dataset, calibrates if asked, and computes the errors.
 pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> {
     let mut report = Report::default();
@@ -412,18 +418,25 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
             .file_name()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let replay: fn(&Row, &Path) -> Vec<Replayed> = if has("sim_set") {
-            |r, p| vec![testbed_row(r, p)]
+        if !opts.set.is_empty() && !has("sim_set") {
+            return Err(format!(
+                "{}: --set replays testbed datasets (a sim_set column) with other scenario \
+                 keys; this is not one",
+                path.display()
+            ));
+        }
+        let replay: Box<ReplayFn> = if has("sim_set") {
+            Box::new(|r, p| vec![testbed_row(r, p, &opts.set)])
         } else if has("sec_per_iter") {
-            |r, p| vec![ddp_row(r, p)]
+            Box::new(|r, p| vec![ddp_row(r, p)])
         } else if is_nccl_table {
-            |r, p| vec![nccl::replay(r, p)]
+            Box::new(|r, p| vec![nccl::replay(r, p)])
         } else if has("direction_or_metric") && has("src_gpu") {
-            |r, p| vec![p2p::p2p_row(r, p)]
+            Box::new(|r, p| vec![p2p::p2p_row(r, p)])
         } else if has("step_secs_median") {
-            single_device_rows
+            Box::new(single_device_rows)
         } else if has("variable_update / local_parameter_device") {
-            |r, p| vec![tf_cnn_row(r, p)]
+            Box::new(|r, p| vec![tf_cnn_row(r, p)])
         } else {
             return Err(format!(
                 "{}: a testbed run (sim_set column), an nccl-tests table (size_bytes with \
@@ -608,6 +621,7 @@ pub fn run_cli(
     gates: Gates,
     out: Option<&Path>,
     leave_one_out: Option<&str>,
+    set: &[String],
 ) -> anyhow::Result<()> {
     if datasets.is_empty() {
         anyhow::bail!("validate: at least one dataset (CSV) to replay");
@@ -619,6 +633,7 @@ pub fn run_cli(
     };
     let opts = Options {
         calibrate_on: parse(calibrate_on, "calibrate-on")?,
+        set: set.to_vec(),
         score_on: parse(score_on, "score-on")?,
         out: out.map(Path::to_path_buf),
         leave_one_out_system: match leave_one_out {

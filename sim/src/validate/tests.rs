@@ -752,3 +752,39 @@ fn the_gates_name_every_scored_group_outside_them_and_ignore_unscored_ones() {
     assert_eq!(report.outside(None, Some(10.0)).0, vec!["d spread"]);
     assert!(report.outside(None, None).0.is_empty());
 }
+
+#[test]
+fn set_replays_testbed_rows_with_more_scenario_keys_and_nothing_else() {
+    let dir = std::env::temp_dir().join(format!("dtsim-validate-set-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (topo, sim) = ring_all_reduce_on_star8();
+    let csv = dir.join("runs.csv");
+    std::fs::write(
+        &csv,
+        format!(
+            "kind,topology,topology_set,ranks,method,op,bytes,sim_set,profile,measured_secs\n\
+             collective,{},,4,ring,all_reduce,4194304,collective.algorithm=ring,,{sim}\n",
+            topo.display()
+        ),
+    )
+    .unwrap();
+    let flow = validate(std::slice::from_ref(&csv), &Options::default()).unwrap();
+    let opts = Options {
+        set: vec!["network.model=packet".into()],
+        ..Options::default()
+    };
+    let packet = validate(std::slice::from_ref(&csv), &opts).unwrap();
+    let (f, p) = (&flow.predictions[0], &packet.predictions[0]);
+    assert_eq!(f.simulated_secs, sim);
+    // Packets stored and forwarded at every hop: a little slower than the fluid flows.
+    assert!(
+        p.simulated_secs > sim && p.simulated_secs < 1.05 * sim,
+        "{} vs {sim}",
+        p.simulated_secs
+    );
+    let ddp = dir.join("ddp.csv");
+    std::fs::write(&ddp, "sec_per_iter\n1.0\n").unwrap();
+    let err = validate(&[ddp], &opts).unwrap_err();
+    assert!(err.contains("--set replays testbed datasets"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -132,6 +132,10 @@ enum Command {
         /// predict each system's rows from that fit (a cross-system error).
         #[arg(long, value_name = "system")]
         leave_one_out: Option<String>,
+        /// Replay every testbed row with this scenario key too, after the row's own (e.g.
+        /// --set network.model=packet --set network.congestion_control=cubic); repeatable.
+        #[arg(long, value_name = "KEY=VALUE")]
+        set: Vec<String>,
     },
     /// Run every point of a scenario's [sweep] (and [[compare]]) in parallel; resumes where an
     /// earlier call stopped.
@@ -403,6 +407,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             max_error,
             out,
             leave_one_out,
+            set,
         } => sim::validate::run_cli(
             &datasets,
             calibrate_on.as_deref(),
@@ -413,6 +418,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             },
             out.as_deref(),
             leave_one_out.as_deref(),
+            &set,
         ),
         Command::Topo {
             command: TopoCommand::Show { topology, set, dot },

@@ -337,6 +337,13 @@ impl PacketModel {
         self.link_at(self.flows[flow as usize].route, hop)
     }
 
+    /// Whether `pkt` takes room in the buffers it waits in: all but acknowledgements at lossy
+    /// switches, which are never dropped (the model has no duplicate acknowledgements to
+    /// recover a lost one) and so take none (64 B each). Lossless, they are admitted like data.
+    fn takes_room(&self, pkt: &Packet) -> bool {
+        !pkt.ack || self.lossless
+    }
+
     fn cubic(&self) -> bool {
         self.config.congestion_control == CongestionControl::Cubic
     }
@@ -494,7 +501,7 @@ impl PacketModel {
         p.current = NONE;
         let latency = p.latency_ps;
         let pkt = self.packets[pkt_id as usize];
-        if pkt.hop > 0 {
+        if pkt.hop > 0 && self.takes_room(&pkt) {
             let occ = self.ports[port as usize].occupancy - pkt.bytes as u64;
             self.set_occupancy(port, occ);
             if self.lossless {
@@ -544,11 +551,9 @@ impl PacketModel {
             return;
         }
         let port = self.link_at(pkt.route, pkt.hop);
-        if !self.lossless {
+        if self.takes_room(&pkt) && !self.lossless {
             let p = &self.ports[port as usize];
-            // Acknowledgements are never dropped (the model has no duplicate ones to recover
-            // from a lost one); they still take room.
-            if !pkt.ack && p.occupancy + pkt.bytes as u64 > p.capacity {
+            if p.occupancy + pkt.bytes as u64 > p.capacity {
                 let p = &mut self.ports[port as usize];
                 p.stats.drops += 1;
                 p.stats.dropped_bytes += pkt.bytes as u64;
