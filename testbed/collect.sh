@@ -103,16 +103,16 @@ if [[ $what == all || $what == mpi ]]; then
     --profile data/profiles/testbed_star4_200mbit.json --algorithms 0,1,3,4,5,6 --repeats $R \
     --launches 5
   # OpenMPI's broadcast, all_gather and reduce_scatter, by the fixed rules (0) and forced, on
-  # the star.
+  # the star: five mpiruns pooled per row (since 2026-11-29; three before).
   $TB run --prefix mp $STAR -- $PY $S mpi --op bcast --out data/runs/testbed_mpi_collectives.csv \
     --profile data/profiles/testbed_star4_200mbit.json --algorithms 0,1,2,3,5,6 --repeats 5 \
-    --launches 3
+    --launches 5
   $TB run --prefix mp $STAR -- $PY $S mpi --op allgather \
     --out data/runs/testbed_mpi_collectives.csv --profile data/profiles/testbed_star4_200mbit.json \
-    --algorithms 0,2,4,5 --repeats 5 --launches 3
+    --algorithms 0,2,4,5 --repeats 5 --launches 5
   $TB run --prefix mp $STAR -- $PY $S mpi --op reduce_scatter \
     --out data/runs/testbed_mpi_collectives.csv --profile data/profiles/testbed_star4_200mbit.json \
-    --algorithms 0,2,3 --repeats 5 --launches 3 --bytes 65536 262144 1048576 4194304 16777216
+    --algorithms 0,2,3 --repeats 5 --launches 5 --bytes 65536 262144 1048576 4194304 16777216
   # When each rank ends one timed call and starts the next (the Barrier between them): how
   # long the shapers' buckets refill before a timed call.
   $TB run --prefix mp $STAR -- $PY $S mpi_call_gaps --repeats 30 --bytes 65536 262144 1048576
