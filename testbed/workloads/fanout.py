@@ -60,16 +60,9 @@ def receiver(a):
 def sender(a):
     addrs = a.to.split(",")
     socks = []
+    import tb
     for addr in addrs:
-        for _ in range(100):
-            try:
-                s = socket.create_connection((addr, a.port), timeout=5)
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            raise RuntimeError(f"cannot reach {addr}:{a.port}")
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s = tb.connect(addr, a.port)
         s.setblocking(False)
         socks.append(s)
     results = []

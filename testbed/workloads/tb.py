@@ -34,6 +34,22 @@ def calibrate_bin():
     return b
 
 
+def connect(addr, port, tries=100):
+    """A TCP connection to addr:port with TCP_NODELAY, retried every 0.1 s while the peer's
+    listener comes up (its namespace's process may start after ours)."""
+    import socket
+    for _ in range(tries):
+        try:
+            s = socket.create_connection((addr, port), timeout=5)
+            break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        raise RuntimeError(f"cannot reach {addr}:{port}")
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return s
+
+
 def hosts():
     """[(rank, namespace, address, iface, device)] from the testbed's hosts file."""
     path = os.environ.get("DTSIM_TESTBED_HOSTS")

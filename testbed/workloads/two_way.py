@@ -46,15 +46,8 @@ def receiver(a):
 
 
 def sender(a):
-    for _ in range(100):
-        try:
-            s = socket.create_connection((a.to, a.port), timeout=5)
-            break
-        except OSError:
-            time.sleep(0.1)
-    else:
-        raise RuntimeError(f"cannot reach {a.to}:{a.port}")
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    import tb
+    s = tb.connect(a.to, a.port)
     print("ready", flush=True)
     payloads = {}
     for line in sys.stdin:

@@ -94,22 +94,25 @@ fn two_flows_into_one_port_get_half_each() {
     assert_eq!((p.drops, p.pause_events), (0, 0));
 }
 
-#[test]
-fn lossless_incast_pauses_senders_and_never_drops_or_overflows() {
-    // 7 senders into g7 through a 64 KiB switch port.
+/// 7 senders into g7 of an 8-GPU star at 100 Gb/s: the star (switch ports of `buffer` bytes)
+/// and 1 MB from each sender at once.
+fn incast(buffer: u64) -> (Arc<Topology>, Schedule) {
     let t = star(
         8,
         100.0 * GBPS,
         SimTime::from_ns(500),
-        64 << 10,
+        buffer,
         LinkClass::Ethernet,
     );
     let pairs: Vec<(u32, u32)> = (0..7).map(|i| (i, 7)).collect();
-    let (out, ports) = run(
-        &t,
-        &schedule(8, &[(pairs, 1_000_000, vec![])]),
-        PacketConfig::default(),
-    );
+    (t, schedule(8, &[(pairs, 1_000_000, vec![])]))
+}
+
+#[test]
+fn lossless_incast_pauses_senders_and_never_drops_or_overflows() {
+    // 7 senders into g7 through a 64 KiB switch port.
+    let (t, s) = incast(64 << 10);
+    let (out, ports) = run(&t, &s, PacketConfig::default());
     let p = &ports.ports[port(&t, "sw", "g7")];
     assert!(p.pause_events > 0 && p.paused_ps > 0);
     assert!(p.max_occupancy_bytes <= p.capacity_bytes);
@@ -128,20 +131,13 @@ fn lossless_incast_pauses_senders_and_never_drops_or_overflows() {
 
 #[test]
 fn lossy_incast_drops_and_retransmits_until_everything_arrives() {
-    let t = star(
-        8,
-        100.0 * GBPS,
-        SimTime::from_ns(500),
-        64 << 10,
-        LinkClass::Ethernet,
-    );
-    let pairs: Vec<(u32, u32)> = (0..7).map(|i| (i, 7)).collect();
+    let (t, s) = incast(64 << 10);
     let config = PacketConfig {
         mode: SwitchMode::Lossy,
         retransmit_timeout: SimTime::from_us(20),
         ..Default::default()
     };
-    let (out, ports) = run(&t, &schedule(8, &[(pairs, 1_000_000, vec![])]), config);
+    let (out, ports) = run(&t, &s, config);
     let p = &ports.ports[port(&t, "sw", "g7")];
     assert!(p.drops > 0);
     assert_eq!(p.retransmitted_bytes, p.dropped_bytes);
@@ -157,15 +153,7 @@ fn lossy_incast_drops_and_retransmits_until_everything_arrives() {
 
 #[test]
 fn aimd_senders_lose_less_than_line_rate_senders() {
-    let t = star(
-        8,
-        100.0 * GBPS,
-        SimTime::from_ns(500),
-        64 << 10,
-        LinkClass::Ethernet,
-    );
-    let pairs: Vec<(u32, u32)> = (0..7).map(|i| (i, 7)).collect();
-    let s = schedule(8, &[(pairs, 1_000_000, vec![])]);
+    let (t, s) = incast(64 << 10);
     let lossy = PacketConfig {
         mode: SwitchMode::Lossy,
         retransmit_timeout: SimTime::from_us(20),
@@ -184,15 +172,7 @@ fn aimd_senders_lose_less_than_line_rate_senders() {
 
 #[test]
 fn bigger_buffers_make_the_pauses_disappear() {
-    let pairs: Vec<(u32, u32)> = (0..7).map(|i| (i, 7)).collect();
-    let s = schedule(8, &[(pairs, 1_000_000, vec![])]);
-    let t = star(
-        8,
-        100.0 * GBPS,
-        SimTime::from_ns(500),
-        16 << 20,
-        LinkClass::Ethernet,
-    );
+    let (t, s) = incast(16 << 20);
     let (_, ports) = run(&t, &s, PacketConfig::default());
     assert!(ports.ports.iter().all(|p| p.pause_events == 0));
 }
@@ -208,15 +188,7 @@ fn a_buffer_smaller_than_a_packet_is_refused() {
 
 #[test]
 fn the_series_integrates_to_each_ports_bytes_and_shows_the_incast_queue() {
-    let t = star(
-        8,
-        100.0 * GBPS,
-        SimTime::from_ns(500),
-        64 << 10,
-        LinkClass::Ethernet,
-    );
-    let pairs: Vec<(u32, u32)> = (0..7).map(|i| (i, 7)).collect();
-    let s = schedule(8, &[(pairs, 1_000_000, vec![])]);
+    let (t, s) = incast(64 << 10);
     let mut m = PacketModel::new(t.clone(), PacketConfig::default(), 0).unwrap();
     let eps: Vec<DeviceId> = t.gpus().to_vec();
     let out = play(
@@ -346,15 +318,7 @@ fn a_new_connection_slow_starts_and_a_warm_one_sends_at_once() {
 
 #[test]
 fn cubic_senders_into_one_port_share_it_and_lossy_drops_are_recovered() {
-    let t = star(
-        8,
-        100.0 * GBPS,
-        SimTime::from_ns(500),
-        64 << 10,
-        LinkClass::Ethernet,
-    );
-    let pairs: Vec<(u32, u32)> = (0..7).map(|i| (i, 7)).collect();
-    let s = schedule(8, &[(pairs, 1_000_000, vec![])]);
+    let (t, s) = incast(64 << 10);
     let lossy = PacketConfig {
         mode: SwitchMode::Lossy,
         retransmit_timeout: SimTime::from_us(200),
