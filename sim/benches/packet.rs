@@ -2,7 +2,7 @@
 //! - a ring all-reduce of 256 MiB over 64 GPUs of a 400 Gb/s InfiniBand fat-tree (4 KiB
 //!   packets, lossless), the headline case;
 //! - a 64-to-1 incast of 1 MiB per sender on a 100 GbE star with 1 MiB buffers, lossless
-//!   (pauses) and lossy (drops and retransmissions).
+//!   (pauses) and lossy (drops and retransmissions), windows of 64 KiB or TCP CUBIC.
 //!
 //! `cargo bench -p sim --bench packet`
 //!
@@ -15,6 +15,10 @@
 //! | ring all-reduce 256 MiB, 64 GPUs, fat-tree 400G (11.4 ms simulated) | 21.7 M | 1.82–1.89 s | 11.5–11.9 M |
 //! | incast 64→1, 1 MiB each, lossless (5.37 ms simulated) | 89.6 k | 8.6–9.5 ms | 9.4–10.4 M |
 //! | incast 64→1, 1 MiB each, lossy (5.37 ms simulated) | 166 k | 20.5–23.0 ms | 7.2–8.1 M |
+//!
+//! 2026-11-29 (idle machine, the same cases; packet-hops count acknowledgements): lossless
+//! 7.93–8.23 ms (10.9–11.3 M/s), lossy 17.2–17.6 ms (9.4–9.7 M/s), lossy with TCP CUBIC
+//! instead of a 64 KiB window 16.0–16.1 ms for 180 k packet-hops (11.2 M/s), 5.37 ms simulated.
 //!
 //! A packet-hop costs about two events (serialization end, arrival).
 
@@ -30,7 +34,7 @@ use sim::collective::{
     generate, Algorithm, Collective, CollectiveSpec, Fabric, OpKind, Phase, RingOrder, Schedule,
 };
 use sim::engine::SimTime;
-use sim::net::packet::{PacketConfig, PacketModel, SwitchMode};
+use sim::net::packet::{CongestionControl, PacketConfig, PacketModel, SwitchMode};
 use sim::net::NetworkModel;
 use sim::topology::routing::Router;
 use sim::topology::{DeviceId, DeviceKind, LinkClass, LinkSpec, Topology};
@@ -146,16 +150,25 @@ fn incast_64_to_1(c: &mut Criterion) {
     let eps = topo.gpus().to_vec();
     let mut g = c.benchmark_group("packet_incast_64_to_1_1MiB");
     g.sample_size(10);
-    for mode in [SwitchMode::Lossless, SwitchMode::Lossy] {
+    for (mode, cc) in [
+        (SwitchMode::Lossless, CongestionControl::None),
+        (SwitchMode::Lossy, CongestionControl::None),
+        (SwitchMode::Lossy, CongestionControl::Cubic),
+    ] {
         let config = PacketConfig {
             mode,
-            window_bytes: Some(64 << 10),
+            window_bytes: (cc == CongestionControl::None).then_some(64 << 10),
+            congestion_control: cc,
             ..PacketConfig::default()
         };
         let (end, hops) = run(&topo, &eps, &s, &config);
-        eprintln!("incast {mode:?}: simulated {end}, {hops} packet-hops");
+        eprintln!("incast {mode:?} {cc:?}: simulated {end}, {hops} packet-hops");
         g.throughput(Throughput::Elements(hops));
-        g.bench_function(mode.as_str(), |b| {
+        let name = match cc {
+            CongestionControl::Cubic => format!("{}_cubic", mode.as_str()),
+            _ => mode.as_str().to_string(),
+        };
+        g.bench_function(name, |b| {
             b.iter(|| black_box(run(&topo, &eps, &s, &config)))
         });
     }
