@@ -477,6 +477,19 @@ fn the_ps_incast_scenarios_pause_when_lossless_drop_when_lossy_and_neither_with_
     assert!(p["drops"].as_u64().unwrap() > 0);
     assert_eq!(p["retransmitted_bytes"], p["dropped_bytes"]);
     assert_eq!(p["overflow"][0]["kind"], "drop");
+    assert_eq!(p["congestion_control"], "none");
+    // TCP CUBIC senders back off: fewer drops, every byte still delivered.
+    let cubic = summary(&[
+        "run",
+        "scenarios/ps_incast_lossy.toml",
+        "--set",
+        "network.congestion_control=cubic",
+        "--json",
+    ]);
+    let c = &cubic["ports"];
+    assert_eq!(c["congestion_control"], "cubic");
+    assert!(c["drops"].as_u64().unwrap() < p["drops"].as_u64().unwrap());
+    assert_eq!(c["retransmitted_bytes"], c["dropped_bytes"]);
 
     for mode in ["lossless", "lossy"] {
         let set = format!("network.mode={mode}");

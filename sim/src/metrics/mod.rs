@@ -412,8 +412,13 @@ impl fmt::Display for RunReport {
 fn ports_display(f: &mut fmt::Formatter<'_>, p: &ports::PortsSummary) -> fmt::Result {
     writeln!(
         f,
-        "  buffers ({} switches): {} packets, {} packet-hops, fullest buffer {:.1}%",
+        "  buffers ({} switches{}): {} packets, {} packet-hops, fullest buffer {:.1}%",
         p.mode,
+        match p.congestion_control.as_str() {
+            "cubic" => ", TCP CUBIC senders",
+            "aimd" => ", AIMD senders",
+            _ => "",
+        },
         p.packets,
         p.packet_hops,
         p.max_occupancy_fraction * 100.0

@@ -69,6 +69,8 @@ pub struct OverflowRow {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PortsSummary {
     pub mode: String,
+    /// The senders' congestion control (`none`, `aimd`, `cubic`).
+    pub congestion_control: String,
     pub packets: u64,
     pub packet_hops: u64,
     pub pause_events: u64,
@@ -173,6 +175,7 @@ impl RunReport {
         let sum = |f: fn(&PortRow) -> u64| rows.iter().map(f).sum::<u64>();
         self.summary.ports = Some(PortsSummary {
             mode: report.mode.as_str().to_string(),
+            congestion_control: report.congestion_control.as_str().to_string(),
             packets: report.packets,
             packet_hops: report.packet_hops,
             pause_events: sum(|r| r.pause_events),

@@ -57,6 +57,8 @@ pub struct PortStats {
 #[derive(Debug, Clone, PartialEq)]
 pub struct PortReport {
     pub mode: SwitchMode,
+    /// How senders limit what they send (CUBIC: TCP connections).
+    pub congestion_control: super::CongestionControl,
     pub ports: Vec<PortStats>,
     pub packets: u64,
     pub packet_hops: u64,
@@ -133,6 +135,7 @@ impl PacketModel {
             .collect();
         PortReport {
             mode: self.config.mode,
+            congestion_control: self.config.congestion_control,
             ports,
             packets: self.packets_sent,
             packet_hops: self.packet_hops,
