@@ -41,11 +41,15 @@
 //! and its arrival at the far end of the link (except the arrival at the destination, which
 //! only the flow's last packet reports when no window waits for acknowledgements).
 //!
-//! Here: the model and its event handling. [`config`]: the scenario's options; `lossless`:
-//! admission, pauses and waiting ports (PFC backpressure and its deadlocks); [`stats`]: what
-//! it reports per port; [`tcp`]: the CUBIC sender.
+//! Here: the model's tables and its event handling, one state machine over them (ports,
+//! packets, flows and batches change together on every event, so they stay in one file).
+//! [`config`]: the scenario's options; `lossless`: admission, pauses and waiting ports (PFC
+//! backpressure and its deadlocks); [`stats`]: what it reports per port; [`tcp`]: the CUBIC
+//! sender; `conn`: the connections that carry flows under it (sending, acknowledging).
 
 use std::sync::Arc;
+
+use conn::Conn;
 
 use super::series::{self, LinkSeries, LinkSeriesEntry, OccupancySeries, PortBins, SeriesOptions};
 use super::{
@@ -56,6 +60,7 @@ use crate::topology::routing::Router;
 use crate::topology::{DeviceId, LinkClass, Topology, TopologyError};
 
 pub mod config;
+mod conn;
 mod lossless;
 pub mod stats;
 pub mod tcp;
@@ -95,18 +100,6 @@ struct Route {
     dst: u32,
     /// CUBIC: the route back (dst → src) its acknowledgements take; `NONE` otherwise.
     rev: u32,
-}
-
-/// CUBIC: one TCP connection (a source → destination pair) and the flows it carries in turn.
-#[derive(Debug, Clone)]
-struct Conn {
-    sender: tcp::Sender,
-    /// Flows with packets left to send, first posted first: one byte stream.
-    sending: std::collections::VecDeque<u32>,
-    /// Bytes queued or being sent at the sender's own link (TCP small queues).
-    host_queued: u64,
-    /// Bytes the receiver has got so far.
-    delivered: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -288,17 +281,6 @@ impl PacketModel {
 
     pub fn config(&self) -> &PacketConfig {
         &self.config
-    }
-
-    /// CUBIC: every connection's (source, destination) and sender state now.
-    pub fn tcp_connections(&self) -> Vec<(DeviceId, DeviceId, &tcp::Sender)> {
-        let mut v: Vec<_> = self
-            .conn_of
-            .iter()
-            .map(|(&(s, d), &c)| (DeviceId(s), DeviceId(d), &self.conns[c as usize].sender))
-            .collect();
-        v.sort_by_key(|x| (x.0 .0, x.1 .0));
-        v
     }
 
     /// Packets allocated at the high-water mark of the run (the slab's size).
@@ -628,93 +610,6 @@ impl PacketModel {
             return;
         }
         self.flow_done(ctx, pkt.flow);
-    }
-
-    /// CUBIC: the receiver got data packet `pkt_id` of a flow of `conn`; the packet turns into
-    /// its acknowledgement, sent back at once through the receiver's own link.
-    fn acknowledge(&mut self, ctx: &mut dyn NetContext, pkt_id: u32, conn: u32) {
-        let c = &mut self.conns[conn as usize];
-        let pkt = &mut self.packets[pkt_id as usize];
-        c.delivered += pkt.bytes as u64;
-        let rev = self.routes[pkt.route as usize].rev;
-        *pkt = Packet {
-            flow: conn,
-            next: NONE,
-            bytes: tcp::ACK_BYTES,
-            hop: 0,
-            ack: true,
-            route: rev,
-            stamp_ps: pkt.stamp_ps,
-            acked: c.delivered,
-        };
-        let first = self.link_at(rev, 0);
-        self.enqueue(first, pkt_id);
-        self.try_start(ctx, first);
-    }
-
-    /// CUBIC: sends what `conn`'s window and its host queue allow, its flows in turn.
-    fn pump(&mut self, ctx: &mut dyn NetContext, conn: u32) {
-        let host_queue = self.config.host_queue_bytes;
-        let window = self.config.window_bytes.unwrap_or(u64::MAX);
-        while let Some(&flow) = self.conns[conn as usize].sending.front() {
-            let f = &self.flows[flow as usize];
-            let bytes = if f.next_seq + 1 < f.packets {
-                f.packet_bytes
-            } else {
-                (f.bytes - (f.packets - 1) * f.packet_bytes as u64) as u32
-            } as u64;
-            let route = f.route;
-            let c = &self.conns[conn as usize];
-            let in_flight = c.sender.in_flight();
-            if !c.sender.may_send(bytes)
-                || (in_flight > 0 && in_flight + bytes > window)
-                || (c.host_queued > 0 && c.host_queued + bytes > host_queue)
-            {
-                return;
-            }
-            let now = self.now_ps;
-            let id = self.alloc_packet(Packet {
-                flow,
-                next: NONE,
-                bytes: bytes as u32,
-                hop: 0,
-                ack: false,
-                route,
-                stamp_ps: now,
-                acked: 0,
-            });
-            let f = &mut self.flows[flow as usize];
-            f.next_seq += 1;
-            f.in_flight_bytes += bytes;
-            let last = f.next_seq == f.packets;
-            let c = &mut self.conns[conn as usize];
-            c.sender.on_sent(bytes, now);
-            c.host_queued += bytes;
-            if last {
-                c.sending.pop_front();
-            }
-            self.packets_sent += 1;
-            let first = self.link_at(route, 0);
-            self.enqueue(first, id);
-            self.try_start(ctx, first);
-        }
-    }
-
-    /// CUBIC: the connection from `route`'s source to its destination (new ones start with
-    /// the initial window).
-    fn conn_for(&mut self, route: u32) -> u32 {
-        let r = self.routes[route as usize];
-        let next = self.conns.len() as u32;
-        let id = *self.conn_of.entry((r.src, r.dst)).or_insert(next);
-        if id == next {
-            self.conns.push(Conn {
-                sender: tcp::Sender::new(r.packet_bytes),
-                sending: std::collections::VecDeque::new(),
-                host_queued: 0,
-                delivered: 0,
-            });
-        }
-        id
     }
 
     fn flow_done(&mut self, ctx: &mut dyn NetContext, flow: u32) {
