@@ -4,7 +4,8 @@
   suite.py mpi --out data/runs/X.csv [--op allreduce|bcast|allgather|reduce_scatter|barrier]
                                        [--algorithms 0,1,4,6]
                                        [--launches K] [--bytes ...]
-  suite.py mpi_p2p [--ranks N] [--skew-ms MS] [--out ...]  (Send vs Sendrecv vs ring, OpenMPI)
+  suite.py mpi_p2p [--ranks N] [--skew-ms MS] [--bind free|share|apart] [--out ...]  (Send vs
+                                       Sendrecv vs ring vs pairwise exchanges, OpenMPI)
   suite.py gloo_p2p --pairs 0:2,1:3 --name NAME  (gloo isend/irecv exchanges, one pair's socket)
   suite.py call_gaps --methods allreduce,broadcast  (each rank's idle time between timed calls)
   suite.py capture --methods allreduce --bytes 262144 --name NAME  (every host's egress, per link)
@@ -247,11 +248,20 @@ def mpi_p2p(a):
     behind dtsim's one-direction-at-a-time exchanges over one TCP connection)."""
     hs = tb.hosts()
     n = a.ranks or int(os.environ["DTSIM_TESTBED_RANKS"])
-    cmd, hostfile = mpirun(hs, n, [], "mpi_p2p.py",
-                           ["--repeats", str(a.repeats), "--skew-ms", str(a.skew_ms), "--bytes"] +
-                           [str(b) for b in a.bytes])
+    args = ["--repeats", str(a.repeats), "--skew-ms", str(a.skew_ms), "--bytes"] + \
+        [str(b) for b in a.bytes]
+    cmd, hostfile = mpirun(hs, n, [], "mpi_p2p.py", args)
+    if a.bind != "free":
+        # Each rank pinned with taskset by its rank (OpenMPI leaves them unbound here): the
+        # pairwise exchange's partners (rank ^ 1) on one core, or on different cores.
+        core = {"share": "$((OMPI_COMM_WORLD_RANK / 2 % {c}))",
+                "apart": "$((OMPI_COMM_WORLD_RANK % {c}))"}[a.bind].format(c=os.cpu_count())
+        i = cmd.index(tb.PY)
+        script = " ".join([tb.PY, os.path.join(tb.HERE, "mpi_p2p.py")] + args)
+        cmd = cmd[:i] + ["sh", "-c", f"exec taskset -c {core} {script}"]
     load0 = tb.load1()
     out = run_json(cmd, "mpirun")
+    out["bind"] = a.bind
     os.remove(hostfile)
     write_log(a.out or calibration_log(f"testbed_mpi_p2p_{n}ranks.json"), out, load0, " ".join(cmd))
     for r in out["results"]:
@@ -872,6 +882,9 @@ def main():
                     help="cpu_costs: messages posted at a time (1: python wakes per message)")
     ap.add_argument("--skew-ms", type=float, default=0.0,
                     help="mpi_p2p: odd ranks enter the pairwise exchange this much later")
+    ap.add_argument("--bind", choices=["free", "share", "apart"], default="free",
+                    help="mpi_p2p: ranks where the scheduler puts them (free), or pinned so the "
+                         "pairwise partners share a core (share) or do not (apart)")
     ap.add_argument("--logs", default="", help="link: where the iperf3/ping-pong logs go "
                     "(default data/runs/calibration)")
     ap.add_argument("--nominal-bw", default="200Mbps",
