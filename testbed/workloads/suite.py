@@ -33,6 +33,7 @@ the machine load, software versions and the command, so `dtsim validate` can rep
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -106,6 +107,18 @@ def mpirun(hs, n, mca, script, args):
     return cmd, hostfile
 
 
+def pinned(cmd, bind):
+    """`cmd` (an mpirun line) with each rank pinned by taskset from its rank (OpenMPI leaves
+    the testbed's ranks unbound): `apart`, rank r on core r mod cores; `share`, ranks 2i and
+    2i + 1 on one core; `free`, unchanged. The rows' command column says which."""
+    if bind == "free":
+        return cmd
+    core = {"share": "$((OMPI_COMM_WORLD_RANK / 2 % {c}))",
+            "apart": "$((OMPI_COMM_WORLD_RANK % {c}))"}[bind].format(c=os.cpu_count())
+    i = cmd.index(tb.PY)
+    return cmd[:i] + ["sh", "-c", f"exec taskset -c {core} {shlex.join(cmd[i:])}"]
+
+
 def forced_algorithm(op, alg):
     """mpirun's options that force coll/tuned's algorithm `alg` (0: the fixed rules) for `op`."""
     return ["--mca", "coll_tuned_use_dynamic_rules", "1",
@@ -118,6 +131,7 @@ def run_mpi_collective(hs, n, a, alg):
     cmd, hostfile = mpirun(hs, n, forced_algorithm(a.op, alg), "mpi_collectives.py",
                            ["--op", a.op, "--repeats", str(a.repeats), "--bytes"] +
                            [str(b) for b in a.bytes])
+    cmd = pinned(cmd, a.bind)
     out = run_json(cmd, "mpirun")
     os.remove(hostfile)
     return cmd, out
@@ -196,6 +210,8 @@ def mpi(a):
     launch and 695 ms in the next), so a row pools the iterations of several launches, and its
     min/max span all of them."""
     n = int(os.environ["DTSIM_TESTBED_RANKS"])
+    if a.bind == "share":
+        sys.exit("mpi: --bind free or apart (rank r on core r mod cores)")
     hs = tb.hosts()
     algs = [int(x) for x in a.algorithms.split(",")]
     names = MPI_ALGORITHMS[a.op]
@@ -251,14 +267,8 @@ def mpi_p2p(a):
     args = ["--repeats", str(a.repeats), "--skew-ms", str(a.skew_ms), "--bytes"] + \
         [str(b) for b in a.bytes]
     cmd, hostfile = mpirun(hs, n, [], "mpi_p2p.py", args)
-    if a.bind != "free":
-        # Each rank pinned with taskset by its rank (OpenMPI leaves them unbound here): the
-        # pairwise exchange's partners (rank ^ 1) on one core, or on different cores.
-        core = {"share": "$((OMPI_COMM_WORLD_RANK / 2 % {c}))",
-                "apart": "$((OMPI_COMM_WORLD_RANK % {c}))"}[a.bind].format(c=os.cpu_count())
-        i = cmd.index(tb.PY)
-        script = " ".join([tb.PY, os.path.join(tb.HERE, "mpi_p2p.py")] + args)
-        cmd = cmd[:i] + ["sh", "-c", f"exec taskset -c {core} {script}"]
+    # The pairwise exchange's partners (rank ^ 1) on one core, on different cores, or free.
+    cmd = pinned(cmd, a.bind)
     load0 = tb.load1()
     out = run_json(cmd, "mpirun")
     out["bind"] = a.bind
@@ -883,8 +893,9 @@ def main():
     ap.add_argument("--skew-ms", type=float, default=0.0,
                     help="mpi_p2p: odd ranks enter the pairwise exchange this much later")
     ap.add_argument("--bind", choices=["free", "share", "apart"], default="free",
-                    help="mpi_p2p: ranks where the scheduler puts them (free), or pinned so the "
-                         "pairwise partners share a core (share) or do not (apart)")
+                    help="mpi_p2p, mpi: ranks where the scheduler puts them (free), or pinned by "
+                         "taskset: rank r on core r mod cores (apart), ranks 2i and 2i+1 on one "
+                         "core (share, mpi_p2p only)")
     ap.add_argument("--logs", default="", help="link: where the iperf3/ping-pong logs go "
                     "(default data/runs/calibration)")
     ap.add_argument("--nominal-bw", default="200Mbps",
