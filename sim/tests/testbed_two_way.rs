@@ -130,17 +130,11 @@ fn simulate(
         transfers.push(t);
         prev = Some(t);
     }
-    let mut config = PacketConfig {
+    let config = PacketConfig {
         mode: SwitchMode::Lossy,
         congestion_control: CongestionControl::Cubic,
         ..PacketConfig::default()
     };
-    if let Ok(mtu) = std::env::var("TW_MTU") {
-        config.mtu_bytes = [mtu.parse().unwrap(); sim::topology::LinkClass::ALL.len()];
-    }
-    if let Ok(q) = std::env::var("TW_HOSTQ") {
-        config.host_queue_bytes = q.parse().unwrap();
-    }
     let mut m = PacketModel::new(topo.clone(), config, 0).unwrap();
     let eps = topo.gpus().to_vec();
     let out = play(
@@ -153,26 +147,6 @@ fn simulate(
         },
     )
     .unwrap();
-    if std::env::var("TW_DEBUG").is_ok() {
-        for (a, b, snd) in m.tcp_connections() {
-            println!(
-                "   {}->{}: cwnd {:.0} seg ssthresh {:.0} min_rtt {:.2} ms hystart {}",
-                a.0,
-                b.0,
-                snd.cwnd / 1448.0,
-                snd.ssthresh / 1448.0,
-                snd.min_rtt_ps() as f64 * 1e-9,
-                snd.hystart_found()
-            );
-        }
-        for (i, t) in transfers.iter().enumerate() {
-            let o = &out.ops[t.0 as usize];
-            println!(
-                "   round {i}: {:.1} ms",
-                (o.end.as_ps() - o.start.as_ps()) as f64 * 1e-9
-            );
-        }
-    }
     let times: Vec<f64> = transfers[1..]
         .iter()
         .map(|t| {

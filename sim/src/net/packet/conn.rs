@@ -59,11 +59,7 @@ impl PacketModel {
         let window = self.config.window_bytes.unwrap_or(u64::MAX);
         while let Some(&flow) = self.conns[conn as usize].sending.front() {
             let f = &self.flows[flow as usize];
-            let bytes = if f.next_seq + 1 < f.packets {
-                f.packet_bytes
-            } else {
-                (f.bytes - (f.packets - 1) * f.packet_bytes as u64) as u32
-            } as u64;
+            let bytes = u64::from(f.next_packet_bytes());
             let route = f.route;
             let c = &self.conns[conn as usize];
             let in_flight = c.sender.in_flight();

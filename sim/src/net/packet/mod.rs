@@ -119,6 +119,17 @@ struct Flow {
     conn: u32,
 }
 
+impl Flow {
+    /// The size of the flow's next packet to send: a full one, or the remainder last.
+    fn next_packet_bytes(&self) -> u32 {
+        if self.next_seq + 1 < self.packets {
+            self.packet_bytes
+        } else {
+            (self.bytes - (self.packets - 1) * self.packet_bytes as u64) as u32
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, Default)]
 struct Batch {
     tag: u64,
@@ -447,11 +458,7 @@ impl PacketModel {
         if f.queued != NONE || f.next_seq == f.packets {
             return;
         }
-        let bytes = if f.next_seq + 1 < f.packets {
-            f.packet_bytes
-        } else {
-            (f.bytes - (f.packets - 1) * f.packet_bytes as u64) as u32
-        };
+        let bytes = f.next_packet_bytes();
         if f.in_flight_bytes > 0 && (f.in_flight_bytes + bytes as u64) as f64 > f.window_bytes {
             return;
         }

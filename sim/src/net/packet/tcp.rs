@@ -107,16 +107,6 @@ impl Sender {
         self.min_rtt_ps
     }
 
-    /// The smoothed round trip (picoseconds).
-    pub fn srtt_ps(&self) -> u64 {
-        self.srtt_ps
-    }
-
-    /// Whether HyStart ended slow start.
-    pub fn hystart_found(&self) -> bool {
-        self.found
-    }
-
     pub fn in_flight(&self) -> u64 {
         self.sent - self.acked
     }

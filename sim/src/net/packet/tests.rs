@@ -244,6 +244,29 @@ fn cubic() -> PacketConfig {
     }
 }
 
+/// Appends to `s` a wait of `wait_us` after `deps`, then a transfer of `bytes`
+/// from `pair.0` to `pair.1` once the wait is over.
+fn transfer_after(s: &mut Schedule, deps: Vec<OpId>, wait_us: u64, pair: (u32, u32), bytes: u64) {
+    let wait = s.push(
+        OpKind::Compute {
+            endpoints: 1,
+            duration: SimTime::from_us(wait_us),
+        },
+        deps,
+        Phase::SendRecv,
+        0,
+        0,
+    );
+    let p = s.add_pattern(vec![pair]);
+    s.push(
+        OpKind::Transfer { pattern: p, bytes },
+        vec![wait],
+        Phase::SendRecv,
+        0,
+        0,
+    );
+}
+
 /// g0 → g1 over a star of 1 Gb/s links and 1 ms per hop: a round trip of 4 ms holds 500 KB,
 /// fifty times TCP's initial window.
 fn slow_start_star() -> Arc<Topology> {
@@ -280,27 +303,7 @@ fn a_new_connection_slow_starts_and_a_warm_one_sends_at_once() {
     let t = slow_start_star();
     let gap = |ms: u64| {
         let mut s = schedule(2, &[(vec![(0, 1)], 1_500_000, vec![])]);
-        let wait = s.push(
-            OpKind::Compute {
-                endpoints: 1,
-                duration: SimTime::from_us(ms * 1000),
-            },
-            vec![OpId(0)],
-            Phase::SendRecv,
-            0,
-            0,
-        );
-        let p = s.add_pattern(vec![(0, 1)]);
-        s.push(
-            OpKind::Transfer {
-                pattern: p,
-                bytes: 1_500_000,
-            },
-            vec![wait],
-            Phase::SendRecv,
-            0,
-            0,
-        );
+        transfer_after(&mut s, vec![OpId(0)], ms * 1000, (0, 1), 1_500_000);
         let (out, _) = run(&t, &s, cubic());
         let secs = |i: usize| (out.ops[i].end - out.ops[i].start).as_secs_f64();
         (secs(0), secs(2))
@@ -342,27 +345,7 @@ fn a_receiver_sending_delays_the_acknowledgements_it_sends() {
     let t = star(3, GBPS, SimTime::from_us(10), 16 << 20, LinkClass::Ethernet);
     let min_rtt_of_g0 = |g1_sends: bool| {
         let mut s = schedule(3, &[(vec![(1, 2)], 40_000_000, vec![])]);
-        let wait = s.push(
-            OpKind::Compute {
-                endpoints: 1,
-                duration: SimTime::from_us(50_000),
-            },
-            vec![],
-            Phase::SendRecv,
-            0,
-            0,
-        );
-        let p = s.add_pattern(vec![(0, 1)]);
-        s.push(
-            OpKind::Transfer {
-                pattern: p,
-                bytes: 4_000_000,
-            },
-            vec![wait],
-            Phase::SendRecv,
-            0,
-            0,
-        );
+        transfer_after(&mut s, vec![], 50_000, (0, 1), 4_000_000);
         if !g1_sends {
             s = schedule(3, &[(vec![(0, 1)], 4_000_000, vec![])]);
         }
