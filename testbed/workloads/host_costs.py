@@ -6,7 +6,9 @@
   output buffer, this rank's block copied into its slot (gloo's allgather.cc primes it), the
   other blocks written as they arrive (done here by one copy each, standing in for the
   receives' first touch of the fresh pages), and every block copied out to the caller's
-  tensors. Timed: the priming copy and the copy out; bytes: the block plus the whole buffer.
+  tensors. Timed: the priming copy and the copy out; bytes: the block plus the whole buffer;
+  each also on its own (`prime_secs`: the block into fresh pages, which the first touch
+  dominates; `out_secs`: the whole buffer into tensors the caller reuses, warm pages).
 - reduce: gloo's ring reduction of a received segment into the local one (float32 sum, in
   place), per segment size.
 
@@ -30,7 +32,7 @@ def copy_secs(total, n, repeats):
     block = total // n // 4
     own = torch.ones(block)
     gathered = [torch.empty(block) for _ in range(n)]
-    ts = []
+    ts, primes, outs = [], [], []
     for _ in range(repeats + 2):
         flat = torch.empty(n * block)
         t0 = time.perf_counter()
@@ -43,7 +45,9 @@ def copy_secs(total, n, repeats):
             gathered[i].copy_(flat[i * block:(i + 1) * block])
         t3 = time.perf_counter()
         ts.append((t1 - t0) + (t3 - t2))
-    return statistics.median(ts[2:])
+        primes.append(t1 - t0)
+        outs.append(t3 - t2)
+    return tuple(statistics.median(x[2:]) for x in (ts, primes, outs))
 
 
 def reduce_secs(seg, repeats):
@@ -68,11 +72,14 @@ def main():
     torch.set_num_threads(1)
     copies, reductions = [], []
     for total in a.bytes:
-        secs = copy_secs(total, a.ranks, a.repeats)
-        copied = total // a.ranks + total
-        copies.append({"gathered_bytes": total, "copied_bytes": copied, "secs": secs})
+        secs, prime, out = copy_secs(total, a.ranks, a.repeats)
+        block = total // a.ranks
+        copied = block + total
+        copies.append({"gathered_bytes": total, "copied_bytes": copied, "secs": secs,
+                       "prime_bytes": block, "prime_secs": prime, "out_secs": out})
         print(f"copy    {total:>10} B gathered: {copied:>10} B in {secs * 1e3:8.3f} ms "
-              f"({copied / secs / 1e9:.2f} GB/s)", flush=True)
+              f"({copied / secs / 1e9:.2f} GB/s; priming {block / prime / 1e9:.2f} GB/s, "
+              f"out {total / out / 1e9:.2f} GB/s)", flush=True)
     for seg in sorted({min(max(b // (2 * a.ranks), 4), MIB) for b in a.bytes}):
         secs = reduce_secs(seg, a.repeats)
         reductions.append({"segment_bytes": seg, "secs": secs})

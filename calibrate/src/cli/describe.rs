@@ -96,6 +96,13 @@ pub fn describe(p: &Profile) -> String {
             prov(&m.provenance)
         );
     }
+    if let Some(m) = &p.network.host_copy_out_bandwidth {
+        s += &format!(
+            "  host copy-out rate {} (from {})\n",
+            fmt_bits_per_s(m.value.bits_per_s()),
+            prov(&m.provenance)
+        );
+    }
     for f in &p.network.collective_fits {
         s += &format!(
             "  {} over {} ranks / {} node(s) on {}: alpha {:.2} us [{:.2}, {:.2}], busbw {}, R2 {:.4}, max residual {:.1}%{}\n    (from {})\n",

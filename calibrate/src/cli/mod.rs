@@ -332,7 +332,8 @@ enum ImportCmd {
         out: OutArgs,
     },
     /// testbed/workloads/host_costs.py logs: the host's staging-copy and reduction rates
-    /// (network.host_copy_bandwidth, network.reduce_bandwidth), what gloo spends on the CPU
+    /// (network.host_copy_bandwidth, with the copies timed apart also
+    /// network.host_copy_out_bandwidth; network.reduce_bandwidth), what gloo spends on the CPU
     /// around its transfers.
     HostCosts {
         file: PathBuf,

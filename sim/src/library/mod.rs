@@ -104,9 +104,10 @@ pub struct LibraryOptions {
     pub ring_orders: Vec<Vec<u32>>,
     /// A tuner plugin's rules (NCCL's example plugin with `NCCL_TUNER_CONFIG_FILE`).
     pub tuner_rules: Option<std::sync::Arc<nccl::plugin::TunerRules>>,
-    /// The host's staging-copy rate, bytes/s (the profile's `network.host_copy_bandwidth`):
-    /// what gloo's all_gather copies around its ring costs; `None`: nothing.
-    pub host_copy_bytes_per_s: Option<f64>,
+    /// The host's staging-copy rates (the profile's `network.host_copy_bandwidth` and
+    /// `host_copy_out_bandwidth`): what gloo's all_gather copies around its ring costs;
+    /// `None`: nothing.
+    pub host_copies: Option<gloo::StagingCopies>,
     /// What one message costs the hosts' cores where they share a machine's (the profile's
     /// `network.host_cpu`): gloo charges it per message; `None`: nothing.
     pub message_cpu: Option<gloo::host_cpu::MessageCpu>,
@@ -118,7 +119,7 @@ impl LibraryOptions {
     /// These options with the host rates the profile measured.
     pub fn with_host_rates(self, profile: &crate::profile::Profile) -> Self {
         LibraryOptions {
-            host_copy_bytes_per_s: profile.host_copy_bytes_per_s(),
+            host_copies: gloo::StagingCopies::of(profile),
             message_cpu: profile
                 .network
                 .host_cpu

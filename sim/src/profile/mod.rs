@@ -99,9 +99,14 @@ pub struct NetworkCalibration {
     pub reduce_bandwidth: Option<MeasuredBandwidth>,
     /// Rate at which one host copies the buffers a library stages its collective through
     /// (ProcessGroupGloo's flat all-gather buffer, primed and copied out on every call), first
-    /// touch of fresh pages included.
+    /// touch of fresh pages included: with `host_copy_out_bandwidth`, the priming copy's
+    /// alone (into the fresh buffer), otherwise both copies'.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_copy_bandwidth: Option<MeasuredBandwidth>,
+    /// Rate at which one host copies a staged buffer out to tensors the caller reuses (warm
+    /// pages, no first touch), when measured apart from the priming copy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_copy_out_bandwidth: Option<MeasuredBandwidth>,
     /// The cores all hosts of the topology share, and what one message of a CPU library
     /// takes of them (`calibrate import cpu-costs`): where hosts share a machine (the testbed's
     /// namespaces), gloo's per-message host work is played on those cores.
@@ -525,6 +530,16 @@ impl Profile {
             .as_ref()
             .map(|m| m.value.bytes_per_s())
     }
+
+    /// Rate of copying a staged buffer out to warm tensors, bytes per second: the profile's
+    /// `host_copy_out_bandwidth`, or its one staging-copy rate where it has no such split.
+    pub fn host_copy_out_bytes_per_s(&self) -> Option<f64> {
+        self.network
+            .host_copy_out_bandwidth
+            .as_ref()
+            .map(|m| m.value.bytes_per_s())
+            .or_else(|| self.host_copy_bytes_per_s())
+    }
 }
 
 /// Every compute number needs a provenance detail and a sensible value.
@@ -664,8 +679,18 @@ mod tests {
         assert_eq!(p.efficiency_factors().lookup(LinkClass::Ib, 10), (0.9, 1.5));
         assert_eq!(p.reduce_bytes_per_s(), Some(100e9));
         assert_eq!(p.host_copy_bytes_per_s(), Some(3e9));
+        // Without a copy-out rate of its own, the one staging-copy rate stands for it.
+        assert_eq!(p.host_copy_out_bytes_per_s(), Some(3e9));
         let again = Profile::parse(&serde_json::to_string(&p).unwrap(), "q.json").unwrap();
         assert_eq!(again, p);
+        let split = text.replace(
+            r#""host_copy_bandwidth""#,
+            r#""host_copy_out_bandwidth": {"value": "24GB/s", "provenance": {"source": "measured",
+               "detail": "host_costs.py"}}, "host_copy_bandwidth""#,
+        );
+        let p = Profile::parse(&split, "p.json").unwrap();
+        assert_eq!(p.host_copy_bytes_per_s(), Some(3e9));
+        assert_eq!(p.host_copy_out_bytes_per_s(), Some(24e9));
     }
 
     #[test]

@@ -216,7 +216,7 @@ pub fn library_options_of(
         collnet: c.collnet.unwrap_or(false),
         ring_orders: c.orders.clone().unwrap_or_default(),
         tuner_rules,
-        host_copy_bytes_per_s: None,
+        host_copies: None,
         message_cpu: None,
         mpi_exchanges,
     })

@@ -410,17 +410,35 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
             let log = host_costs::load(&file)?;
             let rates = host_costs::fit(&log);
             let on = measured_on_phrase(&measured_on);
-            let copy_detail = format!(
-                "one process's staging copies as ProcessGroupGloo's all_gather makes them (its \
-                 block into a fresh flat buffer, the buffer out to the caller's tensors), \
-                 all bytes over all time of {} sizes ({} B gathered); {on}calibrate import \
-                 host-costs {}",
+            let sizes = format!(
+                "{} sizes ({} B gathered)",
                 log.copy.len(),
                 log.copy
                     .iter()
                     .map(|r| r.gathered_bytes.to_string())
                     .collect::<Vec<_>>()
-                    .join(", "),
+                    .join(", ")
+            );
+            let copies = match rates.copy_out_bytes_per_s {
+                Some(_) => {
+                    "the priming copy, its block into a fresh flat buffer (first touch \
+                            of its pages), timed apart from the copy out"
+                }
+                None => {
+                    "its block into a fresh flat buffer, the buffer out to the caller's \
+                         tensors"
+                }
+            };
+            let copy_detail = format!(
+                "one process's staging copies as ProcessGroupGloo's all_gather makes them \
+                 ({copies}), all bytes over all time of {sizes}; {on}calibrate import \
+                 host-costs {}",
+                file.display()
+            );
+            let out_detail = format!(
+                "one process's copy of ProcessGroupGloo's flat all_gather buffer out to the \
+                 caller's tensors (reused, warm pages), timed apart from the priming copy, all \
+                 bytes over all time of {sizes}; {on}calibrate import host-costs {}",
                 file.display()
             );
             let reduce_detail = format!(
@@ -434,6 +452,9 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
                 fmt_bits_per_s(rates.copy_bytes_per_s * 8.0),
                 fmt_bits_per_s(rates.reduce_bytes_per_s * 8.0)
             );
+            if let Some(out) = rates.copy_out_bytes_per_s {
+                println!("copy out {} ({out_detail})", fmt_bits_per_s(out * 8.0));
+            }
             let source = source_of(&measured_on);
             let mut p = open_profile(&out, build::provenance(source, copy_detail.clone()))?;
             let measured = |bytes_per_s: f64, detail: String| sim::profile::MeasuredBandwidth {
@@ -441,6 +462,9 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
                 provenance: build::provenance(source, detail),
             };
             p.network.host_copy_bandwidth = Some(measured(rates.copy_bytes_per_s, copy_detail));
+            // A log without the split leaves no copy-out rate: the one rate stands for both.
+            p.network.host_copy_out_bandwidth =
+                rates.copy_out_bytes_per_s.map(|r| measured(r, out_detail));
             p.network.reduce_bandwidth = Some(measured(rates.reduce_bytes_per_s, reduce_detail));
             save(&p, &out.out)
         }

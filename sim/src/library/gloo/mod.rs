@@ -42,8 +42,9 @@
 //!
 //! Host work: a received segment's reduction takes the profile's `network.reduce_bandwidth`
 //! (the play's `Reduce` ops), and all_gather's staging copies (ProcessGroupGloo gathers into a
-//! fresh flat buffer: its own block in first, everything out to the caller's tensors last) take
-//! `network.host_copy_bandwidth`; both measured in one process by
+//! fresh flat buffer: its own block in first, at `network.host_copy_bandwidth`, the first touch
+//! of fresh pages; everything out to the caller's tensors last, each rank once its own ring is
+//! done, at `network.host_copy_out_bandwidth`, warm pages); all measured in one process by
 //! `testbed/workloads/host_costs.py` (`calibrate import host-costs`). Where the profile says
 //! the hosts share a machine's cores (`network.host_cpu`), every message's host work is played
 //! on them ([`host_cpu`]), and so are the reductions and the copies (each at most one core at
@@ -64,6 +65,27 @@ pub const MAX_SEGMENT_BYTES: u64 = 1 << 20;
 
 /// Bytes of a gloo TCP preamble (`Op::preamble`: six `size_t`), the whole of a notification.
 pub const PREAMBLE_BYTES: u64 = 48;
+
+/// What ProcessGroupGloo's staging copies cost one host, bytes per second: priming a fresh
+/// buffer (first touch of its pages) and copying a staged buffer out to warm tensors.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StagingCopies {
+    pub prime_bytes_per_s: f64,
+    pub out_bytes_per_s: f64,
+}
+
+impl StagingCopies {
+    /// The profile's rates (`network.host_copy_bandwidth`, `host_copy_out_bandwidth`), when
+    /// it measured them.
+    pub fn of(profile: &crate::profile::Profile) -> Option<StagingCopies> {
+        let prime = profile.host_copy_bytes_per_s().filter(|r| *r > 0.0)?;
+        let out = profile.host_copy_out_bytes_per_s().filter(|r| *r > 0.0)?;
+        Some(StagingCopies {
+            prime_bytes_per_s: prime,
+            out_bytes_per_s: out,
+        })
+    }
+}
 
 /// Element size dtsim assumes for gloo's segment rounding (fp32 gradients).
 const ELEMENT_BYTES: u64 = 4;
@@ -156,7 +178,7 @@ fn plan_messages(
             "binomial",
             broadcast(req.bytes, n, req.root, &root_children(n)),
         ),
-        Collective::AllGather => ("ring", all_gather(req.bytes, n, opts.host_copy_bytes_per_s)),
+        Collective::AllGather => ("ring", all_gather(req.bytes, n, opts.host_copies)),
         Collective::AllToAll => ("direct", all_to_all(req.bytes, n)),
         Collective::SendRecv => ("send_recv", send_recv(req.bytes, n, req.root, req.peer)),
         Collective::Reduce => ("ring", reduce(req.bytes, n, req.root)),
@@ -267,7 +289,7 @@ fn send_recv_all_reduce(
                 groups.len(),
                 groups[0].len()
             );
-            let s = p2p::hierarchical(req.bytes, &groups, opts.host_copy_bytes_per_s);
+            let s = p2p::hierarchical(req.bytes, &groups, opts.host_copies);
             Ok(plan(s, decision))
         }
         None | Some("ring") if !opts.ring_orders.is_empty() => {
@@ -745,32 +767,41 @@ fn broadcast(bytes: u64, n: u32, root: u32, first: &[u32]) -> Schedule {
 /// ([`ring_all_gather_by_rank`]: a rank's notification to its left neighbour leaves behind
 /// its own half to its right one, so who posts first matters). ProcessGroupGloo stages it
 /// through a flat buffer: every rank first copies its block into its slot and, after the last
-/// receive, the whole buffer out to the caller's tensors; at `copy_bytes_per_s` (the host's
-/// measured staging-copy rate) those are compute ops before and after the ring.
-fn all_gather(bytes: u64, n: u32, copy_bytes_per_s: Option<f64>) -> Schedule {
+/// receive, the whole buffer out to the caller's tensors: at the host's measured `copies`
+/// rates, host work before the ring (every rank) and after it (each rank once its own last
+/// sends and receives are done).
+fn all_gather(bytes: u64, n: u32, copies: Option<StagingCopies>) -> Schedule {
     let mut s = Schedule::new(Collective::AllGather, "gloo ring", n, bytes);
     if n < 2 {
         return s;
     }
     let block = bytes / u64::from(n);
-    let copy = |s: &mut Schedule, copied: u64, deps: Vec<OpId>, step: u32| -> Option<OpId> {
-        let rate = copy_bytes_per_s.filter(|r| *r > 0.0)?;
-        let duration = crate::engine::SimTime::from_secs_f64(copied as f64 / rate);
-        Some(s.push(
+    let copy = |s: &mut Schedule, secs: f64, deps: Vec<OpId>, step: u32, ranks: u32| {
+        s.push(
             OpKind::HostWork {
-                endpoints: n,
-                core_time: duration,
+                endpoints: ranks,
+                core_time: crate::engine::SimTime::from_secs_f64(secs),
             },
             deps,
             Phase::AllGather,
             0,
             step,
-        ))
+        )
     };
-    let primed = copy(&mut s, block, vec![], 0);
+    let primed = copies.map(|c| copy(&mut s, block as f64 / c.prime_bytes_per_s, vec![], 0, n));
     let halves = [block / 2, block - block / 2];
-    let received = ring_all_gather_by_rank(&mut s, n, halves, primed);
-    copy(&mut s, bytes, received, 2 * (n - 1));
+    let done = ring_all_gather_by_rank(&mut s, n, halves, primed);
+    if let Some(c) = copies {
+        for rank_done in done {
+            copy(
+                &mut s,
+                bytes as f64 / c.out_bytes_per_s,
+                rank_done,
+                2 * (n - 1),
+                1,
+            );
+        }
+    }
     s
 }
 
@@ -779,14 +810,14 @@ fn all_gather(bytes: u64, n: u32, copy_bytes_per_s: Option<f64>) -> Schedule {
 /// iteration 2 on, once its send of iteration i − 2 was written (its notification arrived) and
 /// its receive of i − 2 arrived. Rank 0 starts [`p2p::ENTRY_LAG`] late. On two ranks both
 /// directions share one connection, so the post order decides (see [`p2p`]): the late rank
-/// finds the notifications waiting and writes its half before its own notification. Returns
-/// every rank's receives of the last two iterations.
+/// finds the notifications waiting and writes its half before its own notification. Returns,
+/// per rank, what it waits for last: its last two sends written and its last two receives.
 fn ring_all_gather_by_rank(
     s: &mut Schedule,
     n: u32,
     halves: [u64; 2],
     primed: Option<OpId>,
-) -> Vec<OpId> {
+) -> Vec<Vec<OpId>> {
     let after: Vec<OpId> = primed.into_iter().collect();
     let mut ready = p2p::entry(s, n, &after, Phase::AllGather);
     let iterations = 2 * (n as usize - 1);
@@ -821,10 +852,17 @@ fn ring_all_gather_by_rank(
             .collect();
         sent.push(step);
     }
-    sent.iter()
-        .rev()
-        .take(2)
-        .flat_map(|step| step.iter().map(|&(_, payload)| payload))
+    // A rank is done once its last two sends were written (their notifications came) and its
+    // last two receives arrived.
+    (0..n as usize)
+        .map(|r| {
+            let left = (r + n as usize - 1) % n as usize;
+            sent.iter()
+                .rev()
+                .take(2)
+                .flat_map(|step| [step[r].0, step[left].1])
+                .collect()
+        })
         .collect()
 }
 

@@ -225,9 +225,13 @@ pub fn rings(bytes: u64, n: u32, orders: &[Vec<u32>]) -> Schedule {
 }
 
 /// The hierarchical all-reduce of `bytes` over `groups` (the ranks of each node, all groups of
-/// one size, in node order): see the module doc. `copy_bytes_per_s` is the host's staging-copy
-/// rate for gloo's all_gather.
-pub fn hierarchical(bytes: u64, groups: &[Vec<u32>], copy_bytes_per_s: Option<f64>) -> Schedule {
+/// one size, in node order): see the module doc. `copies` are the host's staging-copy
+/// rates for gloo's all_gather.
+pub fn hierarchical(
+    bytes: u64,
+    groups: &[Vec<u32>],
+    copies: Option<super::StagingCopies>,
+) -> Schedule {
     let n: u32 = groups.iter().map(|g| g.len() as u32).sum();
     let mut s = Schedule::new(Collective::AllReduce, "send/recv hierarchical", n, bytes);
     let local = groups.first().map_or(0, Vec::len);
@@ -259,7 +263,7 @@ pub fn hierarchical(bytes: u64, groups: &[Vec<u32>], copy_bytes_per_s: Option<f6
     }
     // 3. Within each node: gloo's all_gather of the chunks back into the whole buffer.
     if local > 1 {
-        let sub = all_gather(bytes, local as u32, copy_bytes_per_s);
+        let sub = all_gather(bytes, local as u32, copies);
         for g in groups {
             s.embed(&sub, &[g.as_slice()], &across, &|op| op.kind.clone());
         }

@@ -239,27 +239,51 @@ fn all_gather_sends_halves_to_the_right() {
 }
 
 #[test]
-fn all_gather_copies_its_block_in_first_and_the_whole_buffer_out_last() {
-    // At 1 GB/s, 4 MiB gathered on 4 ranks: 1 MiB primed before the ring, 4 MiB copied out
-    // after its last receives; every rank's first posts wait for the priming.
-    let s = all_gather(4 << 20, 4, Some(1e9));
+fn all_gather_copies_its_block_in_first_and_each_rank_its_buffer_out_when_done() {
+    // 4 MiB gathered on 4 ranks: 1 MiB primed into fresh pages at 1 GB/s before the ring,
+    // every rank's first posts waiting for it; then each rank copies the 4 MiB out at 8 GB/s
+    // once its own last two sends were written and its last two receives arrived.
+    let rates = StagingCopies {
+        prime_bytes_per_s: 1e9,
+        out_bytes_per_s: 8e9,
+    };
+    let s = all_gather(4 << 20, 4, Some(rates));
     s.validate().unwrap();
     let copies = copies(&s);
-    let secs = |b: u64| crate::engine::SimTime::from_secs_f64(b as f64 / 1e9);
-    assert_eq!(copies.len(), 2);
-    assert_eq!(copies[0], (0, secs(1 << 20)));
-    assert_eq!(copies[1].1, secs(4 << 20));
-    assert_eq!(copies[1].0, s.ops.len() - 1, "the copy out is the last op");
+    let secs = |b: u64, rate: f64| crate::engine::SimTime::from_secs_f64(b as f64 / rate);
+    assert_eq!(copies.len(), 1 + 4);
+    assert_eq!(copies[0], (0, secs(1 << 20, 1e9)));
+    assert!(matches!(
+        s.ops[0].kind,
+        OpKind::HostWork { endpoints: 4, .. }
+    ));
     let unblocked: Vec<usize> = (0..s.ops.len())
         .filter(|&i| s.ops[i].deps.is_empty())
         .collect();
     assert_eq!(unblocked, [0], "everything waits for the priming");
-    let out = &s.ops[copies[1].0];
-    assert_eq!(
-        out.deps.len(),
-        2 * 4,
-        "the copy out waits for every rank's last two receives"
-    );
+    for (rank, &(i, core_time)) in copies[1..].iter().enumerate() {
+        assert_eq!(core_time, secs(4 << 20, 8e9));
+        let out = &s.ops[i];
+        assert!(matches!(out.kind, OpKind::HostWork { endpoints: 1, .. }));
+        assert_eq!(
+            out.deps.len(),
+            4,
+            "rank {rank}: two notifications, two receives"
+        );
+        for d in &out.deps {
+            let OpKind::Transfer { pattern, .. } = s.ops[d.0 as usize].kind else {
+                panic!(
+                    "rank {rank} waits for a transfer, not {:?}",
+                    s.ops[d.0 as usize].kind
+                )
+            };
+            let (_, to) = s.patterns[pattern.0 as usize].pairs[0];
+            assert_eq!(
+                to as usize, rank,
+                "rank {rank} waits only for what arrives at it"
+            );
+        }
+    }
     assert_eq!(
         payload_bytes(&s),
         3 * (4 << 20),
