@@ -553,7 +553,10 @@ fn gloos_staging_copies_wait_for_the_cores_the_hosts_share() {
             .unwrap();
     let prime = profile.host_copy_bytes_per_s().unwrap();
     let out = profile.host_copy_out_bytes_per_s().unwrap();
-    assert!(out > 2.0 * prime, "the copy out to warm pages is the faster one");
+    assert!(
+        out > 2.0 * prime,
+        "the copy out to warm pages is the faster one"
+    );
     let priming_secs = 4.0 * 1048576.0 / prime;
     let own = four_hosts_all_gather_16m(&["network.shared_cores=1000"]);
     let two = four_hosts_all_gather_16m(&[]);

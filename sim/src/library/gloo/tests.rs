@@ -2,6 +2,7 @@
 //! wire, copies, and what the plan refuses.
 #![cfg(test)]
 
+use super::ring::longest_segment;
 use super::*;
 
 fn payload_bytes(s: &Schedule) -> u128 {
