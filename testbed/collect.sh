@@ -220,6 +220,19 @@ if [[ $what == all || $what == heldout ]]; then
   $TB run --prefix mp --set generator.n=6 $STAR -- $PY $S mpi --op allreduce \
     --out data/runs/testbed_mpi_star6_heldout.csv --profile data/profiles/testbed_star4_200mbit.json \
     --algorithms 0,4 --repeats 5 --launches 5 --bytes 262144 1048576 4194304
+  # OpenMPI's butterfly reduce_scatter, which the fixed rules pick on 2 and 3 ranks from 64 to
+  # 128 KiB, recorded on 2026-11-29 after dtsim's butterfly was built (sizes whole floats per
+  # rank on both counts).
+  for n in 3 2; do
+    $TB run --prefix mp --set generator.n=$n $STAR -- $PY $S mpi --op reduce_scatter \
+      --out data/runs/testbed_mpi_butterfly_heldout.csv \
+      --profile data/profiles/testbed_star4_200mbit.json --algorithms 0 --repeats 20 \
+      --launches 5 --bytes 65544 98304 131064
+  done
+  # Two ranks' Sendrecv around the rendezvous threshold, beside it.
+  $TB run --prefix mp $STAR -- $PY $S mpi_p2p --ranks 2 --repeats 20 \
+    --bytes 32768 65532 81920 98304 131072 196608 \
+    --out data/runs/calibration/testbed_mpi_p2p_2ranks_near_eager.json
   # Every host's egress captured over gloo all-reduces of 1 and 4 MiB on it.
   $TB run $TWOLEAF -- $PY $S capture --methods allreduce --bytes 1048576 4194304 --repeats 5 \
     --name gloo_allreduce

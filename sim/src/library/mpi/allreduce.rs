@@ -622,30 +622,17 @@ mod tests {
 
     #[test]
     fn rendezvous_exchanges_start_the_second_direction_after_the_expected_head() {
-        // Two ranks: one direction after the other (request, answer, data; then the same back).
+        // Two ranks: the way back starts once the first way has all but the tail delivered.
         let s = one_exchange(2, 1 << 20);
-        let sizes: Vec<u64> = s
-            .ops
-            .iter()
-            .map(|op| match op.kind {
-                OpKind::Transfer { bytes, .. } => bytes,
-                _ => 0,
-            })
-            .collect();
-        assert_eq!(
-            sizes,
-            [
-                REQUEST_BYTES,
-                ACK_BYTES,
-                1 << 20,
-                REQUEST_BYTES,
-                ACK_BYTES,
-                1 << 20
-            ]
+        let head = (1 << 20) - SLOW_EXCHANGE_TAIL_BYTES;
+        assert!(matches!(s.ops[2].kind, OpKind::Transfer { bytes, .. } if bytes == head));
+        assert_back_request(
+            &s,
+            3,
+            2,
+            "two ranks: the way back waits for all but the tail",
         );
-        for (i, op) in s.ops.iter().enumerate().skip(1) {
-            assert_eq!(op.deps, vec![OpId(i as u32 - 1)]);
-        }
+        assert_eq!(data_bytes(&s), 2 << 20);
         // Four ranks: the way back starts once the first way has delivered its expected head.
         let s = one_exchange(4, 1 << 20);
         let head = head_bytes(4, 1 << 20, Exchanges::Expected);
@@ -674,12 +661,14 @@ mod tests {
             );
             assert_eq!(
                 head_bytes(2, bytes, Exchanges::Expected),
-                bytes,
-                "two ranks: all of it"
+                bytes - SLOW_EXCHANGE_TAIL_BYTES,
+                "two ranks: the slow mode every time"
             );
         }
-        // A message just above the eager limit fits in the tail: both ways at once.
+        // A message just above the eager limit fits in the tail: both ways at once, on two
+        // ranks too.
         assert_eq!(head_bytes(4, 80 << 10, Exchanges::Expected), 0);
+        assert_eq!(head_bytes(2, 80 << 10, Exchanges::Expected), 0);
         let s = one_exchange(4, 80 << 10);
         assert_back_request(&s, 2, 1, "the way back waits only for the answer");
         assert_eq!(data_bytes(&s), 2 * (80 << 10));

@@ -28,8 +28,9 @@
 //!   capture, which is what each step of the ring costs beyond its bytes (`ring`).
 //! - **Measured on the testbed** (`data/runs/calibration/testbed_mpi_p2p_{2,4}ranks*.json`,
 //!   `suite.py mpi_p2p`, TCP cubic, 10 repetitions per size and launch): with two ranks, a
-//!   Sendrecv of a rendezvous message with its one peer takes 1.95-2.00× a one-way Send of it
-//!   (16 KiB eager messages overlap); with four ranks and two of them waiting in a barrier,
+//!   Sendrecv of a rendezvous message of 1 MiB or more with its one peer takes 1.95-2.00× a
+//!   one-way Send of it, less below (1.27-1.52× at 64-96 KiB; 16 KiB eager messages overlap):
+//!   the slow mode every time; with four ranks and two of them waiting in a barrier,
 //!   1.00×; with all four exchanging in pairs at once (a recursive-doubling step), over ten
 //!   launches, either both ways at once (1.0×) or the way back only once the first way has all
 //!   but ~82 KB delivered (1.35× at 128 KiB, 1.67× at 256 KiB, 2.0× from 4 MiB), 181 of 320
@@ -245,7 +246,7 @@ pub const SLOW_EXCHANGE_TAIL_BYTES: u64 = 82_500;
 /// How OpenMPI's rendezvous exchanges between partners (four or more ranks) run: the
 /// testbed saw both directions at once in some launches and the way back waiting for the first
 /// way in others ([`SLOW_EXCHANGES`]). `collective.exchanges` picks one, so a study can bound
-/// what it cannot predict; with two ranks the way back always waits (measured every time).
+/// what it cannot predict; with two ranks the way back always waits for all but the tail.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Exchanges {
     /// The measured share of slow exchanges, as an expected head (`head_bytes`).
@@ -279,17 +280,22 @@ impl Exchanges {
 }
 
 /// Of a rendezvous exchange of `bytes` each way between partners, how much the first way
-/// delivers before the way back starts, in expectation: with two ranks all of it (every
-/// Sendrecv of 128 KiB to 16 MiB took 1.95-2.02x a one-way Send, `testbed_mpi_p2p_2ranks.json`);
-/// with more, the slow mode's `bytes - tail` in the measured share of cases and nothing in the
-/// others.
+/// delivers before the way back starts, in expectation: with two ranks the slow mode's
+/// `bytes - tail` every time; with more, in the measured share of cases and nothing in the
+/// others. A message within the tail crosses both ways at once whatever the ranks. Two ranks'
+/// Sendrecvs (`testbed_mpi_p2p_2ranks.json`, 2026-11-26, and `..._2ranks_near_eager.json`,
+/// 2026-11-29) took 1.95-2.00x a one-way Send from 1 MiB (the rule: 1.92-2.00x), 2.16x and
+/// 1.37x at 128 KiB on the two days (1.37x), 1.27-1.52x at 64-96 KiB (1.00-1.16x) and 1.75x at
+/// 192 KiB (1.58x); two ranks' butterfly reduce_scatter of 2 x 64 KiB took one way's time
+/// (`testbed_mpi_butterfly_heldout.csv`). Until 2026-11-29 two ranks waited for all of it (2x
+/// from 64 KiB), which the second day's log does not show below 1 MiB.
 ///
 /// In mode `x` ([`Exchanges`]): the expected head, none (both ways at once) or the slow mode's.
 fn head_bytes(ranks: u32, bytes: u64, x: Exchanges) -> u64 {
-    if ranks <= 2 {
-        return bytes;
-    }
     let slow_head = bytes.saturating_sub(SLOW_EXCHANGE_TAIL_BYTES);
+    if ranks <= 2 {
+        return slow_head;
+    }
     match x {
         Exchanges::Expected => {
             (slow_head as f64 * f64::from(SLOW_EXCHANGES) / f64::from(EXCHANGES)).round() as u64

@@ -10,13 +10,15 @@
 //!   then partners at distance n/2, n/4 ... 1 swap the half of their current window that the
 //!   other keeps (a receive posted, then a blocking send: an exchange between partners, as the
 //!   testbed's run, [`super::exchange`]) and reduce it; a folded rank gets its block back
-//!   last. The ring sends each block on to rank + 1 n − 1 times, reducing what it received
-//!   before sending it (the all-reduce ring's first half, played the same way:
-//!   [`super::allreduce::ring_steps`]).
+//!   last. Butterfly (Träff's) folds the same way and halves the same windows, but with
+//!   partners at distance 1, 2 ... n/2, so each position ends holding the block of its mirror
+//!   image (its bits reversed): a folded pair's even half goes straight to the rank that
+//!   dropped out, then mirror images swap. The ring sends each block on to rank + 1 n − 1
+//!   times, reducing what it received before sending it (the all-reduce ring's first half,
+//!   played the same way: [`super::allreduce::ring_steps`]).
 //!
-//! Not modelled, and refused: non-overlapping (a tuned reduce then a tuned scatterv) and
-//! butterfly; the fixed rules pick them only below 8 bytes on 4-7 ranks, at 64-128 KiB on 2-3,
-//! and from 32 ranks.
+//! Not modelled, and refused: non-overlapping (a tuned reduce then a tuned scatterv); the
+//! fixed rules pick it only below 8 bytes on 4-7 ranks and for tiny vectors from 32 ranks.
 
 use super::allreduce::ring_steps;
 use super::Algorithm as _;
@@ -119,15 +121,12 @@ pub(super) fn plan(
     let n = sys.ranks;
     let x = opts.mpi_exchanges;
     let (alg, how) = super::chosen(opts, || reduce_scatter_fixed(n, req.bytes))?;
-    if matches!(
-        alg,
-        ReduceScatterAlg::NonOverlapping | ReduceScatterAlg::Butterfly
-    ) {
+    if alg == ReduceScatterAlg::NonOverlapping {
         return Err(LibraryError::new(
             "collective.algorithm",
             format!(
                 "a reduce_scatter dtsim plays: OpenMPI runs {} here ({how}, {n} ranks, {} B), \
-                 which is not modelled; force recursive_halving or ring",
+                 which is not modelled; force recursive_halving, ring or butterfly",
                 alg.as_str(),
                 req.bytes
             ),
@@ -145,6 +144,7 @@ pub(super) fn plan(
     if n > 1 && block > 0 {
         match alg {
             ReduceScatterAlg::Ring => ring_steps(&mut s, n, block, n - 1, 0),
+            ReduceScatterAlg::Butterfly => butterfly(&mut s, block, n, x),
             _ => recursive_halving(&mut s, block, n, x),
         }
     }
@@ -160,40 +160,69 @@ pub(super) fn plan(
 /// Blocks the lower and the upper position of a pair send each other in one halving step.
 type Shape = (u64, u64);
 
-/// Recursive halving over blocks of `block` bytes (see the module).
-fn recursive_halving(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
+/// The power of two below `n` that recursive halving and butterfly run on: (positions, ranks
+/// folded into their odd neighbours).
+fn fold_sizes(n: u32) -> (u32, u32) {
     let pof2 = 1u32 << (31 - n.leading_zeros());
-    let remain = n - pof2;
-    // The rank playing position v of the power of two: the odd one of a folded pair.
-    let real = |v: u32| if v < remain { 2 * v + 1 } else { v + remain };
-    // Blocks each position holds: a folded pair's two.
-    let blocks_of = |v: u32| -> u64 {
-        if v < remain {
+    (pof2, n - pof2)
+}
+
+/// The rank playing position `v` of the power of two when `remain` ranks were folded: the odd
+/// one of a folded pair.
+fn real(v: u32, remain: u32) -> u32 {
+    if v < remain {
+        2 * v + 1
+    } else {
+        v + remain
+    }
+}
+
+/// The first `remain` even ranks send their whole vector (`n` blocks) to their odd neighbour,
+/// which reduces it: what the halving waits for (nothing without a fold).
+fn fold(s: &mut Schedule, block: u64, n: u32, remain: u32) -> Vec<OpId> {
+    if remain == 0 {
+        return Vec::new();
+    }
+    let pairs: Vec<(Endpoint, Endpoint)> = (0..remain).map(|k| (2 * k, 2 * k + 1)).collect();
+    let whole = block * u64::from(n);
+    let got = message(s, &pairs, whole, Vec::new(), Phase::ReduceScatter, 0);
+    vec![reduce(s, remain, whole, got, Phase::ReduceScatter, 0)]
+}
+
+/// The halving rounds of recursive halving and butterfly over `pof2` positions (block `b`
+/// holds two ranks' blocks when `b < remain`), partners `v ^ mask` for each mask in turn: each
+/// keeps the half of its window of blocks that its `mask` bit says (clear: the lower), swaps
+/// the other half with its partner and reduces what it received. Returns the last reduction
+/// and every position's final window's first block.
+#[allow(clippy::too_many_arguments)]
+fn halving_rounds(
+    s: &mut Schedule,
+    block: u64,
+    n: u32,
+    remain: u32,
+    masks: impl Iterator<Item = u32>,
+    x: Exchanges,
+    mut last: Vec<OpId>,
+    mut step: u32,
+) -> (Vec<OpId>, Vec<u32>) {
+    let (pof2, _) = fold_sizes(n);
+    let blocks_of = |b: u32| -> u64 {
+        if b < remain {
             2
         } else {
             1
         }
     };
-    let mut last: Vec<OpId> = Vec::new();
-    let mut step = 0;
-    if remain > 0 {
-        let pairs: Vec<(Endpoint, Endpoint)> = (0..remain).map(|k| (2 * k, 2 * k + 1)).collect();
-        let whole = block * u64::from(n);
-        let got = message(s, &pairs, whole, Vec::new(), Phase::ReduceScatter, step);
-        last = vec![reduce(s, remain, whole, got, Phase::ReduceScatter, step)];
-        step += 1;
-    }
-    // Each position's window of positions [lo, hi); partners keep opposite halves.
-    let mut mask = pof2 >> 1;
+    // Each position's window of blocks [lo, hi); partners keep opposite halves.
     let mut windows: Vec<(u32, u32)> = vec![(0, pof2); pof2 as usize];
-    while mask > 0 {
+    for mask in masks {
         // Blocks each position sends this step, and the pairs (lower position first).
         let mut sends = vec![0u64; pof2 as usize];
         for v in 0..pof2 {
             let (lo, hi) = windows[v as usize];
             let mid = lo + (hi - lo) / 2;
             // The lower position keeps the lower half and sends the upper.
-            let (keep, send) = if v < v ^ mask {
+            let (keep, send) = if v & mask == 0 {
                 ((lo, mid), (mid, hi))
             } else {
                 ((mid, hi), (lo, mid))
@@ -206,7 +235,7 @@ fn recursive_halving(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
         let mut shapes: Vec<(Shape, Vec<(Endpoint, Endpoint)>)> = Vec::new();
         for v in (0..pof2).filter(|v| v & mask == 0) {
             let shape = (sends[v as usize], sends[(v ^ mask) as usize]);
-            let pair = (real(v), real(v ^ mask));
+            let pair = (real(v, remain), real(v ^ mask, remain));
             match shapes.iter_mut().find(|(sh, _)| *sh == shape) {
                 Some((_, pairs)) => pairs.push(pair),
                 None => shapes.push((shape, vec![pair])),
@@ -251,12 +280,70 @@ fn recursive_halving(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
         let received = sends.iter().copied().max().unwrap_or(0) * block;
         let all = super::join(s, done, Phase::ReduceScatter, step);
         last = vec![reduce(s, pof2, received, all, Phase::ReduceScatter, step)];
-        mask >>= 1;
         step += 1;
     }
+    (last, windows.iter().map(|w| w.0).collect())
+}
+
+/// Recursive halving over blocks of `block` bytes (see the module): partners at distance
+/// n/2, n/4 ... 1, so position v ends holding block v; a folded pair's odd rank then sends
+/// the even one its block.
+fn recursive_halving(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
+    let (pof2, remain) = fold_sizes(n);
+    let folded = fold(s, block, n, remain);
+    let first = u32::from(remain > 0);
+    let masks = std::iter::successors(Some(pof2 >> 1), |m| Some(m >> 1)).take_while(|&m| m > 0);
+    let (last, _) = halving_rounds(s, block, n, remain, masks, x, folded, first);
     if remain > 0 {
         let pairs: Vec<(Endpoint, Endpoint)> = (0..remain).map(|k| (2 * k + 1, 2 * k)).collect();
+        let step = first + pof2.trailing_zeros();
         message(s, &pairs, block, last, Phase::ReduceScatter, step);
+    }
+}
+
+/// `v`'s lowest `bits` bits in reverse order (`ompi_mirror_perm`).
+fn mirror(v: u32, bits: u32) -> u32 {
+    if bits == 0 {
+        return v;
+    }
+    v.reverse_bits() >> (32 - bits)
+}
+
+/// Butterfly over blocks of `block` bytes (see the module): the fold, then partners at
+/// distance 1, 2 ... n/2, so position v ends holding the block of its mirror image m(v) (bits
+/// reversed). If that block is a folded pair's, the even rank's half goes to it directly;
+/// then v and m(v), where they differ, swap what each holds for the other.
+fn butterfly(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
+    let (pof2, remain) = fold_sizes(n);
+    let bits = pof2.trailing_zeros();
+    let folded = fold(s, block, n, remain);
+    let first = u32::from(remain > 0);
+    let masks = std::iter::successors(Some(1u32), |m| Some(m << 1)).take_while(|&m| m < pof2);
+    let (last, held) = halving_rounds(s, block, n, remain, masks, x, folded, first);
+    let step = first + bits;
+    // Folded blocks' even halves to the ranks that dropped out (blocking sends, first).
+    let to_excluded: Vec<(Endpoint, Endpoint)> = (0..pof2)
+        .filter(|&v| held[v as usize] < remain)
+        .map(|v| (real(v, remain), 2 * held[v as usize]))
+        .collect();
+    let mut before = last;
+    if !to_excluded.is_empty() {
+        before.push(message(
+            s,
+            &to_excluded,
+            block,
+            before.clone(),
+            Phase::ReduceScatter,
+            step,
+        ));
+    }
+    debug_assert!((0..pof2).all(|v| held[v as usize] == mirror(v, bits)));
+    let swaps: Vec<(Endpoint, Endpoint)> = (0..pof2)
+        .filter(|&v| v < mirror(v, bits))
+        .map(|v| (real(v, remain), real(mirror(v, bits), remain)))
+        .collect();
+    if !swaps.is_empty() {
+        exchange(s, &swaps, block, n, x, before, Phase::ReduceScatter, step);
     }
 }
 
@@ -304,6 +391,79 @@ mod tests {
         let data = crate::library::testing::payload_bytes(&plan.schedule, super::super::ACK_BYTES)
             - crate::library::testing::transfer_bytes(&plan.schedule, super::super::REQUEST_BYTES);
         assert_eq!(data, 32 * u128::from(block));
+    }
+
+    /// The data bytes (requests and answers left out) of OpenMPI's reduce_scatter of `n`
+    /// blocks of 1 MiB on `n` ranks by `alg`.
+    fn data_bytes(alg: &str, n: u32) -> u128 {
+        let block = 1u64 << 20;
+        let req = Request {
+            collective: Collective::ReduceScatter,
+            bytes: u64::from(n) * block,
+            root: 0,
+            peer: 1,
+        };
+        let opts = LibraryOptions {
+            algorithm: Some(alg.into()),
+            ..Default::default()
+        };
+        let sys = crate::library::testing::cpu_hosts(n);
+        let plan = plan(&req, &sys, &opts).unwrap();
+        plan.schedule.validate().unwrap();
+        let s = &plan.schedule;
+        let data = crate::library::testing::payload_bytes(s, super::super::ACK_BYTES)
+            - crate::library::testing::transfer_bytes(s, super::super::REQUEST_BYTES);
+        data / u128::from(block)
+    }
+
+    #[test]
+    fn butterfly_halves_from_distance_one_then_swaps_mirror_images() {
+        // coll_base_reduce_scatter.c (v4.1.4), in blocks B. 2 ranks: one swap of halves
+        // (B each way), the mirror of 1 bit changes nothing.
+        assert_eq!(data_bytes("butterfly", 2), 2);
+        // 3 ranks: rank 0 folds its whole vector (3B) into rank 1; positions 0 (rank 1, the
+        // blocks of ranks 0 and 1) and 1 (rank 2) swap halves, 1B one way and 2B the other;
+        // rank 1 hands rank 0 its block: 7B.
+        assert_eq!(data_bytes("butterfly", 3), 7);
+        // 4 ranks: halves at distance 1 (2B each way, 8B), quarters at distance 2 (4B), then
+        // positions 1 and 2, each holding the other's block, swap (2B): 14B, where recursive
+        // halving, ending with every block home, moves 12B.
+        assert_eq!(data_bytes("butterfly", 4), 14);
+        assert_eq!(data_bytes("recursive_halving", 4), 12);
+        // 6 ranks: the folds (12B), the halving at distance 1 (12B) and 2 (6B), the folded
+        // blocks' even halves to ranks 0 and 2 (2B), ranks 3 and 4 swapping theirs (2B).
+        assert_eq!(data_bytes("butterfly", 6), 34);
+    }
+
+    #[test]
+    fn the_mirror_image_reverses_the_bits() {
+        assert_eq!(mirror(0, 2), 0);
+        assert_eq!(mirror(1, 2), 2);
+        assert_eq!(mirror(3, 2), 3);
+        assert_eq!(mirror(1, 3), 4);
+        assert_eq!(mirror(6, 3), 3);
+        assert_eq!(mirror(1, 1), 1);
+        assert_eq!(mirror(0, 0), 0);
+    }
+
+    #[test]
+    fn the_fixed_rules_butterfly_plays_and_non_overlapping_is_refused() {
+        // 3 ranks at 64 KiB: the rules pick butterfly, which plays.
+        let sys = crate::library::testing::cpu_hosts(3);
+        let req = |bytes| Request {
+            collective: Collective::ReduceScatter,
+            bytes,
+            root: 0,
+            peer: 1,
+        };
+        let p = plan(&req(65544), &sys, &LibraryOptions::default()).unwrap();
+        assert!(p.decision.contains("butterfly"), "{}", p.decision);
+        let opts = LibraryOptions {
+            algorithm: Some("non_overlapping".into()),
+            ..Default::default()
+        };
+        let e = plan(&req(65544), &sys, &opts).unwrap_err();
+        assert!(e.to_string().contains("not modelled"), "{e}");
     }
 
     #[test]
