@@ -24,14 +24,23 @@
 //!   tree, and chains (fan-out f: f chains of consecutive ranks hanging from the root, the
 //!   first (n − 1) mod f of them one longer).
 //!
+//! - **Scatter-allgather** (`bcast_intra_scatter_allgather`, `..._ring`): the root's vector in
+//!   blocks of ⌈count / n⌉ elements scattered down a binomial tree (each rank sends its
+//!   subtrees their blocks, one blocking send after the other), then all-gathered by recursive
+//!   doubling (with recursive halving passing blocks to the ranks whose partner subtree is
+//!   incomplete) or by a ring ([`scatter_allgather`]). Below one element per rank both fall
+//!   back to basic_linear. The fixed rules pick scatter_allgather for 16-31 ranks from 1 MiB
+//!   and for 1,024 ranks or more at the largest sizes.
+//!
 //! Not modelled, and refused: split_binary_tree (halves of the message down two subtrees, then
-//! swapped) and the two scatter-allgather algorithms. The fixed rules pick split_binary_tree
-//! for 256-1,023 ranks at 16-32 KiB, scatter_allgather for 16-31 ranks from 1 MiB and for
-//! 1,024 ranks or more at the largest sizes.
+//! swapped), which the fixed rules pick for 256-1,023 ranks at 16-32 KiB.
 
 use super::Algorithm as _;
-use super::{message, LibraryError, LibraryOptions, Plan, Request, System};
-use crate::collective::{Collective, OpId, Phase, Schedule};
+use super::{
+    exchange, is_eager, message, Exchanges, LibraryError, LibraryOptions, Plan, Request, System,
+    ELEMENT_BYTES,
+};
+use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
 
 algorithms! {
     /// `coll_tuned_bcast_algorithm` numbers and names.
@@ -154,7 +163,10 @@ pub(super) fn plan(
         BcastAlg::BinaryTree => fanout_tree(n, root, 2),
         BcastAlg::Binomial => binomial_tree(n, root),
         BcastAlg::Knomial => knomial_tree(n, root, KNOMIAL_RADIX),
-        BcastAlg::SplitBinaryTree | BcastAlg::ScatterAllgather | BcastAlg::ScatterAllgatherRing => {
+        BcastAlg::ScatterAllgather | BcastAlg::ScatterAllgatherRing => {
+            return Ok(scatter_allgather_plan(req, n, alg, how, opts.mpi_exchanges));
+        }
+        BcastAlg::SplitBinaryTree => {
             return Err(LibraryError::new(
                 "collective.algorithm",
                 format!(
@@ -182,6 +194,236 @@ pub(super) fn plan(
         parameters: Vec::new(),
         alternatives: Vec::new(),
     })
+}
+
+/// The two scatter-allgather broadcasts (`bcast_intra_scatter_allgather` and `..._ring`): with
+/// fewer elements than ranks both fall back to basic_linear, as the source does.
+fn scatter_allgather_plan(req: &Request, n: u32, alg: BcastAlg, how: &str, x: Exchanges) -> Plan {
+    let count = req.bytes / ELEMENT_BYTES;
+    let linear = count < u64::from(n);
+    let name = if linear {
+        format!("{}, basic_linear below one element per rank", alg.as_str())
+    } else {
+        alg.as_str().to_string()
+    };
+    let mut s = Schedule::new(Collective::Broadcast, format!("mpi {name}"), n, req.bytes);
+    if n > 1 && req.bytes > 0 {
+        if linear {
+            let root = req.root;
+            let children: Vec<Vec<u32>> = (0..n)
+                .map(|r| {
+                    if r == root {
+                        (0..n).filter(|&c| c != root).collect()
+                    } else {
+                        Vec::new()
+                    }
+                })
+                .collect();
+            tree_bcast(&mut s, &children, root, req.bytes);
+        } else {
+            let ring = alg == BcastAlg::ScatterAllgatherRing;
+            scatter_allgather(&mut s, n, req.root, count, ring, x);
+        }
+    }
+    Plan {
+        schedule: s,
+        placed_endpoints: Vec::new(),
+        decision: format!("OpenMPI 4.1 broadcast {name} ({how})"),
+        parameters: Vec::new(),
+        alternatives: Vec::new(),
+    }
+}
+
+/// Elements of block `b` (of `sc` each) of a vector of `count`: the last ones partial or empty.
+fn block_elems(count: u64, sc: u64, b: u32) -> u64 {
+    count.saturating_sub(u64::from(b) * sc).min(sc)
+}
+
+/// Scatter by a binomial tree, then all-gather by recursive doubling (`ring`: false) or a ring,
+/// of `count` elements (at least one per rank) from `root`; ranks shifted so the root is 0.
+///
+/// Scatter: the shifted rank v receives from v − lowbit(v), then sends its subtrees at
+/// distance lowbit(v)/2, /4 ... 1 their blocks (blocks of ⌈count / n⌉ elements, by shifted
+/// rank), one blocking send after the other. Recursive doubling: at distance 1, 2, 4 ... v
+/// and v ^ d swap what each holds (their aligned runs of blocks); where v's partner subtree is
+/// incomplete (n not a power of two), the ranks that got it pass what they received down to
+/// those of their own subtree that had no partner, by recursive halving. Ring: n − 1 steps of
+/// one block to the next rank. Every exchange runs as the testbed's do ([`exchange`]).
+fn scatter_allgather(s: &mut Schedule, n: u32, root: u32, count: u64, ring: bool, x: Exchanges) {
+    let sc = count.div_ceil(u64::from(n));
+    let real = |v: u32| unshift(v, root, n);
+    let top = n.next_power_of_two();
+    // Per shifted rank: elements held, and what its next call waits for.
+    let mut held = vec![0u64; n as usize];
+    let mut ready: Vec<Vec<OpId>> = vec![Vec::new(); n as usize];
+    held[0] = count;
+    // Parents before their children: a child has one set bit more than its parent.
+    let mut order: Vec<u32> = (0..n).collect();
+    order.sort_by_key(|v| (v.count_ones(), *v));
+    for v in order {
+        let start = if v == 0 { top } else { 1 << v.trailing_zeros() };
+        let mut mask = start >> 1;
+        while mask > 0 {
+            let c = v + mask;
+            let sent = held[v as usize].saturating_sub(sc * u64::from(mask));
+            if c < n && sent > 0 {
+                let bytes = sent * ELEMENT_BYTES;
+                let pair = [(real(v), real(c))];
+                let deps = ready[v as usize].clone();
+                let op = message(s, &pair, bytes, deps, Phase::Broadcast, 0);
+                held[c as usize] = sent;
+                held[v as usize] -= sent;
+                ready[c as usize] = vec![op];
+                // A blocking send: a rendezvous returns once its data is out, an eager one
+                // at once.
+                if !is_eager(bytes) {
+                    ready[v as usize] = vec![op];
+                }
+            }
+            mask >>= 1;
+        }
+    }
+    if ring {
+        ring_allgather(s, n, count, sc, &real, ready);
+    } else {
+        doubling_allgather(s, n, count, sc, &real, ready, x);
+    }
+}
+
+/// The scatter-allgather broadcast's recursive doubling (see [`scatter_allgather`]).
+fn doubling_allgather(
+    s: &mut Schedule,
+    n: u32,
+    count: u64,
+    sc: u64,
+    real: &dyn Fn(u32) -> Endpoint,
+    mut ready: Vec<Vec<OpId>>,
+    x: Exchanges,
+) {
+    let mut held: Vec<u64> = (0..n).map(|v| block_elems(count, sc, v)).collect();
+    // What each rank received last, which it passes on to those without a partner.
+    let mut received = vec![0u64; n as usize];
+    let (mut mask, mut step) = (1u32, 1u32);
+    while mask < n {
+        let before = held.clone();
+        for v in (0..n).filter(|v| v & mask == 0 && (v ^ mask) < n) {
+            let w = v ^ mask;
+            let (a, b) = (before[v as usize], before[w as usize]);
+            let mut deps = ready[v as usize].clone();
+            deps.extend(ready[w as usize].iter().copied());
+            let common = a.min(b);
+            let pair = [(real(v), real(w))];
+            let mut done = if common > 0 {
+                exchange(
+                    s,
+                    &pair,
+                    common * ELEMENT_BYTES,
+                    n,
+                    x,
+                    deps.clone(),
+                    Phase::AllGather,
+                    step,
+                )
+            } else {
+                super::join(s, deps, Phase::AllGather, step)
+            };
+            if a != b {
+                let way = if a > b {
+                    pair.to_vec()
+                } else {
+                    super::reversed(&pair)
+                };
+                let surplus = (a.max(b) - common) * ELEMENT_BYTES;
+                done = message(s, &way, surplus, vec![done], Phase::AllGather, step);
+            }
+            ready[v as usize] = vec![done];
+            ready[w as usize] = vec![done];
+            held[v as usize] += b;
+            held[w as usize] += a;
+            received[v as usize] = b;
+            received[w as usize] = a;
+        }
+        // Incomplete partner subtrees: pass what came across down to the ranks without one.
+        let mut rh = mask >> 1;
+        while rh > 0 {
+            let mut sends: Vec<(u32, u32)> = Vec::new();
+            for v in (0..n).filter(|v| v & mask == 0) {
+                let own_root = v & !(mask - 1);
+                if own_root + 2 * mask <= n {
+                    continue; // the partner subtree is whole
+                }
+                let with_data = i64::from(n) - i64::from(own_root) - i64::from(mask);
+                let w = v ^ rh;
+                let sub_root = i64::from(v & !(2 * rh - 1));
+                if w > v
+                    && i64::from(v) < sub_root + with_data
+                    && i64::from(w) >= sub_root + with_data
+                {
+                    sends.push((v, w));
+                }
+            }
+            for (v, w) in sends {
+                let elems = received[v as usize];
+                let mut deps = ready[v as usize].clone();
+                deps.extend(ready[w as usize].iter().copied());
+                let op = message(
+                    s,
+                    &[(real(v), real(w))],
+                    elems * ELEMENT_BYTES,
+                    deps,
+                    Phase::AllGather,
+                    step,
+                );
+                ready[v as usize] = vec![op];
+                ready[w as usize] = vec![op];
+                received[w as usize] = elems;
+                held[w as usize] += elems;
+            }
+            rh >>= 1;
+        }
+        mask <<= 1;
+        step += 1;
+    }
+    debug_assert!(held.iter().all(|&h| h == count), "{held:?} of {count}");
+}
+
+/// The scatter-allgather broadcast's ring (see [`scatter_allgather`]): at step i the shifted
+/// rank v sends block v − i + 1 to v + 1 and receives block v − i from v − 1, a receive posted
+/// and then a blocking send; it moves on once both are done.
+fn ring_allgather(
+    s: &mut Schedule,
+    n: u32,
+    count: u64,
+    sc: u64,
+    real: &dyn Fn(u32) -> Endpoint,
+    mut ready: Vec<Vec<OpId>>,
+) {
+    for i in 1..n {
+        let mut sent = Vec::with_capacity(n as usize);
+        for v in 0..n {
+            let block = (v + n - (i - 1)) % n;
+            let bytes = block_elems(count, sc, block) * ELEMENT_BYTES;
+            let right = (v + 1) % n;
+            let mut deps = ready[v as usize].clone();
+            deps.extend(ready[right as usize].iter().copied());
+            sent.push(if bytes > 0 {
+                message(
+                    s,
+                    &[(real(v), real(right))],
+                    bytes,
+                    deps,
+                    Phase::AllGather,
+                    i,
+                )
+            } else {
+                super::join(s, deps, Phase::AllGather, i)
+            });
+        }
+        for v in 0..n {
+            let left = (v + n - 1) % n;
+            ready[v as usize] = vec![sent[v as usize], sent[left as usize]];
+        }
+    }
 }
 
 /// An unsegmented broadcast down `children` (per rank, in the order it posts its sends):
@@ -386,6 +628,91 @@ mod tests {
         assert_eq!(c[2], vec![3]);
         assert_eq!(c[4], vec![5]);
         assert!(c[3].is_empty() && c[5].is_empty());
+    }
+
+    /// OpenMPI's broadcast of `bytes` from `root` on `n` ranks by `alg`.
+    fn planned(alg: &str, n: u32, root: u32, bytes: u64) -> Plan {
+        let req = Request {
+            collective: Collective::Broadcast,
+            bytes,
+            root,
+            peer: 1,
+        };
+        let opts = LibraryOptions {
+            algorithm: Some(alg.into()),
+            ..Default::default()
+        };
+        plan(&req, &crate::library::testing::cpu_hosts(n), &opts).unwrap()
+    }
+
+    /// Data bytes of a plan (requests and answers left out).
+    fn data(p: &Plan) -> u128 {
+        let s = &p.schedule;
+        crate::library::testing::payload_bytes(s, super::super::ACK_BYTES)
+            - crate::library::testing::transfer_bytes(s, super::super::REQUEST_BYTES)
+    }
+
+    #[test]
+    fn scatter_allgather_scatters_by_binomial_tree_then_gathers() {
+        // coll_base_bcast.c's example, 8 ranks, blocks B of 1 MiB: the scatter sends 4B to
+        // rank 4, 2B to 2, B to 1, then 2B from 4 to 6 and B each to 5, 3 and 7 (12B); the
+        // all-gather moves 1, 2 then 4 blocks per rank (56B) by recursive doubling, or one
+        // block per rank in each of 7 ring steps (56B).
+        let b = 1u128 << 20;
+        for alg in ["scatter_allgather", "scatter_allgather_ring"] {
+            let p = planned(alg, 8, 0, 8 << 20);
+            p.schedule.validate().unwrap();
+            assert_eq!(data(&p), 68 * b, "{alg}");
+            assert_eq!(
+                planned(alg, 8, 5, 8 << 20).schedule.ops.len(),
+                p.schedule.ops.len()
+            );
+        }
+    }
+
+    #[test]
+    fn scatter_allgather_gets_every_block_everywhere_on_any_rank_count() {
+        // Not a power of two: the ranks whose partner subtree is incomplete get its blocks
+        // passed down by recursive halving (the plan checks every rank ends with the whole
+        // vector); fewer elements than ranks fall back to basic_linear.
+        for n in 2..40u32 {
+            for root in [0, n / 2, n - 1] {
+                for bytes in [4 * u64::from(n), 1 << 20, (1 << 20) + 4 * 7] {
+                    for alg in ["scatter_allgather", "scatter_allgather_ring"] {
+                        let p = planned(alg, n, root, bytes);
+                        p.schedule.validate().unwrap();
+                        // Every rank but the root gets the vector at least once (counted
+                        // where no run of blocks is a request's or an answer's size).
+                        let need = u128::from(bytes) * u128::from(n - 1);
+                        assert!(
+                            bytes < 1 << 20 || data(&p) >= need,
+                            "{alg} on {n} from {root}, {bytes} B: {} < {need}",
+                            data(&p)
+                        );
+                    }
+                }
+            }
+        }
+        let p = planned("scatter_allgather", 8, 0, 16);
+        assert!(p.decision.contains("basic_linear"), "{}", p.decision);
+        assert_eq!(data(&p), 7 * 16);
+    }
+
+    #[test]
+    fn the_fixed_rules_scatter_allgather_plays() {
+        let req = Request {
+            collective: Collective::Broadcast,
+            bytes: 1 << 20,
+            root: 0,
+            peer: 1,
+        };
+        let sys = crate::library::testing::cpu_hosts(16);
+        let p = plan(&req, &sys, &LibraryOptions::default()).unwrap();
+        assert!(
+            p.decision.contains("scatter_allgather (fixed rules)"),
+            "{}",
+            p.decision
+        );
     }
 
     #[test]
