@@ -149,15 +149,7 @@ pub(super) fn plan(
     };
     let root = req.root;
     let children = match alg {
-        BcastAlg::BasicLinear => (0..n)
-            .map(|r| {
-                if r == root {
-                    (0..n).filter(|&c| c != root).collect()
-                } else {
-                    Vec::new()
-                }
-            })
-            .collect(),
+        BcastAlg::BasicLinear => linear(n, root),
         BcastAlg::Chain => chain(n, root, chain_fanout),
         BcastAlg::Pipeline => chain(n, root, 1),
         BcastAlg::BinaryTree => fanout_tree(n, root, 2),
@@ -200,26 +192,16 @@ pub(super) fn plan(
 /// fewer elements than ranks both fall back to basic_linear, as the source does.
 fn scatter_allgather_plan(req: &Request, n: u32, alg: BcastAlg, how: &str, x: Exchanges) -> Plan {
     let count = req.bytes / ELEMENT_BYTES;
-    let linear = count < u64::from(n);
-    let name = if linear {
+    let fallback = count < u64::from(n);
+    let name = if fallback {
         format!("{}, basic_linear below one element per rank", alg.as_str())
     } else {
         alg.as_str().to_string()
     };
     let mut s = Schedule::new(Collective::Broadcast, format!("mpi {name}"), n, req.bytes);
     if n > 1 && req.bytes > 0 {
-        if linear {
-            let root = req.root;
-            let children: Vec<Vec<u32>> = (0..n)
-                .map(|r| {
-                    if r == root {
-                        (0..n).filter(|&c| c != root).collect()
-                    } else {
-                        Vec::new()
-                    }
-                })
-                .collect();
-            tree_bcast(&mut s, &children, root, req.bytes);
+        if fallback {
+            tree_bcast(&mut s, &linear(n, req.root), req.root, req.bytes);
         } else {
             let ring = alg == BcastAlg::ScatterAllgatherRing;
             scatter_allgather(&mut s, n, req.root, count, ring, x);
@@ -453,6 +435,19 @@ fn tree_bcast(s: &mut Schedule, children: &[Vec<u32>], root: u32, bytes: u64) {
         frontier = next;
         depth += 1;
     }
+}
+
+/// basic_linear's tree: the root's children are every other rank.
+fn linear(n: u32, root: u32) -> Vec<Vec<u32>> {
+    (0..n)
+        .map(|r| {
+            if r == root {
+                (0..n).filter(|&c| c != root).collect()
+            } else {
+                Vec::new()
+            }
+        })
+        .collect()
 }
 
 /// Ranks shifted so that `root` is 0, and back.
