@@ -81,6 +81,8 @@ if [[ $what == all || $what == link || $what == collectives ]]; then
   done
 fi
 if [[ $what == all || $what == collectives ]]; then
+  # Five launches pooled per row (suite.py's default; the star's and the 2:1 leaves' rows were
+  # one launch until 2026-11-29).
   $TB run $STAR -- $PY $S collectives --out data/runs/testbed_gloo_collectives.csv \
     --profile data/profiles/testbed_star4_200mbit.json --methods allreduce,broadcast,allgather,reduce,ps \
     --repeats $R
