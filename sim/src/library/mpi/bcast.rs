@@ -32,8 +32,9 @@
 //!   back to basic_linear. The fixed rules pick scatter_allgather for 16-31 ranks from 1 MiB
 //!   and for 1,024 ranks or more at the largest sizes.
 //!
-//! Not modelled, and refused: split_binary_tree (halves of the message down two subtrees, then
-//! swapped), which the fixed rules pick for 256-1,023 ranks at 16-32 KiB.
+//! - **split_binary_tree** (`bcast_intra_split_bintree`): halves of the message down the binary
+//!   tree's two subtrees, then swapped between neighbours ([`split_binary_tree`]); the fixed
+//!   rules pick it for 256-1,023 ranks at 16-32 KiB.
 
 use super::Algorithm as _;
 use super::{
@@ -159,15 +160,18 @@ pub(super) fn plan(
             return Ok(scatter_allgather_plan(req, n, alg, how, opts.mpi_exchanges));
         }
         BcastAlg::SplitBinaryTree => {
-            return Err(LibraryError::new(
-                "collective.algorithm",
-                format!(
-                    "a broadcast dtsim plays: OpenMPI runs {} here ({how}, {n} ranks, {} B), \
-                     which is not modelled; force another one",
-                    alg.as_str(),
-                    req.bytes
-                ),
-            ))
+            let mut s = Schedule::new(Collective::Broadcast, "mpi split_binary_tree", n, req.bytes);
+            let count = req.bytes / ELEMENT_BYTES;
+            if n > 1 && req.bytes > 0 {
+                split_binary_tree(&mut s, n, root, count, opts.mpi_exchanges);
+            }
+            return Ok(Plan {
+                schedule: s,
+                placed_endpoints: Vec::new(),
+                decision: format!("OpenMPI 4.1 broadcast split_binary_tree ({how})"),
+                parameters: Vec::new(),
+                alternatives: Vec::new(),
+            });
         }
     };
     let mut s = Schedule::new(
@@ -186,6 +190,78 @@ pub(super) fn plan(
         parameters: Vec::new(),
         alternatives: Vec::new(),
     })
+}
+
+/// split_binary_tree (`bcast_intra_split_bintree`, unsegmented as the rules and the MCA
+/// defaults run it) of `count` elements: the binary tree's left subtree (odd shifted ranks)
+/// gets the first half (⌈count / 2⌉), the right one the rest; the root sends the left child its
+/// half, then the right child, each node forwards its half to its children one blocking send
+/// after the other; then every left node swaps halves with the right node after it (shifted
+/// s and s + 1). With an even rank count the last rank has no partner and the root sends it
+/// the right half. A vector of one element runs the chain ([`chain`], fan-out 1).
+fn split_binary_tree(s: &mut Schedule, n: u32, root: u32, count: u64, x: Exchanges) {
+    let halves = [count.div_ceil(2), count / 2];
+    if halves[1] == 0 {
+        return tree_bcast(s, &chain(n, root, 1), root, count * ELEMENT_BYTES);
+    }
+    let bytes = |h: usize| halves[h] * ELEMENT_BYTES;
+    // Left (0) for odd shifted ranks, right (1) for even ones and the root.
+    let side = |r: u32| ((shift(r, root, n) + 1) % 2) as usize;
+    let tree = fanout_tree(n, root, 2);
+    let mut ready: Vec<Vec<OpId>> = vec![Vec::new(); n as usize];
+    let mut frontier = vec![root];
+    let mut depth = 0;
+    while !frontier.is_empty() {
+        let mut next = Vec::new();
+        for parent in frontier {
+            let mut deps = ready[parent as usize].clone();
+            for (i, &child) in tree[parent as usize].iter().enumerate() {
+                // The root sends each child its own half; the others forward theirs.
+                let h = if parent == root { i } else { side(parent) };
+                let op = message(
+                    s,
+                    &[(parent, child)],
+                    bytes(h),
+                    deps.clone(),
+                    Phase::Broadcast,
+                    depth,
+                );
+                ready[child as usize] = vec![op];
+                if !is_eager(bytes(h)) {
+                    deps = vec![op];
+                }
+                next.push(child);
+            }
+            ready[parent as usize] = deps;
+        }
+        frontier = next;
+        depth += 1;
+    }
+    // Left nodes and the right node after them swap halves.
+    let last = unshift(n - 1, root, n);
+    for left in (0..n).filter(|&r| r != root && side(r) == 0) {
+        let right = unshift(shift(left, root, n) + 1, root, n);
+        if n.is_multiple_of(2) && left == last {
+            continue;
+        }
+        let mut deps = ready[left as usize].clone();
+        deps.extend(ready[right as usize].iter().copied());
+        // The halves differ by at most an element: both ways as the larger.
+        exchange(
+            s,
+            &[(left, right)],
+            bytes(0),
+            n,
+            x,
+            deps,
+            Phase::Broadcast,
+            depth,
+        );
+    }
+    if n.is_multiple_of(2) {
+        let deps = ready[root as usize].clone();
+        message(s, &[(root, last)], bytes(1), deps, Phase::Broadcast, depth);
+    }
 }
 
 /// The two scatter-allgather broadcasts (`bcast_intra_scatter_allgather` and `..._ring`): with
@@ -691,6 +767,22 @@ mod tests {
         let p = planned("scatter_allgather", 8, 0, 16);
         assert!(p.decision.contains("basic_linear"), "{}", p.decision);
         assert_eq!(data(&p), 7 * 16);
+    }
+
+    #[test]
+    fn split_binary_tree_sends_each_subtree_a_half_then_neighbours_swap() {
+        // coll_base_bcast.c: halves H down the binary tree (0 -> 1, 2; 1 -> 3, 5; 2 -> 4, 6;
+        // 3 -> 7), then left nodes swap with the right node after them. 7 ranks: 6H down, 3
+        // swaps (6H); 8 ranks: 7H down, 3 swaps (6H), and the root's right half to rank 7 (H):
+        // every rank but the root gets the message exactly once.
+        for (n, root) in [(7u32, 0u32), (8, 0), (8, 3), (9, 8)] {
+            let p = planned("split_binary_tree", n, root, 1 << 20);
+            p.schedule.validate().unwrap();
+            assert_eq!(data(&p), u128::from(n - 1) << 20, "{n} ranks from {root}");
+        }
+        // One element has no second half: the chain.
+        let p = planned("split_binary_tree", 4, 0, 4);
+        assert_eq!(data(&p), 3 * 4);
     }
 
     #[test]
