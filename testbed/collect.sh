@@ -231,6 +231,13 @@ if [[ $what == all || $what == heldout ]]; then
       --profile data/profiles/testbed_star4_200mbit.json --algorithms 0 --repeats 20 \
       --launches 5 --bytes 65544 98304 131064
   done
+  # OpenMPI's broadcasts on 16 hosts of the star, recorded on 2026-11-29 after dtsim's
+  # scatter_allgather (the rules' choice there from 1 MiB), its ring variant and
+  # split_binary_tree were built.
+  $TB run --prefix mp --set generator.n=16 $STAR -- $PY $S mpi --op bcast \
+    --out data/runs/testbed_mpi_bcast16_heldout.csv \
+    --profile data/profiles/testbed_star4_200mbit.json --algorithms 0,4,8,9 --repeats 10 \
+    --launches 5 --bytes 262144 1048576 4194304
   # Two ranks' Sendrecv around the rendezvous threshold, beside it.
   $TB run --prefix mp $STAR -- $PY $S mpi_p2p --ranks 2 --repeats 20 \
     --bytes 32768 65532 81920 98304 131072 196608 \
