@@ -413,3 +413,69 @@ pub fn plan(req: &Request, sys: &System, opts: &LibraryOptions) -> Result<Plan, 
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Whatever the communicator and size, what the fixed rules pick plays.
+    use super::*;
+
+    #[test]
+    fn every_choice_of_the_fixed_rules_plays_but_two_composites_on_small_vectors() {
+        // Two choices are composites of collectives dtsim does not model (MPI's reduce): the
+        // all-reduce's nonoverlapping (a tuned reduce, then a tuned broadcast), which the rules
+        // pick for vectors under 128 KiB from 128 ranks, and reduce_scatter's non-overlapping
+        // (a tuned reduce, then a scatterv), under 8 B on 4-7 ranks and under 1 KiB from 32.
+        // Both are refused by name; everything else the rules of v4.1.4 choose has a schedule.
+        let sizes = [4u64, 1 << 10, 20_000, 64 << 10, 100_000, 1 << 20, 16 << 20];
+        let ranks = (2..=40).chain([64, 100, 200, 300, 600, 1024]);
+        let mut refused = Vec::new();
+        for n in ranks {
+            let sys = crate::library::testing::cpu_hosts(n);
+            for collective in [
+                Collective::AllReduce,
+                Collective::Broadcast,
+                Collective::AllGather,
+                Collective::ReduceScatter,
+                Collective::Barrier,
+            ] {
+                let sizes: &[u64] = if collective == Collective::Barrier {
+                    &[0]
+                } else {
+                    &sizes
+                };
+                for &bytes in sizes {
+                    let req = Request {
+                        collective,
+                        bytes,
+                        root: 0,
+                        peer: 1,
+                    };
+                    match plan(&req, &sys, &LibraryOptions::default()) {
+                        Ok(p) => p.schedule.validate().unwrap(),
+                        Err(e) => {
+                            let why = e.to_string();
+                            let composite = match collective {
+                                Collective::AllReduce => "nonoverlapping",
+                                Collective::ReduceScatter => "non_overlapping",
+                                _ => "none",
+                            };
+                            assert!(
+                                why.contains(composite),
+                                "{collective} on {n} ranks, {bytes} B: {why}"
+                            );
+                            refused.push((collective, n, bytes));
+                        }
+                    }
+                }
+            }
+        }
+        assert!(!refused.is_empty());
+        for (collective, n, bytes) in refused {
+            let small = match collective {
+                Collective::AllReduce => n >= 128 && bytes < 128 << 10,
+                _ => bytes < 1 << 10,
+            };
+            assert!(small, "{collective} refused on {n} ranks at {bytes} B");
+        }
+    }
+}
