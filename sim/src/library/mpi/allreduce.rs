@@ -123,15 +123,7 @@ pub(super) fn plan(
         a => a,
     };
     if runs == AllReduceAlg::Nonoverlapping {
-        return Err(LibraryError::new(
-            "collective.algorithm",
-            format!(
-                "an algorithm dtsim plays: OpenMPI runs nonoverlapping here ({how}, {n} ranks, \
-                 {} B), a tuned reduce then a tuned broadcast, whose rules are not modelled; \
-                 force another one",
-                req.bytes
-            ),
-        ));
+        return nonoverlapping(req, sys, opts, how);
     }
     let mut s = Schedule::new(
         Collective::AllReduce,
@@ -157,6 +149,58 @@ pub(super) fn plan(
         schedule: s,
         placed_endpoints: Vec::new(),
         decision,
+        parameters: Vec::new(),
+        alternatives: Vec::new(),
+    })
+}
+
+/// nonoverlapping (`allreduce_intra_nonoverlapping`): the communicator's own reduce to rank 0,
+/// then its own broadcast from rank 0, each by its fixed rules ([`super::reduce`],
+/// [`super::bcast`]).
+fn nonoverlapping(
+    req: &Request,
+    sys: &System,
+    opts: &LibraryOptions,
+    how: &str,
+) -> Result<Plan, LibraryError> {
+    let n = sys.ranks;
+    let ralg = super::reduce::reduce_fixed(n, req.bytes);
+    let mut s = Schedule::new(Collective::AllReduce, "mpi nonoverlapping", n, req.bytes);
+    let reduced =
+        super::reduce::reduce_into(&mut s, ralg, n, 0, req.bytes, false, &[]).map_err(|alg| {
+            LibraryError::new(
+                "collective.algorithm",
+                format!(
+                    "an algorithm dtsim plays: OpenMPI runs nonoverlapping here ({how}, {n} \
+                     ranks, {} B), whose reduce runs {}, which is not modelled; force another \
+                     one",
+                    req.bytes,
+                    alg.as_str()
+                ),
+            )
+        })?;
+    let bcast = Request {
+        collective: Collective::Broadcast,
+        root: 0,
+        ..*req
+    };
+    let rules = LibraryOptions {
+        algorithm: None,
+        ..opts.clone()
+    };
+    let b = super::bcast::plan(&bcast, sys, &rules)?;
+    let everyone: Vec<Endpoint> = (0..n).collect();
+    s.embed(&b.schedule, &[&everyone], &reduced, &|op| op.kind.clone());
+    Ok(Plan {
+        schedule: s,
+        placed_endpoints: Vec::new(),
+        decision: format!(
+            "OpenMPI 4.1 nonoverlapping ({how}): reduce {} to rank 0, then {}",
+            ralg.as_str(),
+            b.decision
+                .trim_start_matches("OpenMPI 4.1 ")
+                .replace(" (fixed rules)", "")
+        ),
         parameters: Vec::new(),
         alternatives: Vec::new(),
     })
@@ -588,9 +632,18 @@ mod tests {
             "{}",
             p.decision
         );
-        // Nonoverlapping is refused, whether chosen or forced.
-        let e = plan(&req(1024), &sys(200), &LibraryOptions::default()).unwrap_err();
-        assert!(e.expected.contains("nonoverlapping"), "{}", e.expected);
+        // Nonoverlapping, the rules' choice on 200 ranks at 1 KiB: the communicator's reduce
+        // to rank 0 (binomial by its rules), then its broadcast (binary tree): every other
+        // rank sends one vector up and gets one down.
+        let p = plan(&req(1024), &sys(200), &LibraryOptions::default()).unwrap();
+        assert_eq!(
+            p.decision,
+            "OpenMPI 4.1 nonoverlapping (fixed rules): reduce binomial to rank 0, then \
+             broadcast binary_tree"
+        );
+        p.schedule.validate().unwrap();
+        let data = crate::library::testing::payload_bytes(&p.schedule, ACK_BYTES);
+        assert_eq!(data, 2 * 199 * 1024);
     }
 
     /// Op `at` of `s` is the way back's rendezvous request, and waits for op `after` alone.
