@@ -238,6 +238,12 @@ if [[ $what == all || $what == heldout ]]; then
     --out data/runs/testbed_mpi_bcast16_heldout.csv \
     --profile data/profiles/testbed_star4_200mbit.json --algorithms 0,4,8,9 --repeats 10 \
     --launches 5 --bytes 262144 1048576 4194304
+  # OpenMPI's reduce on the star, by the fixed rules and each modelled algorithm forced,
+  # recorded on 2026-11-29 after dtsim's reduce was built.
+  $TB run --prefix mp $STAR -- $PY $S mpi --op reduce \
+    --out data/runs/testbed_mpi_reduce_heldout.csv \
+    --profile data/profiles/testbed_star4_200mbit.json --algorithms 0,1,2,3,4,5 --repeats 10 \
+    --launches 5 --bytes 262144 1048576 4194304
   # Two ranks' Sendrecv around the rendezvous threshold, beside it.
   $TB run --prefix mp $STAR -- $PY $S mpi_p2p --ranks 2 --repeats 20 \
     --bytes 32768 65532 81920 98304 131072 196608 \

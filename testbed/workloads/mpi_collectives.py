@@ -1,5 +1,6 @@
 """One rank of an MPI collective benchmark (mpi4py over OpenMPI, launched by mpirun from
-suite.py): Allreduce, Bcast (from rank 0), Allgather or Reduce_scatter of float32 buffers of
+suite.py): Allreduce, Bcast (from rank 0), Reduce (to rank 0), Allgather or Reduce_scatter of
+float32 buffers of
 each size (for Allgather the size gathered in all, each rank contributing size / ranks; for
 Reduce_scatter the vector reduced, each rank keeping size / ranks), or Barrier (give size 0);
 prints per-iteration seconds (max over ranks) as JSON on rank 0."""
@@ -11,7 +12,8 @@ import numpy as np
 from mpi4py import MPI
 
 ap = argparse.ArgumentParser()
-ap.add_argument("--op", choices=["allreduce", "bcast", "allgather", "reduce_scatter", "barrier"],
+ap.add_argument("--op", choices=["allreduce", "bcast", "reduce", "allgather", "reduce_scatter",
+                                "barrier"],
                 default="allreduce")
 ap.add_argument("--bytes", type=int, nargs="+", required=True)
 ap.add_argument("--repeats", type=int, default=5)
@@ -40,6 +42,8 @@ for nbytes in a.bytes:
             comm.Allreduce(x, y, op=MPI.SUM)
         elif a.op == "bcast":
             comm.Bcast(x, root=0)
+        elif a.op == "reduce":
+            comm.Reduce(x, y, op=MPI.SUM, root=0)
         elif a.op == "allgather":
             comm.Allgather(block, gathered)
         elif a.op == "barrier":
@@ -53,7 +57,7 @@ for nbytes in a.bytes:
     worst = np.empty_like(ts)
     comm.Allreduce(ts, worst, op=MPI.MAX)
     # What moved: all_gather and reduce_scatter round each rank's share down to whole floats.
-    moved = nbytes if a.op in ("allreduce", "bcast", "barrier") else block.size * n * 4
+    moved = nbytes if a.op in ("allreduce", "bcast", "reduce", "barrier") else block.size * n * 4
     row = {"bytes": moved, "secs": worst.tolist()}
     if a.marks:
         row["marks"] = comm.gather(marks, root=0)

@@ -73,9 +73,11 @@ MPI_ALGORITHMS = {
                        4: "butterfly"},
     "barrier": {0: "default", 1: "linear", 2: "double_ring", 3: "recursive_doubling", 4: "bruck",
                 5: "two_proc", 6: "tree"},
+    "reduce": {0: "default", 1: "linear", 2: "chain", 3: "pipeline", 4: "binary", 5: "binomial",
+               6: "in_order_binary", 7: "rabenseifner"},
 }
 MPI_OPS = {"allreduce": "all_reduce", "bcast": "broadcast", "allgather": "all_gather",
-           "reduce_scatter": "reduce_scatter", "barrier": "barrier"}
+           "reduce_scatter": "reduce_scatter", "barrier": "barrier", "reduce": "reduce"}
 
 
 def mpi_method(op, alg):
