@@ -469,7 +469,7 @@ pub fn plan(
 #[cfg(test)]
 pub(crate) mod testing {
     use super::System;
-    use crate::collective::{Fabric, OpKind, Schedule};
+    use crate::collective::{Collective, Fabric, OpKind, Schedule};
 
     /// `per` ranks per node, numbered node by node.
     pub struct Nodes {
@@ -544,5 +544,35 @@ pub(crate) mod testing {
     /// `control_bytes` (a library's notifications or acknowledgements).
     pub fn payload_bytes(s: &Schedule, control_bytes: u64) -> u128 {
         bytes_where(s, |b| b != control_bytes)
+    }
+
+    /// OpenMPI's plan for `collective` of `bytes` with `root` on `n` CPU hosts, `algorithm`
+    /// forced (by name); validated.
+    pub fn mpi_forced(
+        collective: Collective,
+        algorithm: &str,
+        n: u32,
+        root: u32,
+        bytes: u64,
+    ) -> super::Plan {
+        let req = super::Request {
+            collective,
+            bytes,
+            root,
+            peer: 1,
+        };
+        let opts = super::LibraryOptions {
+            algorithm: Some(algorithm.into()),
+            ..Default::default()
+        };
+        let plan = super::mpi::plan(&req, &cpu_hosts(n), &opts).unwrap();
+        plan.schedule.validate().unwrap();
+        plan
+    }
+
+    /// The data an OpenMPI schedule moves: every transfer but rendezvous requests and answers
+    /// (a run of blocks of exactly their sizes would be left out too).
+    pub fn mpi_data_bytes(s: &Schedule) -> u128 {
+        payload_bytes(s, super::mpi::ACK_BYTES) - transfer_bytes(s, super::mpi::REQUEST_BYTES)
     }
 }

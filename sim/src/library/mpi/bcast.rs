@@ -703,24 +703,12 @@ mod tests {
 
     /// OpenMPI's broadcast of `bytes` from `root` on `n` ranks by `alg`.
     fn planned(alg: &str, n: u32, root: u32, bytes: u64) -> Plan {
-        let req = Request {
-            collective: Collective::Broadcast,
-            bytes,
-            root,
-            peer: 1,
-        };
-        let opts = LibraryOptions {
-            algorithm: Some(alg.into()),
-            ..Default::default()
-        };
-        plan(&req, &crate::library::testing::cpu_hosts(n), &opts).unwrap()
+        crate::library::testing::mpi_forced(Collective::Broadcast, alg, n, root, bytes)
     }
 
     /// Data bytes of a plan (requests and answers left out).
     fn data(p: &Plan) -> u128 {
-        let s = &p.schedule;
-        crate::library::testing::payload_bytes(s, super::super::ACK_BYTES)
-            - crate::library::testing::transfer_bytes(s, super::super::REQUEST_BYTES)
+        crate::library::testing::mpi_data_bytes(&p.schedule)
     }
 
     #[test]

@@ -242,21 +242,9 @@ mod tests {
     /// The data bytes OpenMPI's reduce of `bytes` to `root` on `n` ranks by `alg` moves, and
     /// the reductions' bytes.
     fn moved(alg: &str, n: u32, root: u32, bytes: u64) -> (u128, u128) {
-        let req = Request {
-            collective: Collective::Reduce,
-            bytes,
-            root,
-            peer: 1,
-        };
-        let opts = LibraryOptions {
-            algorithm: Some(alg.into()),
-            ..Default::default()
-        };
-        let p = plan(&req, &crate::library::testing::cpu_hosts(n), &opts).unwrap();
-        p.schedule.validate().unwrap();
+        let p = crate::library::testing::mpi_forced(Collective::Reduce, alg, n, root, bytes);
         let s = &p.schedule;
-        let data = crate::library::testing::payload_bytes(s, super::super::ACK_BYTES)
-            - crate::library::testing::transfer_bytes(s, super::super::REQUEST_BYTES);
+        let data = crate::library::testing::mpi_data_bytes(s);
         let reduced: u128 = s
             .ops
             .iter()

@@ -397,23 +397,9 @@ mod tests {
     /// blocks of 1 MiB on `n` ranks by `alg`.
     fn data_bytes(alg: &str, n: u32) -> u128 {
         let block = 1u64 << 20;
-        let req = Request {
-            collective: Collective::ReduceScatter,
-            bytes: u64::from(n) * block,
-            root: 0,
-            peer: 1,
-        };
-        let opts = LibraryOptions {
-            algorithm: Some(alg.into()),
-            ..Default::default()
-        };
-        let sys = crate::library::testing::cpu_hosts(n);
-        let plan = plan(&req, &sys, &opts).unwrap();
-        plan.schedule.validate().unwrap();
-        let s = &plan.schedule;
-        let data = crate::library::testing::payload_bytes(s, super::super::ACK_BYTES)
-            - crate::library::testing::transfer_bytes(s, super::super::REQUEST_BYTES);
-        data / u128::from(block)
+        let whole = u64::from(n) * block;
+        let p = crate::library::testing::mpi_forced(Collective::ReduceScatter, alg, n, 0, whole);
+        crate::library::testing::mpi_data_bytes(&p.schedule) / u128::from(block)
     }
 
     #[test]
