@@ -149,44 +149,48 @@ pub(super) fn plan(
         1
     };
     let root = req.root;
-    let children = match alg {
-        BcastAlg::BasicLinear => linear(n, root),
-        BcastAlg::Chain => chain(n, root, chain_fanout),
-        BcastAlg::Pipeline => chain(n, root, 1),
-        BcastAlg::BinaryTree => fanout_tree(n, root, 2),
-        BcastAlg::Binomial => binomial_tree(n, root),
-        BcastAlg::Knomial => knomial_tree(n, root, KNOMIAL_RADIX),
-        BcastAlg::ScatterAllgather | BcastAlg::ScatterAllgatherRing => {
-            return Ok(scatter_allgather_plan(req, n, alg, how, opts.mpi_exchanges));
-        }
-        BcastAlg::SplitBinaryTree => {
-            let mut s = Schedule::new(Collective::Broadcast, "mpi split_binary_tree", n, req.bytes);
-            let count = req.bytes / ELEMENT_BYTES;
-            if n > 1 && req.bytes > 0 {
-                split_binary_tree(&mut s, n, root, count, opts.mpi_exchanges);
-            }
-            return Ok(Plan {
-                schedule: s,
-                placed_endpoints: Vec::new(),
-                decision: format!("OpenMPI 4.1 broadcast split_binary_tree ({how})"),
-                parameters: Vec::new(),
-                alternatives: Vec::new(),
-            });
-        }
+    let count = req.bytes / ELEMENT_BYTES;
+    let x = opts.mpi_exchanges;
+    // The scatter-allgather broadcasts fall back to basic_linear below one element per rank,
+    // as the source does.
+    let fallback = matches!(
+        alg,
+        BcastAlg::ScatterAllgather | BcastAlg::ScatterAllgatherRing
+    ) && count < u64::from(n);
+    let name = if fallback {
+        format!("{}, basic_linear below one element per rank", alg.as_str())
+    } else {
+        alg.as_str().to_string()
     };
-    let mut s = Schedule::new(
-        Collective::Broadcast,
-        format!("mpi {}", alg.as_str()),
-        n,
-        req.bytes,
-    );
+    let mut s = Schedule::new(Collective::Broadcast, format!("mpi {name}"), n, req.bytes);
     if n > 1 && req.bytes > 0 {
-        tree_bcast(&mut s, &children, root, req.bytes);
+        // The trees, or the algorithms that build their own schedule.
+        let children = match alg {
+            _ if fallback => Some(linear(n, root)),
+            BcastAlg::BasicLinear => Some(linear(n, root)),
+            BcastAlg::Chain => Some(chain(n, root, chain_fanout)),
+            BcastAlg::Pipeline => Some(chain(n, root, 1)),
+            BcastAlg::BinaryTree => Some(fanout_tree(n, root, 2)),
+            BcastAlg::Binomial => Some(binomial_tree(n, root)),
+            BcastAlg::Knomial => Some(knomial_tree(n, root, KNOMIAL_RADIX)),
+            BcastAlg::SplitBinaryTree => {
+                split_binary_tree(&mut s, n, root, count, x);
+                None
+            }
+            BcastAlg::ScatterAllgather | BcastAlg::ScatterAllgatherRing => {
+                let ring = alg == BcastAlg::ScatterAllgatherRing;
+                scatter_allgather(&mut s, n, root, count, ring, x);
+                None
+            }
+        };
+        if let Some(children) = children {
+            tree_bcast(&mut s, &children, root, req.bytes);
+        }
     }
     Ok(Plan {
         schedule: s,
         placed_endpoints: Vec::new(),
-        decision: format!("OpenMPI 4.1 broadcast {} ({how})", alg.as_str()),
+        decision: format!("OpenMPI 4.1 broadcast {name} ({how})"),
         parameters: Vec::new(),
         alternatives: Vec::new(),
     })
@@ -261,34 +265,6 @@ fn split_binary_tree(s: &mut Schedule, n: u32, root: u32, count: u64, x: Exchang
     if n.is_multiple_of(2) {
         let deps = ready[root as usize].clone();
         message(s, &[(root, last)], bytes(1), deps, Phase::Broadcast, depth);
-    }
-}
-
-/// The two scatter-allgather broadcasts (`bcast_intra_scatter_allgather` and `..._ring`): with
-/// fewer elements than ranks both fall back to basic_linear, as the source does.
-fn scatter_allgather_plan(req: &Request, n: u32, alg: BcastAlg, how: &str, x: Exchanges) -> Plan {
-    let count = req.bytes / ELEMENT_BYTES;
-    let fallback = count < u64::from(n);
-    let name = if fallback {
-        format!("{}, basic_linear below one element per rank", alg.as_str())
-    } else {
-        alg.as_str().to_string()
-    };
-    let mut s = Schedule::new(Collective::Broadcast, format!("mpi {name}"), n, req.bytes);
-    if n > 1 && req.bytes > 0 {
-        if fallback {
-            tree_bcast(&mut s, &linear(n, req.root), req.root, req.bytes);
-        } else {
-            let ring = alg == BcastAlg::ScatterAllgatherRing;
-            scatter_allgather(&mut s, n, req.root, count, ring, x);
-        }
-    }
-    Plan {
-        schedule: s,
-        placed_endpoints: Vec::new(),
-        decision: format!("OpenMPI 4.1 broadcast {name} ({how})"),
-        parameters: Vec::new(),
-        alternatives: Vec::new(),
     }
 }
 

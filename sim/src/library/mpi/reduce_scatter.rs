@@ -189,23 +189,22 @@ fn fold(s: &mut Schedule, block: u64, n: u32, remain: u32) -> Vec<OpId> {
     vec![reduce(s, remain, whole, got, Phase::ReduceScatter, 0)]
 }
 
-/// The halving rounds of recursive halving and butterfly over `pof2` positions (block `b`
-/// holds two ranks' blocks when `b < remain`), partners `v ^ mask` for each mask in turn: each
-/// keeps the half of its window of blocks that its `mask` bit says (clear: the lower), swaps
-/// the other half with its partner and reduces what it received. Returns the last reduction
-/// and every position's final window's first block.
-#[allow(clippy::too_many_arguments)]
-fn halving_rounds(
+/// The fold ([`fold`]), then the halving rounds of recursive halving and butterfly over the
+/// `pof2` positions (block `b` holds two ranks' blocks when `b < remain`), partners `v ^ mask`
+/// for each mask in turn: each keeps the half of its window of blocks that its `mask` bit says
+/// (clear: the lower), swaps the other half with its partner and reduces what it received.
+/// Returns the last reduction, every position's final window's first block, and the step
+/// after the rounds.
+fn fold_and_halve(
     s: &mut Schedule,
     block: u64,
     n: u32,
-    remain: u32,
     masks: impl Iterator<Item = u32>,
     x: Exchanges,
-    mut last: Vec<OpId>,
-    mut step: u32,
-) -> (Vec<OpId>, Vec<u32>) {
-    let (pof2, _) = fold_sizes(n);
+) -> (Vec<OpId>, Vec<u32>, u32) {
+    let (pof2, remain) = fold_sizes(n);
+    let mut last = fold(s, block, n, remain);
+    let mut step = u32::from(remain > 0);
     let blocks_of = |b: u32| -> u64 {
         if b < remain {
             2
@@ -282,7 +281,7 @@ fn halving_rounds(
         last = vec![reduce(s, pof2, received, all, Phase::ReduceScatter, step)];
         step += 1;
     }
-    (last, windows.iter().map(|w| w.0).collect())
+    (last, windows.iter().map(|w| w.0).collect(), step)
 }
 
 /// Recursive halving over blocks of `block` bytes (see the module): partners at distance
@@ -290,13 +289,10 @@ fn halving_rounds(
 /// the even one its block.
 fn recursive_halving(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
     let (pof2, remain) = fold_sizes(n);
-    let folded = fold(s, block, n, remain);
-    let first = u32::from(remain > 0);
     let masks = std::iter::successors(Some(pof2 >> 1), |m| Some(m >> 1)).take_while(|&m| m > 0);
-    let (last, _) = halving_rounds(s, block, n, remain, masks, x, folded, first);
+    let (last, _, step) = fold_and_halve(s, block, n, masks, x);
     if remain > 0 {
         let pairs: Vec<(Endpoint, Endpoint)> = (0..remain).map(|k| (2 * k + 1, 2 * k)).collect();
-        let step = first + pof2.trailing_zeros();
         message(s, &pairs, block, last, Phase::ReduceScatter, step);
     }
 }
@@ -316,11 +312,8 @@ fn mirror(v: u32, bits: u32) -> u32 {
 fn butterfly(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
     let (pof2, remain) = fold_sizes(n);
     let bits = pof2.trailing_zeros();
-    let folded = fold(s, block, n, remain);
-    let first = u32::from(remain > 0);
     let masks = std::iter::successors(Some(1u32), |m| Some(m << 1)).take_while(|&m| m < pof2);
-    let (last, held) = halving_rounds(s, block, n, remain, masks, x, folded, first);
-    let step = first + bits;
+    let (last, held, step) = fold_and_halve(s, block, n, masks, x);
     // Folded blocks' even halves to the ranks that dropped out (blocking sends, first).
     let to_excluded: Vec<(Endpoint, Endpoint)> = (0..pof2)
         .filter(|&v| held[v as usize] < remain)
