@@ -30,6 +30,7 @@
 //!   ordered connections it keeps for ops that ask for them (a library's TCP messages);
 //!   [`cpu_pool`]: the cores that hosts' work shares where hosts share a machine.
 
+pub mod benchmark_loop;
 pub mod cpu_pool;
 pub mod direct;
 pub mod generate;

@@ -23,6 +23,17 @@ pub enum AlgorithmName {
     Direct,
 }
 
+/// How a scenario times its call ([`CollectiveTable::timing`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallTiming {
+    /// From a quiet network: nothing before the call.
+    #[default]
+    Alone,
+    /// After the same call and the library's barrier ([`crate::collective::benchmark_loop`]).
+    AfterBarrier,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CollectiveTable {
@@ -54,6 +65,11 @@ pub struct CollectiveTable {
     /// measured share of slow ones), `both_ways` or `one_way_first`: to bound what a launch
     /// decides.
     pub exchanges: Option<String>,
+    /// How the call is timed: `alone` (default: from a quiet network, every shaper bucket
+    /// full) or `after_barrier`, as a benchmark loop times it (the testbed's harness does):
+    /// after the same call and the library's barrier (the templates': every rank messages
+    /// every other; NCCL's: torch's one-float all-reduce).
+    pub timing: Option<CallTiming>,
     /// Ring: number of rings (rotations 0..k of the rank order) when neither `permutations`
     /// nor `orders` is given.
     pub rings: Option<u32>,

@@ -5,9 +5,12 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::collective::CallTiming;
 use super::{NetworkModelName, PlacementStrategy, Scenario, ScenarioError};
 use crate::collective::play::{play_watched, PlayError, PlayOptions, PlayOutcome, Watch};
-use crate::collective::{generate, CollectiveError, Fabric, OpKind, Phase, Schedule};
+use crate::collective::{
+    benchmark_loop, generate, CollectiveError, Fabric, OpKind, Phase, Schedule,
+};
 use crate::engine::{SimRng, SimTime};
 use crate::library::mpi::Exchanges;
 use crate::library::{self, Library, PathFacts, Request, System};
@@ -459,20 +462,24 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
         ScenarioError::new(&file, format!("collective ({})", e.field), e.expected)
     };
 
-    // A library's plan of the call, its network model given (the plan asks it for paths).
+    // A library's plan of a call, its network model given (the plan asks it for paths).
+    let plan_request =
+        |model: &mut dyn NetworkModel, request: &Request, opts: &library::LibraryOptions| {
+            let fabric = NetFabric::new(model, &prep);
+            let members: Vec<u32> = (0..n).collect();
+            let system = System::of(&fabric, &members);
+            library::plan(
+                library,
+                request,
+                &system,
+                opts,
+                prep.profile.network.nccl.as_ref(),
+                &fabric,
+            )
+            .map_err(|e| ScenarioError::new(&file, e.field, e.expected))
+        };
     let plan_with = |model: &mut dyn NetworkModel, opts: &library::LibraryOptions| {
-        let fabric = NetFabric::new(model, &prep);
-        let members: Vec<u32> = (0..n).collect();
-        let system = System::of(&fabric, &members);
-        library::plan(
-            library,
-            &Request::of(&spec),
-            &system,
-            opts,
-            prep.profile.network.nccl.as_ref(),
-            &fabric,
-        )
-        .map_err(|e| ScenarioError::new(&file, e.field, e.expected))
+        plan_request(model, &Request::of(&spec), opts)
     };
 
     let mut decision = None;
@@ -483,10 +490,36 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
     // whose times bound what a launch does (see `library::mpi`).
     let mut exchange_opts: Option<library::LibraryOptions> = None;
     let mut placed: Vec<(String, DeviceId)> = Vec::new();
+    // Timed after the same call and the library's barrier: that barrier's schedule.
+    let mut barrier: Option<Schedule> = None;
+    let timing = s
+        .file
+        .collective
+        .as_ref()
+        .and_then(|c| c.timing)
+        .unwrap_or_default();
+    let barrier_request = Request {
+        collective: crate::collective::Collective::Barrier,
+        bytes: 0,
+        root: 0,
+        peer: 1.min(n.saturating_sub(1)),
+    };
     let schedule: Schedule = if library == Library::Ideal {
         // Extra endpoints (parameter servers) go where the scenario says; generate once to
         // learn their names, then place them.
         let fabric = NetFabric::new(model.as_mut(), &prep);
+        if timing == CallTiming::AfterBarrier {
+            // The templates' barrier: every rank tells every other.
+            let spec = crate::collective::CollectiveSpec {
+                collective: crate::collective::Collective::Barrier,
+                bytes: 0,
+                root: 0,
+                peer: barrier_request.peer,
+                algorithm: crate::collective::Algorithm::Direct,
+                slices: 1,
+            };
+            barrier = Some(generate(&spec, n, &fabric).map_err(collective_error)?);
+        }
         generate(&spec, n, &fabric).map_err(collective_error)?
     } else {
         if s.file.network.model == NetworkModelName::Packet && library == Library::Nccl {
@@ -506,6 +539,15 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
             .map_err(|(f, e)| ScenarioError::new(&file, f, e))?
             .with_host_rates(&prep.profile);
         let plan = plan_with(model.as_mut(), &opts)?;
+        if timing == CallTiming::AfterBarrier {
+            // The harness's barrier: the library's default, whatever the call forces.
+            let barrier_opts = library::LibraryOptions {
+                algorithm: None,
+                ring_orders: Vec::new(),
+                ..opts.clone()
+            };
+            barrier = Some(plan_request(model.as_mut(), &barrier_request, &barrier_opts)?.schedule);
+        }
         if library == Library::Mpi && opts.mpi_exchanges == Exchanges::Expected {
             exchange_opts = Some(opts);
         }
@@ -571,9 +613,15 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
         let mut ends: Vec<(SimTime, usize)> = Vec::with_capacity(alternatives.len() + 1);
         for (i, alt) in std::iter::once(&schedule).chain(&alternatives).enumerate() {
             let mut m = network_model(s, &prep)?;
-            let end = play_watched(alt, &endpoints, m.as_mut(), play_options, limits)
-                .map_err(play_error)?
-                .end;
+            let end = play_timed(
+                alt,
+                barrier.as_ref(),
+                &endpoints,
+                m.as_mut(),
+                play_options,
+                limits,
+            )
+            .map_err(play_error)?;
             ends.push((end, i));
         }
         ends.sort();
@@ -588,6 +636,27 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
     let outcome: PlayOutcome =
         play_watched(&schedule, &endpoints, model.as_mut(), play_options, watch)
             .map_err(play_error)?;
+    // Timed in its loop (the timeline and traffic stay the call's alone, on its own network).
+    let mut in_loop: Option<SimTime> = None;
+    if barrier.is_some() && median_of.is_none() && !watch.estimate_only {
+        let limits = Watch {
+            max_events: watch.max_events,
+            max_bytes: watch.max_bytes,
+            ..Watch::default()
+        };
+        let mut m = network_model(s, &prep)?;
+        in_loop = Some(
+            play_timed(
+                &schedule,
+                barrier.as_ref(),
+                &endpoints,
+                m.as_mut(),
+                play_options,
+                limits,
+            )
+            .map_err(play_error)?,
+        );
+    }
     // One mode at a time, each on a network of its own, held to the run's limits.
     let mut exchange_modes: Option<[SimTime; 2]> = None;
     if let Some(opts) = exchange_opts.filter(|_| !watch.estimate_only) {
@@ -607,9 +676,15 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
                 ..opts.clone()
             };
             let plan = plan_with(m.as_mut(), &opts)?;
-            *end = play_watched(&plan.schedule, &endpoints, m.as_mut(), play_options, limits)
-                .map_err(play_error)?
-                .end;
+            *end = play_timed(
+                &plan.schedule,
+                barrier.as_ref(),
+                &endpoints,
+                m.as_mut(),
+                play_options,
+                limits,
+            )
+            .map_err(play_error)?;
         }
         // Equal but for rounding: the algorithm exchanges nothing that the modes change.
         let (a, b) = (ends[0].as_ps() as f64, ends[1].as_ps() as f64);
@@ -645,6 +720,16 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
         Some(d) => d,
         None => "ideal (dtsim's templates as configured)".into(),
     };
+    if let Some(t) = in_loop {
+        report.set_median_time(t);
+    }
+    if barrier.is_some() && !watch.estimate_only {
+        report.summary.library.push_str(&format!(
+            "; timed as a benchmark loop times it, after the same call and the library's \
+             barrier (alone: {:.3} ms)",
+            outcome.end.as_secs_f64() * 1e3
+        ));
+    }
     if let Some((k, median, fastest, slowest)) = median_of {
         report.set_median_time(median);
         report.summary.library.push_str(&format!(
@@ -668,4 +753,24 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
     }
     report.link_series = series;
     Ok(report)
+}
+
+/// When `schedule` ends played on `net`: alone, or with a `barrier`, as the second of two calls
+/// a barrier apart, from the barrier's end ([`benchmark_loop`]).
+fn play_timed(
+    schedule: &Schedule,
+    barrier: Option<&Schedule>,
+    endpoints: &[DeviceId],
+    net: &mut dyn NetworkModel,
+    options: PlayOptions,
+    watch: Watch,
+) -> Result<SimTime, PlayError> {
+    let Some(barrier) = barrier else {
+        return Ok(play_watched(schedule, endpoints, net, options, watch)?.end);
+    };
+    let (looped, timed_from) = benchmark_loop::after_barrier(schedule, barrier);
+    let out = play_watched(&looped, endpoints, net, options, watch)?;
+    Ok(SimTime::from_ps(
+        out.end.as_ps() - out.ops[timed_from.0 as usize].end.as_ps(),
+    ))
 }

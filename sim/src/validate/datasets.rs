@@ -10,7 +10,8 @@ use crate::workload::catalog::TransformerConfig;
 
 /// A testbed row (a collective or a training step) replayed as the scenario its columns
 /// describe, then `extra` overrides; an OpenMPI collective's run also gives its exchange
-/// modes' bounds.
+/// modes' bounds. A collective is timed as the harness times it, after the same call and a
+/// barrier (`collective.timing`).
 pub(super) fn testbed_row(row: &Row, root: &Path, extra: &[String]) -> Replayed {
     let sim_set = row.get("sim_set").map(String::as_str).unwrap_or("");
     let method = row.get("method").cloned().unwrap_or_default();
@@ -26,6 +27,12 @@ pub(super) fn testbed_row(row: &Row, root: &Path, extra: &[String]) -> Replayed 
         .filter(|s| !s.trim().is_empty())
         .map(|s| format!("topology.{}", s.trim()))
         .collect();
+    let kind = row.get("kind").map(String::as_str).unwrap_or("collective");
+    let workload = kind == "training";
+    if !workload {
+        // The harness times each call after the previous one and a barrier (`tb.timed`).
+        set.push("collective.timing=after_barrier".into());
+    }
     set.extend(
         sim_set
             .split(';')
@@ -42,8 +49,6 @@ pub(super) fn testbed_row(row: &Row, root: &Path, extra: &[String]) -> Replayed 
     }
     let _ = writeln!(text, "[topology]\nfile = {}", toml_str(&topo));
     let _ = writeln!(text, "[placement]\nranks = {ranks}");
-    let kind = row.get("kind").map(String::as_str).unwrap_or("collective");
-    let workload = kind == "training";
     let label = if workload {
         let model = resolve(&row["model"], root);
         let batch = num(row, "batch_per_gpu")? as u64;

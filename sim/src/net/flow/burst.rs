@@ -7,14 +7,16 @@
 //! (push, then pull) took 61.5 ms where max-min at the link rate gives 65.8.
 //!
 //! The model, per link with a bucket (depth = the profile's `shaper_burst` seconds at the
-//! link's payload rate): while flows cross the link its bucket is taken as empty (a link
-//! carrying traffic runs at its rate and spends its tokens); from the moment its last flow
-//! ends it refills at the link's rate up to its depth. A batch that starts gets, per flow, a
-//! head start of bytes delivered at once: the least, over the bucketed links of its path, of
-//! that link's tokens shared evenly by the batch's flows that cross it. The tokens are then
-//! spent. Batches that start on a link already carrying traffic get none. What is not
-//! modelled: a link carrying less than its rate refilling while busy, and a bucket's bytes
-//! taking time at line rate.
+//! link's payload rate): a token level. While flows cross the link it does not refill (a link
+//! carrying traffic runs at its rate and spends its tokens as they come); from the moment its
+//! last flow ends it refills at the link's rate up to its depth. A batch that starts gets, per
+//! flow, a head start of bytes delivered at once: the least, over the bucketed links of its
+//! path, of that link's tokens water-filled over the batch's flows that cross it (none takes
+//! more than it sends). What the flows take is spent; what they leave stays, so a 40-byte
+//! request spends 40 bytes of it, as measured (`suite.py shaper_gap --probe`: 48 B and 1 KiB
+//! messages before a 64 KiB send left it 0.84-0.87 ms, 0.89 without). Batches that start on
+//! a link already carrying traffic get none. What is not modelled: a link carrying less than
+//! its rate refilling while busy, and a bucket's bytes taking time at line rate.
 
 use super::{Batch, FlowModel};
 use crate::engine::SimTime;
@@ -27,12 +29,20 @@ pub(super) struct Buckets {
     refill_bytes_per_s: Vec<f64>,
     /// Per link: flows crossing it now (a path crossing it twice counts twice).
     flows_on: Vec<u32>,
+    /// Per link: the tokens it had when it last went idle, or that the last batch to start
+    /// on it from idle left (what its flows did not take); full at first.
+    level_bytes: Vec<f64>,
     /// Per link, while no flow crosses it: since when, in seconds (-inf: since before the run,
     /// a full bucket).
     idle_since_secs: Vec<f64>,
-    /// Scratch: per link, how many flows of the starting batch cross it.
-    starting: Vec<u32>,
+    /// Per link, while flows cross it: since when, in seconds. Batches that start at that
+    /// same instant still find what the earlier ones left (the shaper serves them in turn).
+    busy_since_secs: Vec<f64>,
+    /// Scratch: per link, the starting batch's demands on it (flow index, bytes wanted).
+    starting: Vec<Vec<(u32, f64)>>,
     starting_links: Vec<u32>,
+    /// Scratch: per link, the most a starting flow takes of its tokens.
+    cap_bytes: Vec<f64>,
 }
 
 impl Buckets {
@@ -44,17 +54,21 @@ impl Buckets {
         }
         let refill: Vec<f64> = capacity_bps.iter().map(|&c| c / 8.0).collect();
         let n = capacity_bps.len();
+        let depth_bytes: Vec<f64> = burst_secs
+            .iter()
+            .zip(&refill)
+            .map(|(&s, &r)| if r.is_finite() { s.max(0.0) * r } else { 0.0 })
+            .collect();
         Buckets {
-            depth_bytes: burst_secs
-                .iter()
-                .zip(&refill)
-                .map(|(&s, &r)| if r.is_finite() { s.max(0.0) * r } else { 0.0 })
-                .collect(),
+            level_bytes: depth_bytes.clone(),
+            depth_bytes,
             refill_bytes_per_s: refill,
             flows_on: vec![0; n],
             idle_since_secs: vec![f64::NEG_INFINITY; n],
-            starting: vec![0; n],
+            busy_since_secs: vec![f64::NEG_INFINITY; n],
+            starting: vec![Vec::new(); n],
             starting_links: Vec::new(),
+            cap_bytes: vec![0.0; n],
         }
     }
 
@@ -62,59 +76,110 @@ impl Buckets {
         !self.depth_bytes.is_empty()
     }
 
-    /// Tokens (payload bytes) on link `l` at `now`.
+    /// Tokens (payload bytes) on link `l` at `now`: what it kept plus what refilled since it
+    /// went idle, up to its depth; while flows cross it, none, but for batches starting at
+    /// the instant the first did (what that one left).
     fn tokens(&self, l: usize, now: SimTime) -> f64 {
         let depth = self.depth_bytes[l];
-        if depth <= 0.0 || self.flows_on[l] > 0 {
+        let now = now.as_secs_f64();
+        if depth <= 0.0 {
             return 0.0;
         }
-        let idle_secs = now.as_secs_f64() - self.idle_since_secs[l];
-        depth.min(self.refill_bytes_per_s[l] * idle_secs)
+        if self.flows_on[l] > 0 {
+            return if self.busy_since_secs[l] == now {
+                self.level_bytes[l]
+            } else {
+                0.0
+            };
+        }
+        let idle_secs = now - self.idle_since_secs[l];
+        depth.min(self.level_bytes[l] + self.refill_bytes_per_s[l] * idle_secs)
     }
 
-    /// The head start of each flow of a batch starting at `now` (flows given by their paths),
-    /// written into `head_bytes`; spends the tokens and counts the flows on their links.
+    /// The head start of each flow of a batch starting at `now` (flows given by their paths
+    /// and the bytes they have to send), written into `head_bytes`; counts the flows on their
+    /// links and spends what they take.
+    ///
+    /// An idle link's tokens go to the flows starting on it as max-min does rates: none takes
+    /// more than it sends, the others share the rest evenly (a 40-byte request takes 40 bytes
+    /// and leaves the burst to the data beside it or after it). A flow's head start is the
+    /// least of its links' shares; what the flows of a link do not take stays in its bucket.
     pub(super) fn start<'a>(
         &mut self,
         now: SimTime,
-        paths: impl Iterator<Item = &'a [u32]> + Clone,
+        flows: impl Iterator<Item = (&'a [u32], f64)> + Clone,
         head_bytes: &mut Vec<f64>,
     ) {
         head_bytes.clear();
-        for path in paths.clone() {
+        for (i, (path, bytes)) in flows.clone().enumerate() {
             for &l in path {
                 let l = l as usize;
                 if self.depth_bytes[l] > 0.0 {
-                    if self.starting[l] == 0 {
+                    if self.starting[l].is_empty() {
                         self.starting_links.push(l as u32);
                     }
-                    self.starting[l] += 1;
+                    self.starting[l].push((i as u32, bytes));
                 }
             }
         }
-        for path in paths.clone() {
+        // Each link's tokens water-filled over its starting flows' bytes: the most any of
+        // them takes there (infinite where every flow's bytes fit).
+        for &l in &self.starting_links {
+            let l = l as usize;
+            let mut left = self.tokens(l, now);
+            let wants = &mut self.starting[l];
+            wants.sort_by(|a, b| a.1.total_cmp(&b.1));
+            let mut cap = f64::INFINITY;
+            for (k, &(_, want)) in wants.iter().enumerate() {
+                let even = left / (wants.len() - k) as f64;
+                if want > even {
+                    cap = even;
+                    break;
+                }
+                left -= want;
+            }
+            self.cap_bytes[l] = cap;
+        }
+        for (path, bytes) in flows.clone() {
             let head = path
                 .iter()
                 .map(|&l| l as usize)
                 .filter(|&l| self.depth_bytes[l] > 0.0)
-                .map(|l| self.tokens(l, now) / f64::from(self.starting[l]))
-                .fold(f64::INFINITY, f64::min);
-            head_bytes.push(if head.is_finite() { head } else { 0.0 });
+                .map(|l| self.cap_bytes[l])
+                .fold(bytes, f64::min);
+            head_bytes.push(head.max(0.0));
+        }
+        // What each link keeps: its tokens less the heads its flows took.
+        for &l in &self.starting_links {
+            let l = l as usize;
+            let taken: f64 = self.starting[l]
+                .iter()
+                .map(|&(f, _)| head_bytes[f as usize])
+                .sum();
+            let tokens = self.tokens(l, now);
+            if tokens > 0.0 {
+                self.level_bytes[l] = (tokens - taken).max(0.0);
+            }
         }
         for &l in &self.starting_links {
-            self.starting[l as usize] = 0;
+            self.starting[l as usize].clear();
         }
         self.starting_links.clear();
-        for path in paths {
+        for (path, _) in flows {
             for &l in path {
-                if self.depth_bytes[l as usize] > 0.0 {
-                    self.flows_on[l as usize] += 1;
+                let l = l as usize;
+                if self.depth_bytes[l] > 0.0 {
+                    if self.flows_on[l] == 0 {
+                        self.busy_since_secs[l] = now.as_secs_f64();
+                    }
+                    self.flows_on[l] += 1;
                 }
             }
         }
     }
 
-    /// A flow over `path` stopped sending at `now`: a link it leaves empty starts refilling.
+    /// A flow over `path` stopped sending at `now`: a link it leaves empty starts refilling
+    /// from what it kept.
     pub(super) fn finish(&mut self, path: &[u32], now: SimTime) {
         for &l in path {
             if self.depth_bytes[l as usize] <= 0.0 {
@@ -141,8 +206,10 @@ impl FlowModel {
             ..
         } = &mut self.batches[slot as usize];
         let pat = &self.patterns[*pattern as usize];
-        let paths = live.iter().map(|&f| pat.path(f as usize));
-        self.buckets.start(now, paths, &mut self.head_bytes);
+        let flows = live
+            .iter()
+            .map(|&f| (pat.path(f as usize), remaining[f as usize]));
+        self.buckets.start(now, flows, &mut self.head_bytes);
         let mut signature = 0u64;
         for (&f, &head) in live.iter().zip(&self.head_bytes) {
             let head = head.min(remaining[f as usize]);

@@ -764,6 +764,35 @@ fn a_link_that_just_carried_traffic_has_no_tokens_and_refills_at_its_rate() {
 }
 
 #[test]
+fn a_small_message_takes_only_its_bytes_of_the_bucket() {
+    // A 40-byte request from idle links, then 3 MB once it is delivered (2 us later): the
+    // request took 40 bytes of each link's 1 MB, refilled long before the data starts, which
+    // leaves with the whole 1 MB: as if no request had gone.
+    let ops = [
+        (vec![(0, 1)], 40, vec![]),
+        (vec![(0, 1)], 3_000_000, vec![0]),
+    ];
+    let (ends, _) = with_buckets(1e-3, &ops);
+    let data = ends[1] - ends[0];
+    let expected = (3_000_000.0 - 1_000_000.0) / 1e9 + 2e-6;
+    assert!((data - expected).abs() < 1e-9, "{ends:?}");
+}
+
+#[test]
+fn flows_take_what_they_send_of_a_shared_bucket_and_the_rest_goes_to_the_others() {
+    // Into gpu2 at the same instant, as two ops: 100 kB from gpu0 and 3 MB from gpu1. The
+    // small one takes its 100 kB of gpu2's 1 MB, the large one the other 900 kB (an even
+    // split would give it 500 kB, and the link being busy none). The rest, 2.1 MB, then
+    // takes 2.1 ms at 1 GB/s.
+    let ops = [
+        (vec![(0, 2)], 100_000, vec![]),
+        (vec![(1, 2)], 3_000_000, vec![]),
+    ];
+    let (ends, _) = with_buckets(1e-3, &ops);
+    assert!((ends[1] - (2.1e-3 + 2e-6)).abs() < 1e-9, "{ends:?}");
+}
+
+#[test]
 fn the_memory_estimate_follows_the_pairs_routed_not_every_ops_flows() {
     // A 65,536-GPU ring all-reduce: 131,070 ops of one 65,536-pair pattern, 8.6 G flows; it
     // ran in 676 MB. Counted at 8 bytes per flow of every op it was refused as 69 GB.

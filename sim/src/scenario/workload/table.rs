@@ -234,6 +234,7 @@ impl WorkloadTable {
             collnet: a.collnet,
             tuner_config: a.tuner_config.clone(),
             exchanges: a.exchanges.clone(),
+            timing: None,
             rings: a.rings,
             permutations: a.permutations.clone(),
             orders: a.orders.clone(),

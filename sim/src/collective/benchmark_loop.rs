@@ -1,0 +1,108 @@
+//! A call timed as a benchmark loop times it: after the same call and a barrier, not from a
+//! quiet network.
+//!
+//! The testbed's harness (`tb.timed`) runs `barrier(); t0 = now; call(); t = now - t0` again
+//! and again, and so do most hand-written benchmarks. What the timed call finds at its start
+//! is what the previous call and the barrier left: above all the links' shaper buckets, which
+//! refill only from when the previous call's last bytes left each link (the barrier's messages
+//! are a few bytes). A call played alone starts with every bucket full; timed in its loop it
+//! starts with what 0.05-1 ms of idle refilled (OpenMPI's timed calls start 0.04-0.07 ms after
+//! the previous call's last rank from 256 KiB, gloo's 0.4-1.1 ms on 4 hosts:
+//! `data/runs/calibration/testbed_star4_200mbit{,.mpi}_call_gaps.json`), on the links the
+//! previous call used last, and full on those it used early.
+//!
+//! [`after_barrier`] lays the loop out as one schedule: the call once, the barrier once every
+//! op of it is done, then the call again once the barrier is done; the timed call is the last
+//! copy, from the barrier's end to the schedule's end.
+
+use super::{OpId, OpKind, Phase, Schedule};
+use crate::engine::SimTime;
+
+/// `call`, then `barrier` once all of it is done, then `call` again once the barrier is;
+/// returns that schedule and the op after which the timed (second) call starts. Both must be
+/// on the same endpoints.
+pub fn after_barrier(call: &Schedule, barrier: &Schedule) -> (Schedule, OpId) {
+    assert_eq!(
+        call.endpoints(),
+        barrier.endpoints(),
+        "a call and its barrier on the same endpoints"
+    );
+    let mut s = call.clone();
+    let endpoints: Vec<u32> = (0..call.endpoints()).collect();
+    let call_done = join(&mut s, (0..call.ops.len() as u32).map(OpId).collect());
+    let mut barrier_ends = s.embed(barrier, &[&endpoints], &[call_done], &|op| op.kind.clone());
+    if barrier_ends.is_empty() {
+        barrier_ends.push(call_done);
+    }
+    let barrier_done = join(&mut s, barrier_ends);
+    s.embed(call, &[&endpoints], &[barrier_done], &|op| op.kind.clone());
+    (s, barrier_done)
+}
+
+/// An op done when all of `ops` are (at once when there are none).
+fn join(s: &mut Schedule, deps: Vec<OpId>) -> OpId {
+    s.push(
+        OpKind::Compute {
+            endpoints: 1,
+            duration: SimTime::ZERO,
+        },
+        deps,
+        Phase::Barrier,
+        0,
+        0,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::{Collective, Endpoint};
+
+    fn one_send(bytes: u64) -> Schedule {
+        let mut s = Schedule::new(Collective::AllReduce, "test", 2, bytes);
+        let p = s.add_pattern(vec![(0 as Endpoint, 1 as Endpoint)]);
+        s.push(
+            OpKind::Transfer { pattern: p, bytes },
+            vec![],
+            Phase::SendRecv,
+            0,
+            0,
+        );
+        s
+    }
+
+    #[test]
+    fn the_timed_call_waits_for_the_first_and_the_barrier() {
+        let call = one_send(1000);
+        let mut barrier = Schedule::new(Collective::Barrier, "test", 2, 0);
+        let p = barrier.add_pattern(vec![(1 as Endpoint, 0 as Endpoint)]);
+        barrier.push(
+            OpKind::Transfer {
+                pattern: p,
+                bytes: 1,
+            },
+            vec![],
+            Phase::Barrier,
+            0,
+            0,
+        );
+        let (s, start) = after_barrier(&call, &barrier);
+        // send, join, barrier message, join, send.
+        assert_eq!(s.ops.len(), 5);
+        assert_eq!(s.ops[1].deps, vec![OpId(0)]);
+        assert_eq!(s.ops[2].deps, vec![OpId(1)]);
+        assert_eq!(start, OpId(3));
+        assert_eq!(s.ops[3].deps, vec![OpId(2)]);
+        assert_eq!(s.ops[4].deps, vec![start]);
+        assert_eq!(s.total_transfer_bytes(), 2001);
+    }
+
+    #[test]
+    fn an_empty_barrier_still_orders_the_calls() {
+        let call = one_send(10);
+        let barrier = Schedule::new(Collective::Barrier, "test", 2, 0);
+        let (s, start) = after_barrier(&call, &barrier);
+        assert_eq!(s.ops[start.0 as usize].deps, vec![OpId(1)]);
+        assert_eq!(s.ops.last().unwrap().deps, vec![start]);
+    }
+}
