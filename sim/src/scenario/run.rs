@@ -598,31 +598,34 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
         );
         RunError::play(&file, hint, e)
     };
+    // Plays beside the main one, each on a network of its own and held to the run's limits:
+    // a schedule's time alone, or in its benchmark loop where the scenario times it so.
+    let limits = Watch {
+        max_events: watch.max_events,
+        max_bytes: watch.max_bytes,
+        ..Watch::default()
+    };
+    let time_on_own_network = |schedule: &Schedule| -> Result<SimTime, RunError> {
+        let mut m = network_model(s, &prep)?;
+        play_timed(
+            schedule,
+            barrier.as_ref(),
+            &endpoints,
+            m.as_mut(),
+            play_options,
+            limits,
+        )
+        .map_err(play_error)
+    };
     // Where the call runs one of several equally likely ways (the plan's alternatives), every
-    // way is played on a network of its own, and the run is the median one's: its time the
-    // median of all (the mean of the middle two for an even count). Each play is held to the
-    // run's limits; an estimate (--dry-run) is the first way's alone.
+    // way is played, and the run is the median one's: its time the median of all (the mean of
+    // the middle two for an even count). An estimate (--dry-run) is the first way's alone.
     let mut schedule = schedule;
     let mut median_of: Option<(usize, SimTime, SimTime, SimTime)> = None;
     if !alternatives.is_empty() && !watch.estimate_only {
-        let limits = Watch {
-            max_events: watch.max_events,
-            max_bytes: watch.max_bytes,
-            ..Watch::default()
-        };
         let mut ends: Vec<(SimTime, usize)> = Vec::with_capacity(alternatives.len() + 1);
         for (i, alt) in std::iter::once(&schedule).chain(&alternatives).enumerate() {
-            let mut m = network_model(s, &prep)?;
-            let end = play_timed(
-                alt,
-                barrier.as_ref(),
-                &endpoints,
-                m.as_mut(),
-                play_options,
-                limits,
-            )
-            .map_err(play_error)?;
-            ends.push((end, i));
+            ends.push((time_on_own_network(alt)?, i));
         }
         ends.sort();
         let k = ends.len();
@@ -636,55 +639,25 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
     let outcome: PlayOutcome =
         play_watched(&schedule, &endpoints, model.as_mut(), play_options, watch)
             .map_err(play_error)?;
-    // Timed in its loop (the timeline and traffic stay the call's alone, on its own network).
+    // Timed in its loop (the timeline and traffic stay the call's alone).
     let mut in_loop: Option<SimTime> = None;
     if barrier.is_some() && median_of.is_none() && !watch.estimate_only {
-        let limits = Watch {
-            max_events: watch.max_events,
-            max_bytes: watch.max_bytes,
-            ..Watch::default()
-        };
-        let mut m = network_model(s, &prep)?;
-        in_loop = Some(
-            play_timed(
-                &schedule,
-                barrier.as_ref(),
-                &endpoints,
-                m.as_mut(),
-                play_options,
-                limits,
-            )
-            .map_err(play_error)?,
-        );
+        in_loop = Some(time_on_own_network(&schedule)?);
     }
-    // One mode at a time, each on a network of its own, held to the run's limits.
+    // One mode at a time.
     let mut exchange_modes: Option<[SimTime; 2]> = None;
     if let Some(opts) = exchange_opts.filter(|_| !watch.estimate_only) {
-        let limits = Watch {
-            max_events: watch.max_events,
-            max_bytes: watch.max_bytes,
-            ..Watch::default()
-        };
         let mut ends = [SimTime::ZERO; 2];
         for (end, x) in ends
             .iter_mut()
             .zip([Exchanges::BothWays, Exchanges::OneWayFirst])
         {
-            let mut m = network_model(s, &prep)?;
             let opts = library::LibraryOptions {
                 mpi_exchanges: x,
                 ..opts.clone()
             };
-            let plan = plan_with(m.as_mut(), &opts)?;
-            *end = play_timed(
-                &plan.schedule,
-                barrier.as_ref(),
-                &endpoints,
-                m.as_mut(),
-                play_options,
-                limits,
-            )
-            .map_err(play_error)?;
+            let plan = plan_with(network_model(s, &prep)?.as_mut(), &opts)?;
+            *end = time_on_own_network(&plan.schedule)?;
         }
         // Equal but for rounding: the algorithm exchanges nothing that the modes change.
         let (a, b) = (ends[0].as_ps() as f64, ends[1].as_ps() as f64);
