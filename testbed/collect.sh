@@ -244,6 +244,18 @@ if [[ $what == all || $what == heldout ]]; then
     --out data/runs/testbed_mpi_reduce_heldout.csv \
     --profile data/profiles/testbed_star4_200mbit.json --algorithms 0,1,2,3,4,5 --repeats 10 \
     --launches 5 --bytes 262144 1048576 4194304
+  # Sizes no other star row has (128 KiB, 512 KiB, 2 MiB), recorded on 2026-11-29 after the
+  # shapers' buckets became a token level and each row timed in its loop: gloo's collectives,
+  # OpenMPI's broadcasts (the rules, chain, pipeline, binomial) and all-reduces (the rules, ring).
+  $TB run $STAR -- $PY $S collectives --out data/runs/testbed_gloo_sizes_heldout.csv \
+    --profile data/profiles/testbed_star4_200mbit.json --methods allreduce,allgather,broadcast,reduce \
+    --bytes 131072 524288 2097152 --repeats 10 --launches 5
+  for op_algs in "bcast 0,2,3,6" "allreduce 0,4"; do
+    set -- $op_algs
+    $TB run --prefix mp $STAR -- $PY $S mpi --op $1 --algorithms $2 \
+      --bytes 131072 524288 2097152 --repeats 10 --launches 5 \
+      --out data/runs/testbed_mpi_sizes_heldout.csv --profile data/profiles/testbed_star4_200mbit.json
+  done
   # Two ranks' Sendrecv around the rendezvous threshold, beside it.
   $TB run --prefix mp $STAR -- $PY $S mpi_p2p --ranks 2 --repeats 20 \
     --bytes 32768 65532 81920 98304 131072 196608 \
