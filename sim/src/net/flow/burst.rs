@@ -13,7 +13,7 @@
 //! flow, a head start of bytes delivered at once: the least, over the bucketed links of its
 //! path, of that link's tokens water-filled over the batch's flows that cross it (none takes
 //! more than it sends). What the flows take is spent; what they leave stays, so a 40-byte
-//! request spends 40 bytes of it, as measured (`suite.py shaper_gap --probe`: 48 B and 1 KiB
+//! request spends 40 bytes of it, as measured (`suite.py shaper_gap --probes`: 48 B and 1 KiB
 //! messages before a 64 KiB send left it 0.84-0.87 ms, 0.89 without). Batches that start on
 //! a link already carrying traffic get none. What is not modelled: a link carrying less than
 //! its rate refilling while busy, and a bucket's bytes taking time at line rate.
