@@ -643,3 +643,40 @@ fn a_call_timed_in_its_benchmark_loop_starts_with_the_buckets_the_last_one_left(
         in_loop.library
     );
 }
+
+#[test]
+fn a_call_timed_in_its_loop_reports_the_timed_calls_timeline() {
+    // The summary's time and the timeline are the same call's: the last op of the timeline
+    // ends at the reported time, and the first starts at zero (the barrier's end).
+    let text = format!(
+        "name = \"t\"\nprofile = {:?}\n[topology]\nfile = {:?}\n[collective]\n\
+         op = \"all_reduce\"\nbytes = \"256KiB\"\nlibrary = \"gloo\"\ntiming = \"after_barrier\"\n",
+        root()
+            .join("data/profiles/testbed_star4_200mbit.json")
+            .display()
+            .to_string(),
+        root()
+            .join("testbed/topologies/star4_200mbit.toml")
+            .display()
+            .to_string()
+    );
+    let s = sim::scenario::parse(&text, Path::new("t.toml"), &[]).unwrap();
+    let r = sim::scenario::run::run(&s).unwrap();
+    let last_us = r.timeline.iter().map(|t| t.end_us).fold(0.0, f64::max);
+    let first_us = r
+        .timeline
+        .iter()
+        .map(|t| t.start_us)
+        .fold(f64::INFINITY, f64::min);
+    assert!(
+        (last_us - r.summary.time_us).abs() < 1e-6,
+        "{last_us} against {}",
+        r.summary.time_us
+    );
+    assert!(first_us.abs() < 1e-6, "{first_us}");
+    assert!(
+        r.summary.library.contains("(alone: "),
+        "{}",
+        r.summary.library
+    );
+}

@@ -13,8 +13,10 @@
 //!
 //! [`after_barrier`] lays the loop out as one schedule: the call once, the barrier once every
 //! op of it is done, then the call again once the barrier is done; the timed call is the last
-//! copy, from the barrier's end to the schedule's end.
+//! copy, from the barrier's end to the schedule's end. [`timed_call`] cuts that copy's op
+//! times out of the loop's play, on the timed call's own clock.
 
+use super::play::{OpTiming, PlayOutcome};
 use super::{OpId, OpKind, Phase, Schedule};
 use crate::engine::SimTime;
 
@@ -37,6 +39,34 @@ pub fn after_barrier(call: &Schedule, barrier: &Schedule) -> (Schedule, OpId) {
     let barrier_done = join(&mut s, barrier_ends);
     s.embed(call, &[&endpoints], &[barrier_done], &|op| op.kind.clone());
     (s, barrier_done)
+}
+
+/// The timed call of a loop laid out by [`after_barrier`] (`timed_from` is what it returned)
+/// and played as `looped`: the second copy's `call_ops` op times, from the barrier's end. The
+/// rest (bytes per pattern, counters) is `alone`'s, the call played by itself: the loop's
+/// would count the first call and the barrier too.
+pub fn timed_call(
+    looped: &PlayOutcome,
+    timed_from: OpId,
+    call_ops: usize,
+    alone: &PlayOutcome,
+) -> PlayOutcome {
+    let start = looped.ops[timed_from.0 as usize].end;
+    let since = |t: SimTime| SimTime::from_ps(t.as_ps().saturating_sub(start.as_ps()));
+    let first = timed_from.0 as usize + 1;
+    PlayOutcome {
+        end: since(looped.end),
+        ops: looped.ops[first..first + call_ops]
+            .iter()
+            .map(|o| OpTiming {
+                start: since(o.start),
+                end: since(o.end),
+            })
+            .collect(),
+        pattern_bytes: alone.pattern_bytes.clone(),
+        events: alone.events,
+        net: alone.net,
+    }
 }
 
 /// An op done when all of `ops` are (at once when there are none).
