@@ -21,18 +21,21 @@ use super::{OpId, OpKind, Phase, Schedule};
 use crate::engine::SimTime;
 
 /// `call`, then `barrier` once all of it is done, then `call` again once the barrier is;
-/// returns that schedule and the op after which the timed (second) call starts. Both must be
-/// on the same endpoints.
+/// returns that schedule and the op after which the timed (second) call starts. The barrier
+/// is the communicator's: its endpoints are the call's ranks, the call's first endpoints (a
+/// parameter server's extra endpoints take no part in it).
 pub fn after_barrier(call: &Schedule, barrier: &Schedule) -> (Schedule, OpId) {
-    assert_eq!(
-        call.endpoints(),
-        barrier.endpoints(),
-        "a call and its barrier on the same endpoints"
-    );
     let mut s = call.clone();
     let endpoints: Vec<u32> = (0..call.endpoints()).collect();
+    let ranks: Vec<u32> = (0..barrier.ranks.min(call.ranks)).collect();
+    let barrier = if barrier.endpoints() == ranks.len() as u32 {
+        barrier
+    } else {
+        // A barrier over other ranks than the call's: none (the calls only follow each other).
+        &Schedule::new(barrier.collective, "none", ranks.len() as u32, 0)
+    };
     let call_done = join(&mut s, (0..call.ops.len() as u32).map(OpId).collect());
-    let mut barrier_ends = s.embed(barrier, &[&endpoints], &[call_done], &|op| op.kind.clone());
+    let mut barrier_ends = s.embed(barrier, &[&ranks], &[call_done], &|op| op.kind.clone());
     if barrier_ends.is_empty() {
         barrier_ends.push(call_done);
     }
@@ -125,6 +128,42 @@ mod tests {
         assert_eq!(s.ops[3].deps, vec![OpId(2)]);
         assert_eq!(s.ops[4].deps, vec![start]);
         assert_eq!(s.total_transfer_bytes(), 2001);
+    }
+
+    #[test]
+    fn a_parameter_servers_extra_endpoint_takes_no_part_in_the_barrier() {
+        // Two ranks and a server (endpoint 2): the barrier's message stays between the ranks.
+        let mut call = one_send(10);
+        call.extra_endpoints.push("ps0".into());
+        let p = call.add_pattern(vec![(1 as Endpoint, 2 as Endpoint)]);
+        call.push(
+            OpKind::Transfer {
+                pattern: p,
+                bytes: 10,
+            },
+            vec![OpId(0)],
+            Phase::Push,
+            0,
+            1,
+        );
+        let mut barrier = Schedule::new(Collective::Barrier, "test", 2, 0);
+        let p = barrier.add_pattern(vec![(1 as Endpoint, 0 as Endpoint)]);
+        barrier.push(
+            OpKind::Transfer {
+                pattern: p,
+                bytes: 1,
+            },
+            vec![],
+            Phase::Barrier,
+            0,
+            0,
+        );
+        let (s, start) = after_barrier(&call, &barrier);
+        let OpKind::Transfer { pattern, .. } = s.ops[start.0 as usize - 1].kind else {
+            panic!("the barrier's message: {:?}", s.ops);
+        };
+        assert_eq!(&*s.patterns[pattern.0 as usize].pairs, &[(1, 0)]);
+        assert_eq!(s.total_transfer_bytes(), 2 * 20 + 1);
     }
 
     #[test]
