@@ -93,9 +93,24 @@ fn a_topology_naming_an_unknown_library_is_an_error_naming_the_file_and_field() 
 /// gloo's `op` of `bytes` on `hosts` hosts of the testbed star with the star's profile and
 /// `set`: its time in seconds.
 fn on_the_star(hosts: u32, op: &str, bytes: &str, set: &[&str]) -> Result<f64, String> {
+    star_report(
+        hosts,
+        &format!("op = \"{op}\"\nbytes = \"{bytes}\"\nlibrary = \"gloo\"\n"),
+        set,
+    )
+    .map(|r| r.summary.time_ps as f64 * 1e-12)
+}
+
+/// The run of `hosts` hosts of the testbed's star with its measured profile, `collective` the
+/// lines of its `[collective]` table, with `set` overrides.
+fn star_report(
+    hosts: u32,
+    collective: &str,
+    set: &[&str],
+) -> Result<sim::metrics::RunReport, String> {
     let text = format!(
         "name = \"t\"\nprofile = {:?}\n[topology]\nfile = {:?}\ngenerator.n = {hosts}\n\
-         [collective]\nop = \"{op}\"\nbytes = \"{bytes}\"\nlibrary = \"gloo\"\n",
+         [collective]\n{collective}",
         root()
             .join("data/profiles/testbed_star4_200mbit.json")
             .display()
@@ -107,9 +122,7 @@ fn on_the_star(hosts: u32, op: &str, bytes: &str, set: &[&str]) -> Result<f64, S
     );
     let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
     let s = sim::scenario::parse(&text, Path::new("t.toml"), &set).map_err(|e| e.to_string())?;
-    sim::scenario::run::run(&s)
-        .map(|r| r.summary.time_ps as f64 * 1e-12)
-        .map_err(|e| e.to_string())
+    sim::scenario::run::run(&s).map_err(|e| e.to_string())
 }
 
 /// The star's 8 hosts, all-reducing 256 KiB with gloo on the star's profile, with `set`.
@@ -648,20 +661,12 @@ fn a_call_timed_in_its_benchmark_loop_starts_with_the_buckets_the_last_one_left(
 fn a_call_timed_in_its_loop_reports_the_timed_calls_timeline() {
     // The summary's time and the timeline are the same call's: the last op of the timeline
     // ends at the reported time, and the first starts at zero (the barrier's end).
-    let text = format!(
-        "name = \"t\"\nprofile = {:?}\n[topology]\nfile = {:?}\n[collective]\n\
-         op = \"all_reduce\"\nbytes = \"256KiB\"\nlibrary = \"gloo\"\ntiming = \"after_barrier\"\n",
-        root()
-            .join("data/profiles/testbed_star4_200mbit.json")
-            .display()
-            .to_string(),
-        root()
-            .join("testbed/topologies/star4_200mbit.toml")
-            .display()
-            .to_string()
-    );
-    let s = sim::scenario::parse(&text, Path::new("t.toml"), &[]).unwrap();
-    let r = sim::scenario::run::run(&s).unwrap();
+    let r = star_report(
+        4,
+        "op = \"all_reduce\"\nbytes = \"256KiB\"\nlibrary = \"gloo\"\ntiming = \"after_barrier\"\n",
+        &[],
+    )
+    .unwrap();
     let last_us = r.timeline.iter().map(|t| t.end_us).fold(0.0, f64::max);
     let first_us = r
         .timeline

@@ -16,9 +16,11 @@
 //! copy, from the barrier's end to the schedule's end. [`timed_call`] cuts that copy's op
 //! times out of the loop's play, on the timed call's own clock.
 
-use super::play::{OpTiming, PlayOutcome};
+use super::play::{play_watched, OpTiming, PlayError, PlayOptions, PlayOutcome, Watch};
 use super::{OpId, OpKind, Phase, Schedule};
 use crate::engine::SimTime;
+use crate::net::NetworkModel;
+use crate::topology::DeviceId;
 
 /// `call`, then `barrier` once all of it is done, then `call` again once the barrier is;
 /// returns that schedule and the op after which the timed (second) call starts. The barrier
@@ -42,6 +44,23 @@ pub fn after_barrier(call: &Schedule, barrier: &Schedule) -> (Schedule, OpId) {
     let barrier_done = join(&mut s, barrier_ends);
     s.embed(call, &[&endpoints], &[barrier_done], &|op| op.kind.clone());
     (s, barrier_done)
+}
+
+/// `call`'s loop ([`after_barrier`]) played on `net`: the loop's outcome and the op after
+/// which the timed call starts.
+pub fn play_after_barrier(
+    call: &Schedule,
+    barrier: &Schedule,
+    endpoints: &[DeviceId],
+    net: &mut dyn NetworkModel,
+    options: PlayOptions,
+    watch: Watch,
+) -> Result<(PlayOutcome, OpId), PlayError> {
+    let (looped, timed_from) = after_barrier(call, barrier);
+    Ok((
+        play_watched(&looped, endpoints, net, options, watch)?,
+        timed_from,
+    ))
 }
 
 /// The timed call of a loop laid out by [`after_barrier`] (`timed_from` is what it returned)
@@ -104,9 +123,8 @@ mod tests {
         s
     }
 
-    #[test]
-    fn the_timed_call_waits_for_the_first_and_the_barrier() {
-        let call = one_send(1000);
+    /// A barrier of two ranks: rank 1 sends rank 0 one byte.
+    fn one_message_barrier() -> Schedule {
         let mut barrier = Schedule::new(Collective::Barrier, "test", 2, 0);
         let p = barrier.add_pattern(vec![(1 as Endpoint, 0 as Endpoint)]);
         barrier.push(
@@ -119,6 +137,13 @@ mod tests {
             0,
             0,
         );
+        barrier
+    }
+
+    #[test]
+    fn the_timed_call_waits_for_the_first_and_the_barrier() {
+        let call = one_send(1000);
+        let barrier = one_message_barrier();
         let (s, start) = after_barrier(&call, &barrier);
         // send, join, barrier message, join, send.
         assert_eq!(s.ops.len(), 5);
@@ -146,18 +171,7 @@ mod tests {
             0,
             1,
         );
-        let mut barrier = Schedule::new(Collective::Barrier, "test", 2, 0);
-        let p = barrier.add_pattern(vec![(1 as Endpoint, 0 as Endpoint)]);
-        barrier.push(
-            OpKind::Transfer {
-                pattern: p,
-                bytes: 1,
-            },
-            vec![],
-            Phase::Barrier,
-            0,
-            0,
-        );
+        let barrier = one_message_barrier();
         let (s, start) = after_barrier(&call, &barrier);
         let OpKind::Transfer { pattern, .. } = s.ops[start.0 as usize - 1].kind else {
             panic!("the barrier's message: {:?}", s.ops);

@@ -636,20 +636,25 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
             schedule = alternatives.swap_remove(lo.1 - 1);
         }
     }
-    let outcome: PlayOutcome =
+    let mut outcome: PlayOutcome =
         play_watched(&schedule, &endpoints, model.as_mut(), play_options, watch)
             .map_err(play_error)?;
     // Timed in its loop: the report's times and timeline are the timed call's; the traffic
     // and the link series stay the call's alone (the loop's would count the call twice).
-    let mut outcome = outcome;
     let mut alone_end: Option<SimTime> = None;
     if let Some(barrier) = barrier.as_ref().filter(|_| !watch.estimate_only) {
         alone_end = Some(outcome.end);
         if median_of.is_none() {
-            let (looped, timed_from) = benchmark_loop::after_barrier(&schedule, barrier);
             let mut m = network_model(s, &prep)?;
-            let played = play_watched(&looped, &endpoints, m.as_mut(), play_options, limits)
-                .map_err(play_error)?;
+            let (played, timed_from) = benchmark_loop::play_after_barrier(
+                &schedule,
+                barrier,
+                &endpoints,
+                m.as_mut(),
+                play_options,
+                limits,
+            )
+            .map_err(play_error)?;
             outcome = benchmark_loop::timed_call(&played, timed_from, schedule.ops.len(), &outcome);
         }
     }
@@ -747,8 +752,8 @@ fn play_timed(
     let Some(barrier) = barrier else {
         return Ok(play_watched(schedule, endpoints, net, options, watch)?.end);
     };
-    let (looped, timed_from) = benchmark_loop::after_barrier(schedule, barrier);
-    let out = play_watched(&looped, endpoints, net, options, watch)?;
+    let (out, timed_from) =
+        benchmark_loop::play_after_barrier(schedule, barrier, endpoints, net, options, watch)?;
     Ok(SimTime::from_ps(
         out.end.as_ps() - out.ops[timed_from.0 as usize].end.as_ps(),
     ))
