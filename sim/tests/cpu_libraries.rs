@@ -397,16 +397,20 @@ fn ring_on_three_leaves(bytes: u64) -> f64 {
 }
 
 #[test]
-fn openmpis_tree_broadcast_serves_its_children_in_the_order_it_posts_them() {
+fn openmpis_tree_broadcast_serves_its_children_in_the_order_they_answer() {
     // The binomial tree on 4 ranks: the root posts its sends to rank 1 (whose subtree holds
-    // rank 3) and then to rank 2. On the star's FIFO egress the first-posted leaves first:
-    // rank 2's data waits behind rank 1's head H (168,411 B in the profile; captured at 256
-    // KiB, testbed_star4_200mbit.capture_mpi_bcast_binomial_256k.json, the second-served
-    // child's data left 7.8 ms behind the first's: 186 KB at the link's rate), so rank 1 has
-    // it all after (2S - H) / C and forwards it to rank 3 while rank 2 receives the rest:
-    // (3S - H) / C in all, where sharing the root's link would take 3S / C. The root's first
-    // send and rank 1's forward each start on an idle link and leave with its shaper's burst
-    // B (1.979 ms of the rate; the 40-byte requests before them take 40 bytes of it).
+    // rank 3) and to rank 2 at once; each data leaves once its child answered, and on the
+    // star's FIFO egress the first served goes first: the other's data waits behind its head
+    // H (168,411 B in the profile; captured at 256 KiB,
+    // testbed_star4_200mbit.capture_mpi_bcast_binomial_256k.json, the second-served child's
+    // data left 7.8 ms behind the first's: 186 KB at the link's rate). The children answered
+    // in either order (rank 2 first in 10 of 12 calls there), so the run is the median of
+    // both, their mean:
+    // - rank 1 first has it all after (2S - H) / C and forwards it to rank 3 while rank 2
+    //   receives the rest: (3S - H) / C in all;
+    // - rank 2 first: rank 1 has it after 2S / C, then forwards: 3S / C.
+    // The root's first send and rank 1's forward each start on an idle link and leave with
+    // its shaper's burst B (1.979 ms of the rate; the 40-byte requests take 40 bytes of it).
     let c = 200e6 * 0.9564 / 8.0;
     let b = 1.979e-3 * c;
     let s = 1_048_576.0;
@@ -414,12 +418,10 @@ fn openmpis_tree_broadcast_serves_its_children_in_the_order_it_posts_them() {
         "star4_200mbit",
         "op = \"broadcast\"\nbytes = \"1MiB\"\nlibrary = \"mpi\"\nalgorithm = \"binomial\"\n",
     );
-    let served_in_order = (3.0 * s - 168_411.0 - 2.0 * b) / c;
-    assert!(
-        (t / served_in_order - 1.0).abs() < 0.02,
-        "{t} s against {served_in_order} s"
-    );
-    assert!(t < 0.96 * 3.0 * s / c, "{t} s");
+    let forwarder_first = (3.0 * s - 168_411.0 - 2.0 * b) / c;
+    let leaf_first = (3.0 * s - 2.0 * b) / c;
+    let median = (forwarder_first + leaf_first) / 2.0;
+    assert!((t / median - 1.0).abs() < 0.01, "{t} s against {median} s");
 }
 
 #[test]

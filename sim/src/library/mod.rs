@@ -22,6 +22,7 @@
 //! reads calibration from [`crate::profile`] and facts about the system from a [`System`] the
 //! caller builds from the topology and placement.
 
+pub mod entry_orders;
 pub mod gloo;
 pub mod mpi;
 pub mod nccl;

@@ -10,51 +10,15 @@ pub(super) fn root_children(n: u32) -> Vec<u32> {
     (0..32).map(|j| 1u32 << j).take_while(|&v| v < n).collect()
 }
 
-/// Most orders of the root's children a broadcast is played in ([`root_orders`]).
-const ROOT_ORDERS_MAX: usize = 24;
-
-/// The orders in which a broadcast's root may serve its children, posting order first: every
-/// permutation while there are at most [`ROOT_ORDERS_MAX`], else the posting order's rotations.
-///
-/// The root posts every send at once, but a payload leaves only once its child's notification
-/// has arrived, and the children enter the call in no fixed order: captured on 8 hosts of the
-/// star (`testbed_star4_200mbit_8hosts.capture_broadcast_256k.json`, ten 256 KiB calls), the
+/// The orders in which a broadcast's root may serve its children, posting order first
+/// ([`crate::library::entry_orders`]). Captured on 8 hosts of the star
+/// (`testbed_star4_200mbit_8hosts.capture_broadcast_256k.json`, ten 256 KiB calls), the
 /// root's first payload went to rank 1 in four calls (40.4-42.7 ms), to 2 in three and to 4 in
 /// three (44.8-53.8 ms); on 4 hosts rank 1 first in seven of eleven. A rank that forwards posts
 /// its sends after its children have long notified, so they leave in posting order (rank 1 to
 /// 3 before 5 in all ten).
 pub(super) fn root_orders(n: u32) -> Vec<Vec<u32>> {
-    let children = root_children(n);
-    let k = children.len();
-    if (1..=k).product::<usize>() > ROOT_ORDERS_MAX {
-        return (0..k)
-            .map(|i| {
-                children[i..]
-                    .iter()
-                    .chain(&children[..i])
-                    .copied()
-                    .collect()
-            })
-            .collect();
-    }
-    let mut orders = vec![children.clone()];
-    let mut order = children;
-    // Heap's algorithm, iteratively: every other permutation once.
-    let mut c = vec![0usize; k];
-    let mut i = 0;
-    while i < k {
-        if c[i] < i {
-            let j = if i % 2 == 0 { 0 } else { c[i] };
-            order.swap(j, i);
-            orders.push(order.clone());
-            c[i] += 1;
-            i = 0;
-        } else {
-            c[i] = 0;
-            i += 1;
-        }
-    }
-    orders
+    crate::library::entry_orders::entry_orders(&root_children(n))
 }
 
 /// gloo's binomial broadcast: virtual rank v (root is 0) receives from v − 2^⌊log2 v⌋ and then

@@ -375,7 +375,7 @@ fn a_broadcast_root_serves_its_children_in_every_order_they_may_enter_in() {
         o.sort();
         o == [1, 2, 4]
     }));
-    // Past ROOT_ORDERS_MAX permutations (5! = 120 on 32 ranks), the posting order's rotations.
+    // Past entry_orders::ORDERS_MAX permutations (5! = 120 on 32 ranks), the rotations.
     assert_eq!(root_orders(16).len(), 24);
     let rotations = root_orders(32);
     assert_eq!(rotations.len(), 5);

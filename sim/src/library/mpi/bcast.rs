@@ -12,12 +12,20 @@
 //!   to all its children at once, one after the other in tree order, and waits for them; every
 //!   other rank receives the whole message from its parent, then posts it to its children the
 //!   same way. Each send is its own ob1 message (eager, or request, answer and data; [`super`]), so
-//!   on a FIFO egress queue (a profile's FIFO head) the first-posted child is served first and
+//!   on a FIFO egress queue (a profile's FIFO head) the first child served is served first and
 //!   the others wait behind its head, as captured on the testbed
 //!   (`testbed_star4_200mbit.capture_mpi_bcast_binomial_256k.json`: the second child's data
 //!   left 7.8 ms, 186 KB at the link's rate, behind the first's); without one, a parent's
 //!   children share its uplink. basic_linear is the tree whose root has every other rank as a
 //!   child.
+//! - **Who is served first.** Eager sends leave in posting order. A rendezvous data leaves
+//!   once its child answered, and the root's children answer as they enter the call: in that
+//!   capture the leaf (rank 2) answered first in 10 of 12 calls and got its data first, the
+//!   posted-first rank 1 (which forwards to rank 3) in 2; on the three leaves
+//!   (`testbed_three_leaf_100mbit_uplinks.capture_mpi_bcast_binomial_{256k,1m}.json`) rank 1
+//!   answered first in 24 of 32. So a rendezvous tree's plan carries every order of the root's
+//!   children ([`entry_orders`]) and a run reports the median. A rank that forwards sends
+//!   after its children have long answered: posting order.
 //! - **Trees** (`coll_base_topo.c`), over ranks shifted so the root is 0: the fan-out tree
 //!   (binary: children of the shifted rank s on level l are s + k·fanoutˡ, k = 1..fanout), the
 //!   binomial tree (children s ^ 2ʲ for every power of two above s's highest bit), the k-nomial
@@ -42,6 +50,7 @@ use super::{
     ELEMENT_BYTES,
 };
 use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
+use crate::library::entry_orders::entry_orders;
 
 algorithms! {
     /// `coll_tuned_bcast_algorithm` numbers and names.
@@ -162,7 +171,9 @@ pub(super) fn plan(
     } else {
         alg.as_str().to_string()
     };
-    let mut s = Schedule::new(Collective::Broadcast, format!("mpi {name}"), n, req.bytes);
+    let new_schedule = || Schedule::new(Collective::Broadcast, format!("mpi {name}"), n, req.bytes);
+    let mut s = new_schedule();
+    let mut alternatives = Vec::new();
     if n > 1 && req.bytes > 0 {
         // The trees, or the algorithms that build their own schedule.
         let children = match alg {
@@ -183,8 +194,18 @@ pub(super) fn plan(
                 None
             }
         };
-        if let Some(children) = children {
+        if let Some(mut children) = children {
             tree_bcast(&mut s, &children, root, req.bytes);
+            // Rendezvous sends leave in the order the root's children answer: every order.
+            if !is_eager(req.bytes) {
+                let posted = children[root as usize].clone();
+                for order in entry_orders(&posted).into_iter().skip(1) {
+                    children[root as usize] = order;
+                    let mut alt = new_schedule();
+                    tree_bcast(&mut alt, &children, root, req.bytes);
+                    alternatives.push(alt);
+                }
+            }
         }
     }
     Ok(Plan {
@@ -192,7 +213,7 @@ pub(super) fn plan(
         placed_endpoints: Vec::new(),
         decision: format!("OpenMPI 4.1 broadcast {name} ({how})"),
         parameters: Vec::new(),
-        alternatives: Vec::new(),
+        alternatives,
     })
 }
 
@@ -764,6 +785,51 @@ mod tests {
             "{}",
             p.decision
         );
+    }
+
+    #[test]
+    fn a_rendezvous_tree_is_played_in_every_order_the_roots_children_may_answer_in() {
+        let plan_of = |alg: &str, bytes: u64, n: u32| {
+            let req = Request {
+                collective: Collective::Broadcast,
+                bytes,
+                root: 0,
+                peer: 1,
+            };
+            let opts = LibraryOptions {
+                algorithm: Some(alg.into()),
+                ..LibraryOptions::default()
+            };
+            plan(&req, &crate::library::testing::cpu_hosts(n), &opts).unwrap()
+        };
+        // The root's first data goes to the child whose transfer the schedule starts first.
+        let first_served = |s: &Schedule| -> u32 {
+            s.ops
+                .iter()
+                .find_map(|op| match op.kind {
+                    crate::collective::OpKind::Transfer { pattern, bytes } if bytes > 1 << 16 => {
+                        Some(s.patterns[pattern.0 as usize].pairs[0].1)
+                    }
+                    _ => None,
+                })
+                .unwrap()
+        };
+        // Binomial on 4 ranks: the root's children 1 and 2, both orders.
+        let p = plan_of("binomial", 1 << 20, 4);
+        assert_eq!(p.alternatives.len(), 1);
+        assert_eq!(first_served(&p.schedule), 1);
+        assert_eq!(first_served(&p.alternatives[0]), 2);
+        // Eager sends leave as posted: one way only.
+        assert!(plan_of("binomial", 1 << 15, 4).alternatives.is_empty());
+        // basic_linear on 4 ranks: 3! orders; on 16, past the cap, the 15 rotations.
+        assert_eq!(plan_of("basic_linear", 1 << 20, 4).alternatives.len(), 5);
+        assert_eq!(plan_of("basic_linear", 1 << 20, 16).alternatives.len(), 14);
+        // One child (the pipeline's chain): nothing to choose.
+        assert!(plan_of("pipeline", 1 << 20, 4).alternatives.is_empty());
+        // Blocking sends one after the other (scatter_allgather): their order is the code's.
+        assert!(plan_of("scatter_allgather", 1 << 20, 16)
+            .alternatives
+            .is_empty());
     }
 
     #[test]
