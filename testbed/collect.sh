@@ -238,6 +238,16 @@ if [[ $what == all || $what == heldout ]]; then
     --out data/runs/testbed_mpi_bcast16_heldout.csv \
     --profile data/profiles/testbed_star4_200mbit.json --algorithms 0,4,8,9 --repeats 10 \
     --launches 5 --bytes 262144 1048576 4194304
+  # OpenMPI's broadcasts on 8 hosts of the star (the rules, basic_linear, binary tree,
+  # binomial), recorded on 2026-11-29 (night) after the trees were played in every order the
+  # root's children may answer in.
+  $TB run --prefix mp --set generator.n=8 $STAR -- $PY $S mpi --op bcast \
+    --out data/runs/testbed_mpi_bcast8_heldout.csv \
+    --profile data/profiles/testbed_star4_200mbit.json --algorithms 0,1,5,6 --repeats 10 \
+    --launches 5 --bytes 262144 1048576 4194304
+  # Every host and port captured over ten 4 MiB recursive-halving reduce_scatters on the star.
+  $TB run --prefix mp $STAR -- $PY $S capture_mpi --op reduce_scatter --algorithms 2 \
+    --bytes 4194304 --repeats 10 --name rh_4m
   # OpenMPI's reduce on the star, by the fixed rules and each modelled algorithm forced,
   # recorded on 2026-11-29 after dtsim's reduce was built.
   $TB run --prefix mp $STAR -- $PY $S mpi --op reduce \
