@@ -375,9 +375,9 @@ pub struct Plan {
     /// `table[key]` (e.g. `"efficiency[ring/nvlink]"`): what a fit of this run can move.
     pub parameters: Vec<String>,
     /// Other ways the same call runs, each as likely as `schedule`, where the ranks' entry
-    /// order decides (gloo's broadcast root serves its children in the order they enter): a
-    /// run plays them all and reports the median one (`scenario::run`). Empty for most plans;
-    /// a training step plays `schedule` alone.
+    /// order decides (a gloo or OpenMPI broadcast root serves its children in the order they
+    /// answer, [`entry_orders`]): a run plays them all and reports the median one
+    /// (`scenario::run`). Empty for most plans; a training step plays `schedule` alone.
     pub alternatives: Vec<Schedule>,
 }
 
