@@ -12,11 +12,16 @@ pub const ORDERS_MAX: usize = 24;
 
 /// The orders in which a root may serve `children` (given in posting order), posting order
 /// first: every permutation while there are at most [`ORDERS_MAX`], else the posting order's
-/// rotations.
+/// rotations, at most [`ORDERS_MAX`] of them evenly spaced (a root of 255 children is played
+/// 24 ways, not 255: each way is a whole play of the call).
 pub fn entry_orders(children: &[u32]) -> Vec<Vec<u32>> {
     let k = children.len();
-    if (1..=k).product::<usize>() > ORDERS_MAX {
-        return (0..k)
+    // k! > ORDERS_MAX, without computing k! (20! already fills a u64).
+    let too_many = (1..=k).try_fold(1usize, |f, i| f.checked_mul(i).filter(|&f| f <= ORDERS_MAX));
+    if too_many.is_none() {
+        let ways = k.min(ORDERS_MAX);
+        return (0..ways)
+            .map(|w| w * k / ways)
             .map(|i| {
                 children[i..]
                     .iter()
@@ -64,5 +69,12 @@ mod tests {
         let rotations = entry_orders(&[1, 2, 4, 8, 16]);
         assert_eq!(rotations.len(), 5);
         assert_eq!(rotations[1], vec![2, 4, 8, 16, 1]);
+        // 255 children (basic_linear on 256 ranks): 24 rotations, evenly spaced.
+        let many: Vec<u32> = (1..256).collect();
+        let spaced = entry_orders(&many);
+        assert_eq!(spaced.len(), ORDERS_MAX);
+        assert_eq!(spaced[0][0], 1);
+        assert_eq!(spaced[1][0], 1 + 255 / 24);
+        assert!(spaced.iter().all(|o| o.len() == 255));
     }
 }

@@ -187,9 +187,10 @@ fn a_rendezvous_tree_is_played_in_every_order_the_roots_children_may_answer_in()
     assert_eq!(first_served(&p.alternatives[0]), 2);
     // Eager sends leave as posted: one way only.
     assert!(plan_of("binomial", 1 << 15, 4).alternatives.is_empty());
-    // basic_linear on 4 ranks: 3! orders; on 16, past the cap, the 15 rotations.
+    // basic_linear on 4 ranks: 3! orders; on 16, past the cap, the 15 rotations; on 256, 24.
     assert_eq!(plan_of("basic_linear", 1 << 20, 4).alternatives.len(), 5);
     assert_eq!(plan_of("basic_linear", 1 << 20, 16).alternatives.len(), 14);
+    assert_eq!(plan_of("basic_linear", 1 << 20, 256).alternatives.len(), 23);
     // One child (the pipeline's chain): nothing to choose.
     assert!(plan_of("pipeline", 1 << 20, 4).alternatives.is_empty());
     // Blocking sends one after the other (scatter_allgather): their order is the code's.
