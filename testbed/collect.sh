@@ -238,6 +238,35 @@ if [[ $what == all || $what == heldout ]]; then
     --out data/runs/testbed_mpi_bcast16_heldout.csv \
     --profile data/profiles/testbed_star4_200mbit.json --algorithms 0,4,8,9 --repeats 10 \
     --launches 5 --bytes 262144 1048576 4194304
+  # A fifth topology, recorded on 2026-11-29 (night) after the day's models were built: five
+  # hosts on one switch at 100 Mbit/s (a rate and an odd host count nothing was fitted to),
+  # its profile measured as the two leaves' was, then gloo's and OpenMPI's collectives on it.
+  STAR5=testbed/topologies/star5_100mbit.toml
+  P5=data/profiles/testbed_star5_100mbit.json
+  $TB run $STAR5 -- $PY $S link --profile $P5 --nominal-bw 100Mbps --nominal-latency 50us \
+    --seconds 10
+  $TB run $STAR5 -- $PY testbed/workloads/fanout.py driver --k 2 --repeats 7 \
+    --bytes 262144 393216 524288 786432 1048576 1572864 2097152 4194304 \
+    --out data/runs/calibration/testbed_star5_100mbit.fanout.json
+  $CAL import fanout data/runs/calibration/testbed_star5_100mbit.fanout.json \
+    --measured-on "the dtsim testbed ($STAR5, shaper htb), host 0 sending to hosts 1 and 2 at once" \
+    --out $P5
+  $TB run $STAR5 -- $PY $S shaper_gap --probes 0,48 --bytes 16384 32768 65536 131072 262144 \
+    --repeats 40 --out data/runs/calibration/testbed_star5_100mbit.shaper_gap.json
+  $CAL import shaper data/runs/calibration/testbed_star5_100mbit.shaper_gap.json \
+    --measured-on "the dtsim testbed ($STAR5, shaper htb), host 0 to host 1" --out $P5
+  $CAL import host-costs data/runs/calibration/testbed_host_costs.json \
+    --measured-on "the machine that runs the dtsim testbed's hosts ($(nproc) cores), one process, torch on one thread" \
+    --out $P5
+  $CAL import cpu-costs data/runs/calibration/testbed_star4_200mbit.cpu_costs.json --out $P5
+  $TB run $STAR5 -- $PY $S collectives --out data/runs/testbed_gloo_star5_heldout.csv \
+    --profile $P5 --methods allreduce,broadcast,allgather,reduce --bytes 262144 1048576 4194304 \
+    --repeats 5 --launches 5
+  for op_algs in "allreduce 0,4" "allgather 0,4" "bcast 0,6" "reduce_scatter 0"; do
+    set -- $op_algs
+    $TB run --prefix mp $STAR5 -- $PY $S mpi --op $1 --out data/runs/testbed_mpi_star5_heldout.csv \
+      --profile $P5 --algorithms $2 --bytes 262144 1048576 4194304 --repeats 5 --launches 5
+  done
   # OpenMPI's broadcasts on 8 hosts of the star (the rules, basic_linear, binary tree,
   # binomial), recorded on 2026-11-29 (night) after the trees were played in every order the
   # root's children may answer in.
