@@ -22,10 +22,10 @@
 
 use super::allreduce::{entering, ring_steps, RANK_BY_RANK_MAX};
 use super::Algorithm as _;
-use super::Exchanges;
 use super::{
     exchange, message, message_on, reversed, LibraryError, LibraryOptions, Plan, Request, System,
 };
+use super::{Exchanges, Partners};
 use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
 
 algorithms! {
@@ -39,6 +39,16 @@ algorithms! {
         Ring = 4 => "ring",
         Neighbor = 5 => "neighbor",
         TwoProc = 6 => "two_proc",
+    }
+}
+
+/// What the partners of an exchange at `step` of an all_gather did before it: entered the call
+/// (the first step) or waited on its earlier steps (no reduction between them).
+fn after(step: u32) -> Partners {
+    if step == 0 {
+        Partners::Entering
+    } else {
+        Partners::Polling
     }
 }
 
@@ -174,7 +184,7 @@ pub(super) fn plan(
                     &[(0, 1)],
                     block,
                     n,
-                    x,
+                    (x, Partners::Entering),
                     Vec::new(),
                     Phase::AllGather,
                     0,
@@ -211,7 +221,7 @@ fn recursive_doubling(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
             &pairs,
             bytes,
             n,
-            x,
+            (x, after(step)),
             last,
             Phase::AllGather,
             step,
@@ -244,7 +254,16 @@ fn bruck(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
             last = vec![if 2 * distance == n {
                 let pairs: Vec<(Endpoint, Endpoint)> =
                     (0..distance).map(|r| (r, r + distance)).collect();
-                exchange(s, &pairs, bytes, n, x, last, Phase::AllGather, step)
+                exchange(
+                    s,
+                    &pairs,
+                    bytes,
+                    n,
+                    (x, after(step)),
+                    last,
+                    Phase::AllGather,
+                    step,
+                )
             } else {
                 let pairs: Vec<(Endpoint, Endpoint)> = (0..n).map(|r| (r, to(r))).collect();
                 message(s, &pairs, bytes, last, Phase::AllGather, step)
@@ -258,7 +277,7 @@ fn bruck(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
                     &[(r, r + distance)],
                     bytes,
                     n,
-                    x,
+                    (x, after(step)),
                     deps,
                     Phase::AllGather,
                     step,
@@ -305,7 +324,7 @@ fn neighbor_exchange(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
         &with_next,
         block,
         n,
-        x,
+        (x, Partners::Entering),
         Vec::new(),
         Phase::AllGather,
         0,
@@ -317,7 +336,7 @@ fn neighbor_exchange(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
             pairs,
             2 * block,
             n,
-            x,
+            (x, Partners::Polling),
             last,
             Phase::AllGather,
             i,
@@ -329,6 +348,34 @@ fn neighbor_exchange(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
 mod tests {
     use super::*;
     use AllGatherAlg::*;
+
+    #[test]
+    fn a_step_after_the_calls_own_steps_runs_one_way_first_more_often_than_the_first() {
+        // Recursive doubling of 4 MiB on 4 ranks: 1 MiB each way with the partners from the
+        // barrier (the slow mode's head at 181/320), then 2 MiB each way with partners that
+        // waited on the first step (at 95/106).
+        let req = Request {
+            collective: Collective::AllGather,
+            bytes: 4 << 20,
+            root: 0,
+            peer: 1,
+        };
+        let sys = crate::library::testing::cpu_hosts(4);
+        let p = plan(&req, &sys, &LibraryOptions::default()).unwrap();
+        let sizes: Vec<u64> = p
+            .schedule
+            .ops
+            .iter()
+            .filter_map(|op| match op.kind {
+                crate::collective::OpKind::Transfer { bytes, .. } => Some(bytes),
+                _ => None,
+            })
+            .collect();
+        let tail = super::super::SLOW_EXCHANGE_TAIL_BYTES;
+        let head = |bytes: u64, share: f64| ((bytes - tail) as f64 * share).round() as u64;
+        assert!(sizes.contains(&head(1 << 20, 181.0 / 320.0)), "{sizes:?}");
+        assert!(sizes.contains(&head(2 << 20, 95.0 / 106.0)), "{sizes:?}");
+    }
 
     #[test]
     fn fixed_rules_at_the_thresholds_of_the_source() {

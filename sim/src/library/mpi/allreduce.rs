@@ -1,11 +1,11 @@
 //! OpenMPI's all-reduce: the fixed rules and the `coll/base` algorithms they pick.
 
 use super::Algorithm as _;
-use super::Exchanges;
 use super::{
     exchange, is_eager, message, message_on, reduce, transfer, LibraryError, LibraryOptions, Plan,
     Request, System, ACK_BYTES, ELEMENT_BYTES, REQUEST_BYTES,
 };
+use super::{Exchanges, Partners};
 use crate::collective::steps::split_even;
 use crate::collective::{Collective, Endpoint, OpId, OpKind, Phase, Schedule};
 use crate::engine::SimTime;
@@ -262,7 +262,17 @@ fn recursive_doubling(s: &mut Schedule, m: u64, n: u32, x: Exchanges) {
             .filter(|v| v & distance == 0)
             .map(|v| (real(v), real(v ^ distance)))
             .collect();
-        let done = exchange(s, &pairs, m, n, x, last.clone(), Phase::ReduceScatter, step);
+        let entering = (x, Partners::Entering);
+        let done = exchange(
+            s,
+            &pairs,
+            m,
+            n,
+            entering,
+            last.clone(),
+            Phase::ReduceScatter,
+            step,
+        );
         last = vec![reduce(s, adj, m, done, Phase::ReduceScatter, step)];
         distance <<= 1;
         step += 1;
@@ -415,7 +425,17 @@ fn rabenseifner(s: &mut Schedule, m: u64, n: u32, x: Exchanges) {
     let half = count.div_ceil(2) * ELEMENT_BYTES;
     if rem > 0 {
         let pairs: Vec<(Endpoint, Endpoint)> = (0..rem).map(|k| (2 * k, 2 * k + 1)).collect();
-        let swapped = exchange(s, &pairs, half, n, x, vec![], Phase::ReduceScatter, step);
+        let entering = (x, Partners::Entering);
+        let swapped = exchange(
+            s,
+            &pairs,
+            half,
+            n,
+            entering,
+            vec![],
+            Phase::ReduceScatter,
+            step,
+        );
         let reduced = reduce(s, 2 * rem, half, swapped, Phase::ReduceScatter, step);
         let back: Vec<(Endpoint, Endpoint)> = (0..rem).map(|k| (2 * k + 1, 2 * k)).collect();
         last = vec![message(
@@ -451,7 +471,7 @@ fn rabenseifner(s: &mut Schedule, m: u64, n: u32, x: Exchanges) {
             &pairs_at(mask),
             bytes,
             n,
-            x,
+            (x, Partners::Entering),
             last.clone(),
             Phase::ReduceScatter,
             step,
@@ -459,14 +479,20 @@ fn rabenseifner(s: &mut Schedule, m: u64, n: u32, x: Exchanges) {
         last = vec![reduce(s, pof2, bytes, done, Phase::ReduceScatter, step)];
         step += 1;
     }
-    for &(mask, kept) in windows.iter().rev() {
+    // The all-gather's first step follows the last reduction; the others, its own steps.
+    for (i, &(mask, kept)) in windows.iter().rev().enumerate() {
         let bytes = kept * ELEMENT_BYTES;
+        let partners = if i == 0 {
+            Partners::Entering
+        } else {
+            Partners::Polling
+        };
         last = vec![exchange(
             s,
             &pairs_at(mask),
             bytes,
             n,
-            x,
+            (x, partners),
             last.clone(),
             Phase::AllGather,
             step,
@@ -481,7 +507,7 @@ fn rabenseifner(s: &mut Schedule, m: u64, n: u32, x: Exchanges) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{head_bytes, SLOW_EXCHANGE_TAIL_BYTES};
+    use super::super::{head_bytes, Partners, SLOW_EXCHANGE_TAIL_BYTES};
     use super::*;
     use AllReduceAlg::*;
 
@@ -665,7 +691,7 @@ mod tests {
             &[(0, 1)],
             bytes,
             ranks,
-            Exchanges::Expected,
+            (Exchanges::Expected, Partners::Entering),
             vec![],
             Phase::ReduceScatter,
             0,
@@ -688,7 +714,7 @@ mod tests {
         assert_eq!(data_bytes(&s), 2 << 20);
         // Four ranks: the way back starts once the first way has delivered its expected head.
         let s = one_exchange(4, 1 << 20);
-        let head = head_bytes(4, 1 << 20, Exchanges::Expected);
+        let head = head_bytes(4, 1 << 20, Exchanges::Expected, Partners::Entering);
         assert!(matches!(s.ops[2].kind, OpKind::Transfer { bytes, .. } if bytes == head));
         assert_back_request(&s, 3, 2, "the way back waits for the head");
         assert_eq!(
@@ -703,25 +729,44 @@ mod tests {
     #[test]
     fn the_expected_head_is_the_slow_modes_head_times_how_often_it_ran() {
         // The slow mode delivers all but the measured tail before the way back starts; it ran
-        // in 181 of 320 four-rank repetitions.
-        let p = 181.0 / 320.0;
-        for bytes in [128u64 << 10, 256 << 10, 1 << 20, 16 << 20] {
-            let expected = ((bytes - SLOW_EXCHANGE_TAIL_BYTES) as f64 * p).round() as u64;
+        // in 181 of 320 four-rank repetitions of partners entering together, and in 95 of 106
+        // captured exchanges of partners that had just waited on the call's previous step.
+        for (partners, p) in [
+            (Partners::Entering, 181.0 / 320.0),
+            (Partners::Polling, 95.0 / 106.0),
+        ] {
+            for bytes in [128u64 << 10, 256 << 10, 1 << 20, 16 << 20] {
+                let expected = ((bytes - SLOW_EXCHANGE_TAIL_BYTES) as f64 * p).round() as u64;
+                assert_eq!(
+                    head_bytes(4, bytes, Exchanges::Expected, partners),
+                    expected,
+                    "{bytes} B, {partners:?}"
+                );
+                assert_eq!(
+                    head_bytes(2, bytes, Exchanges::Expected, partners),
+                    bytes - SLOW_EXCHANGE_TAIL_BYTES,
+                    "two ranks: the slow mode every time"
+                );
+            }
+        }
+        // A forced mode holds whatever the partners did.
+        for partners in [Partners::Entering, Partners::Polling] {
+            assert_eq!(head_bytes(4, 1 << 20, Exchanges::BothWays, partners), 0);
             assert_eq!(
-                head_bytes(4, bytes, Exchanges::Expected),
-                expected,
-                "{bytes} B"
-            );
-            assert_eq!(
-                head_bytes(2, bytes, Exchanges::Expected),
-                bytes - SLOW_EXCHANGE_TAIL_BYTES,
-                "two ranks: the slow mode every time"
+                head_bytes(4, 1 << 20, Exchanges::OneWayFirst, partners),
+                (1 << 20) - SLOW_EXCHANGE_TAIL_BYTES
             );
         }
         // A message just above the eager limit fits in the tail: both ways at once, on two
         // ranks too.
-        assert_eq!(head_bytes(4, 80 << 10, Exchanges::Expected), 0);
-        assert_eq!(head_bytes(2, 80 << 10, Exchanges::Expected), 0);
+        assert_eq!(
+            head_bytes(4, 80 << 10, Exchanges::Expected, Partners::Polling),
+            0
+        );
+        assert_eq!(
+            head_bytes(2, 80 << 10, Exchanges::Expected, Partners::Entering),
+            0
+        );
         let s = one_exchange(4, 80 << 10);
         assert_back_request(&s, 2, 1, "the way back waits only for the answer");
         assert_eq!(data_bytes(&s), 2 * (80 << 10));

@@ -38,6 +38,11 @@
 //!   rank of each pair enters 0.5 ms after the other. dtsim plays the pairwise exchanges of
 //!   recursive_doubling and rabenseifner at their expected time (`head_bytes`: the
 //!   way back starts once the first way has delivered the slow mode's head times its share).
+//!   The share depends on what the partners did just before ([`Partners`]): entered the call
+//!   or reduced what they received (that share), or waited on the call's own previous step,
+//!   which ran the slow way 95 of 106 times in five captured all_gathers
+//!   ([`POLLING_SLOW_EXCHANGES`]): the late partner, polling, had read the early one's request
+//!   and answered it before writing its own.
 //!   This is the less certain part of the model, and a single launch lands on either side of
 //!   it: recursive doubling of 4 MiB on 4 ranks took 352-354 ms in three launches and 694-697
 //!   ms in two (`data/runs/testbed_mpi_allreduce.csv` pools five).
@@ -245,6 +250,32 @@ pub const EXCHANGES: u32 = 320;
 /// What the first way of a slow exchange still had to deliver when the way back started.
 pub const SLOW_EXCHANGE_TAIL_BYTES: u64 = 82_500;
 
+/// How exchanges ran whose partners had just waited on the call's own earlier messages: the
+/// second steps of the five captured recursive-doubling all_gathers of 4 MiB on the star
+/// (`testbed_star4_200mbit.capture_mpi_rd_4m.json`, `..._launch2` to `..._launch5.json`, 2026-11-28,
+/// counted by `testbed/workloads/capture_exchanges.py`): [`POLLING_SLOW_EXCHANGES`] of
+/// [`POLLING_EXCHANGES`] ran the slow way in every launch, where their first steps (partners
+/// from the harness's barrier) ran it 41 of 107 times. In a slow exchange the late partner
+/// answers the early one's request before it writes its own, so the early one's answer to it
+/// leaves behind its data; it does so when it read that request while polling (waiting on the
+/// network), which a rank waiting on the call's previous step does. Where the partners reduced
+/// what they received before the step, the capture of ten recursive-halving reduce_scatters of
+/// 4 MiB (`testbed_star4_200mbit.capture_mpi_rh_4m.json`, 2026-11-29) ran the second steps
+/// the slow way 9 of 22 times: those are played at [`SLOW_EXCHANGES`]' share.
+pub const POLLING_SLOW_EXCHANGES: u32 = 95;
+/// All the exchanges counted in [`POLLING_SLOW_EXCHANGES`].
+pub const POLLING_EXCHANGES: u32 = 106;
+
+/// What the partners of an exchange did just before it, which decides how often its way back
+/// waits ([`head_bytes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Partners {
+    /// They entered the call, or reduced what they had received: [`SLOW_EXCHANGES`]' share.
+    Entering,
+    /// They waited on the call's own earlier messages: [`POLLING_SLOW_EXCHANGES`]' share.
+    Polling,
+}
+
 /// How OpenMPI's rendezvous exchanges between partners (four or more ranks) run: the
 /// testbed saw both directions at once in some launches and the way back waiting for the first
 /// way in others ([`SLOW_EXCHANGES`]). `collective.exchanges` picks one, so a study can bound
@@ -292,16 +323,19 @@ impl Exchanges {
 /// (`testbed_mpi_butterfly_heldout.csv`). Until 2026-11-29 two ranks waited for all of it (2x
 /// from 64 KiB), which the second day's log does not show below 1 MiB.
 ///
-/// In mode `x` ([`Exchanges`]): the expected head, none (both ways at once) or the slow mode's.
-fn head_bytes(ranks: u32, bytes: u64, x: Exchanges) -> u64 {
+/// In mode `x` ([`Exchanges`]): the expected head (the share by what the `partners` did
+/// before), none (both ways at once) or the slow mode's.
+fn head_bytes(ranks: u32, bytes: u64, x: Exchanges, partners: Partners) -> u64 {
     let slow_head = bytes.saturating_sub(SLOW_EXCHANGE_TAIL_BYTES);
     if ranks <= 2 {
         return slow_head;
     }
+    let (slow, all) = match partners {
+        Partners::Entering => (SLOW_EXCHANGES, EXCHANGES),
+        Partners::Polling => (POLLING_SLOW_EXCHANGES, POLLING_EXCHANGES),
+    };
     match x {
-        Exchanges::Expected => {
-            (slow_head as f64 * f64::from(SLOW_EXCHANGES) / f64::from(EXCHANGES)).round() as u64
-        }
+        Exchanges::Expected => (slow_head as f64 * f64::from(slow) / f64::from(all)).round() as u64,
         Exchanges::BothWays => 0,
         Exchanges::OneWayFirst => slow_head,
     }
@@ -309,14 +343,15 @@ fn head_bytes(ranks: u32, bytes: u64, x: Exchanges) -> u64 {
 
 /// A sendrecv between partners (each pair `(a, b)` with a < b) of a communicator of `ranks`:
 /// both directions at once when eager. Above the eager limit the second direction starts once
-/// the first has delivered its head in mode `x` ([`head_bytes`]).
+/// the first has delivered its head in mode `x`, by what the `partners` did before
+/// ([`head_bytes`]).
 #[allow(clippy::too_many_arguments)]
 fn exchange(
     s: &mut Schedule,
     pairs: &[(Endpoint, Endpoint)],
     bytes: u64,
     ranks: u32,
-    x: Exchanges,
+    (x, partners): (Exchanges, Partners),
     deps: Vec<OpId>,
     phase: Phase,
     step: u32,
@@ -328,7 +363,7 @@ fn exchange(
     }
     let request = transfer(s, pairs.to_vec(), REQUEST_BYTES, deps, phase, step);
     let ack = transfer(s, back.clone(), ACK_BYTES, vec![request], phase, step);
-    let head = head_bytes(ranks, bytes, x).min(bytes);
+    let head = head_bytes(ranks, bytes, x, partners).min(bytes);
     let first_head = match head {
         0 => ack,
         _ => transfer(s, pairs.to_vec(), head, vec![ack], phase, step),

@@ -22,10 +22,10 @@
 
 use super::allreduce::ring_steps;
 use super::Algorithm as _;
-use super::Exchanges;
 use super::{
     exchange, message, reduce, LibraryError, LibraryOptions, Plan, Request, System, ELEMENT_BYTES,
 };
+use super::{Exchanges, Partners};
 use crate::collective::steps::split_even;
 use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
 
@@ -248,7 +248,7 @@ fn fold_and_halve(
                 &pairs,
                 block * common,
                 n,
-                x,
+                (x, Partners::Entering),
                 last.clone(),
                 Phase::ReduceScatter,
                 step,
@@ -336,7 +336,16 @@ fn butterfly(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
         .map(|v| (real(v, remain), real(mirror(v, bits), remain)))
         .collect();
     if !swaps.is_empty() {
-        exchange(s, &swaps, block, n, x, before, Phase::ReduceScatter, step);
+        exchange(
+            s,
+            &swaps,
+            block,
+            n,
+            (x, Partners::Entering),
+            before,
+            Phase::ReduceScatter,
+            step,
+        );
     }
 }
 

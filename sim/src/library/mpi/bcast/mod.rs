@@ -46,8 +46,8 @@
 
 use super::Algorithm as _;
 use super::{
-    exchange, is_eager, message, Exchanges, LibraryError, LibraryOptions, Plan, Request, System,
-    ELEMENT_BYTES,
+    exchange, is_eager, message, Exchanges, LibraryError, LibraryOptions, Partners, Plan, Request,
+    System, ELEMENT_BYTES,
 };
 use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
 use crate::library::entry_orders::entry_orders;
@@ -271,13 +271,14 @@ fn split_binary_tree(s: &mut Schedule, n: u32, root: u32, count: u64, x: Exchang
         }
         let mut deps = ready[left as usize].clone();
         deps.extend(ready[right as usize].iter().copied());
-        // The halves differ by at most an element: both ways as the larger.
+        // The halves differ by at most an element: both ways as the larger. The partners come
+        // from waiting on the tree's messages.
         exchange(
             s,
             &[(left, right)],
             bytes(0),
             n,
-            x,
+            (x, Partners::Polling),
             deps,
             Phase::Broadcast,
             depth,
@@ -369,12 +370,13 @@ fn doubling_allgather(
             let common = a.min(b);
             let pair = [(real(v), real(w))];
             let mut done = if common > 0 {
+                // The partners come from waiting on the scatter's or the last step's messages.
                 exchange(
                     s,
                     &pair,
                     common * ELEMENT_BYTES,
                     n,
-                    x,
+                    (x, Partners::Polling),
                     deps.clone(),
                     Phase::AllGather,
                     step,
