@@ -252,8 +252,8 @@ pub const SLOW_EXCHANGE_TAIL_BYTES: u64 = 82_500;
 
 /// How exchanges ran whose partners had just waited on the call's own earlier messages: the
 /// second steps of the five captured recursive-doubling all_gathers of 4 MiB on the star
-/// (`testbed_star4_200mbit.capture_mpi_rd_4m.json`, `..._launch2` to `..._launch5.json`, 2026-11-28,
-/// counted by `testbed/workloads/capture_exchanges.py`): [`POLLING_SLOW_EXCHANGES`] of
+/// (`testbed_star4_200mbit.capture_mpi_rd_4m.json`, `..._launch2` to `..._launch5.json`,
+/// 2026-11-28, counted by `testbed/workloads/capture_exchanges.py`): [`POLLING_SLOW_EXCHANGES`] of
 /// [`POLLING_EXCHANGES`] ran the slow way in every launch, where their first steps (partners
 /// from the harness's barrier) ran it 41 of 107 times. In a slow exchange the late partner
 /// answers the early one's request before it writes its own, so the early one's answer to it
