@@ -267,12 +267,17 @@ if [[ $what == all || $what == heldout ]]; then
     $TB run --prefix mp $STAR5 -- $PY $S mpi --op $1 --out data/runs/testbed_mpi_star5_heldout.csv \
       --profile $P5 --algorithms $2 --bytes 262144 1048576 4194304 --repeats 5 --launches 5
   done
-  # OpenMPI's all_gathers on 8 hosts of the star (the rules: recursive doubling; bruck;
-  # neighbor exchange), recorded on 2026-11-29 (night) after exchanges following the call's
-  # own steps were played at their captured share.
+  # OpenMPI's all_gathers (the rules: recursive doubling; bruck; neighbor exchange) and
+  # all-reduces (the rules, recursive doubling, rabenseifner) on 8 hosts of the star, recorded
+  # on 2026-11-29 (night) after exchanges following the call's own steps were played at their
+  # captured share.
   $TB run --prefix mp --set generator.n=8 $STAR -- $PY $S mpi --op allgather \
     --out data/runs/testbed_mpi_allgather8_heldout.csv \
     --profile data/profiles/testbed_star4_200mbit.json --algorithms 0,2,5 --repeats 5 \
+    --launches 5 --bytes 262144 1048576 4194304
+  $TB run --prefix mp --set generator.n=8 $STAR -- $PY $S mpi --op allreduce \
+    --out data/runs/testbed_mpi_allreduce8_heldout.csv \
+    --profile data/profiles/testbed_star4_200mbit.json --algorithms 0,3,6 --repeats 5 \
     --launches 5 --bytes 262144 1048576 4194304
   # OpenMPI's broadcasts on 8 hosts of the star (the rules, basic_linear, binary tree,
   # binomial), recorded on 2026-11-29 (night) after the trees were played in every order the
