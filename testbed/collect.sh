@@ -289,6 +289,10 @@ if [[ $what == all || $what == heldout ]]; then
   # Every host and port captured over ten 4 MiB recursive-halving reduce_scatters on the star.
   $TB run --prefix mp $STAR -- $PY $S capture_mpi --op reduce_scatter --algorithms 2 \
     --bytes 4194304 --repeats 10 --name rh_4m
+  # OpenMPI's binary-tree and binomial broadcasts on the two leaves, the same night.
+  $TB run --prefix mp $TWOLEAF -- $PY $S mpi --op bcast \
+    --out data/runs/testbed_mpi_bcast_two_leaf_heldout.csv --profile $PTWO --algorithms 5,6 \
+    --repeats 5 --launches 5 --bytes 262144 1048576 4194304
   # OpenMPI's reduce on the star, by the fixed rules and each modelled algorithm forced,
   # recorded on 2026-11-29 after dtsim's reduce was built.
   $TB run --prefix mp $STAR -- $PY $S mpi --op reduce \
