@@ -42,16 +42,6 @@ algorithms! {
     }
 }
 
-/// What the partners of an exchange at `step` of an all_gather did before it: entered the call
-/// (the first step) or waited on its earlier steps (no reduction between them).
-fn after(step: u32) -> Partners {
-    if step == 0 {
-        Partners::Entering
-    } else {
-        Partners::Polling
-    }
-}
-
 /// OpenMPI 4.1's fixed all_gather rule for `block_bytes` contributed by each of `comm_size`
 /// ranks.
 pub fn allgather_fixed(comm_size: u32, block_bytes: u64) -> AllGatherAlg {
@@ -221,7 +211,7 @@ fn recursive_doubling(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
             &pairs,
             bytes,
             n,
-            (x, after(step)),
+            (x, Partners::at_step(step)),
             last,
             Phase::AllGather,
             step,
@@ -259,7 +249,7 @@ fn bruck(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
                     &pairs,
                     bytes,
                     n,
-                    (x, after(step)),
+                    (x, Partners::at_step(step)),
                     last,
                     Phase::AllGather,
                     step,
@@ -277,7 +267,7 @@ fn bruck(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
                     &[(r, r + distance)],
                     bytes,
                     n,
-                    (x, after(step)),
+                    (x, Partners::at_step(step)),
                     deps,
                     Phase::AllGather,
                     step,
@@ -336,7 +326,7 @@ fn neighbor_exchange(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
             pairs,
             2 * block,
             n,
-            (x, Partners::Polling),
+            (x, Partners::at_step(i)),
             last,
             Phase::AllGather,
             i,

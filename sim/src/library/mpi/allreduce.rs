@@ -480,19 +480,14 @@ fn rabenseifner(s: &mut Schedule, m: u64, n: u32, x: Exchanges) {
         step += 1;
     }
     // The all-gather's first step follows the last reduction; the others, its own steps.
-    for (i, &(mask, kept)) in windows.iter().rev().enumerate() {
+    for (i, &(mask, kept)) in (0u32..).zip(windows.iter().rev()) {
         let bytes = kept * ELEMENT_BYTES;
-        let partners = if i == 0 {
-            Partners::Entering
-        } else {
-            Partners::Polling
-        };
         last = vec![exchange(
             s,
             &pairs_at(mask),
             bytes,
             n,
-            (x, partners),
+            (x, Partners::at_step(i)),
             last.clone(),
             Phase::AllGather,
             step,

@@ -276,6 +276,18 @@ enum Partners {
     Polling,
 }
 
+impl Partners {
+    /// The partners of the `step`-th of exchanges that follow one another with no reduction
+    /// between: entering at the first, polling after.
+    fn at_step(step: u32) -> Partners {
+        if step == 0 {
+            Partners::Entering
+        } else {
+            Partners::Polling
+        }
+    }
+}
+
 /// How OpenMPI's rendezvous exchanges between partners (four or more ranks) run: the
 /// testbed saw both directions at once in some launches and the way back waiting for the first
 /// way in others ([`SLOW_EXCHANGES`]). `collective.exchanges` picks one, so a study can bound
