@@ -16,9 +16,10 @@ pub const ORDERS_MAX: usize = 24;
 /// 24 ways, not 255: each way is a whole play of the call).
 pub fn entry_orders(children: &[u32]) -> Vec<Vec<u32>> {
     let k = children.len();
-    // k! > ORDERS_MAX, without computing k! (20! already fills a u64).
-    let too_many = (1..=k).try_fold(1usize, |f, i| f.checked_mul(i).filter(|&f| f <= ORDERS_MAX));
-    if too_many.is_none() {
+    // k!, or None once it passes ORDERS_MAX (never computed whole: 21! overflows a u64).
+    let permutations =
+        (1..=k).try_fold(1usize, |f, i| f.checked_mul(i).filter(|&f| f <= ORDERS_MAX));
+    if permutations.is_none() {
         let ways = k.min(ORDERS_MAX);
         return (0..ways)
             .map(|w| w * k / ways)
