@@ -69,6 +69,25 @@ if [[ $what == all || $what == link || $what == collectives ]]; then
       --measured-on "the dtsim testbed (testbed/topologies/$t.toml, shaper htb), host 0 to host 1" \
       --out data/profiles/$p.json
   done
+  # A small message's wait at a shaped link another connection streams through (the packet
+  # the shaper has in service), five launches of 400 pings per phase (measured 2026-11-29; on
+  # the three leaves across the spine's link to a leaf; the two leaves and the five hosts in
+  # their own sections below).
+  PW="$S packet_wait --pings 400 --launches 5"
+  for t in star4_200mbit two_level_2to1; do
+    $TB run testbed/topologies/$t.toml -- $PY $PW
+  done
+  $TB run $LEAF3 -- $PY $PW --ping 4:2 --through 0:3 --beside 0:1
+  for p in testbed_star4_200mbit testbed_star4_200mbit_ddp testbed_star4_200mbit_allreduce_after_backward \
+      testbed_star4_200mbit_parameter_server testbed_two_level_2to1; do
+    t=${p#testbed_}; t=${t%_ddp}; t=${t%_allreduce_after_backward}; t=${t%_parameter_server}
+    $CAL import packet-wait data/runs/calibration/testbed_$t.packet_wait.json \
+      --measured-on "the dtsim testbed (testbed/topologies/$t.toml, shaper htb), host 0 pinging host 1 while host 2 streams to host 1 (through host 1's downlink) and to host 3 (beside)" \
+      --out data/profiles/$p.json
+  done
+  $CAL import packet-wait data/runs/calibration/testbed_three_leaf_100mbit_uplinks.packet_wait.json \
+    --measured-on "the dtsim testbed (testbed/topologies/three_leaf_100mbit_uplinks.toml, shaper htb), host 4 pinging host 2 while host 0 streams to host 3 (through the spine's 100 Mbit/s link to host 2's leaf) and to host 1 (beside); the host links' 300 Mbit/s not measured apart" \
+    --out data/profiles/testbed_three_leaf_100mbit_uplinks.json
   # The host work gloo does around its transfers (staging copies, reductions), one process on
   # this machine's CPU, into every testbed profile.
   $PY testbed/workloads/host_costs.py --repeats 50
@@ -200,6 +219,10 @@ if [[ $what == all || $what == heldout ]]; then
     --repeats 40 --out data/runs/calibration/testbed_two_leaf_150mbit.shaper_gap.json
   $CAL import shaper data/runs/calibration/testbed_two_leaf_150mbit.shaper_gap.json \
     --measured-on "the dtsim testbed ($TWOLEAF, shaper htb), host 0 to host 1" --out $PTWO
+  $TB run $TWOLEAF -- $PY $S packet_wait --pings 400 --launches 5
+  $CAL import packet-wait data/runs/calibration/testbed_two_leaf_150mbit.packet_wait.json \
+    --measured-on "the dtsim testbed (testbed/topologies/two_leaf_150mbit.toml, shaper htb), host 0 pinging host 1 while host 2 streams to host 1 (through host 1's downlink) and to host 3 (beside)" \
+    --out $PTWO
   $CAL import host-costs data/runs/calibration/testbed_host_costs.json \
     --measured-on "the machine that runs the dtsim testbed's hosts ($(nproc) cores), one process, torch on one thread" \
     --out $PTWO
@@ -255,6 +278,10 @@ if [[ $what == all || $what == heldout ]]; then
     --repeats 40 --out data/runs/calibration/testbed_star5_100mbit.shaper_gap.json
   $CAL import shaper data/runs/calibration/testbed_star5_100mbit.shaper_gap.json \
     --measured-on "the dtsim testbed ($STAR5, shaper htb), host 0 to host 1" --out $P5
+  $TB run $STAR5 -- $PY $S packet_wait --pings 400 --launches 5
+  $CAL import packet-wait data/runs/calibration/testbed_star5_100mbit.packet_wait.json \
+    --measured-on "the dtsim testbed (testbed/topologies/star5_100mbit.toml, shaper htb), host 0 pinging host 1 while host 2 streams to host 1 (through host 1's downlink) and to host 3 (beside)" \
+    --out $P5
   $CAL import host-costs data/runs/calibration/testbed_host_costs.json \
     --measured-on "the machine that runs the dtsim testbed's hosts ($(nproc) cores), one process, torch on one thread" \
     --out $P5

@@ -17,6 +17,8 @@
                                        call and starts the next)
   suite.py cpu_costs --repeats 3 --bytes 16384 65536 262144 1048576  (machine CPU per gloo message)
   suite.py wakeup_load --repeats 3000  (a small gloo exchange's time as other hosts load the cores)
+  suite.py packet_wait --pings 400 [--ping 0:1 --through 2:1 --beside 2:3]  (a ping's wait at a
+                                       shaped link another connection streams through)
   suite.py training --out data/runs/X.csv --profile data/profiles/testbed_X.json
   suite.py link --profile data/profiles/testbed_X.json   (iperf3 + TCP ping-pong -> calibrate)
   suite.py incast --profile data/profiles/testbed_X.json (every host -> host 1 at once, iperf3)
@@ -456,6 +458,37 @@ def wakeup_load(a):
               f"{s[int(0.99 * len(s))] * 1e3:.3f}", flush=True)
 
 
+def packet_wait(a):
+    """A 1-byte ping from host 0 to host 1 and back, idle, then while host 2 streams to host 1
+    (through host 1's downlink) and while it streams to host 3 (beside the ping's path; the
+    host CPU control), --pings each at random moments (packet_wait.py), written as a JSON log
+    that `calibrate import packet-wait` reads: the bytes of the packet a shaper has in service
+    when a small message of another connection arrives."""
+    n = int(os.environ["DTSIM_TESTBED_RANKS"])
+    used = [int(h) for p in (a.ping, a.through, a.beside) for h in p.split(":")]
+    if max(used) >= n:
+        sys.exit(f"packet_wait: hosts {used} on a testbed of {n}")
+    topo = tb.topology_stem()
+    args = ["--count", str(a.pings), "--ping", a.ping, "--through", a.through,
+            "--beside", a.beside]
+    load0 = tb.load1()
+    launches = []
+    for k in range(a.launches):  # fresh connections each: a stream's phase against the
+        # shaper's is set when it starts
+        out = tb.launch("packet_wait.py", args + ["--seed", str(k + 1)], max(used) + 1,
+                        timeout=900, reporter=int(a.ping.split(":")[0]))
+        launches.append(out)
+        for phase, r in out["phases"].items():
+            s = sorted(r["rtt_secs"])
+            print(f"launch {k + 1} {phase:8} {len(s)} pings: mean {r['mean_secs'] * 1e3:.3f} ms, "
+                  f"median {r['median_secs'] * 1e3:.3f}, p90 {s[int(0.9 * len(s))] * 1e3:.3f}",
+                  flush=True)
+    log = a.out or calibration_log(f"testbed_{topo}.packet_wait.json")
+    write_log(log, {"ranks": max(used) + 1, "launches": launches}, load0,
+              f"packet_wait.py {' '.join(args)} (x{a.launches} launches)")
+    print(f"the fit: calibrate import packet-wait {log}")
+
+
 def capture(a):
     """gloo collectives with every host's egress captured (tcpdump, headers only) while each
     rank marks its calls (gloo_collectives.py --marks), summarised per repetition and link as
@@ -863,7 +896,7 @@ def main():
     ap.add_argument("suite", choices=["collectives", "mpi", "mpi_p2p", "training", "link",
                                       "incast", "pairs", "two_way", "trace", "gloo_p2p", "call_gaps", "capture",
                                       "capture_mpi", "cpu_costs", "wakeup_load", "shaper_gap",
-                                      "mpi_call_gaps"])
+                                      "mpi_call_gaps", "packet_wait"])
     ap.add_argument("--ranks", type=int, default=0,
                     help="trace, mpi_p2p: ranks (default: every host)")
     ap.add_argument("--out", default="")
@@ -877,7 +910,8 @@ def main():
     ap.add_argument("--bytes", type=int, nargs="+", default=[MIB // 4, MIB, 4 * MIB, 16 * MIB])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--launches", type=int, default=5,
-                    help="collectives, mpi: separate launches per method, pooled into one row "
+                    help="collectives, mpi, packet_wait: separate launches, pooled (per method "
+                         "into one row for collectives and mpi) "
                          "(default 5: a single launch lands on either side of a launch's modes)")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--model", default="mlp")
@@ -890,6 +924,11 @@ def main():
     ap.add_argument("--streams", default="1,2,4,8",
                     help="link: iperf3 parallel stream counts, one run each")
     ap.add_argument("--pings", type=int, default=500)
+    ap.add_argument("--ping", default="0:1", help="packet_wait: the pinging host and its target")
+    ap.add_argument("--through", default="2:1",
+                    help="packet_wait: a stream whose path shares a link with the ping's way in")
+    ap.add_argument("--beside", default="2:3",
+                    help="packet_wait: a stream off the ping's path (the host CPU control)")
     ap.add_argument("--in-flight", type=int, default=8,
                     help="cpu_costs: messages posted at a time (1: python wakes per message)")
     ap.add_argument("--skew-ms", type=float, default=0.0,
@@ -915,7 +954,7 @@ def main():
      "link": link, "incast": incast, "pairs": pairs, "two_way": two_way, "trace": trace, "gloo_p2p": gloo_p2p,
      "call_gaps": call_gaps, "capture": capture, "capture_mpi": capture_mpi,
      "cpu_costs": cpu_costs, "wakeup_load": wakeup_load, "shaper_gap": shaper_gap,
-     "mpi_call_gaps": mpi_call_gaps}[a.suite](a)
+     "mpi_call_gaps": mpi_call_gaps, "packet_wait": packet_wait}[a.suite](a)
 
 
 if __name__ == "__main__":

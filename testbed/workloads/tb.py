@@ -63,9 +63,9 @@ def hosts():
     return rows
 
 
-def launch(script, args, n, timeout=600, port=29500):
+def launch(script, args, n, timeout=600, port=29500, reporter=0):
     """Runs `script args` once per rank 0..n-1, each in its host's namespace with the torch
-    rendezvous variables set; returns the JSON object rank 0 prints last."""
+    rendezvous variables set; returns the JSON object rank `reporter` prints last."""
     hs = hosts()[:n]
     master = hs[0][2]
     procs = []
@@ -89,7 +89,7 @@ def launch(script, args, n, timeout=600, port=29500):
             for q in procs:
                 q.kill()
             raise RuntimeError(f"{script} {args}: a rank exited with {p.returncode}")
-    lines = [l for l in outs[0].splitlines() if l.startswith("{")]
+    lines = [l for l in outs[reporter].splitlines() if l.startswith("{")]
     return json.loads(lines[-1])
 
 

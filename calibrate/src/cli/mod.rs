@@ -23,7 +23,7 @@ use crate::fit::Holdout;
 use crate::gpu;
 use crate::import::{
     cpu_costs, eager, fanout, gpu_measurements, host_costs, iperf3, kineto, layer_times,
-    nccl_tests, p2p, shaper, torch_device, validation_csv,
+    nccl_tests, p2p, packet_wait, shaper, torch_device, validation_csv,
 };
 
 /// Exit status: bad input (unreadable log, bad option, invalid profile).
@@ -308,6 +308,21 @@ enum ImportCmd {
     /// log measured), in place of the shaper's setting.
     Shaper {
         file: PathBuf,
+        #[arg(long, default_value = "ethernet", value_parser = parse_link_class)]
+        link_class: LinkClass,
+        /// Where it was measured, kept in the provenance (e.g. "the dtsim testbed (topology
+        /// ...)").
+        #[arg(long)]
+        measured_on: Option<String>,
+        #[command(flatten)]
+        out: OutArgs,
+    },
+    /// `suite.py packet_wait` logs (testbed/workloads/packet_wait.py): the mean time a small
+    /// message waits at a shaped link of the class for the packet another connection has in
+    /// service there (network.shaper_packet_wait). Several logs of one link are pooled.
+    PacketWait {
+        #[arg(required = true, num_args = 1..)]
+        file: Vec<PathBuf>,
         #[arg(long, default_value = "ethernet", value_parser = parse_link_class)]
         link_class: LinkClass,
         /// Where it was measured, kept in the provenance (e.g. "the dtsim testbed (topology

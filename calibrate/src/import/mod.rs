@@ -10,6 +10,7 @@ pub mod kineto;
 pub mod layer_times;
 pub mod nccl_tests;
 pub mod p2p;
+pub mod packet_wait;
 pub mod shaper;
 pub mod torch_device;
 pub mod validation_csv;

@@ -42,6 +42,11 @@ pub struct EfficiencyFactors {
     /// for a class not listed): see [`crate::net::flow`] on transfers that start on idle links.
     #[serde(default)]
     pub shaper_burst_secs: Vec<(LinkClass, f64)>,
+    /// Mean seconds a small message waits at a shaped link of a class for the packet another
+    /// connection has in service there (none for a class not listed): see [`crate::net::flow`]
+    /// on sends crossing a link behind another connection's packet.
+    #[serde(default)]
+    pub shaper_packet_wait_secs: Vec<(LinkClass, f64)>,
 }
 
 impl EfficiencyFactors {
@@ -80,6 +85,15 @@ impl EfficiencyFactors {
             .map_or(0.0, |&(_, s)| s)
     }
 
+    /// Mean seconds a message waits at a shaped link of `class` behind another connection's
+    /// packet; 0 when not measured.
+    pub fn shaper_packet_wait_secs(&self, class: LinkClass) -> f64 {
+        self.shaper_packet_wait_secs
+            .iter()
+            .find(|(c, _)| *c == class)
+            .map_or(0.0, |&(_, s)| s)
+    }
+
     /// (bandwidth factor, latency factor) of `class` when they do not depend on the size;
     /// `None` when its table gives sizes different factors.
     pub fn size_independent(&self, class: LinkClass) -> Option<(f64, f64)> {
@@ -106,6 +120,7 @@ impl EfficiencyFactors {
         }) && self.link.iter().all(|&(_, e)| e == 1.0)
             && self.fifo_head.iter().all(|&(_, b)| b == 0.0)
             && self.shaper_burst_secs.iter().all(|&(_, s)| s == 0.0)
+            && self.shaper_packet_wait_secs.iter().all(|&(_, s)| s == 0.0)
     }
 
     /// Checks bandwidth factors are in (0, 1], latency factors non-negative and rows sorted.

@@ -93,6 +93,11 @@ pub struct NetworkCalibration {
     /// [`crate::net::flow`]; the packet model does not play it).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub shaper_burst: BTreeMap<LinkClass, MeasuredDuration>,
+    /// Mean time a small message waits at a shaped link of a class for the packet another
+    /// connection has in service there (`calibrate import packet-wait`; see
+    /// [`crate::net::flow`]; the packet model does not play it).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub shaper_packet_wait: BTreeMap<LinkClass, MeasuredDuration>,
     /// Rate at which one GPU (or one host, for gloo) reduces received data when reductions
     /// are not fused into copies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -381,6 +386,23 @@ impl Profile {
                 ));
             }
         }
+        for (class, w) in &p.network.shaper_packet_wait {
+            if w.provenance.detail.trim().is_empty() {
+                return Err(err(
+                    &format!("network.shaper_packet_wait.{class}.provenance.detail"),
+                    "where this wait was measured (suite.py packet_wait)".into(),
+                ));
+            }
+            if w.value.0.as_secs_f64() > 1.0 {
+                return Err(err(
+                    &format!("network.shaper_packet_wait.{class}.value"),
+                    format!(
+                        "a wait for one packet of at most 1 s, got {} s",
+                        w.value.0.as_secs_f64()
+                    ),
+                ));
+            }
+        }
         for (class, b) in &p.network.shaper_burst {
             if b.provenance.detail.trim().is_empty() {
                 return Err(err(
@@ -506,6 +528,12 @@ impl Profile {
                 .shaper_burst
                 .iter()
                 .map(|(c, b)| (*c, b.value.0.as_secs_f64()))
+                .collect(),
+            shaper_packet_wait_secs: self
+                .network
+                .shaper_packet_wait
+                .iter()
+                .map(|(c, w)| (*c, w.value.0.as_secs_f64()))
                 .collect(),
         }
     }

@@ -358,6 +358,50 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
             );
             save(&p, &out.out)
         }
+        ImportCmd::PacketWait {
+            file,
+            link_class,
+            measured_on,
+            out,
+        } => {
+            let mut launches = Vec::new();
+            for f in &file {
+                launches.extend(packet_wait::load(f)?.launches);
+            }
+            let fit = packet_wait::fit(&packet_wait::PacketWaitLog { launches });
+            let per_launch: Vec<String> = fit
+                .per_launch_secs
+                .iter()
+                .map(|s| format!("{:.2}", s * 1e3))
+                .collect();
+            let files: Vec<String> = file.iter().map(|f| f.display().to_string()).collect();
+            let detail = format!(
+                "mean wait of a 1-byte ping at a shaped link another connection streams \
+                 through, beyond its round trip beside the stream: {:.3} ms (through {:.3} ms, \
+                 beside {:.3}, idle {:.3}; {} pings per phase over {} launches, each launch's \
+                 own {} ms); {}calibrate import packet-wait {}",
+                fit.wait_secs * 1e3,
+                fit.through_secs * 1e3,
+                fit.beside_secs * 1e3,
+                fit.idle_secs * 1e3,
+                fit.pings_per_phase,
+                fit.per_launch_secs.len(),
+                per_launch.join(", "),
+                measured_on_phrase(&measured_on),
+                files.join(" ")
+            );
+            println!("{link_class}: {detail}");
+            let prov = build::provenance(source_of(&measured_on), detail);
+            let mut p = open_profile(&out, prov.clone())?;
+            p.network.shaper_packet_wait.insert(
+                link_class,
+                sim::profile::MeasuredDuration {
+                    value: sim::units::Duration(sim::engine::SimTime::from_secs_f64(fit.wait_secs)),
+                    provenance: prov,
+                },
+            );
+            save(&p, &out.out)
+        }
         ImportCmd::CpuCosts {
             file,
             shared_cores,

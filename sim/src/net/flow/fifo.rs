@@ -37,13 +37,30 @@
 //! `testbed_three_leaf_100mbit_uplinks.capture_mpi_ring_1m.json`): of 142 answers between
 //! leaves, half left their 100 Mbit/s uplink 0-5.9 ms after they were sent and half 5.9-9.1 ms
 //! after (behind another ring connection's block), and the sender's data followed its answer
-//! by 0.03-0.09 ms: the ring's steps wait for queues, not for the hosts. Not modelled: the
-//! same answers waited a further median 3.5 ms (up to 5.4) at the next leaf's downlink, which
-//! runs at the uplink's rate but receives its traffic in whole 64 KB segments from the shaper
-//! before it. A queue of one segment at every such link was tried (2026-11-27): it moves the
-//! star's rings off (OpenMPI's ring all-reduce to 15.2% at worst, its ring all_gather to
-//! 23.2%, gloo's send/recv multiring to 43.5%), so it stays out until the star's egress heads
-//! are measured with it.
+//! by 0.03-0.09 ms: the ring's steps wait for queues, not for the hosts. The same answers
+//! waited a further median 3.5 ms (up to 5.4) at the next leaf's downlink, which runs at the
+//! uplink's rate but receives its traffic in whole 64 KB segments from the shaper before it.
+//! A queue of one whole segment at every such link, tried on 2026-11-27, moved the star's
+//! rings off (OpenMPI's ring all-reduce to 15.2% at worst, its ring all_gather to 23.2%,
+//! gloo's send/recv multiring to 43.5%); since 2026-11-29 the measured wait below plays it.
+//!
+//! Sends crossing a link behind another connection's packet. A shaper (htb, tbf) lets a
+//! packet go whenever its level is not below zero and charges all of it, and TCP hands it GSO
+//! packets of a few milliseconds of the connection's rate: on the testbed's switch ports,
+//! 65,160 B every 2.72 ms for a stream at 200 Mbit/s, 33,304 B every 2.78 ms at 100 Mbit/s
+//! (tcpdump of an iperf3 stream, 2026-11-29). A message reaching such a link while another
+//! connection streams through it waits until that connection's packet in service is paid off,
+//! and behind the next one when it was already queued there. Where a profile gives a link
+//! class a packet wait `W` (the mean of that, measured as a 1-byte ping's round trip through a
+//! stream less beside one: `suite.py packet_wait`, `calibrate import packet-wait`; 2.1 ms at
+//! 200 Mbit/s on the star), every link of a batch's path after its first (the first link's
+//! queue is the FIFO head's) where other connections send adds `W` to its wait, at most what
+//! the longest of them has left at the link's rate. A connection met on several links of the
+//! path is waited for once, at the first: its packets pass the next links in step with this
+//! one. The rings are what it moves: each step's answer or notification crosses the
+//! receiver's downlink while the ring's previous rank streams into it (OpenMPI's ring
+//! all_gather of 512 KiB on the three leaves: 47.8 ms measured, 40.4 predicted without the
+//! wait, 47.1 with it; the two leaves' ring all-reduce of 1 MiB 171.7, 151.0 and 170.6).
 //!
 
 use super::FlowModel;
@@ -52,8 +69,9 @@ use crate::engine::SimTime;
 impl FlowModel {
     /// How long a batch posted now waits (the longest wait over its flows): behind the sends
     /// posted before it, at this same instant or standing, on the FIFO egress queues its flows
-    /// enter first, then behind the forwarded queues of the FIFO links further on; notes its
-    /// own head bytes at its first links for the sends posted after it.
+    /// enter first, then behind the forwarded queues of the FIFO links further on and the
+    /// packets other connections have in service there; notes its own head bytes at its
+    /// first links for the sends posted after it.
     pub(super) fn fifo_wait(&mut self, pattern: usize, bytes: u64, now: SimTime) -> SimTime {
         if self.fifo_posted.is_empty() {
             return SimTime::ZERO;
@@ -74,13 +92,18 @@ impl FlowModel {
                 let ahead = queued + self.standing_queue_bytes(l, now);
                 w += ahead * 8.0 / self.link_capacity_bps[l];
             }
+            // The other connections whose packet this flow waited for, at an earlier link.
+            let mut met: Vec<(u32, usize)> = Vec::new();
             for &l in &path[1..] {
                 let l = l as usize;
-                if self.fifo_head_bytes[l] <= 0.0 {
-                    continue;
+                if self.fifo_head_bytes[l] > 0.0 {
+                    let at = now + SimTime::from_secs_f64(w);
+                    w += self.forwarded_queue_bytes(l, path, now, at) * 8.0
+                        / self.link_capacity_bps[l];
                 }
-                let at = now + SimTime::from_secs_f64(w);
-                w += self.forwarded_queue_bytes(l, path, now, at) * 8.0 / self.link_capacity_bps[l];
+                if self.packet_wait_secs[l] > 0.0 {
+                    w += self.packet_in_service_secs(l, path, now, &mut met);
+                }
             }
             wait_secs = wait_secs.max(w);
         }
@@ -99,27 +122,54 @@ impl FlowModel {
     }
 
     /// The flows crossing `link` in batches posted before `now` that send (solved, flows
-    /// ready): each as (batch, its path, flow position, rate in bits/s).
+    /// ready): each as (batch slot, batch, its path, flow position, rate in bits/s).
     fn sending_on(
         &self,
         link: usize,
         now: SimTime,
-    ) -> impl Iterator<Item = (&super::Batch, &[u32], usize, f64)> + '_ {
+    ) -> impl Iterator<Item = (u32, &super::Batch, &[u32], usize, f64)> + '_ {
         self.link_patterns[link].iter().flat_map(move |&p| {
             let pat = &self.patterns[p as usize];
             self.active_by_pattern[p as usize]
                 .iter()
-                .map(|&slot| &self.batches[slot as usize])
-                .filter(move |b| b.posted != now && b.flows_ready)
-                .filter_map(|b| b.solution.as_ref().map(|sol| (b, sol)))
-                .flat_map(move |(b, sol)| {
+                .map(|&slot| (slot, &self.batches[slot as usize]))
+                .filter(move |(_, b)| b.posted != now && b.flows_ready)
+                .filter_map(|(slot, b)| b.solution.as_ref().map(|sol| (slot, b, sol)))
+                .flat_map(move |(slot, b, sol)| {
                     b.live.iter().map(move |&f| {
                         let f = f as usize;
-                        (b, pat.path(f), f, sol.rates_bps[f])
+                        (slot, b, pat.path(f), f, sol.rates_bps[f])
                     })
                 })
-                .filter(move |(_, path, _, _)| path.contains(&(link as u32)))
+                .filter(move |(_, _, path, _, _)| path.contains(&(link as u32)))
         })
+    }
+
+    /// How long a message on path `own` waits at `link` behind the packet other connections
+    /// have in service there (see "Sends crossing a link behind another connection's packet"):
+    /// the link's packet wait, at most the longest of them has left at the link's rate; none
+    /// when every connection sending there was waited for at an earlier link (`met`, to which
+    /// this link's are added).
+    fn packet_in_service_secs(
+        &self,
+        link: usize,
+        own: &[u32],
+        now: SimTime,
+        met: &mut Vec<(u32, usize)>,
+    ) -> f64 {
+        let mut left_most: f64 = 0.0;
+        let mut here = Vec::new();
+        for (slot, b, path, f, rate) in self.sending_on(link, now) {
+            if path == own || met.contains(&(slot, f)) {
+                continue;
+            }
+            here.push((slot, f));
+            let left = b.remaining[f] - rate / 8.0 * (now - b.last_update).as_secs_f64();
+            left_most = left_most.max(left);
+        }
+        met.extend(here);
+        let left_secs = left_most.max(0.0) * 8.0 / self.link_capacity_bps[link];
+        self.packet_wait_secs[link].min(left_secs)
     }
 
     /// Bytes the connections sending on `link` (flows that enter their path there, in batches
@@ -127,8 +177,8 @@ impl FlowModel {
     fn standing_queue_bytes(&self, link: usize, now: SimTime) -> f64 {
         let head = self.fifo_head_bytes[link];
         self.sending_on(link, now)
-            .filter(|(_, path, _, _)| path.first() == Some(&(link as u32)))
-            .map(|(b, _, f, rate)| {
+            .filter(|(_, _, path, _, _)| path.first() == Some(&(link as u32)))
+            .map(|(_, b, _, f, rate)| {
                 let left = b.remaining[f] - rate / 8.0 * (now - b.last_update).as_secs_f64();
                 left.clamp(0.0, head)
             })
@@ -148,7 +198,7 @@ impl FlowModel {
                 .fold(f64::INFINITY, f64::min)
         };
         let mut queued = 0.0;
-        for (b, path, f, rate) in self.sending_on(link, now) {
+        for (_, b, path, f, rate) in self.sending_on(link, now) {
             let k = path.iter().position(|&x| x as usize == link).unwrap_or(0);
             if path == own || k == 0 {
                 continue;

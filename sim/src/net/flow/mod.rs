@@ -39,8 +39,9 @@
 //!   flow per event, from loads summed by position in the pattern's link set.
 //!
 //! Sends and FIFO queues: where a profile gives a link class FIFO head bytes (a shaper's FIFO
-//! queue in front of TCP connections), a batch may wait before it starts, behind what other
-//! connections keep queued on its links (module `fifo`).
+//! queue in front of TCP connections) or a packet wait (a shaper's packet in service), a batch
+//! may wait before it starts, behind what other connections keep queued on its links or have
+//! in service there (module `fifo`).
 //!
 //! Layout: this file holds the model's state and the life of a batch (start, activation,
 //! re-solve, finishing flows, completion), which read and write the same per-batch state and
@@ -187,6 +188,9 @@ pub struct FlowModel {
     /// module `fifo`), and the head bytes posted on it at the latest instant.
     fifo_head_bytes: Vec<f64>,
     fifo_posted: Vec<(SimTime, f64)>,
+    /// Per link, the mean seconds a message waits there behind another connection's packet
+    /// in service (0: none; see module `fifo`).
+    packet_wait_secs: Vec<f64>,
     patterns: Vec<RoutedPattern>,
     /// Whether two patterns share a link, keyed (smaller id, larger id).
     overlap: BTreeMap<(u32, u32), bool>,
@@ -265,7 +269,13 @@ impl FlowModel {
             .iter()
             .map(|l| factors.fifo_head_bytes(l.class))
             .collect();
-        let fifo_posted = if fifo_head_bytes.iter().any(|&h| h > 0.0) {
+        let packet_wait_secs: Vec<f64> = topo
+            .links()
+            .iter()
+            .map(|l| factors.shaper_packet_wait_secs(l.class))
+            .collect();
+        let queued = |v: &[f64]| v.iter().any(|&x| x > 0.0);
+        let fifo_posted = if queued(&fifo_head_bytes) || queued(&packet_wait_secs) {
             vec![(SimTime::ZERO, 0.0); nl]
         } else {
             Vec::new()
@@ -280,6 +290,7 @@ impl FlowModel {
             link_capacity_bps,
             fifo_head_bytes,
             fifo_posted,
+            packet_wait_secs,
             patterns: Vec::new(),
             overlap: BTreeMap::new(),
             link_patterns: vec![Vec::new(); nl],

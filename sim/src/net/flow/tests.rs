@@ -373,6 +373,75 @@ fn a_message_crossing_a_slower_link_waits_behind_what_other_connections_queued_t
     assert!(own.1 - own.0 < 1e-6, "{own:?}");
 }
 
+/// g1 streams 1.25 GB to g2 from the start (0.1 s alone at 100 Gb/s); g0's 125 MB to g1 ends
+/// at 10 ms, and then `from` posts a 1 kB message to g2 (an acknowledgement, say), whose way
+/// in is g2's downlink, where g1's stream flows. The message's end time with a packet wait of
+/// `w` seconds on the Ethernet links.
+fn posted_across_a_stream(from: u32, w: Option<f64>) -> f64 {
+    let t = star(3, 100.0 * GBPS, SimTime::ZERO);
+    let sched = schedule(
+        3,
+        &[
+            (vec![(1, 2)], 1_250_000_000, vec![]),
+            (vec![(0, 1)], 125_000_000, vec![]),
+            (vec![(from, 2)], 1_000, vec![1]),
+        ],
+    );
+    let factors = EfficiencyFactors {
+        shaper_packet_wait_secs: w.map(|w| (LinkClass::Ethernet, w)).into_iter().collect(),
+        ..Default::default()
+    };
+    let (out, _) = run(&t, &sched, factors);
+    secs(out.ops[2].end)
+}
+
+#[test]
+fn a_message_crossing_a_link_another_connection_streams_through_waits_for_its_packet() {
+    // No packet wait: the message shares g2's downlink with the stream at once (1 kB at 50
+    // Gb/s).
+    let free = posted_across_a_stream(0, None);
+    assert!((free - (0.010 + 1.6e-7)).abs() < 1e-9, "{free}");
+    // A wait of 2 ms: the message starts 2 ms later, then shares the link.
+    let behind = posted_across_a_stream(0, Some(0.002));
+    assert!((behind - (0.012 + 1.6e-7)).abs() < 1e-9, "{behind}");
+    // No longer than the stream has left (1.125 GB at 10 ms: 90 ms at the link's rate); the
+    // message starts as the stream ends (1 kB alone or shared at that instant).
+    let capped = posted_across_a_stream(0, Some(0.5));
+    assert!(capped > 0.100 && capped < 0.100 + 2e-7, "{capped}");
+    // The stream's own connection does not wait for its own packets (in order on it).
+    let own = posted_across_a_stream(1, Some(0.002));
+    assert!((own - (0.010 + 1.6e-7)).abs() < 1e-9, "{own}");
+}
+
+#[test]
+fn a_connection_met_on_several_links_of_a_path_is_waited_for_once() {
+    // g0 streams 1.25 GB to g2 across the leaves (0.1 s at the uplink's 100 Gb/s); once g1's
+    // 375 MB to g0 has ended (10 ms), g1 posts 1 kB to g3. Its path meets g0's stream on the
+    // uplink, not on g3's downlink; g1's own link has no one else: one wait of 2 ms, then it
+    // shares the uplink (1 kB at 50 Gb/s).
+    let sched = |to: u32| {
+        schedule(
+            4,
+            &[
+                (vec![(0, 2)], 1_250_000_000, vec![]),
+                (vec![(1, 0)], 375_000_000, vec![]),
+                (vec![(1, to)], 1_000, vec![1]),
+            ],
+        )
+    };
+    let factors = || EfficiencyFactors {
+        shaper_packet_wait_secs: vec![(LinkClass::Ethernet, 0.002)],
+        ..Default::default()
+    };
+    let (out, _) = run(&two_leaves(), &sched(3), factors());
+    let to_g3 = secs(out.ops[2].end);
+    assert!((to_g3 - (0.012 + 1.6e-7)).abs() < 1e-9, "{to_g3}");
+    // To g2 it meets the stream on the uplink and again on g2's downlink: still one wait.
+    let (out, _) = run(&two_leaves(), &sched(2), factors());
+    let to_g2 = secs(out.ops[2].end);
+    assert!((to_g2 - (0.012 + 1.6e-7)).abs() < 1e-9, "{to_g2}");
+}
+
 #[test]
 fn dependent_ops_run_back_to_back_and_repeated_states_reuse_solutions() {
     // A ring step pattern played 6 times in a chain: 6 × (size/B + 2 hops latency).
