@@ -348,6 +348,40 @@ if [[ $what == all || $what == heldout ]]; then
   # Every host and port captured over ten 1 MiB OpenMPI ring all_gathers on it.
   $TB run --prefix mp $TWOLEAF -- $PY $S capture_mpi --op allgather --algorithms 4 \
     --bytes 1048560 --repeats 10 --name ring_1m
+  # A sixth topology, recorded on 2026-11-29 (late) after the packet wait was built: two leaves
+  # of 3 hosts at 120 Mbit/s joined by a 240 Mbit/s link (faster than the hosts', where the two
+  # leaves' above is slower), its profile measured the same way, then the same collectives.
+  LEAF120=testbed/topologies/two_leaf_120mbit.toml
+  P120=data/profiles/testbed_two_leaf_120mbit.json
+  $TB run $LEAF120 -- $PY $S link --profile $P120 --nominal-bw 120Mbps --nominal-latency 50us \
+    --seconds 10
+  $TB run $LEAF120 -- $PY testbed/workloads/fanout.py driver --k 2 --repeats 7 \
+    --bytes 262144 393216 524288 786432 1048576 1572864 2097152 4194304 \
+    --out data/runs/calibration/testbed_two_leaf_120mbit.fanout.json
+  $CAL import fanout data/runs/calibration/testbed_two_leaf_120mbit.fanout.json \
+    --measured-on "the dtsim testbed ($LEAF120, shaper htb), host 0 sending to hosts 1 and 2 at once" \
+    --out $P120
+  $TB run $LEAF120 -- $PY $S shaper_gap --probes 0,48 --bytes 16384 32768 65536 131072 262144 \
+    --repeats 40 --out data/runs/calibration/testbed_two_leaf_120mbit.shaper_gap.json
+  $CAL import shaper data/runs/calibration/testbed_two_leaf_120mbit.shaper_gap.json \
+    --measured-on "the dtsim testbed ($LEAF120, shaper htb), host 0 to host 1" --out $P120
+  $TB run $LEAF120 -- $PY $S packet_wait --pings 400 --launches 5
+  $CAL import packet-wait data/runs/calibration/testbed_two_leaf_120mbit.packet_wait.json \
+    --measured-on "the dtsim testbed (testbed/topologies/two_leaf_120mbit.toml, shaper htb), host 0 pinging host 1 while host 2 streams to host 1 (through host 1's downlink) and to host 3 (beside)" \
+    --out $P120
+  $CAL import host-costs data/runs/calibration/testbed_host_costs.json \
+    --measured-on "the machine that runs the dtsim testbed's hosts ($(nproc) cores), one process, torch on one thread" \
+    --out $P120
+  $CAL import cpu-costs data/runs/calibration/testbed_star4_200mbit.cpu_costs.json --out $P120
+  $TB run $LEAF120 -- $PY $S collectives --out data/runs/testbed_gloo_two_leaf120_heldout.csv \
+    --profile $P120 --methods allreduce,broadcast,allgather,reduce --bytes 262144 1048576 4194304 \
+    --repeats 5 --launches 5
+  for op_algs in "allreduce 0,4" "allgather 0,4" "bcast 0" "reduce_scatter 0"; do
+    set -- $op_algs
+    $TB run --prefix mp $LEAF120 -- $PY $S mpi --op $1 \
+      --out data/runs/testbed_mpi_two_leaf120_heldout.csv --profile $P120 --algorithms $2 \
+      --bytes 262144 1048576 4194304 --repeats 5 --launches 5
+  done
 fi
 if [[ $what == all || $what == barrier ]]; then
   # Barriers, recorded after dtsim's barrier was built and scored as they are
