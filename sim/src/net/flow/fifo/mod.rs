@@ -66,6 +66,9 @@
 use super::FlowModel;
 use crate::engine::SimTime;
 
+#[cfg(test)]
+mod tests;
+
 impl FlowModel {
     /// How long a batch posted now waits (the longest wait over its flows): behind the sends
     /// posted before it, at this same instant or standing, on the FIFO egress queues its flows
