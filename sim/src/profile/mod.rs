@@ -386,38 +386,37 @@ impl Profile {
                 ));
             }
         }
-        for (class, w) in &p.network.shaper_packet_wait {
-            if w.provenance.detail.trim().is_empty() {
-                return Err(err(
-                    &format!("network.shaper_packet_wait.{class}.provenance.detail"),
-                    "where this wait was measured (suite.py packet_wait)".into(),
-                ));
-            }
-            if w.value.0.as_secs_f64() > 1.0 {
-                return Err(err(
-                    &format!("network.shaper_packet_wait.{class}.value"),
-                    format!(
-                        "a wait for one packet of at most 1 s, got {} s",
-                        w.value.0.as_secs_f64()
-                    ),
-                ));
-            }
-        }
-        for (class, b) in &p.network.shaper_burst {
-            if b.provenance.detail.trim().is_empty() {
-                return Err(err(
-                    &format!("network.shaper_burst.{class}.provenance.detail"),
-                    "where this bucket depth came from (the shaper's configuration)".into(),
-                ));
-            }
-            if b.value.0.as_secs_f64() > 1.0 {
-                return Err(err(
-                    &format!("network.shaper_burst.{class}.value"),
-                    format!(
-                        "a token bucket of at most 1 s at the link's rate, got {} s",
-                        b.value.0.as_secs_f64()
-                    ),
-                ));
+        // Per-class shaper durations: (field, map, where its detail says it came from, what
+        // one second at most bounds).
+        let shaper_durations = [
+            (
+                "shaper_packet_wait",
+                &p.network.shaper_packet_wait,
+                "where this wait was measured (suite.py packet_wait)",
+                "a wait for one packet",
+            ),
+            (
+                "shaper_burst",
+                &p.network.shaper_burst,
+                "where this bucket depth came from (the shaper's configuration)",
+                "a token bucket at the link's rate",
+            ),
+        ];
+        for (field, map, source, what) in shaper_durations {
+            for (class, d) in map {
+                if d.provenance.detail.trim().is_empty() {
+                    return Err(err(
+                        &format!("network.{field}.{class}.provenance.detail"),
+                        source.into(),
+                    ));
+                }
+                let secs = d.value.0.as_secs_f64();
+                if secs > 1.0 {
+                    return Err(err(
+                        &format!("network.{field}.{class}.value"),
+                        format!("{what} of at most 1 s, got {secs} s"),
+                    ));
+                }
             }
         }
         if let Some(h) = &p.network.host_cpu {
@@ -763,6 +762,41 @@ mod tests {
         let bad = text.replace(r#""per_byte_ns": 3.2"#, r#""per_byte_ns": -1"#);
         let e = Profile::parse(&bad, "p.json").unwrap_err().to_string();
         assert!(e.contains("network.host_cpu.per_byte_ns"), "{e}");
+    }
+
+    #[test]
+    fn shaper_waits_and_buckets_reach_the_factors_and_are_refused_by_field_when_wrong() {
+        let text = r#"{
+          "schema_version": 1, "name": "x",
+          "provenance": {"source": "measured", "detail": "packet_wait.py"},
+          "network": {
+            "shaper_packet_wait": {"ethernet": {"value": "2.1ms",
+              "provenance": {"source": "measured", "detail": "suite.py packet_wait"}}},
+            "shaper_burst": {"ethernet": {"value": "2ms",
+              "provenance": {"source": "measured", "detail": "suite.py shaper_gap"}}}}}"#;
+        let p = Profile::parse(text, "p.json").unwrap();
+        let f = p.efficiency_factors();
+        assert!((f.shaper_packet_wait_secs(LinkClass::Ethernet) - 2.1e-3).abs() < 1e-12);
+        assert_eq!(f.shaper_packet_wait_secs(LinkClass::Ib), 0.0);
+        assert!((f.shaper_burst_secs(LinkClass::Ethernet) - 2e-3).abs() < 1e-12);
+        assert!(!f.is_identity());
+        let again = Profile::parse(&serde_json::to_string(&p).unwrap(), "q.json").unwrap();
+        assert_eq!(again, p);
+        let long = text.replace(r#""2.1ms""#, r#""2s""#);
+        let e = Profile::parse(&long, "p.json").unwrap_err().to_string();
+        assert!(
+            e.contains("network.shaper_packet_wait.ethernet.value"),
+            "{e}"
+        );
+        let nowhere = text.replace(r#""suite.py packet_wait""#, r#"" ""#);
+        let e = Profile::parse(&nowhere, "p.json").unwrap_err().to_string();
+        assert!(
+            e.contains("network.shaper_packet_wait.ethernet.provenance.detail"),
+            "{e}"
+        );
+        let deep = text.replace(r#""2ms""#, r#""3s""#);
+        let e = Profile::parse(&deep, "p.json").unwrap_err().to_string();
+        assert!(e.contains("network.shaper_burst.ethernet.value"), "{e}");
     }
 
     #[test]
