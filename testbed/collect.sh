@@ -382,6 +382,17 @@ if [[ $what == all || $what == heldout ]]; then
       --out data/runs/testbed_mpi_two_leaf120_heldout.csv --profile $P120 --algorithms $2 \
       --bytes 262144 1048576 4194304 --repeats 5 --launches 5
   done
+  # Rings on 8 hosts of the star at sizes no 8-host row had (512 KiB, 2 MiB), recorded the same
+  # night after the packet wait was built: gloo's all-reduce and all_gather, OpenMPI's ring
+  # all-reduce and all_gather.
+  $TB run --set generator.n=8 $STAR -- $PY $S collectives \
+    --out data/runs/testbed_gloo_star8_sizes_heldout.csv --profile data/profiles/testbed_star4_200mbit.json \
+    --methods allreduce,allgather --bytes 524288 2097152 --repeats 5 --launches 5
+  for op in allreduce allgather; do
+    $TB run --prefix mp --set generator.n=8 $STAR -- $PY $S mpi --op $op \
+      --out data/runs/testbed_mpi_star8_rings_heldout.csv --profile data/profiles/testbed_star4_200mbit.json \
+      --algorithms 4 --bytes 524288 2097152 --repeats 5 --launches 5
+  done
 fi
 if [[ $what == all || $what == barrier ]]; then
   # Barriers, recorded after dtsim's barrier was built and scored as they are
