@@ -17,6 +17,35 @@ S=testbed/workloads/suite.py
 STAR=testbed/topologies/star4_200mbit.toml
 TWO=testbed/topologies/two_level_2to1.toml
 LEAF3=testbed/topologies/three_leaf_100mbit_uplinks.toml
+# A held-out topology's profile, measured as every testbed profile is (README, "A testbed
+# topology's profile"): link rate and latency, the FIFO head, the token bucket, the packet wait,
+# then the machine's host and CPU costs. Usage: held_out_profile TOPOLOGY PROFILE NOMINAL_BW
+# FANOUT_BYTES...
+held_out_profile() {
+  local topo=$1 prof=$2 bw=$3
+  shift 3
+  local t
+  t=$(basename "$topo" .toml)
+  $TB run $topo -- $PY $S link --profile $prof --nominal-bw $bw --nominal-latency 50us \
+    --seconds 10
+  $TB run $topo -- $PY testbed/workloads/fanout.py driver --k 2 --repeats 7 --bytes "$@" \
+    --out data/runs/calibration/testbed_$t.fanout.json
+  $CAL import fanout data/runs/calibration/testbed_$t.fanout.json \
+    --measured-on "the dtsim testbed ($topo, shaper htb), host 0 sending to hosts 1 and 2 at once" \
+    --out $prof
+  $TB run $topo -- $PY $S shaper_gap --probes 0,48 --bytes 16384 32768 65536 131072 262144 \
+    --repeats 40 --out data/runs/calibration/testbed_$t.shaper_gap.json
+  $CAL import shaper data/runs/calibration/testbed_$t.shaper_gap.json \
+    --measured-on "the dtsim testbed ($topo, shaper htb), host 0 to host 1" --out $prof
+  $TB run $topo -- $PY $S packet_wait --pings 400 --launches 5
+  $CAL import packet-wait data/runs/calibration/testbed_$t.packet_wait.json \
+    --measured-on "the dtsim testbed ($topo, shaper htb), host 0 pinging host 1 while host 2 streams to host 1 (through host 1's downlink) and to host 3 (beside)" \
+    --out $prof
+  $CAL import host-costs data/runs/calibration/testbed_host_costs.json \
+    --measured-on "the machine that runs the dtsim testbed's hosts ($(nproc) cores), one process, torch on one thread" \
+    --out $prof
+  $CAL import cpu-costs data/runs/calibration/testbed_star4_200mbit.cpu_costs.json --out $prof
+}
 what=${1:-all}
 R=${REPEATS:-10}
 LINK="--nominal-bw 200Mbps --nominal-latency 50us --seconds 10"
@@ -207,26 +236,8 @@ if [[ $what == all || $what == heldout ]]; then
   TWOLEAF=testbed/topologies/two_leaf_150mbit.toml
   PTWO=data/profiles/testbed_two_leaf_150mbit.json
   CAL=${DTSIM_CALIBRATE_BIN:-target/debug/calibrate}
-  $TB run $TWOLEAF -- $PY $S link --profile $PTWO --nominal-bw 150Mbps --nominal-latency 50us \
-    --seconds 10
-  $TB run $TWOLEAF -- $PY testbed/workloads/fanout.py driver --k 2 --repeats 7 \
-    --bytes 262144 393216 524288 786432 1048576 1572864 2097152 4194304 16777216 \
-    --out data/runs/calibration/testbed_two_leaf_150mbit.fanout.json
-  $CAL import fanout data/runs/calibration/testbed_two_leaf_150mbit.fanout.json \
-    --measured-on "the dtsim testbed ($TWOLEAF, shaper htb), host 0 sending to hosts 1 and 2 at once" \
-    --out $PTWO
-  $TB run $TWOLEAF -- $PY $S shaper_gap --probes 0,48 --bytes 16384 32768 65536 131072 262144 \
-    --repeats 40 --out data/runs/calibration/testbed_two_leaf_150mbit.shaper_gap.json
-  $CAL import shaper data/runs/calibration/testbed_two_leaf_150mbit.shaper_gap.json \
-    --measured-on "the dtsim testbed ($TWOLEAF, shaper htb), host 0 to host 1" --out $PTWO
-  $TB run $TWOLEAF -- $PY $S packet_wait --pings 400 --launches 5
-  $CAL import packet-wait data/runs/calibration/testbed_two_leaf_150mbit.packet_wait.json \
-    --measured-on "the dtsim testbed (testbed/topologies/two_leaf_150mbit.toml, shaper htb), host 0 pinging host 1 while host 2 streams to host 1 (through host 1's downlink) and to host 3 (beside)" \
-    --out $PTWO
-  $CAL import host-costs data/runs/calibration/testbed_host_costs.json \
-    --measured-on "the machine that runs the dtsim testbed's hosts ($(nproc) cores), one process, torch on one thread" \
-    --out $PTWO
-  $CAL import cpu-costs data/runs/calibration/testbed_star4_200mbit.cpu_costs.json --out $PTWO
+  held_out_profile $TWOLEAF $PTWO 150Mbps \
+    262144 393216 524288 786432 1048576 1572864 2097152 4194304 16777216
   # Every row pools five launches (re-recorded so on 2026-11-29; the first recordings were one
   # launch of gloo and two mpiruns: data/runs/calibration/*.single_launch*.csv and git history).
   $TB run $TWOLEAF -- $PY $S collectives --out data/runs/testbed_gloo_two_leaf_heldout.csv \
@@ -266,26 +277,8 @@ if [[ $what == all || $what == heldout ]]; then
   # its profile measured as the two leaves' was, then gloo's and OpenMPI's collectives on it.
   STAR5=testbed/topologies/star5_100mbit.toml
   P5=data/profiles/testbed_star5_100mbit.json
-  $TB run $STAR5 -- $PY $S link --profile $P5 --nominal-bw 100Mbps --nominal-latency 50us \
-    --seconds 10
-  $TB run $STAR5 -- $PY testbed/workloads/fanout.py driver --k 2 --repeats 7 \
-    --bytes 262144 393216 524288 786432 1048576 1572864 2097152 4194304 \
-    --out data/runs/calibration/testbed_star5_100mbit.fanout.json
-  $CAL import fanout data/runs/calibration/testbed_star5_100mbit.fanout.json \
-    --measured-on "the dtsim testbed ($STAR5, shaper htb), host 0 sending to hosts 1 and 2 at once" \
-    --out $P5
-  $TB run $STAR5 -- $PY $S shaper_gap --probes 0,48 --bytes 16384 32768 65536 131072 262144 \
-    --repeats 40 --out data/runs/calibration/testbed_star5_100mbit.shaper_gap.json
-  $CAL import shaper data/runs/calibration/testbed_star5_100mbit.shaper_gap.json \
-    --measured-on "the dtsim testbed ($STAR5, shaper htb), host 0 to host 1" --out $P5
-  $TB run $STAR5 -- $PY $S packet_wait --pings 400 --launches 5
-  $CAL import packet-wait data/runs/calibration/testbed_star5_100mbit.packet_wait.json \
-    --measured-on "the dtsim testbed (testbed/topologies/star5_100mbit.toml, shaper htb), host 0 pinging host 1 while host 2 streams to host 1 (through host 1's downlink) and to host 3 (beside)" \
-    --out $P5
-  $CAL import host-costs data/runs/calibration/testbed_host_costs.json \
-    --measured-on "the machine that runs the dtsim testbed's hosts ($(nproc) cores), one process, torch on one thread" \
-    --out $P5
-  $CAL import cpu-costs data/runs/calibration/testbed_star4_200mbit.cpu_costs.json --out $P5
+  held_out_profile $STAR5 $P5 100Mbps \
+    262144 393216 524288 786432 1048576 1572864 2097152 4194304
   $TB run $STAR5 -- $PY $S collectives --out data/runs/testbed_gloo_star5_heldout.csv \
     --profile $P5 --methods allreduce,broadcast,allgather,reduce --bytes 262144 1048576 4194304 \
     --repeats 5 --launches 5
@@ -353,26 +346,8 @@ if [[ $what == all || $what == heldout ]]; then
   # leaves' above is slower), its profile measured the same way, then the same collectives.
   LEAF120=testbed/topologies/two_leaf_120mbit.toml
   P120=data/profiles/testbed_two_leaf_120mbit.json
-  $TB run $LEAF120 -- $PY $S link --profile $P120 --nominal-bw 120Mbps --nominal-latency 50us \
-    --seconds 10
-  $TB run $LEAF120 -- $PY testbed/workloads/fanout.py driver --k 2 --repeats 7 \
-    --bytes 262144 393216 524288 786432 1048576 1572864 2097152 4194304 \
-    --out data/runs/calibration/testbed_two_leaf_120mbit.fanout.json
-  $CAL import fanout data/runs/calibration/testbed_two_leaf_120mbit.fanout.json \
-    --measured-on "the dtsim testbed ($LEAF120, shaper htb), host 0 sending to hosts 1 and 2 at once" \
-    --out $P120
-  $TB run $LEAF120 -- $PY $S shaper_gap --probes 0,48 --bytes 16384 32768 65536 131072 262144 \
-    --repeats 40 --out data/runs/calibration/testbed_two_leaf_120mbit.shaper_gap.json
-  $CAL import shaper data/runs/calibration/testbed_two_leaf_120mbit.shaper_gap.json \
-    --measured-on "the dtsim testbed ($LEAF120, shaper htb), host 0 to host 1" --out $P120
-  $TB run $LEAF120 -- $PY $S packet_wait --pings 400 --launches 5
-  $CAL import packet-wait data/runs/calibration/testbed_two_leaf_120mbit.packet_wait.json \
-    --measured-on "the dtsim testbed (testbed/topologies/two_leaf_120mbit.toml, shaper htb), host 0 pinging host 1 while host 2 streams to host 1 (through host 1's downlink) and to host 3 (beside)" \
-    --out $P120
-  $CAL import host-costs data/runs/calibration/testbed_host_costs.json \
-    --measured-on "the machine that runs the dtsim testbed's hosts ($(nproc) cores), one process, torch on one thread" \
-    --out $P120
-  $CAL import cpu-costs data/runs/calibration/testbed_star4_200mbit.cpu_costs.json --out $P120
+  held_out_profile $LEAF120 $P120 120Mbps \
+    262144 393216 524288 786432 1048576 1572864 2097152 4194304
   $TB run $LEAF120 -- $PY $S collectives --out data/runs/testbed_gloo_two_leaf120_heldout.csv \
     --profile $P120 --methods allreduce,broadcast,allgather,reduce --bytes 262144 1048576 4194304 \
     --repeats 5 --launches 5
