@@ -80,6 +80,20 @@ struct OutArgs {
     description: String,
 }
 
+/// What a link-by-link testbed measurement (fanout, shaper, packet wait) is imported as: the
+/// link class it measured, where, and the profile it goes into.
+#[derive(clap::Args, Clone)]
+struct LinkMeasurementArgs {
+    #[arg(long, default_value = "ethernet", value_parser = parse_link_class)]
+    link_class: LinkClass,
+    /// Where it was measured, kept in the provenance (e.g. "the dtsim testbed
+    /// (testbed/topologies/star4_200mbit.toml)").
+    #[arg(long)]
+    measured_on: Option<String>,
+    #[command(flatten)]
+    out: OutArgs,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Check a profile and print it readably, with the provenance of every table.
@@ -294,28 +308,16 @@ enum ImportCmd {
     Fanout {
         #[arg(required = true, num_args = 1..)]
         file: Vec<PathBuf>,
-        #[arg(long, default_value = "ethernet", value_parser = parse_link_class)]
-        link_class: LinkClass,
-        /// Where the runs were measured, kept in the provenance (e.g. "the dtsim testbed
-        /// (testbed/topologies/star4_200mbit.toml)").
-        #[arg(long)]
-        measured_on: Option<String>,
         #[command(flatten)]
-        out: OutArgs,
+        at: LinkMeasurementArgs,
     },
     /// `suite.py shaper_gap` logs (one send at a time after an idle gap): the depth of the
     /// token bucket of the link class's shaper (network.shaper_burst, as time at the rate the
     /// log measured), in place of the shaper's setting.
     Shaper {
         file: PathBuf,
-        #[arg(long, default_value = "ethernet", value_parser = parse_link_class)]
-        link_class: LinkClass,
-        /// Where it was measured, kept in the provenance (e.g. "the dtsim testbed (topology
-        /// ...)").
-        #[arg(long)]
-        measured_on: Option<String>,
         #[command(flatten)]
-        out: OutArgs,
+        at: LinkMeasurementArgs,
     },
     /// `suite.py packet_wait` logs (testbed/workloads/packet_wait.py): the mean time a small
     /// message waits at a shaped link of the class for the packet another connection has in
@@ -323,14 +325,8 @@ enum ImportCmd {
     PacketWait {
         #[arg(required = true, num_args = 1..)]
         file: Vec<PathBuf>,
-        #[arg(long, default_value = "ethernet", value_parser = parse_link_class)]
-        link_class: LinkClass,
-        /// Where it was measured, kept in the provenance (e.g. "the dtsim testbed (topology
-        /// ...)").
-        #[arg(long)]
-        measured_on: Option<String>,
         #[command(flatten)]
-        out: OutArgs,
+        at: LinkMeasurementArgs,
     },
     /// `suite.py cpu_costs` logs (testbed/workloads/cpu_costs.py): the cores all hosts share
     /// and one gloo message's core time on them (network.host_cpu), where every host runs on

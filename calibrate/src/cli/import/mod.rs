@@ -242,9 +242,12 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
         }
         ImportCmd::Fanout {
             file,
-            link_class,
-            measured_on,
-            out,
+            at:
+                LinkMeasurementArgs {
+                    link_class,
+                    measured_on,
+                    out,
+                },
         } => {
             let mut pooled: Option<fanout::FanoutLog> = None;
             for f in &file {
@@ -294,9 +297,12 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
         }
         ImportCmd::Shaper {
             file,
-            link_class,
-            measured_on,
-            out,
+            at:
+                LinkMeasurementArgs {
+                    link_class,
+                    measured_on,
+                    out,
+                },
         } => {
             let log = shaper::load(&file)?;
             let fit = shaper::fit(&log).map_err(|e| Failure(EXIT_INPUT, e))?;
@@ -360,9 +366,12 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
         }
         ImportCmd::PacketWait {
             file,
-            link_class,
-            measured_on,
-            out,
+            at:
+                LinkMeasurementArgs {
+                    link_class,
+                    measured_on,
+                    out,
+                },
         } => {
             let mut launches = Vec::new();
             for f in &file {
