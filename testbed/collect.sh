@@ -357,6 +357,13 @@ if [[ $what == all || $what == heldout ]]; then
       --out data/runs/testbed_mpi_two_leaf120_heldout.csv --profile $P120 --algorithms $2 \
       --bytes 262144 1048576 4194304 --repeats 5 --launches 5
   done
+  # Where the packet wait applies (checks, not imported): a ping through a link that a slower
+  # stream crosses without filling it, the three leaves' 300 Mbit/s host link (2026-11-29,
+  # night) and the 120 Mbit/s leaves' 240 Mbit/s link between them (the next session).
+  $TB run $LEAF3 -- $PY $S packet_wait --pings 400 --launches 5 --ping 0:1 --through 4:1 \
+    --beside 4:3 --out data/runs/calibration/testbed_three_leaf_100mbit_uplinks.packet_wait_host_link.json
+  $TB run $LEAF120 -- $PY $S packet_wait --pings 400 --launches 5 --ping 0:3 --through 1:4 \
+    --beside 1:2 --out data/runs/calibration/testbed_two_leaf_120mbit.packet_wait_fast_link.json
   # Rings on 8 hosts of the star at sizes no 8-host row had (512 KiB, 2 MiB), recorded the same
   # night after the packet wait was built: gloo's all-reduce and all_gather, OpenMPI's ring
   # all-reduce and all_gather.

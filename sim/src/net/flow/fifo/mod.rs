@@ -54,10 +54,15 @@
 //! class a packet wait `W` (the mean of that, measured as a 1-byte ping's round trip through a
 //! stream less beside one: `suite.py packet_wait`, `calibrate import packet-wait`; 2.1 ms at
 //! 200 Mbit/s on the star), every link of a batch's path after its first (the first link's
-//! queue is the FIFO head's) where other connections send adds `W` to its wait, at most what
-//! the longest of them has left at the link's rate. A connection met on several links of the
-//! path is waited for once, at the first: its packets pass the next links in step with this
-//! one. The rings are what it moves: each step's answer or notification crosses the
+//! queue is the FIFO head's) where other connections fill the link adds `W` to its wait, at
+//! most what the longest of them has left at the link's rate. Only where they fill it: a
+//! shaper holds packets only while in debt, and a link carrying less than its rate is not
+//! (measured on the three leaves: a ping through a 300 Mbit/s host link that a 100 Mbit/s
+//! stream crosses waits 0.01 ms, against 3.10 ms through the 100 Mbit/s link it fills). The
+//! others fill the link when the most each could take there (its even share of the most
+//! crowded other link of its path) reaches the link's rate. A connection met on several links
+//! of the path is waited for once, at the first: its packets pass the next links in step with
+//! this one. The rings are what it moves: each step's answer or notification crosses the
 //! receiver's downlink while the ring's previous rank streams into it (OpenMPI's ring
 //! all_gather of 512 KiB on the three leaves: 47.8 ms measured, 40.4 predicted without the
 //! wait, 47.1 with it; the two leaves' ring all-reduce of 1 MiB 171.7, 151.0 and 170.6).
@@ -65,6 +70,10 @@
 
 use super::FlowModel;
 use crate::engine::SimTime;
+
+/// Relative shortfall within which other connections still count as filling a link (rates
+/// are sums of floating-point shares).
+const FILL_TOLERANCE: f64 = 1e-9;
 
 #[cfg(test)]
 mod tests;
@@ -151,8 +160,8 @@ impl FlowModel {
     /// How long a message on path `own` waits at `link` behind the packet other connections
     /// have in service there (see "Sends crossing a link behind another connection's packet"):
     /// the link's packet wait, at most the longest of them has left at the link's rate; none
-    /// when every connection sending there was waited for at an earlier link (`met`, to which
-    /// this link's are added).
+    /// when they do not fill the link ([`Self::filled_by_others`]) or when every connection
+    /// sending there was waited for at an earlier link (`met`, to which this link's are added).
     fn packet_in_service_secs(
         &self,
         link: usize,
@@ -160,6 +169,9 @@ impl FlowModel {
         now: SimTime,
         met: &mut Vec<(u32, usize)>,
     ) -> f64 {
+        if !self.filled_by_others(link, own, now) {
+            return 0.0;
+        }
         let mut left_most: f64 = 0.0;
         let mut here = Vec::new();
         for (slot, b, path, f, rate) in self.sending_on(link, now) {
@@ -173,6 +185,34 @@ impl FlowModel {
         met.extend(here);
         let left_secs = left_most.max(0.0) * 8.0 / self.link_capacity_bps[link];
         self.packet_wait_secs[link].min(left_secs)
+    }
+
+    /// Whether the connections other than `own` sending on `link` can together take its whole
+    /// rate: a shaper holds packets only while it is in debt, and a link that carries less
+    /// than its rate keeps tokens enough for them (measured: a 100 Mbit/s stream through a
+    /// 300 Mbit/s host link leaves a ping 0.01 ms of wait). Each flow counts for the most it
+    /// can take here: its even share of the most crowded other link of its path (all of this
+    /// link where it has no other). Not the rates in force: they are re-solved once the
+    /// instant settles, so a flow whose sharer ended at this very instant still shows its old
+    /// share.
+    fn filled_by_others(&self, link: usize, own: &[u32], now: SimTime) -> bool {
+        let capacity = self.link_capacity_bps[link];
+        let mut takes_bps = 0.0;
+        for (_, _, path, _, _) in self.sending_on(link, now) {
+            if path == own {
+                continue;
+            }
+            takes_bps += path
+                .iter()
+                .map(|&l| l as usize)
+                .filter(|&l| l != link)
+                .map(|l| self.link_capacity_bps[l] / self.sending_on(l, now).count().max(1) as f64)
+                .fold(capacity, f64::min);
+            if takes_bps >= capacity * (1.0 - FILL_TOLERANCE) {
+                return true;
+            }
+        }
+        false
     }
 
     /// Bytes the connections sending on `link` (flows that enter their path there, in batches

@@ -238,3 +238,64 @@ fn a_connection_met_on_several_links_of_a_path_is_waited_for_once() {
     let to_g2 = secs(out.ops[2].end);
     assert!((to_g2 - (0.012 + 1.6e-7)).abs() < 1e-9, "{to_g2}");
 }
+
+/// g0 streams 1.25 GB to g2 across the leaves (100 Gb/s: the uplink's rate, a third of g2's
+/// 300 Gb/s downlink), with g3 streaming 1.25 GB to g2 beside it or not; once g1's 375 MB to
+/// g0 has ended (10 ms), `from` posts 1 kB to g2. The message's end time with a packet wait of
+/// 2 ms on the Ethernet links.
+fn posted_into_a_link_others_share(from: u32, g3_streams: bool) -> f64 {
+    let mut transfers = vec![
+        (vec![(0, 2)], 1_250_000_000, vec![]),
+        (vec![(1, 0)], 375_000_000, vec![]),
+    ];
+    if g3_streams {
+        transfers.push((vec![(3, 2)], 1_250_000_000, vec![]));
+    }
+    transfers.push((vec![(from, 2)], 1_000, vec![1]));
+    let factors = EfficiencyFactors {
+        shaper_packet_wait_secs: vec![(LinkClass::Ethernet, 0.002)],
+        ..Default::default()
+    };
+    let (out, _) = run(&two_leaves(), &schedule(4, &transfers), factors);
+    secs(out.ops.last().unwrap().end)
+}
+
+#[test]
+fn a_message_waits_for_packets_only_where_other_connections_fill_the_link() {
+    // g3's message crosses g2's downlink, where g0's stream leaves two thirds of the rate:
+    // the shaper is never in debt there, and the message goes at once (1 kB at 200 Gb/s).
+    let below_rate = posted_into_a_link_others_share(3, false);
+    assert!((below_rate - (0.010 + 4e-8)).abs() < 1e-9, "{below_rate}");
+    // g1's crosses the uplink the stream fills (one wait of 2 ms, then 1 kB at 50 Gb/s there),
+    // then g2's downlink: nothing more while the stream alone crosses it ...
+    let one_wait = posted_into_a_link_others_share(1, false);
+    assert!((one_wait - (0.012 + 1.6e-7)).abs() < 1e-9, "{one_wait}");
+    // ... but once g3 streams into g2 as well, the two can take all of the downlink (100 Gb/s
+    // from the uplink, up to 300 from g3), and the message waits there for g3's packet too.
+    let two_waits = posted_into_a_link_others_share(1, true);
+    assert!((two_waits - (0.014 + 1.6e-7)).abs() < 1e-9, "{two_waits}");
+}
+
+#[test]
+fn a_connection_whose_sharer_just_ended_counts_at_the_rate_it_takes_next() {
+    // g1 sends g2 125 MB and 1.25 GB at once (50 Gb/s each on the 100 Gb/s star); the first
+    // ends at 20 ms and g0 then posts 1 kB to g2. The second stream takes all of g2's downlink
+    // from that instant (its rate in force, re-solved only when the instant settles, is still
+    // half): the link is full, and the message waits 2 ms for its packet.
+    let t = star(3, 100.0 * GBPS, SimTime::ZERO);
+    let sched = schedule(
+        3,
+        &[
+            (vec![(1, 2)], 125_000_000, vec![]),
+            (vec![(1, 2)], 1_250_000_000, vec![]),
+            (vec![(0, 2)], 1_000, vec![0]),
+        ],
+    );
+    let factors = EfficiencyFactors {
+        shaper_packet_wait_secs: vec![(LinkClass::Ethernet, 0.002)],
+        ..Default::default()
+    };
+    let (out, _) = run(&t, &sched, factors);
+    let end = secs(out.ops[2].end);
+    assert!((end - (0.022 + 1.6e-7)).abs() < 1e-9, "{end}");
+}
