@@ -465,9 +465,18 @@ def packet_wait(a):
     that `calibrate import packet-wait` reads: the bytes of the packet a shaper has in service
     when a small message of another connection arrives."""
     n = int(os.environ["DTSIM_TESTBED_RANKS"])
-    used = [int(h) for p in (a.ping, a.through, a.beside) for h in p.split(":")]
+    pairs = {}
+    for name, value in (("--ping", a.ping), ("--through", a.through), ("--beside", a.beside)):
+        hosts = value.split(":")
+        if len(hosts) != 2 or not all(h.isdigit() for h in hosts) or hosts[0] == hosts[1]:
+            sys.exit(f"packet_wait: {name} {value!r}: expected two different hosts as A:B")
+        pairs[name] = [int(h) for h in hosts]
+    used = [h for p in pairs.values() for h in p]
     if max(used) >= n:
         sys.exit(f"packet_wait: hosts {used} on a testbed of {n}")
+    if pairs["--through"][0] != pairs["--beside"][0]:
+        sys.exit(f"packet_wait: --through {a.through} and --beside {a.beside} must stream from "
+                 "the same host (the same CPU work, on the ping's path or off it)")
     topo = tb.topology_stem()
     args = ["--count", str(a.pings), "--ping", a.ping, "--through", a.through,
             "--beside", a.beside]
