@@ -61,11 +61,12 @@
 //! stream crosses waits 0.01 ms, against 3.10 ms through the 100 Mbit/s link it fills). The
 //! others fill the link when the most each could take there (its even share of the most
 //! crowded other link of its path) reaches the link's rate. A connection met on several links
-//! of the path is waited for once, at the first: its packets pass the next links in step with
-//! this one. The rings are what it moves: each step's answer or notification crosses the
-//! receiver's downlink while the ring's previous rank streams into it (OpenMPI's ring
-//! all_gather of 512 KiB on the three leaves: 47.8 ms measured, 40.4 predicted without the
-//! wait, 47.1 with it; the two leaves' ring all-reduce of 1 MiB 171.7, 151.0 and 170.6).
+//! of the path is waited for once, at the first of them it fills with the others: its packets
+//! pass the next links in step with this one. The rings are what it moves: each step's answer
+//! or notification crosses the receiver's downlink while the ring's previous rank streams into
+//! it (OpenMPI's ring all_gather of 512 KiB on the three leaves: 47.8 ms measured, 40.4
+//! predicted without the wait, 47.1 with it; the two leaves' ring all-reduce of 1 MiB 171.7,
+//! 151.0 and 170.6).
 //!
 
 use super::FlowModel;
