@@ -46,6 +46,25 @@ held_out_profile() {
     --out $prof
   $CAL import cpu-costs data/runs/calibration/testbed_star4_200mbit.cpu_costs.json --out $prof
 }
+# A held-out topology's collectives, recorded as every held-out topology's are: gloo's
+# all-reduce, broadcast, all_gather and reduce, then OpenMPI's all-reduce (the rules, ring),
+# all_gather (the rules, ring), broadcast (the rules and BCAST_ALGS) and reduce_scatter (the
+# rules), at 256 KiB, 1 MiB and 4 MiB, five launches of 5, into
+# data/runs/testbed_{gloo,mpi}_NAME_heldout.csv. Usage: held_out_collectives TOPOLOGY PROFILE
+# NAME BCAST_ALGS
+held_out_collectives() {
+  local topo=$1 prof=$2 name=$3 bcast=$4
+  $TB run $topo -- $PY $S collectives --out data/runs/testbed_gloo_${name}_heldout.csv \
+    --profile $prof --methods allreduce,broadcast,allgather,reduce --bytes 262144 1048576 4194304 \
+    --repeats 5 --launches 5
+  local op_algs
+  for op_algs in "allreduce 0,4" "allgather 0,4" "bcast $bcast" "reduce_scatter 0"; do
+    set -- $op_algs
+    $TB run --prefix mp $topo -- $PY $S mpi --op $1 \
+      --out data/runs/testbed_mpi_${name}_heldout.csv --profile $prof --algorithms $2 \
+      --bytes 262144 1048576 4194304 --repeats 5 --launches 5
+  done
+}
 what=${1:-all}
 R=${REPEATS:-10}
 LINK="--nominal-bw 200Mbps --nominal-latency 50us --seconds 10"
@@ -279,14 +298,7 @@ if [[ $what == all || $what == heldout ]]; then
   P5=data/profiles/testbed_star5_100mbit.json
   held_out_profile $STAR5 $P5 100Mbps \
     262144 393216 524288 786432 1048576 1572864 2097152 4194304
-  $TB run $STAR5 -- $PY $S collectives --out data/runs/testbed_gloo_star5_heldout.csv \
-    --profile $P5 --methods allreduce,broadcast,allgather,reduce --bytes 262144 1048576 4194304 \
-    --repeats 5 --launches 5
-  for op_algs in "allreduce 0,4" "allgather 0,4" "bcast 0,6" "reduce_scatter 0"; do
-    set -- $op_algs
-    $TB run --prefix mp $STAR5 -- $PY $S mpi --op $1 --out data/runs/testbed_mpi_star5_heldout.csv \
-      --profile $P5 --algorithms $2 --bytes 262144 1048576 4194304 --repeats 5 --launches 5
-  done
+  held_out_collectives $STAR5 $P5 star5 0,6
   # OpenMPI's all_gathers (the rules: recursive doubling; bruck; neighbor exchange) and
   # all-reduces (the rules, recursive doubling, rabenseifner) on 8 hosts of the star, recorded
   # on 2026-11-29 (night) after exchanges following the call's own steps were played at their
@@ -348,15 +360,7 @@ if [[ $what == all || $what == heldout ]]; then
   P120=data/profiles/testbed_two_leaf_120mbit.json
   held_out_profile $LEAF120 $P120 120Mbps \
     262144 393216 524288 786432 1048576 1572864 2097152 4194304
-  $TB run $LEAF120 -- $PY $S collectives --out data/runs/testbed_gloo_two_leaf120_heldout.csv \
-    --profile $P120 --methods allreduce,broadcast,allgather,reduce --bytes 262144 1048576 4194304 \
-    --repeats 5 --launches 5
-  for op_algs in "allreduce 0,4" "allgather 0,4" "bcast 0" "reduce_scatter 0"; do
-    set -- $op_algs
-    $TB run --prefix mp $LEAF120 -- $PY $S mpi --op $1 \
-      --out data/runs/testbed_mpi_two_leaf120_heldout.csv --profile $P120 --algorithms $2 \
-      --bytes 262144 1048576 4194304 --repeats 5 --launches 5
-  done
+  held_out_collectives $LEAF120 $P120 two_leaf120 0
   # Where the packet wait applies (checks, not imported): a ping through a link that a slower
   # stream crosses without filling it, the three leaves' 300 Mbit/s host link (2026-11-29,
   # night) and the 120 Mbit/s leaves' 240 Mbit/s link between them (the next session).
