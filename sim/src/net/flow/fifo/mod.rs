@@ -161,8 +161,14 @@ impl FlowModel {
     /// How long a message on path `own` waits at `link` behind the packet other connections
     /// have in service there (see "Sends crossing a link behind another connection's packet"):
     /// the link's packet wait, at most the longest of them has left at the link's rate; none
-    /// when they do not fill the link ([`Self::filled_by_others`]) or when every connection
-    /// sending there was waited for at an earlier link (`met`, to which this link's are added).
+    /// when they do not fill the link, or when every connection sending there was waited for
+    /// at an earlier link (`met`, to which this link's are added once they fill it).
+    ///
+    /// They fill it when together they can take its whole rate: a shaper holds packets only
+    /// while it is in debt, and a link that carries less than its rate keeps tokens enough for
+    /// them (measured: a 100 Mbit/s stream through a 300 Mbit/s host link leaves a ping 0.01
+    /// ms of wait). Each counts for [`Self::most_it_takes`] there, met at an earlier link or
+    /// not.
     fn packet_in_service_secs(
         &self,
         link: usize,
@@ -170,50 +176,40 @@ impl FlowModel {
         now: SimTime,
         met: &mut Vec<(u32, usize)>,
     ) -> f64 {
-        if !self.filled_by_others(link, own, now) {
-            return 0.0;
-        }
+        let capacity = self.link_capacity_bps[link];
+        let mut takes_bps = 0.0;
         let mut left_most: f64 = 0.0;
         let mut here = Vec::new();
         for (slot, b, path, f, rate) in self.sending_on(link, now) {
-            if path == own || met.contains(&(slot, f)) {
+            if path == own {
+                continue;
+            }
+            takes_bps += self.most_it_takes(link, path, now);
+            if met.contains(&(slot, f)) {
                 continue;
             }
             here.push((slot, f));
             let left = b.remaining[f] - rate / 8.0 * (now - b.last_update).as_secs_f64();
             left_most = left_most.max(left);
         }
+        if takes_bps < capacity * (1.0 - FILL_TOLERANCE) {
+            return 0.0;
+        }
         met.extend(here);
-        let left_secs = left_most.max(0.0) * 8.0 / self.link_capacity_bps[link];
+        let left_secs = left_most.max(0.0) * 8.0 / capacity;
         self.packet_wait_secs[link].min(left_secs)
     }
 
-    /// Whether the connections other than `own` sending on `link` can together take its whole
-    /// rate: a shaper holds packets only while it is in debt, and a link that carries less
-    /// than its rate keeps tokens enough for them (measured: a 100 Mbit/s stream through a
-    /// 300 Mbit/s host link leaves a ping 0.01 ms of wait). Each flow counts for the most it
-    /// can take here: its even share of the most crowded other link of its path (all of this
-    /// link where it has no other). Not the rates in force: they are re-solved once the
-    /// instant settles, so a flow whose sharer ended at this very instant still shows its old
-    /// share.
-    fn filled_by_others(&self, link: usize, own: &[u32], now: SimTime) -> bool {
-        let capacity = self.link_capacity_bps[link];
-        let mut takes_bps = 0.0;
-        for (_, _, path, _, _) in self.sending_on(link, now) {
-            if path == own {
-                continue;
-            }
-            takes_bps += path
-                .iter()
-                .map(|&l| l as usize)
-                .filter(|&l| l != link)
-                .map(|l| self.link_capacity_bps[l] / self.sending_on(l, now).count().max(1) as f64)
-                .fold(capacity, f64::min);
-            if takes_bps >= capacity * (1.0 - FILL_TOLERANCE) {
-                return true;
-            }
-        }
-        false
+    /// The most a flow on `path` can take at `link`: its even share of the most crowded other
+    /// link of its path (all of `link` where it has no other). Not its rate in force: rates are
+    /// re-solved once the instant settles, so a flow whose sharer ended at this very instant
+    /// still shows its old share.
+    fn most_it_takes(&self, link: usize, path: &[u32], now: SimTime) -> f64 {
+        path.iter()
+            .map(|&l| l as usize)
+            .filter(|&l| l != link)
+            .map(|l| self.link_capacity_bps[l] / self.sending_on(l, now).count().max(1) as f64)
+            .fold(self.link_capacity_bps[link], f64::min)
     }
 
     /// Bytes the connections sending on `link` (flows that enter their path there, in batches
