@@ -45,6 +45,10 @@ held_out_profile() {
     --measured-on "the machine that runs the dtsim testbed's hosts ($(nproc) cores), one process, torch on one thread" \
     --out $prof
   $CAL import cpu-costs data/runs/calibration/testbed_star4_200mbit.cpu_costs.json --out $prof
+  $CAL import wake-ups data/runs/calibration/testbed_star4_200mbit_4hosts.wakeup_load.json \
+    data/runs/calibration/testbed_star4_200mbit_8hosts.wakeup_load.json \
+    --measured-on "the machine that runs the dtsim testbed's hosts ($(nproc) cores), $STAR with 4 and 8 hosts" \
+    --out $prof
 }
 # A held-out topology's collectives, recorded as every held-out topology's are: gloo's
 # all-reduce, broadcast, all_gather and reduce, then OpenMPI's all-reduce (the rules, ring),
@@ -399,6 +403,19 @@ if [[ $what == all || $what == barrier ]]; then
   $TB run --prefix mp $LEAF3 -- $PY $S mpi --op barrier --out $B --algorithms 0,3,4,6 \
     --profile data/profiles/testbed_three_leaf_100mbit_uplinks.json --bytes 0 --repeats 50 \
     --launches 3
+  # How late a thread a message wakes runs on the machine's shared cores (a small gloo exchange
+  # between two hosts, alone and beside streaming pairs), on 4 and 8 hosts, into every testbed
+  # profile with host costs (the level without load: `calibrate import wake-ups`).
+  for n in 4 8; do
+    $TB run --set generator.n=$n $STAR -- $PY $S wakeup_load --repeats 3000
+  done
+  for p in testbed_star4_200mbit testbed_two_level_2to1 testbed_three_leaf_100mbit_uplinks \
+      testbed_star5_100mbit testbed_two_leaf_150mbit testbed_two_leaf_120mbit; do
+    $CAL import wake-ups data/runs/calibration/testbed_star4_200mbit_4hosts.wakeup_load.json \
+    data/runs/calibration/testbed_star4_200mbit_8hosts.wakeup_load.json \
+      --measured-on "the machine that runs the dtsim testbed's hosts ($(nproc) cores), $STAR with 4 and 8 hosts" \
+      --out data/profiles/$p.json
+  done
   # What gloo's barriers cost the machine's cores, per call.
   for n in 2 4 8; do
     $TB run --set generator.n=$n $STAR -- $PY $S call_gaps --methods barrier --bytes 0 \

@@ -562,7 +562,7 @@ fn a_gloo_broadcast_is_the_median_of_the_orders_its_root_may_serve_its_children_
         let s = sim::scenario::parse(&text, Path::new("t.toml"), &set).unwrap();
         sim::scenario::run::run(&s).unwrap().summary
     };
-    // "... the median of K ways the ranks' entry order decides (A-B ms)"
+    // "... the median of K plays of the ranks' entry order and the hosts' wake-ups (A-B ms)"
     let ways = |library: &str| -> (usize, f64, f64) {
         let tail = library.split("the median of ").nth(1).expect(library);
         let k: usize = tail.split(' ').next().unwrap().parse().unwrap();
@@ -570,21 +570,21 @@ fn a_gloo_broadcast_is_the_median_of_the_orders_its_root_may_serve_its_children_
         let (a, b) = range.split_once('-').unwrap();
         (k, a.parse().unwrap(), b.parse().unwrap())
     };
-    // Four hosts: the root's children are ranks 1 and 2, two orders, the mean of both.
+    // Four hosts: the root's children are ranks 1 and 2, two orders, each played 13 times
+    // with the profile's wake-ups drawn (at least 25 plays, every order as often).
     let four = run(4);
     let (k, fastest, slowest) = ways(&four.library);
-    assert_eq!(k, 2);
+    assert_eq!(k, 26);
     assert!(fastest < slowest, "{}", four.library);
+    assert!(four
+        .library
+        .contains("plays of the ranks' entry order and the hosts' wake-ups"));
     let ms = four.time_ps as f64 * 1e-9;
-    assert!(
-        (ms - (fastest + slowest) / 2.0).abs() < 2e-3,
-        "{ms} {}",
-        four.library
-    );
-    // Eight hosts: ranks 1, 2 and 4, six orders; the largest subtree first is the fastest.
+    assert!(fastest <= ms && ms <= slowest, "{ms} {}", four.library);
+    // Eight hosts: ranks 1, 2 and 4, six orders, five plays each.
     let eight = run(8);
     let (k, fastest, slowest) = ways(&eight.library);
-    assert_eq!(k, 6);
+    assert_eq!(k, 30);
     let ms = eight.time_ps as f64 * 1e-9;
     assert!(fastest < ms && ms < slowest, "{ms} {}", eight.library);
 }

@@ -23,7 +23,7 @@ use crate::fit::Holdout;
 use crate::gpu;
 use crate::import::{
     cpu_costs, eager, fanout, gpu_measurements, host_costs, iperf3, kineto, layer_times,
-    nccl_tests, p2p, packet_wait, shaper, torch_device, validation_csv,
+    nccl_tests, p2p, packet_wait, shaper, torch_device, validation_csv, wake_ups,
 };
 
 /// Exit status: bad input (unreadable log, bad option, invalid profile).
@@ -336,6 +336,18 @@ enum ImportCmd {
         /// Cores the hosts share (default: the log's `cpus`, the machine's).
         #[arg(long)]
         shared_cores: Option<f64>,
+        /// Where it was measured, kept in the provenance (e.g. "this testbed's machine").
+        #[arg(long)]
+        measured_on: Option<String>,
+        #[command(flatten)]
+        out: OutArgs,
+    },
+    /// `suite.py wakeup_load` logs (testbed/workloads/wakeup_load.py): how much later than
+    /// usual a thread a message wakes runs, where every host runs on one machine's cores
+    /// (network.host_wake_up): each log's calls without load over their median, pooled.
+    WakeUps {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
         /// Where it was measured, kept in the provenance (e.g. "this testbed's machine").
         #[arg(long)]
         measured_on: Option<String>,

@@ -14,3 +14,4 @@ pub mod packet_wait;
 pub mod shaper;
 pub mod torch_device;
 pub mod validation_csv;
+pub mod wake_ups;

@@ -112,11 +112,31 @@ pub struct LibraryOptions {
     /// What one message costs the hosts' cores where they share a machine's (the profile's
     /// `network.host_cpu`): gloo charges it per message; `None`: nothing.
     pub message_cpu: Option<gloo::host_cpu::MessageCpu>,
+    /// How late a woken host thread runs (the profile's `network.host_wake_up`) and the seed
+    /// of its draws: gloo's receivers draw it where `message_cpu` is charged; `None`: never.
+    pub wake_ups: Option<gloo::host_cpu::WakeUps>,
     /// OpenMPI: how its exchanges between partners run (`collective.exchanges`).
     pub mpi_exchanges: mpi::Exchanges,
 }
 
 impl LibraryOptions {
+    /// These options with the wake-ups the profile measured, `plays` of each call drawn from
+    /// `seed` (a run's call: [`gloo::host_cpu::WAKE_UP_PLAYS`]; a training step's: 1).
+    pub fn with_wake_ups(self, profile: &crate::profile::Profile, seed: u64, plays: usize) -> Self {
+        LibraryOptions {
+            wake_ups: profile
+                .network
+                .host_wake_up
+                .as_ref()
+                .map(|w| gloo::host_cpu::WakeUps {
+                    extra_secs_quantiles: w.extra_secs_quantiles.clone().into(),
+                    seed,
+                    plays,
+                }),
+            ..self
+        }
+    }
+
     /// These options with the host rates the profile measured.
     pub fn with_host_rates(self, profile: &crate::profile::Profile) -> Self {
         LibraryOptions {
@@ -379,7 +399,12 @@ pub struct Plan {
     /// answer, [`entry_orders`]): a run plays them all and reports the median one
     /// (`scenario::run`). Empty for most plans; a training step plays `schedule` alone.
     pub alternatives: Vec<Schedule>,
+    /// What makes the alternatives differ, for reports (e.g. [`ENTRY_ORDER`]); empty without.
+    pub alternatives_vary: String,
 }
+
+/// What varies between a root's alternatives: the order its children enter in.
+pub const ENTRY_ORDER: &str = "the ranks' entry order";
 
 /// Why a library could not run a collective: the scenario field and what was expected.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -117,6 +117,10 @@ pub struct NetworkCalibration {
     /// namespaces), gloo's per-message host work is played on those cores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_cpu: Option<HostCpu>,
+    /// How much later than usual a host's thread runs when a message wakes it, as measured on
+    /// the machine the hosts share (`calibrate import wake-ups`): gloo's receivers draw it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_wake_up: Option<HostWakeUp>,
     /// Alpha-beta fits of measured collectives (nccl-tests logs, `calibrate gpu`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub collective_fits: Vec<CollectiveFit>,
@@ -151,6 +155,51 @@ impl HostCpu {
         } else {
             Err(format!("a number of cores from 1 to 10^6, got {cores}"))
         }
+    }
+}
+
+/// The wake-up delays of a host's threads beyond the usual, as a distribution: where the
+/// hosts share a machine's cores, a thread woken for a message mostly runs at once and now and
+/// then milliseconds later (the scheduler's wait behind the other hosts' threads). Measured as
+/// the extra time of a small gloo exchange over its median, each exchange one draw.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostWakeUp {
+    /// Evenly spaced quantiles of the extra delay, seconds, ascending (the k-th of `n` is the
+    /// `(k + 0.5) / n` quantile): a draw picks one uniformly.
+    pub extra_secs_quantiles: Vec<f64>,
+    pub provenance: Provenance,
+}
+
+impl HostWakeUp {
+    /// Most quantiles a profile may carry.
+    pub const QUANTILES_MAX: usize = 10_000;
+
+    /// Whether `q` can be the quantiles (1 to [`Self::QUANTILES_MAX`] of them, each finite,
+    /// 0 to 1 s, ascending); else what was expected.
+    pub fn check_quantiles(q: &[f64]) -> Result<(), String> {
+        if q.is_empty() || q.len() > Self::QUANTILES_MAX {
+            return Err(format!(
+                "1 to {} quantiles, got {}",
+                Self::QUANTILES_MAX,
+                q.len()
+            ));
+        }
+        if let Some((i, v)) = q
+            .iter()
+            .enumerate()
+            .find(|(_, v)| !(0.0..=1.0).contains(*v))
+        {
+            return Err(format!("seconds from 0 to 1 at [{i}], got {v}"));
+        }
+        if let Some(i) = (1..q.len()).find(|&i| q[i] < q[i - 1]) {
+            return Err(format!(
+                "ascending quantiles, got {} after {} at [{i}]",
+                q[i],
+                q[i - 1]
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -445,6 +494,17 @@ impl Profile {
                 return Err(err(
                     "network.host_cpu.provenance.detail",
                     "where these costs were measured".into(),
+                ));
+            }
+        }
+        if let Some(w) = &p.network.host_wake_up {
+            if let Err(expected) = HostWakeUp::check_quantiles(&w.extra_secs_quantiles) {
+                return Err(err("network.host_wake_up.extra_secs_quantiles", expected));
+            }
+            if w.provenance.detail.trim().is_empty() {
+                return Err(err(
+                    "network.host_wake_up.provenance.detail",
+                    "where these wake-ups were measured".into(),
                 ));
             }
         }

@@ -113,6 +113,26 @@ fn host_cpu_round_trips_and_a_bad_core_count_is_refused_by_field() {
 }
 
 #[test]
+fn host_wake_ups_round_trip_and_quantiles_out_of_order_or_range_are_refused_by_field() {
+    let text = r#"{
+      "schema_version": 1, "name": "x",
+      "provenance": {"source": "measured", "detail": "wakeup_load.py"},
+      "network": {"host_wake_up": {"extra_secs_quantiles": [0, 0, 0.0001, 0.004],
+                  "provenance": {"source": "measured", "detail": "wakeup_load.py"}}}}"#;
+    let p = Profile::parse(text, "p.json").unwrap();
+    let again = Profile::parse(&serde_json::to_string(&p).unwrap(), "q.json").unwrap();
+    assert_eq!(again, p);
+    for bad in ["[0, 0.004, 0.0001]", "[]", "[0, 2]", "[-0.001, 0]"] {
+        let text = text.replace("[0, 0, 0.0001, 0.004]", bad);
+        let e = Profile::parse(&text, "p.json").unwrap_err().to_string();
+        assert!(
+            e.contains("p.json") && e.contains("network.host_wake_up.extra_secs_quantiles"),
+            "{bad}: {e}"
+        );
+    }
+}
+
+#[test]
 fn shaper_waits_and_buckets_reach_the_factors_and_are_refused_by_field_when_wrong() {
     let text = r#"{
       "schema_version": 1, "name": "x",

@@ -234,6 +234,7 @@ pub fn library_options_of(
         tuner_rules,
         host_copies: None,
         message_cpu: None,
+        wake_ups: None,
         mpi_exchanges,
     })
 }

@@ -455,6 +455,55 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
             });
             save(&p, &out.out)
         }
+        ImportCmd::WakeUps {
+            files,
+            measured_on,
+            out,
+        } => {
+            let mut extra = Vec::new();
+            let mut parts = Vec::new();
+            for file in &files {
+                let log = wake_ups::load(file)?;
+                let (delays, median) = wake_ups::extra_delays(&log);
+                let busy = log.results[log.unloaded].busy_cores;
+                parts.push(format!(
+                    "{} calls on {} hosts (median {:.3} ms, {busy:.2} cores busy)",
+                    delays.len(),
+                    log.ranks,
+                    median * 1e3
+                ));
+                extra.extend(delays);
+            }
+            let q = wake_ups::quantiles(&extra, wake_ups::QUANTILES);
+            let at = |p: f64| q[((p * q.len() as f64) as usize).min(q.len() - 1)] * 1e3;
+            let mean = extra.iter().sum::<f64>() / extra.len() as f64;
+            let detail = format!(
+                "a 4-byte gloo all-reduce between two hosts with nothing else running, each \
+                 call's time over its log's median: {} quantiles of {}; extra median {:.3} ms, \
+                 90th percentile {:.3} ms, 99th {:.3} ms, mean {:.3} ms; {}calibrate import \
+                 wake-ups {}",
+                q.len(),
+                parts.join(" and "),
+                at(0.5),
+                at(0.9),
+                at(0.99),
+                mean * 1e3,
+                measured_on_phrase(&measured_on),
+                files
+                    .iter()
+                    .map(|f| f.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
+            println!("host wake-ups: {detail}");
+            let source = source_of(&measured_on);
+            let mut p = open_profile(&out, build::provenance(source, detail.clone()))?;
+            p.network.host_wake_up = Some(sim::profile::HostWakeUp {
+                extra_secs_quantiles: q,
+                provenance: build::provenance(source, detail),
+            });
+            save(&p, &out.out)
+        }
         ImportCmd::HostCosts {
             file,
             measured_on,

@@ -22,10 +22,53 @@
 //! was predicted at 0.081 ms, measured 0.255); a payload of exactly 48 bytes passes for a
 //! notification.
 //! The play shares the cores among all of it ([`crate::collective::cpu_pool`]).
+//!
+//! Wake-ups (the profile's `network.host_wake_up`): the thread a message wakes mostly runs at
+//! once and now and then milliseconds later, while the shared cores serve the other hosts'
+//! threads. Measured on the testbed (`suite.py wakeup_load`: a 4-byte gloo all-reduce between
+//! two hosts, 3,000 calls on 4 and on 8 hosts, no other load), the calls' extra time over their
+//! median was 0 in half of them, 0.14 ms at the 90th percentile and 3.4-3.8 ms at the 99th: a
+//! tail, which a constant stands for badly (it costs the many messages that wait for none).
+//! Each payload's join waits one draw from that distribution ([`WakeUps`]) after the payload
+//! and its work: a collective step's messages, which the play moves as one batch, share it.
+//! A call is then one random realisation, so the plan carries [`WAKE_UP_PLAYS`] of them (each
+//! its own draws, from the scenario's seed) and a run reports the median
+//! ([`crate::library::Plan::alternatives`]); what stays unmodelled is a draw per receiving
+//! rank within a batch.
+
+use std::sync::Arc;
 
 use super::PREAMBLE_BYTES;
 use crate::collective::{OpId, OpKind, PatternId, Schedule};
-use crate::engine::SimTime;
+use crate::engine::{SimRng, SimTime};
+
+/// Plays of a call whose receivers draw their wake-ups (a run reports the median one): enough
+/// that the median moves by less than the calls' own spread (on the testbed's gloo rows, 15
+/// and 25 plays score the same groups; 9 and 49 one or two either side).
+pub const WAKE_UP_PLAYS: usize = 25;
+
+/// The wake-up delays a message's receiver draws (the profile's `network.host_wake_up`) and
+/// the seed its plays draw from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WakeUps {
+    /// Evenly spaced quantiles of the extra delay, seconds, ascending.
+    pub extra_secs_quantiles: Arc<[f64]>,
+    /// The scenario's seed: play `k` draws from its stream `k`.
+    pub seed: u64,
+    /// Plays of each call (at least 1): a run's, [`WAKE_UP_PLAYS`]; a training step plays one.
+    pub plays: usize,
+}
+
+impl WakeUps {
+    /// The draws of play `play`: each a quantile picked uniformly.
+    pub fn draws(&self, play: u64) -> impl FnMut() -> SimTime + '_ {
+        // A seed of the wake-ups' own (fork ignores the stream), then the play's stream of it.
+        let own_seed = SimRng::new(self.seed, 0).fork("gloo wake-ups").next_u64();
+        let mut rng = SimRng::new(own_seed, play);
+        let q = &self.extra_secs_quantiles;
+        move || SimTime::from_secs_f64(q[rng.below(q.len() as u64) as usize])
+    }
+}
 
 /// Core time of one gloo message, both ends together.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -34,8 +77,9 @@ pub struct MessageCpu {
     pub per_byte_secs: f64,
 }
 
-/// Charges every payload transfer of `s` its host work (see the module).
-pub fn charge(s: &mut Schedule, cpu: MessageCpu) {
+/// Charges every payload transfer of `s` its host work (see the module), and, with
+/// `wake_up`, the wake-up of what waits for it: one draw per payload op.
+pub fn charge(s: &mut Schedule, cpu: MessageCpu, mut wake_up: Option<&mut dyn FnMut() -> SimTime>) {
     let original = s.ops.len();
     let mut after: Vec<Option<OpId>> = vec![None; original];
     let payloads: Vec<(usize, PatternId, u64)> = s
@@ -67,11 +111,12 @@ pub fn charge(s: &mut Schedule, cpu: MessageCpu) {
             channel,
             step,
         );
-        // A zero-time join: what waited for the transfer waits for it and its work.
+        // A join: what waited for the transfer waits for it, its work and the wake-up drawn.
+        let woken = wake_up.as_mut().map_or(SimTime::ZERO, |draw| draw());
         after[i] = Some(s.push(
             OpKind::Compute {
                 endpoints: 0,
-                duration: SimTime::ZERO,
+                duration: woken,
             },
             vec![OpId(i as u32), work],
             phase,
@@ -133,7 +178,7 @@ mod tests {
             0,
             2,
         );
-        charge(&mut s, CPU);
+        charge(&mut s, CPU, None);
         // The notification is not charged; the payload gets one work op beside it (same
         // deps, 100 µs + 1 µs) and a join after both, which the reduce now waits for.
         assert_eq!(s.ops.len(), 5);
@@ -165,8 +210,70 @@ mod tests {
             0,
             0,
         );
-        charge(&mut s, CPU);
+        charge(&mut s, CPU, None);
         assert!(s.ops.iter().any(|op| matches!(op.kind,
             OpKind::HostWork { core_time, .. } if core_time == SimTime::from_secs_f64(1e-4 + 4e-9))));
+    }
+
+    fn wake_ups(seed: u64) -> WakeUps {
+        WakeUps {
+            extra_secs_quantiles: vec![0.0, 0.0, 1e-4, 4e-3].into(),
+            seed,
+            plays: WAKE_UP_PLAYS,
+        }
+    }
+
+    fn first_draws(w: &WakeUps, play: u64) -> Vec<SimTime> {
+        let mut draw = w.draws(play);
+        (0..64).map(|_| draw()).collect()
+    }
+
+    #[test]
+    fn a_play_draws_the_same_wake_ups_for_the_same_seed_and_others_for_other_plays() {
+        let w = wake_ups(7);
+        assert_eq!(first_draws(&w, 3), first_draws(&wake_ups(7), 3));
+        assert_ne!(first_draws(&w, 3), first_draws(&w, 4));
+        assert_ne!(first_draws(&w, 3), first_draws(&wake_ups(8), 3));
+        // Every draw is one of the quantiles, and 64 draws meet the tail.
+        let draws = first_draws(&w, 3);
+        let q: Vec<SimTime> = w
+            .extra_secs_quantiles
+            .iter()
+            .map(|&s| SimTime::from_secs_f64(s))
+            .collect();
+        assert!(draws.iter().all(|d| q.contains(d)));
+        assert!(draws.contains(&SimTime::from_secs_f64(4e-3)));
+    }
+
+    #[test]
+    fn what_waits_for_a_payload_waits_for_its_receivers_wake_up_too() {
+        let mut s = Schedule::new(Collective::SendRecv, "test", 2, 1000);
+        let p = s.add_pattern(vec![(0, 1)]);
+        let payload = s.push(
+            OpKind::Transfer {
+                pattern: p,
+                bytes: 1000,
+            },
+            vec![],
+            Phase::SendRecv,
+            0,
+            0,
+        );
+        s.push(
+            OpKind::Reduce {
+                endpoints: 1,
+                bytes: 1000,
+            },
+            vec![payload],
+            Phase::SendRecv,
+            0,
+            1,
+        );
+        charge(&mut s, CPU, Some(&mut || SimTime::from_secs_f64(3e-3)));
+        // The join after the payload and its work lasts the wake-up drawn.
+        let join = &s.ops[3];
+        assert!(matches!(join.kind, OpKind::Compute { duration, .. }
+            if duration == SimTime::from_secs_f64(3e-3)));
+        assert_eq!(s.ops[1].deps, vec![OpId(3)]);
     }
 }

@@ -91,12 +91,34 @@ pub fn plan(
     fabric: &dyn Fabric,
 ) -> Result<Plan, LibraryError> {
     let mut plan = plan_messages(req, sys, opts, fabric)?;
-    if let Some(cpu) = opts.message_cpu {
-        host_cpu::charge(&mut plan.schedule, cpu);
+    let Some(cpu) = opts.message_cpu else {
+        return Ok(plan);
+    };
+    let Some(wake_ups) = &opts.wake_ups else {
+        host_cpu::charge(&mut plan.schedule, cpu, None);
         for s in &mut plan.alternatives {
-            host_cpu::charge(s, cpu);
+            host_cpu::charge(s, cpu, None);
         }
+        return Ok(plan);
+    };
+    // Every way the call runs (one, or one per entry order), played often enough that the
+    // ways stay equally likely and there are at least `plays` plays, each its own draws.
+    let ways = 1 + plan.alternatives.len();
+    let copies = wake_ups.plays.max(1).div_ceil(ways);
+    let mut plays: Vec<Schedule> = std::iter::once(plan.schedule)
+        .chain(plan.alternatives)
+        .flat_map(|way| std::iter::repeat_n(way, copies))
+        .collect();
+    for (k, s) in plays.iter_mut().enumerate() {
+        host_cpu::charge(s, cpu, Some(&mut wake_ups.draws(k as u64)));
     }
+    plan.schedule = plays.remove(0);
+    plan.alternatives = plays;
+    plan.alternatives_vary = if ways > 1 {
+        format!("{} and the hosts' wake-ups", plan.alternatives_vary)
+    } else {
+        "the hosts' wake-ups".to_string()
+    };
     Ok(plan)
 }
 
@@ -204,6 +226,11 @@ fn plan_messages(
         placed_endpoints: Vec::new(),
         decision,
         parameters: Vec::new(),
+        alternatives_vary: if alternatives.is_empty() {
+            String::new()
+        } else {
+            crate::library::ENTRY_ORDER.to_string()
+        },
         alternatives,
     })
 }
@@ -224,6 +251,7 @@ fn send_recv_all_reduce(
             decision,
             parameters: Vec::new(),
             alternatives: Vec::new(),
+            alternatives_vary: String::new(),
         })
     };
     match opts.algorithm.as_deref() {

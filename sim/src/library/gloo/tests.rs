@@ -406,3 +406,51 @@ fn a_broadcast_root_serves_its_children_in_every_order_they_may_enter_in() {
     assert_eq!(root_sends(&p.schedule), vec![1, 2, 4]);
     assert_eq!(root_sends(&p.alternatives[0]), eight[1]);
 }
+
+#[test]
+fn with_wake_ups_a_call_is_played_at_least_25_times_every_entry_order_as_often() {
+    let hosts = crate::library::testing::Nodes { per: 1 };
+    let sys = crate::library::testing::cpu_hosts(8);
+    let opts = LibraryOptions {
+        message_cpu: Some(super::host_cpu::MessageCpu {
+            per_message_secs: 1e-4,
+            per_byte_secs: 1e-9,
+        }),
+        wake_ups: Some(super::host_cpu::WakeUps {
+            extra_secs_quantiles: vec![0.0, 4e-3].into(),
+            seed: 1,
+            plays: super::host_cpu::WAKE_UP_PLAYS,
+        }),
+        ..LibraryOptions::default()
+    };
+    let req = |collective| Request {
+        collective,
+        bytes: 1 << 20,
+        root: 0,
+        peer: 1,
+    };
+    // An all-reduce runs one way: 25 plays, each its own wake-ups.
+    let p = plan(&req(Collective::AllReduce), &sys, &opts, &hosts).unwrap();
+    assert_eq!(1 + p.alternatives.len(), 25);
+    assert_eq!(p.alternatives_vary, "the hosts' wake-ups");
+    let waits = |s: &Schedule| -> Vec<crate::engine::SimTime> {
+        s.ops
+            .iter()
+            .filter_map(|op| match op.kind {
+                OpKind::Compute {
+                    endpoints: 0,
+                    duration,
+                } => Some(duration),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_ne!(waits(&p.schedule), waits(&p.alternatives[0]));
+    // The root of 8 serves its 3 children in 6 orders: 5 plays of each, 30 in all.
+    let p = plan(&req(Collective::Broadcast), &sys, &opts, &hosts).unwrap();
+    assert_eq!(1 + p.alternatives.len(), 30);
+    assert_eq!(
+        p.alternatives_vary,
+        "the ranks' entry order and the hosts' wake-ups"
+    );
+}

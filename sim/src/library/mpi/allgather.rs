@@ -193,6 +193,7 @@ pub(super) fn plan(
         decision,
         parameters: Vec::new(),
         alternatives: Vec::new(),
+        alternatives_vary: String::new(),
     })
 }
 

@@ -151,6 +151,7 @@ pub(super) fn plan(
         decision,
         parameters: Vec::new(),
         alternatives: Vec::new(),
+        alternatives_vary: String::new(),
     })
 }
 
@@ -203,6 +204,7 @@ fn nonoverlapping(
         ),
         parameters: Vec::new(),
         alternatives: Vec::new(),
+        alternatives_vary: String::new(),
     })
 }
 

@@ -89,6 +89,7 @@ pub(super) fn plan(
         decision: format!("OpenMPI 4.1 barrier {} ({how})", alg.as_str()),
         parameters: Vec::new(),
         alternatives: Vec::new(),
+        alternatives_vary: String::new(),
     })
 }
 

@@ -133,6 +133,7 @@ pub(super) fn plan(
         decision: format!("OpenMPI 4.1 reduce {} ({how})", alg.as_str()),
         parameters: Vec::new(),
         alternatives: Vec::new(),
+        alternatives_vary: String::new(),
     })
 }
 

@@ -154,6 +154,7 @@ pub(super) fn plan(
         decision: format!("OpenMPI 4.1 reduce_scatter {} ({how})", alg.as_str()),
         parameters: Vec::new(),
         alternatives: Vec::new(),
+        alternatives_vary: String::new(),
     })
 }
 

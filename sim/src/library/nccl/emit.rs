@@ -409,6 +409,7 @@ pub(super) fn emit(
         decision,
         parameters,
         alternatives: Vec::new(),
+        alternatives_vary: String::new(),
     })
 }
 

@@ -101,5 +101,6 @@ pub fn point_to_point(
         decision,
         parameters,
         alternatives: Vec::new(),
+        alternatives_vary: String::new(),
     })
 }

@@ -213,6 +213,11 @@ pub(super) fn plan(
         placed_endpoints: Vec::new(),
         decision: format!("OpenMPI 4.1 broadcast {name} ({how})"),
         parameters: Vec::new(),
+        alternatives_vary: if alternatives.is_empty() {
+            String::new()
+        } else {
+            crate::library::ENTRY_ORDER.to_string()
+        },
         alternatives,
     })
 }
