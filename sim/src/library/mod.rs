@@ -401,6 +401,10 @@ pub struct Plan {
     pub alternatives: Vec<Schedule>,
     /// What makes the alternatives differ, for reports (e.g. [`ENTRY_ORDER`]); empty without.
     pub alternatives_vary: String,
+    /// Consecutive plays (`schedule`, then the alternatives) that are one way the call runs,
+    /// played with different draws: a run takes each way's median play, then the median of
+    /// those ([`crate::scenario::run`]). 1: every play a way of its own.
+    pub plays_per_way: usize,
 }
 
 /// What varies between a root's alternatives: the order its children enter in.

@@ -35,6 +35,7 @@
 
 mod collective;
 pub mod fit_nccl;
+mod plays;
 pub mod run;
 pub mod size_sweep;
 pub mod sweep;

@@ -486,6 +486,7 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
     let mut parameters = Vec::new();
     let mut alternatives = Vec::new();
     let mut alternatives_vary = String::new();
+    let mut plays_per_way = 1;
     // OpenMPI in its expected exchange mode: its options, to play the same call with every
     // exchange between partners both ways at once and with every one one way after the other,
     // whose times bound what a launch does (see `library::mpi`).
@@ -562,6 +563,7 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
         placed = plan.placed_endpoints;
         alternatives = plan.alternatives;
         alternatives_vary = plan.alternatives_vary;
+        plays_per_way = plan.plays_per_way;
         plan.schedule
     };
     let mut endpoints = prep.ranks.clone();
@@ -626,7 +628,10 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
     };
     // Where the call runs one of several equally likely ways (the plan's alternatives), every
     // way is played, and the run is the median one's: its time the median of all (the mean of
-    // the middle two for an even count). An estimate (--dry-run) is the first way's alone.
+    // the middle two for an even count). Where each way is played several times with other
+    // draws (`plays_per_way`), each way's median play stands for it first, so that two ways
+    // far apart meet at their medians' mean and not at the draws' extremes. An estimate
+    // (--dry-run) is the first play's alone.
     let mut schedule = schedule;
     let mut median_of: Option<(usize, SimTime, SimTime, SimTime)> = None;
     if !alternatives.is_empty() && !watch.estimate_only {
@@ -634,13 +639,13 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
         for (i, alt) in std::iter::once(&schedule).chain(&alternatives).enumerate() {
             ends.push((time_on_own_network(alt)?, i));
         }
-        ends.sort();
         let k = ends.len();
-        let (lo, hi) = (ends[(k - 1) / 2], ends[k / 2]);
-        let median = SimTime::from_ps((lo.0.as_ps() + hi.0.as_ps()) / 2);
-        median_of = Some((k, median, ends[0].0, ends[k - 1].0));
-        if lo.1 > 0 {
-            schedule = alternatives.swap_remove(lo.1 - 1);
+        let (median, lo) = super::plays::median_play(&ends, plays_per_way);
+        let fastest = ends.iter().map(|e| e.0).min().unwrap_or(median);
+        let slowest = ends.iter().map(|e| e.0).max().unwrap_or(median);
+        median_of = Some((k, median, fastest, slowest));
+        if lo > 0 {
+            schedule = alternatives.swap_remove(lo - 1);
         }
     }
     let mut outcome: PlayOutcome =

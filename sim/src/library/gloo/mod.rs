@@ -114,6 +114,7 @@ pub fn plan(
     }
     plan.schedule = plays.remove(0);
     plan.alternatives = plays;
+    plan.plays_per_way = copies;
     plan.alternatives_vary = if ways > 1 {
         format!("{} and the hosts' wake-ups", plan.alternatives_vary)
     } else {
@@ -231,6 +232,7 @@ fn plan_messages(
         } else {
             crate::library::ENTRY_ORDER.to_string()
         },
+        plays_per_way: 1,
         alternatives,
     })
 }
@@ -252,6 +254,7 @@ fn send_recv_all_reduce(
             parameters: Vec::new(),
             alternatives: Vec::new(),
             alternatives_vary: String::new(),
+            plays_per_way: 1,
         })
     };
     match opts.algorithm.as_deref() {

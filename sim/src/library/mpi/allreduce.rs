@@ -152,6 +152,7 @@ pub(super) fn plan(
         parameters: Vec::new(),
         alternatives: Vec::new(),
         alternatives_vary: String::new(),
+        plays_per_way: 1,
     })
 }
 
@@ -205,6 +206,7 @@ fn nonoverlapping(
         parameters: Vec::new(),
         alternatives: Vec::new(),
         alternatives_vary: String::new(),
+        plays_per_way: 1,
     })
 }
 

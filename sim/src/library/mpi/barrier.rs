@@ -90,6 +90,7 @@ pub(super) fn plan(
         parameters: Vec::new(),
         alternatives: Vec::new(),
         alternatives_vary: String::new(),
+        plays_per_way: 1,
     })
 }
 

@@ -410,6 +410,7 @@ pub(super) fn emit(
         parameters,
         alternatives: Vec::new(),
         alternatives_vary: String::new(),
+        plays_per_way: 1,
     })
 }
 

@@ -102,5 +102,6 @@ pub fn point_to_point(
         parameters,
         alternatives: Vec::new(),
         alternatives_vary: String::new(),
+        plays_per_way: 1,
     })
 }

@@ -218,6 +218,7 @@ pub(super) fn plan(
         } else {
             crate::library::ENTRY_ORDER.to_string()
         },
+        plays_per_way: 1,
         alternatives,
     })
 }

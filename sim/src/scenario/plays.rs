@@ -1,0 +1,61 @@
+//! Which of a call's plays a run reports: where a call runs one of several equally likely ways
+//! (a root's entry orders) and each way is played several times with other random draws (the
+//! hosts' wake-ups), the run's time is the median over the ways of each way's median play.
+
+use crate::engine::SimTime;
+
+/// The median of plays' ends (each play's end and index; `per_way` consecutive plays one way
+/// the call runs): each way's lower-median play stands for it, and the median of those is
+/// the time (the mean of the middle two for an even count of ways), with the index of the
+/// play that the lower of them is. `per_way` that does not divide the plays counts 1.
+pub(super) fn median_play(ends: &[(SimTime, usize)], per_way: usize) -> (SimTime, usize) {
+    let per_way = per_way.max(1);
+    let per_way = if ends.len().is_multiple_of(per_way) {
+        per_way
+    } else {
+        1
+    };
+    let mut ways: Vec<(SimTime, usize)> = ends.chunks(per_way).map(median_low).collect();
+    ways.sort();
+    let w = ways.len();
+    let (lo, hi) = (ways[(w - 1) / 2], ways[w / 2]);
+    (SimTime::from_ps((lo.0.as_ps() + hi.0.as_ps()) / 2), lo.1)
+}
+
+/// The lower median of some plays' ends (a play's end and index): the middle one for an odd
+/// count, the lower of the middle two for an even count.
+fn median_low(plays: &[(SimTime, usize)]) -> (SimTime, usize) {
+    let mut sorted = plays.to_vec();
+    sorted.sort();
+    sorted[(sorted.len() - 1) / 2]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: &[f64]) -> Vec<(SimTime, usize)> {
+        v.iter()
+            .enumerate()
+            .map(|(i, &m)| (SimTime::from_secs_f64(m * 1e-3), i))
+            .collect()
+    }
+
+    #[test]
+    fn two_ways_far_apart_meet_at_their_medians_mean_not_at_the_draws_extremes() {
+        // Way A's three plays near 10 ms (one drew a long wake-up), way B's near 20 ms.
+        let ends = ms(&[10.0, 10.2, 14.0, 20.0, 19.0, 20.4]);
+        let (median, lo) = median_play(&ends, 3);
+        assert_eq!(median, SimTime::from_secs_f64(15.1e-3));
+        assert_eq!(lo, 1, "way A's median play");
+        // Pooled, the middle two would be 14.0 and 19.0.
+        let (pooled, _) = median_play(&ends, 1);
+        assert_eq!(pooled, SimTime::from_secs_f64(16.5e-3));
+        // One way: its median play; a count that does not divide the plays pools them.
+        assert_eq!(
+            median_play(&ends[..3], 3),
+            (SimTime::from_secs_f64(10.2e-3), 1)
+        );
+        assert_eq!(median_play(&ends[..5], 3).1, 2);
+    }
+}
