@@ -498,6 +498,14 @@ impl Profile {
             }
         }
         if let Some(w) = &p.network.host_wake_up {
+            if p.network.host_cpu.is_none() {
+                return Err(err(
+                    "network.host_wake_up",
+                    "network.host_cpu beside it (wake-ups are drawn where the hosts' shared \
+                     cores are played: `calibrate import cpu-costs` first)"
+                        .into(),
+                ));
+            }
             if let Err(expected) = HostWakeUp::check_quantiles(&w.extra_secs_quantiles) {
                 return Err(err("network.host_wake_up.extra_secs_quantiles", expected));
             }

@@ -118,7 +118,9 @@ fn host_wake_ups_round_trip_and_quantiles_out_of_order_or_range_are_refused_by_f
       "schema_version": 1, "name": "x",
       "provenance": {"source": "measured", "detail": "wakeup_load.py"},
       "network": {"host_wake_up": {"extra_secs_quantiles": [0, 0, 0.0001, 0.004],
-                  "provenance": {"source": "measured", "detail": "wakeup_load.py"}}}}"#;
+                  "provenance": {"source": "measured", "detail": "wakeup_load.py"}},
+                  "host_cpu": {"shared_cores": 2, "per_message": "100us", "per_byte_ns": 3.2,
+                  "provenance": {"source": "measured", "detail": "cpu_costs.py"}}}}"#;
     let p = Profile::parse(text, "p.json").unwrap();
     let again = Profile::parse(&serde_json::to_string(&p).unwrap(), "q.json").unwrap();
     assert_eq!(again, p);
@@ -130,6 +132,17 @@ fn host_wake_ups_round_trip_and_quantiles_out_of_order_or_range_are_refused_by_f
             "{bad}: {e}"
         );
     }
+    // Without the shared cores they would be drawn on, refused.
+    let alone = r#"{
+      "schema_version": 1, "name": "x",
+      "provenance": {"source": "measured", "detail": "wakeup_load.py"},
+      "network": {"host_wake_up": {"extra_secs_quantiles": [0, 0.004],
+                  "provenance": {"source": "measured", "detail": "wakeup_load.py"}}}}"#;
+    let e = Profile::parse(alone, "p.json").unwrap_err().to_string();
+    assert!(
+        e.contains("network.host_wake_up") && e.contains("network.host_cpu"),
+        "{e}"
+    );
 }
 
 #[test]
