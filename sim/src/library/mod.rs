@@ -396,8 +396,9 @@ pub struct Plan {
     pub parameters: Vec<String>,
     /// Other ways the same call runs, each as likely as `schedule`, where the ranks' entry
     /// order decides (a gloo or OpenMPI broadcast root serves its children in the order they
-    /// answer, [`entry_orders`]): a run plays them all and reports the median one
-    /// (`scenario::run`). Empty for most plans; a training step plays `schedule` alone.
+    /// answer, [`entry_orders`]) or random draws do (gloo's receivers' wake-ups, one play per
+    /// set of draws): a run plays them all and reports the median one (`scenario::run`).
+    /// Empty for most plans; a training step plays `schedule` alone.
     pub alternatives: Vec<Schedule>,
     /// What makes the alternatives differ, for reports (e.g. [`ENTRY_ORDER`]); empty without.
     pub alternatives_vary: String,

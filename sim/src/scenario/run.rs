@@ -548,11 +548,13 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
         let plan = plan_with(model.as_mut(), &opts)?;
         if timing == CallTiming::AfterBarrier {
             // The harness's barrier: the library's default, whatever the call forces.
+            // One play of it: every play of the call runs after the same barrier.
             let barrier_opts = library::LibraryOptions {
                 algorithm: None,
                 ring_orders: Vec::new(),
                 ..opts.clone()
-            };
+            }
+            .with_wake_ups(&prep.profile, s.file.seed, 1);
             barrier = Some(plan_request(model.as_mut(), &barrier_request, &barrier_opts)?.schedule);
         }
         if library == Library::Mpi && opts.mpi_exchanges == Exchanges::Expected {
