@@ -59,6 +59,14 @@ pub struct TimelineRow {
     pub end_us: f64,
 }
 
+/// The plays of a call that runs several ways: their count and the fastest and slowest.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PlaysSpan {
+    pub count: u32,
+    pub fastest_ps: u64,
+    pub slowest_ps: u64,
+}
+
 /// Headline numbers of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
@@ -81,6 +89,10 @@ pub struct Summary {
     /// every one one way after the other, in ps (what one launch or another does).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exchange_modes_ps: Option<[u64; 2]>,
+    /// Where the call was played several ways (a root's entry orders, the hosts' wake-ups
+    /// drawn) and the time is the median play's: how many plays and the fastest and slowest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plays: Option<PlaysSpan>,
     pub ranks: u32,
     pub bytes: u64,
     pub time_ps: u64,
@@ -191,6 +203,7 @@ impl RunReport {
             library: "ideal".into(),
             library_parameters: Vec::new(),
             exchange_modes_ps: None,
+            plays: None,
             ranks: schedule.ranks,
             bytes: schedule.bytes,
             time_ps: outcome.end.as_ps(),

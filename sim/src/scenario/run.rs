@@ -729,6 +729,11 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
     }
     if let Some((k, median, fastest, slowest)) = median_of {
         report.set_median_time(median);
+        report.summary.plays = Some(crate::metrics::PlaysSpan {
+            count: k as u32,
+            fastest_ps: fastest.as_ps(),
+            slowest_ps: slowest.as_ps(),
+        });
         report.summary.library.push_str(&format!(
             "; the median of {k} plays of {alternatives_vary} ({:.3}-{:.3} ms)",
             fastest.as_secs_f64() * 1e3,

@@ -68,8 +68,8 @@ pub(super) fn testbed_row(row: &Row, root: &Path, extra: &[String]) -> Replayed 
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let (sim, exchange_modes_secs) = if workload {
-        (simulate(&text, &set, true)?, None)
+    let (sim, exchange_modes_secs, plays_secs) = if workload {
+        (simulate(&text, &set, true)?, None, None)
     } else {
         simulate_collective(&text, &set)?
     };
@@ -87,6 +87,7 @@ pub(super) fn testbed_row(row: &Row, root: &Path, extra: &[String]) -> Replayed 
     };
     Ok(Replay {
         exchange_modes_secs,
+        plays_secs,
         ..Replay::new(
             format!("{method} @ {topo_name}"),
             label,

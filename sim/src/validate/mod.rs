@@ -58,6 +58,9 @@ pub struct Replay {
     pub measured_secs: f64,
     pub simulated_secs: f64,
     pub exchange_modes_secs: Option<(f64, f64)>,
+    /// Where the run played the call several ways: its fastest and slowest play (the run's
+    /// `plays`).
+    pub plays_secs: Option<(f64, f64)>,
 }
 
 impl Replay {
@@ -68,6 +71,7 @@ impl Replay {
             measured_secs,
             simulated_secs,
             exchange_modes_secs: None,
+            plays_secs: None,
         }
     }
 }
@@ -183,6 +187,10 @@ pub struct Prediction {
     /// every exchange both ways at once and with every one one way first
     /// (`collective.exchanges`), the bounds of what a launch can do in the model.
     pub exchange_modes_secs: Option<(f64, f64)>,
+    /// Where the model played the call several ways (a root's entry orders, the hosts'
+    /// wake-ups drawn) and predicts the median play: its fastest and slowest play, the spread
+    /// the model itself gives the call.
+    pub plays_secs: Option<(f64, f64)>,
     /// The fastest and slowest launch's median where the row pools several launches
     /// (`launch_medians_secs`: the testbed's rows since 2026-11-29): how far apart launches
     /// land, which a row's pooled median hides.
@@ -340,7 +348,7 @@ fn toml_str(p: &Path) -> String {
 /// Simulates a scenario given as text (paths absolute) with `set` overrides; seconds.
 fn simulate(text: &str, set: &[String], workload: bool) -> Result<f64, String> {
     if !workload {
-        return simulate_collective(text, set).map(|(secs, _)| secs);
+        return simulate_collective(text, set).map(|(secs, _, _)| secs);
     }
     let s =
         scenario::parse(text, Path::new("validate-row.toml"), set).map_err(|e| e.to_string())?;
@@ -348,15 +356,23 @@ fn simulate(text: &str, set: &[String], workload: bool) -> Result<f64, String> {
     Ok(r.summary.metrics.step_secs)
 }
 
+/// What [`simulate_collective`] gives: seconds, OpenMPI's exchange modes and the plays' span.
+type CollectiveSim = (f64, Option<(f64, f64)>, Option<(f64, f64)>);
+
 /// [`simulate`] of a collective, with the run's OpenMPI exchange modes (seconds with every
-/// exchange both ways at once, and one way after the other) where it gives them.
-fn simulate_collective(text: &str, set: &[String]) -> Result<(f64, Option<(f64, f64)>), String> {
+/// exchange both ways at once, and one way after the other) and its fastest and slowest play
+/// where it gives them.
+fn simulate_collective(text: &str, set: &[String]) -> Result<CollectiveSim, String> {
     let s =
         scenario::parse(text, Path::new("validate-row.toml"), set).map_err(|e| e.to_string())?;
     let r = scenario::run::run(&s).map_err(|e| e.to_string())?;
     let secs = |ps: u64| ps as f64 * 1e-12;
     let modes = r.summary.exchange_modes_ps.map(|[a, b]| (secs(a), secs(b)));
-    Ok((secs(r.summary.time_ps), modes))
+    let plays = r
+        .summary
+        .plays
+        .map(|p| (secs(p.fastest_ps), secs(p.slowest_ps)));
+    Ok((secs(r.summary.time_ps), modes, plays))
 }
 
 /// Fits `measured = a + b × simulated` minimising squared relative error; `b` alone when the
@@ -482,6 +498,7 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
                         measured_secs: measured,
                         simulated_secs: sim,
                         exchange_modes_secs,
+                        plays_secs,
                     }) => {
                         let calibration = match &opts.calibrate_on {
                             Some(f) => f
@@ -517,6 +534,7 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
                             // The bounds where the prediction lies between them.
                             exchange_modes_secs: exchange_modes_secs
                                 .filter(|&(both, serial)| both <= sim && sim <= serial),
+                            plays_secs,
                         });
                     }
                     Err(why) => report

@@ -334,6 +334,7 @@ pub fn leave_one_out(datasets: &[PathBuf]) -> Result<Vec<super::Prediction>, Str
                 scored: true,
                 measured_range_secs: None,
                 exchange_modes_secs: None,
+                plays_secs: None,
                 launch_range_secs: None,
             });
         }

@@ -25,6 +25,8 @@ impl Report {
             "one_way_first_secs",
             "launch_median_min_secs",
             "launch_median_max_secs",
+            "plays_fastest_secs",
+            "plays_slowest_secs",
         ]);
         for p in &self.predictions {
             let (lo, hi) = p
@@ -37,6 +39,10 @@ impl Report {
                 .unwrap_or_default();
             let launches = p
                 .launch_range_secs
+                .map(|(lo, hi)| (format!("{lo:.6e}"), format!("{hi:.6e}")))
+                .unwrap_or_default();
+            let plays = p
+                .plays_secs
                 .map(|(lo, hi)| (format!("{lo:.6e}"), format!("{hi:.6e}")))
                 .unwrap_or_default();
             t.row([
@@ -59,6 +65,8 @@ impl Report {
                 modes.1,
                 launches.0,
                 launches.1,
+                plays.0,
+                plays.1,
             ]);
         }
         t.finish()
@@ -179,6 +187,10 @@ impl std::fmt::Display for Report {
             if let Some(r @ (lo, hi)) = p.launch_range_secs {
                 let within = (lo..=hi).contains(&p.predicted_secs);
                 tag = format!("{tag} {}", span("launch medians", r, within, ": within"));
+            }
+            if let Some(r @ (lo, hi)) = p.plays_secs {
+                let within = (lo..=hi).contains(&p.measured_secs);
+                tag = format!("{tag} {}", span("plays", r, within, ": measured within"));
             }
             writeln!(
                 f,

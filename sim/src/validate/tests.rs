@@ -171,11 +171,13 @@ fn rows_say_whether_the_prediction_lies_within_their_measured_repetitions() {
     let rows = r.predictions_csv();
     assert!(rows.lines().next().unwrap().ends_with(
         "measured_min_secs,measured_max_secs,within_measured_range,both_ways_secs,\
-             one_way_first_secs,launch_median_min_secs,launch_median_max_secs"
+             one_way_first_secs,launch_median_min_secs,launch_median_max_secs,\
+             plays_fastest_secs,plays_slowest_secs"
     ));
-    // The ideal template exchanges nothing OpenMPI's way: no modes; nor launches given.
-    assert!(rows.lines().nth(1).unwrap().ends_with(",true,,,,"));
-    assert!(rows.lines().nth(3).unwrap().ends_with(",,,,,"));
+    // The ideal template exchanges nothing OpenMPI's way: no modes; nor launches given; one
+    // play.
+    assert!(rows.lines().nth(1).unwrap().ends_with(",true,,,,,,"));
+    assert!(rows.lines().nth(3).unwrap().ends_with(",,,,,,,"));
     assert!(r.errors_csv().lines().nth(1).unwrap().ends_with(",1"));
     assert!(r.to_string().contains("1/2"), "{r}");
     std::fs::remove_dir_all(&dir).unwrap();
@@ -719,6 +721,47 @@ fn openmpi_rows_give_the_bounds_of_their_exchange_modes() {
     assert!(serial > 1.9 * both, "{serial} vs {both}");
     assert_eq!(r.predictions[1].exchange_modes_secs, None);
     assert!(r.to_string().contains("exchange modes"), "{r}");
+}
+
+#[test]
+fn gloo_rows_on_a_profile_with_wake_ups_give_the_span_of_their_plays() {
+    // gloo on the testbed's star draws the hosts' wake-ups: the call is played 25 times and
+    // predicted at the median play, which lies within the plays' span (wider than nothing
+    // at 256 KiB on 8 hosts, where a drawn stall of milliseconds is a third of the call). An
+    // ideal ring draws nothing: no span.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let star = root.join("testbed/topologies/star4_200mbit.toml");
+    let profile = root.join("data/profiles/testbed_star4_200mbit.json");
+    let mut text = String::from(
+        "kind,topology,topology_set,ranks,method,op,bytes,sim_set,profile,measured_secs\n",
+    );
+    for (method, set) in [
+        ("gloo", "collective.library=gloo"),
+        ("ideal", "collective.library=ideal"),
+    ] {
+        let _ = writeln!(
+            text,
+            "collective,{},generator.n=8,8,{method},all_gather,262144,{set},{},0.0134",
+            star.display(),
+            profile.display()
+        );
+    }
+    let r = validate_table("plays", &text);
+    let (fastest, slowest) = r.predictions[0].plays_secs.unwrap();
+    let predicted = r.predictions[0].simulated_secs;
+    assert!(
+        fastest <= predicted && predicted <= slowest,
+        "{fastest} {predicted} {slowest}"
+    );
+    assert!(slowest > fastest + 1e-3, "{fastest} {slowest}");
+    assert_eq!(r.predictions[1].plays_secs, None);
+    assert!(r.to_string().contains("(plays "), "{r}");
+    assert!(r
+        .predictions_csv()
+        .lines()
+        .next()
+        .unwrap()
+        .contains("plays_fastest_secs"));
 }
 
 #[test]
