@@ -223,6 +223,34 @@ fn validation_results_plot_predicted_against_measured_with_a_band() {
 }
 
 #[test]
+fn a_validate_predictions_csv_plots_its_runs_and_plays_as_bars_on_log_axes_when_wide() {
+    // dtsim validate's predictions.csv: rows named by group and label; the measured runs'
+    // range and the model's plays' range become bars, and values 1 ms to 4 s log axes.
+    let dir = scratch("validation_bars");
+    let p = dir.join("predictions.csv");
+    std::fs::write(
+        &p,
+        "dataset,group,row,label,measured_secs,simulated_secs,predicted_secs,measured_min_secs,\
+         measured_max_secs,plays_fastest_secs,plays_slowest_secs\n\
+         tb,allgather @ star,1,256 KiB,0.0134,0.0121,0.0121,0.0091,0.0254,0.0094,0.0172\n\
+         tb,allgather @ star,2,16 MiB,4.2,4.1,4.1,4.1,4.3,,\n",
+    )
+    .unwrap();
+    let sections = reports::study::build(&[p]).unwrap();
+    let f = figure(&sections, "validation");
+    assert_eq!(f.table.rows[0][0], "allgather @ star: 256 KiB");
+    assert!(f.svg.contains("log scale"), "values 300x apart");
+    assert!(
+        f.caption.contains("Bars: the measured runs' range"),
+        "{}",
+        f.caption
+    );
+    // Three bars: two runs' ranges, one plays' range (the 16 MiB row has none).
+    let bars = f.svg.matches("stroke=\"#6E6E6E\"").count();
+    assert_eq!(bars, 3, "{}", f.svg);
+}
+
+#[test]
 fn sweep_points_merge_into_parquet_that_polars_reads_back() {
     let dir = scratch("parquet");
     let sw = collective_sweep(&dir);

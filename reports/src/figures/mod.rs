@@ -9,6 +9,14 @@ mod xy;
 
 pub use xy::{bars, lines, over_time, predicted_vs_measured};
 
+/// What a predicted-vs-measured point may carry besides its values: the range of the measured
+/// runs behind it and the range of the model's plays (fastest, slowest).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PointSpans {
+    pub measured: Option<(f64, f64)>,
+    pub predicted: Option<(f64, f64)>,
+}
+
 /// The numbers behind a figure, as strings formatted for people (first column = row label).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Table {

@@ -283,29 +283,44 @@ pub fn bars(
     })
 }
 
-/// Predicted against measured values: points, the y = x line and a ±`band_pct` band.
+/// Predicted against measured values: points, the y = x line and a ±`band_pct` band. Where
+/// `spans` gives a row its measured runs' range or the model's plays' range, a bar shows it
+/// (horizontal: measured, vertical: predicted). Values that span more than 30× are drawn on
+/// log axes (log10 on linear axes, labelled in the values).
+#[allow(clippy::too_many_arguments)]
 pub fn predicted_vs_measured(
     name: &str,
     title: &str,
     caption: &str,
     unit: &str,
     rows: &[(String, f64, f64)],
+    spans: &[PointSpans],
     band_pct: f64,
 ) -> Res<Figure> {
-    let max = rows.iter().flat_map(|r| [r.1, r.2]).fold(0.0, f64::max) * 1.1;
-    let max = if max > 0.0 { max } else { 1.0 };
-    // zoom on the runs: start the axes below the smallest value
-    let lo = rows
-        .iter()
-        .flat_map(|r| [r.1, r.2])
-        .fold(f64::INFINITY, f64::min)
-        * 0.8;
-    let lo = if lo.is_finite() && lo > 0.0 && lo < max {
-        lo
+    let positive = |v: &f64| *v > 0.0 && v.is_finite();
+    let values = || rows.iter().flat_map(|r| [r.1, r.2]).filter(positive);
+    let (vmin, vmax) = values().fold((f64::INFINITY, 0.0f64), |(a, b), v| (a.min(v), b.max(v)));
+    let log = vmin.is_finite() && vmax / vmin > 30.0;
+    let t = |v: f64| if log { v.max(vmin * 1e-3).log10() } else { v };
+    let (lo, max) = if log {
+        (t(vmin) - 0.1, t(vmax) + 0.1)
     } else {
-        0.0
+        let max = if vmax > 0.0 { vmax * 1.1 } else { 1.0 };
+        // zoom on the runs: start the axes below the smallest value
+        let lo = vmin * 0.8;
+        (
+            if lo.is_finite() && lo > 0.0 && lo < max {
+                lo
+            } else {
+                0.0
+            },
+            max,
+        )
     };
+    let label = |v: f64| crate::fmt::num(if log { 10f64.powf(v) } else { v });
     let f = band_pct / 100.0;
+    // The band's edges, y = x (1 ± f), through the plot's corners.
+    let edge = |x: f64, k: f64| if log { x + k.log10() } else { x * k };
     let svg = svg_of(760, 640, |root| {
         let mut chart = ChartBuilder::on(root)
             .caption(title, (FONT, 22))
@@ -314,14 +329,21 @@ pub fn predicted_vs_measured(
             .y_label_area_size(80)
             .build_cartesian_2d(lo..max, lo..max)
             .map_err(e)?;
+        let axis = |what: &str| {
+            if log {
+                format!("{what} ({unit}, log scale)")
+            } else {
+                format!("{what} ({unit})")
+            }
+        };
         chart
             .configure_mesh()
             .label_style((FONT, 14))
             .axis_desc_style((FONT, 16))
-            .x_desc(format!("measured ({unit})"))
-            .y_desc(format!("predicted ({unit})"))
-            .x_label_formatter(&|v| crate::fmt::num(*v))
-            .y_label_formatter(&|v| crate::fmt::num(*v))
+            .x_desc(axis("measured"))
+            .y_desc(axis("predicted"))
+            .x_label_formatter(&|v| label(*v))
+            .y_label_formatter(&|v| label(*v))
             .light_line_style(RGBColor(235, 235, 235))
             .draw()
             .map_err(e)?;
@@ -329,11 +351,10 @@ pub fn predicted_vs_measured(
         chart
             .draw_series(std::iter::once(Polygon::new(
                 vec![
-                    (lo, lo * (1.0 + f)),
-                    (max / (1.0 + f), max),
-                    (max, max),
-                    (max, max * (1.0 - f)),
-                    (lo, lo * (1.0 - f)),
+                    (lo, edge(lo, 1.0 + f)),
+                    (max, edge(max, 1.0 + f)),
+                    (max, edge(max, 1.0 - f)),
+                    (lo, edge(lo, 1.0 - f)),
                 ],
                 band.mix(0.15),
             )))
@@ -344,15 +365,28 @@ pub fn predicted_vs_measured(
             });
         chart
             .draw_series(LineSeries::new(
-                vec![(0.0, 0.0), (max, max)],
+                vec![(lo, lo), (max, max)],
                 BLACK.stroke_width(1),
             ))
             .map_err(e)?
             .label("predicted = measured")
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
         let c = RGBColor(213, 94, 0);
+        let grey = RGBColor(110, 110, 110);
+        let bars = rows.iter().zip(spans).flat_map(|(r, s)| {
+            let (m, p) = (t(r.1), t(r.2));
+            let runs = s.measured.map(|(a, b)| vec![(t(a), p), (t(b), p)]);
+            let plays = s.predicted.map(|(a, b)| vec![(m, t(a)), (m, t(b))]);
+            runs.into_iter()
+                .chain(plays)
+                .map(move |path| PathElement::new(path, grey.stroke_width(1)))
+        });
+        chart.draw_series(bars).map_err(e)?;
         chart
-            .draw_series(rows.iter().map(|r| Circle::new((r.1, r.2), 5, c.filled())))
+            .draw_series(
+                rows.iter()
+                    .map(|r| Circle::new((t(r.1), t(r.2)), 5, c.filled())),
+            )
             .map_err(e)?
             .label("runs")
             .legend(move |(x, y)| Circle::new((x + 7, y), 5, c.filled()));

@@ -25,14 +25,54 @@ pub(super) fn validation_section(path: &Path, tag: &str) -> Result<Section, Stri
         .iter()
         .find(|c| *c != &pc && *c != &mc && f64s(&df, c).iter().all(|x| x.is_none()))
         .cloned();
-    let labels = match &label_col {
-        Some(c) => strings(&df, c),
-        None => (1..=df.height()).map(|i| format!("run {i}")).collect(),
+    let has = |c: &str| cols.iter().any(|x| x == c);
+    let labels = if has("group") && has("label") {
+        // `dtsim validate`'s predictions.csv: the method and system, then the row.
+        let (g, l) = (strings(&df, "group"), strings(&df, "label"));
+        g.into_iter()
+            .zip(l)
+            .map(|(g, l)| format!("{g}: {l}"))
+            .collect()
+    } else {
+        match &label_col {
+            Some(c) => strings(&df, c),
+            None => (1..=df.height()).map(|i| format!("run {i}")).collect(),
+        }
     };
     let (p, m) = (f64s(&df, &pc), f64s(&df, &mc));
-    let rows: Vec<(String, f64, f64)> = (0..df.height())
-        .filter_map(|i| Some((labels[i].clone(), m[i]?, p[i]?)))
+    // Ranges where the CSV has them (`dtsim validate`'s predictions.csv): the measured runs'
+    // fastest and slowest, and the model's plays'.
+    let range = |lo: &str, hi: &str| -> Vec<Option<(f64, f64)>> {
+        if !(has(lo) && has(hi)) {
+            return vec![None; df.height()];
+        }
+        let (a, b) = (f64s(&df, lo), f64s(&df, hi));
+        a.into_iter().zip(b).map(|(a, b)| Some((a?, b?))).collect()
+    };
+    let runs = range("measured_min_secs", "measured_max_secs");
+    let plays = range("plays_fastest_secs", "plays_slowest_secs");
+    let kept: Vec<usize> = (0..df.height())
+        .filter(|&i| m[i].is_some() && p[i].is_some())
         .collect();
+    let rows: Vec<(String, f64, f64)> = kept
+        .iter()
+        .filter_map(|&i| Some((labels[i].clone(), m[i]?, p[i]?)))
+        .collect();
+    let spans: Vec<figures::PointSpans> = kept
+        .iter()
+        .map(|&i| figures::PointSpans {
+            measured: runs[i],
+            predicted: plays[i],
+        })
+        .collect();
+    let bars = if spans
+        .iter()
+        .any(|s| s.measured.is_some() || s.predicted.is_some())
+    {
+        " Bars: the measured runs' range (across) and the model's plays' (up)."
+    } else {
+        ""
+    };
     let errs: Vec<f64> = rows
         .iter()
         .filter(|r| r.1 != 0.0)
@@ -43,9 +83,10 @@ pub(super) fn validation_section(path: &Path, tag: &str) -> Result<Section, Stri
     let fig = figures::predicted_vs_measured(
         &format!("{tag}-validation"),
         "Predicted vs measured",
-        &format!("Each point is one run; the band is ±10% around predicted = measured. Mean absolute error {}, worst {}.", fmt::pct(mean), fmt::pct(worst)),
+        &format!("Each point is one run; the band is ±10% around predicted = measured.{bars} Mean absolute error {}, worst {}.", fmt::pct(mean), fmt::pct(worst)),
         &unit,
         &rows,
+        &spans,
         10.0,
     )?;
     Ok(Section {
