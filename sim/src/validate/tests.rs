@@ -687,29 +687,49 @@ fn rows_pooling_launches_show_the_range_of_their_launch_medians() {
     assert_eq!(shown.matches("ms: within)").count(), 1, "{shown}");
 }
 
-#[test]
-fn openmpi_rows_give_the_bounds_of_their_exchange_modes() {
-    // A 16 MiB all_gather by recursive doubling on the testbed's star: both ways at once its
-    // exchanges move 12 MiB one way (~0.53 s at the star's measured rate), one way after the
-    // other nearly twice that; the expected prediction lies between. A ring exchanges with
-    // no partner: no modes.
+/// A validation table of collective rows on the testbed's star with its profile: one row per
+/// `(method, sim_set)`, all with `topology_set`, `ranks`, `op_bytes` ("op,bytes") and
+/// `measured_secs`.
+fn star_rows(
+    topology_set: &str,
+    ranks: u32,
+    op_bytes: &str,
+    measured_secs: f64,
+    methods: &[(&str, &str)],
+) -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let star = root.join("testbed/topologies/star4_200mbit.toml");
     let profile = root.join("data/profiles/testbed_star4_200mbit.json");
     let mut text = String::from(
         "kind,topology,topology_set,ranks,method,op,bytes,sim_set,profile,measured_secs\n",
     );
-    for (method, set) in [
-        ("rd", "collective.library=mpi"),
-        ("ring", "collective.library=mpi;collective.algorithm=ring"),
-    ] {
+    for (method, set) in methods {
         let _ = writeln!(
             text,
-            "collective,{},,4,{method},all_gather,16777216,{set},{},1.0",
+            "collective,{},{topology_set},{ranks},{method},{op_bytes},{set},{},{measured_secs}",
             star.display(),
             profile.display()
         );
     }
+    text
+}
+
+#[test]
+fn openmpi_rows_give_the_bounds_of_their_exchange_modes() {
+    // A 16 MiB all_gather by recursive doubling on the testbed's star: both ways at once its
+    // exchanges move 12 MiB one way (~0.53 s at the star's measured rate), one way after the
+    // other nearly twice that; the expected prediction lies between. A ring exchanges with
+    // no partner: no modes.
+    let text = star_rows(
+        "",
+        4,
+        "all_gather,16777216",
+        1.0,
+        &[
+            ("rd", "collective.library=mpi"),
+            ("ring", "collective.library=mpi;collective.algorithm=ring"),
+        ],
+    );
     let r = validate_table("exchange-modes", &text);
     let (both, serial) = r.predictions[0].exchange_modes_secs.unwrap();
     let expected = r.predictions[0].simulated_secs;
@@ -729,23 +749,16 @@ fn gloo_rows_on_a_profile_with_wake_ups_give_the_span_of_their_plays() {
     // predicted at the median play, which lies within the plays' span (wider than nothing
     // at 256 KiB on 8 hosts, where a drawn stall of milliseconds is a third of the call). An
     // ideal ring draws nothing: no span.
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let star = root.join("testbed/topologies/star4_200mbit.toml");
-    let profile = root.join("data/profiles/testbed_star4_200mbit.json");
-    let mut text = String::from(
-        "kind,topology,topology_set,ranks,method,op,bytes,sim_set,profile,measured_secs\n",
+    let text = star_rows(
+        "generator.n=8",
+        8,
+        "all_gather,262144",
+        0.0134,
+        &[
+            ("gloo", "collective.library=gloo"),
+            ("ideal", "collective.library=ideal"),
+        ],
     );
-    for (method, set) in [
-        ("gloo", "collective.library=gloo"),
-        ("ideal", "collective.library=ideal"),
-    ] {
-        let _ = writeln!(
-            text,
-            "collective,{},generator.n=8,8,{method},all_gather,262144,{set},{},0.0134",
-            star.display(),
-            profile.display()
-        );
-    }
     let r = validate_table("plays", &text);
     let (fastest, slowest) = r.predictions[0].plays_secs.unwrap();
     let predicted = r.predictions[0].simulated_secs;
