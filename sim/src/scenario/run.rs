@@ -616,8 +616,15 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
         max_bytes: watch.max_bytes,
         ..Watch::default()
     };
+    let (max_events, max_bytes) = (watch.max_events, watch.max_bytes);
     let time_on_own_network = |schedule: &Schedule| -> Result<SimTime, RunError> {
         let mut m = network_model(s, &prep)?;
+        // Built here: a watch's progress callback is not shared between the plays' threads.
+        let limits = Watch {
+            max_events,
+            max_bytes,
+            ..Watch::default()
+        };
         play_timed(
             schedule,
             barrier.as_ref(),
@@ -637,10 +644,14 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
     let mut schedule = schedule;
     let mut median_of: Option<(usize, SimTime, SimTime, SimTime)> = None;
     if !alternatives.is_empty() && !watch.estimate_only {
-        let mut ends: Vec<(SimTime, usize)> = Vec::with_capacity(alternatives.len() + 1);
-        for (i, alt) in std::iter::once(&schedule).chain(&alternatives).enumerate() {
-            ends.push((time_on_own_network(alt)?, i));
-        }
+        // The plays are independent: in parallel, collected in play order (deterministic).
+        use rayon::prelude::*;
+        let plays: Vec<&Schedule> = std::iter::once(&schedule).chain(&alternatives).collect();
+        let ends: Vec<(SimTime, usize)> = plays
+            .par_iter()
+            .enumerate()
+            .map(|(i, alt)| time_on_own_network(alt).map(|end| (end, i)))
+            .collect::<Result<_, _>>()?;
         let k = ends.len();
         let (median, lo) = super::plays::median_play(&ends, plays_per_way);
         let fastest = ends.iter().map(|e| e.0).min().unwrap_or(median);
