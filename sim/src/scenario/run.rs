@@ -647,11 +647,13 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
         // The plays are independent: in parallel, collected in play order (deterministic).
         use rayon::prelude::*;
         let plays: Vec<&Schedule> = std::iter::once(&schedule).chain(&alternatives).collect();
-        let ends: Vec<(SimTime, usize)> = plays
+        let played: Vec<Result<(SimTime, usize), RunError>> = plays
             .par_iter()
             .enumerate()
             .map(|(i, alt)| time_on_own_network(alt).map(|end| (end, i)))
-            .collect::<Result<_, _>>()?;
+            .collect();
+        // The first play's error in play order, whichever thread met one first.
+        let ends: Vec<(SimTime, usize)> = played.into_iter().collect::<Result<_, _>>()?;
         let k = ends.len();
         let (median, lo) = super::plays::median_play(&ends, plays_per_way);
         let fastest = ends.iter().map(|e| e.0).min().unwrap_or(median);
