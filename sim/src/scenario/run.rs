@@ -610,28 +610,23 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
         RunError::play(&file, hint, e)
     };
     // Plays beside the main one, each on a network of its own and held to the run's limits:
-    // a schedule's time alone, or in its benchmark loop where the scenario times it so.
-    let limits = Watch {
-        max_events: watch.max_events,
-        max_bytes: watch.max_bytes,
+    // a schedule's time alone, or in its benchmark loop where the scenario times it so. The
+    // limits are built per play: a watch's progress callback is not shared between threads.
+    let (max_events, max_bytes) = (watch.max_events, watch.max_bytes);
+    let limits = || Watch {
+        max_events,
+        max_bytes,
         ..Watch::default()
     };
-    let (max_events, max_bytes) = (watch.max_events, watch.max_bytes);
     let time_on_own_network = |schedule: &Schedule| -> Result<SimTime, RunError> {
         let mut m = network_model(s, &prep)?;
-        // Built here: a watch's progress callback is not shared between the plays' threads.
-        let limits = Watch {
-            max_events,
-            max_bytes,
-            ..Watch::default()
-        };
         play_timed(
             schedule,
             barrier.as_ref(),
             &endpoints,
             m.as_mut(),
             play_options,
-            limits,
+            limits(),
         )
         .map_err(play_error)
     };
@@ -679,7 +674,7 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
             &endpoints,
             m.as_mut(),
             play_options,
-            limits,
+            limits(),
         )
         .map_err(play_error)?;
         outcome = benchmark_loop::timed_call(&played, timed_from, schedule.ops.len(), &outcome);

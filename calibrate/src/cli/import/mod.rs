@@ -383,7 +383,6 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
                 .iter()
                 .map(|s| format!("{:.2}", s * 1e3))
                 .collect();
-            let files: Vec<String> = file.iter().map(|f| f.display().to_string()).collect();
             let detail = format!(
                 "mean wait of a 1-byte ping at a shaped link another connection streams \
                  through, beyond its round trip beside the stream: {:.3} ms (through {:.3} ms, \
@@ -397,7 +396,7 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
                 fit.per_launch_secs.len(),
                 per_launch.join(", "),
                 measured_on_phrase(&measured_on),
-                files.join(" ")
+                list(&file)
             );
             println!("{link_class}: {detail}");
             let prov = build::provenance(source_of(&measured_on), detail);
@@ -489,11 +488,7 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
                 at(0.99),
                 mean * 1e3,
                 measured_on_phrase(&measured_on),
-                files
-                    .iter()
-                    .map(|f| f.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(" ")
+                list(&files)
             );
             println!("host wake-ups: {detail}");
             let source = source_of(&measured_on);

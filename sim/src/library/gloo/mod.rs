@@ -94,32 +94,35 @@ pub fn plan(
     let Some(cpu) = opts.message_cpu else {
         return Ok(plan);
     };
-    let Some(wake_ups) = &opts.wake_ups else {
-        host_cpu::charge(&mut plan.schedule, cpu, None);
-        for s in &mut plan.alternatives {
-            host_cpu::charge(s, cpu, None);
-        }
-        return Ok(plan);
-    };
-    // Every way the call runs (one, or one per entry order), played often enough that the
-    // ways stay equally likely and there are at least `plays` plays, each its own draws.
+    // Every way the call runs (one, or one per entry order), each charged its host work; with
+    // wake-ups drawn, played often enough that the ways stay equally likely and there are at
+    // least `plays` plays, each its own draws.
     let ways = 1 + plan.alternatives.len();
-    let copies = wake_ups.plays.max(1).div_ceil(ways);
+    let copies = opts
+        .wake_ups
+        .as_ref()
+        .map_or(1, |w| w.plays.max(1).div_ceil(ways));
     let mut plays: Vec<Schedule> = std::iter::once(plan.schedule)
         .chain(plan.alternatives)
         .flat_map(|way| std::iter::repeat_n(way, copies))
         .collect();
     for (k, s) in plays.iter_mut().enumerate() {
-        host_cpu::charge(s, cpu, Some(&mut wake_ups.draws(k as u64)));
+        let mut draws = opts.wake_ups.as_ref().map(|w| w.draws(k as u64));
+        let draw = draws
+            .as_mut()
+            .map(|d| d as &mut dyn FnMut() -> crate::engine::SimTime);
+        host_cpu::charge(s, cpu, draw);
     }
     plan.schedule = plays.remove(0);
     plan.alternatives = plays;
-    plan.plays_per_way = copies;
-    plan.alternatives_vary = if ways > 1 {
-        format!("{} and the hosts' wake-ups", plan.alternatives_vary)
-    } else {
-        "the hosts' wake-ups".to_string()
-    };
+    if opts.wake_ups.is_some() {
+        plan.plays_per_way = copies;
+        plan.alternatives_vary = if ways > 1 {
+            format!("{} and the hosts' wake-ups", plan.alternatives_vary)
+        } else {
+            "the hosts' wake-ups".to_string()
+        };
+    }
     Ok(plan)
 }
 
