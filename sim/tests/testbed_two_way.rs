@@ -9,7 +9,7 @@
 //! exchanging on the star), the model must too. Where flows crossed the leaf links both ways
 //! at once the testbed ran 1.0-1.6× slower by launch, which the model does not reproduce:
 //! `cargo test -p sim --release --test testbed_two_way -- --nocapture` prints every log's
-//! rounds beside the model's (the README's table).
+//! rounds beside the model's (the table in docs/testbed.md).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -8,7 +8,7 @@ message each way after them. It ran the slow way when the second way's data left
 way had delivered half of its own; otherwise both ways at once. Prints the count of each mode by
 the partners' post skew (below 0.3 ms, 0.3-1, 1-5, 5 ms and more), and with --each every
 exchange. What it showed for recursive doubling all_gathers of 4 MiB on the star
-(`testbed_star4_200mbit.capture_mpi_rd_4m.json`) is in the README.
+(`testbed_star4_200mbit.capture_mpi_rd_4m.json`) is in docs/testbed.md.
 """
 import json
 import sys
