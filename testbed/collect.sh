@@ -383,6 +383,14 @@ if [[ $what == all || $what == heldout ]]; then
       --out data/runs/testbed_mpi_star8_rings_heldout.csv --profile data/profiles/testbed_star4_200mbit.json \
       --algorithms 4 --bytes 524288 2097152 --repeats 5 --launches 5
   done
+  # A seventh topology, recorded on 2026-11-29 (late, the next session) with the models as they
+  # were: the star's 4 hosts at 400 Mbit/s, twice its rate (a message's fixed costs weigh twice
+  # as much against its bytes), its profile measured the same way, then the same collectives.
+  STAR400=testbed/topologies/star4_400mbit.toml
+  P400=data/profiles/testbed_star4_400mbit.json
+  held_out_profile $STAR400 $P400 400Mbps \
+    262144 393216 524288 786432 1048576 1572864 2097152 4194304
+  held_out_collectives $STAR400 $P400 star400 0,6
 fi
 if [[ $what == all || $what == barrier ]]; then
   # Barriers, recorded after dtsim's barrier was built and scored as they are
