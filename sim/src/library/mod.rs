@@ -408,6 +408,30 @@ pub struct Plan {
     pub plays_per_way: usize,
 }
 
+impl Plan {
+    /// A plan whose alternatives (none, or each another order its root's children enter in)
+    /// are as likely as `schedule`: gloo's and OpenMPI's broadcasts.
+    pub fn with_entry_orders(
+        schedule: Schedule,
+        decision: String,
+        alternatives: Vec<Schedule>,
+    ) -> Plan {
+        Plan {
+            schedule,
+            placed_endpoints: Vec::new(),
+            decision,
+            parameters: Vec::new(),
+            alternatives_vary: if alternatives.is_empty() {
+                String::new()
+            } else {
+                ENTRY_ORDER.to_string()
+            },
+            plays_per_way: 1,
+            alternatives,
+        }
+    }
+}
+
 /// What varies between a root's alternatives: the order its children enter in.
 pub const ENTRY_ORDER: &str = "the ranks' entry order";
 

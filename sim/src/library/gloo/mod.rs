@@ -225,19 +225,7 @@ fn plan_messages(
             .collect(),
         _ => Vec::new(),
     };
-    Ok(Plan {
-        schedule,
-        placed_endpoints: Vec::new(),
-        decision,
-        parameters: Vec::new(),
-        alternatives_vary: if alternatives.is_empty() {
-            String::new()
-        } else {
-            crate::library::ENTRY_ORDER.to_string()
-        },
-        plays_per_way: 1,
-        alternatives,
-    })
+    Ok(Plan::with_entry_orders(schedule, decision, alternatives))
 }
 
 /// The all-reduces written over send/recv ([`p2p`]): rings when the scenario gives `orders`

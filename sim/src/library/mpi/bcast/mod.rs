@@ -208,19 +208,11 @@ pub(super) fn plan(
             }
         }
     }
-    Ok(Plan {
-        schedule: s,
-        placed_endpoints: Vec::new(),
-        decision: format!("OpenMPI 4.1 broadcast {name} ({how})"),
-        parameters: Vec::new(),
-        alternatives_vary: if alternatives.is_empty() {
-            String::new()
-        } else {
-            crate::library::ENTRY_ORDER.to_string()
-        },
-        plays_per_way: 1,
+    Ok(Plan::with_entry_orders(
+        s,
+        format!("OpenMPI 4.1 broadcast {name} ({how})"),
         alternatives,
-    })
+    ))
 }
 
 /// split_binary_tree (`bcast_intra_split_bintree`, unsegmented as the rules and the MCA
