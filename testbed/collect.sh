@@ -391,6 +391,13 @@ if [[ $what == all || $what == heldout ]]; then
   held_out_profile $STAR400 $P400 400Mbps \
     262144 393216 524288 786432 1048576 1572864 2097152 4194304
   held_out_collectives $STAR400 $P400 star400 0,6
+  # The 2:1 topology's what-if, recorded the same night: its uplinks doubled (no leaf
+  # oversubscribed), the same gloo methods as its own rows, the rows naming the 2:1 profile as a
+  # user asking "what if the uplinks were not oversubscribed?" would.
+  ONE=testbed/topologies/two_level_1to1.toml
+  $TB run $ONE -- $PY $S collectives --out data/runs/testbed_gloo_two_level_1to1_whatif.csv \
+    --profile data/profiles/testbed_two_level_2to1.json --methods allreduce,multiring,hierarchical,ps \
+    --orders '[[0,1,2,3],[0,2,1,3]]' --groups '[[0,1],[2,3]]' --repeats 10 --launches 5
 fi
 if [[ $what == all || $what == barrier ]]; then
   # Barriers, recorded after dtsim's barrier was built and scored as they are
