@@ -188,16 +188,22 @@ def collectives(a):
     tb.append_rows(a.out, rows)
 
 
+def method_args(a, method):
+    """gloo_collectives.py's arguments that `method` needs beyond its name: a multiring's rank
+    orders, a hierarchical all-reduce's node groups."""
+    if method.startswith("multiring"):
+        return ["--orders", a.orders]
+    if method == "hierarchical":
+        return ["--groups", a.groups]
+    return []
+
+
 def collectives_once(a, n, method):
     """One launch of gloo_collectives.py for `method`: per size (bytes, seconds of each
     repetition, the launch's arguments, the row's sim_set, the load before and after)."""
-    extra, sim_set = [], SIM_SET.get(method, "")
+    extra, sim_set = method_args(a, method), SIM_SET.get(method, "")
     if method.startswith("multiring"):
-        orders = a.orders
-        extra = ["--orders", orders]
-        sim_set = f"collective.library=gloo;collective.orders={orders.replace(' ', '')}"
-    if method == "hierarchical":
-        extra = ["--groups", a.groups]
+        sim_set = f"collective.library=gloo;collective.orders={a.orders.replace(' ', '')}"
     load0 = tb.load1()
     args = ["--method", method.split(":")[0], "--repeats", str(a.repeats), "--bytes"] + \
         [str(b) for b in a.bytes] + extra
@@ -515,8 +521,8 @@ def capture(a):
     line = re.compile(r"([\d.]+) IP ([\d.]+)\.\d+ > ([\d.]+)\.\d+: .* length (\d+)")
     rank_of = {h[2]: h[0] for h in hs}
     for method in a.methods.split(","):
-        args = ["--method", method, "--repeats", str(a.repeats), "--marks", "--bytes"] + \
-            [str(b) for b in a.bytes]
+        args = ["--method", method.split(":")[0], "--repeats", str(a.repeats), "--marks",
+                "--bytes"] + [str(b) for b in a.bytes] + method_args(a, method)
         caps = [subprocess.Popen(["ip", "netns", "exec", ns, "tcpdump", "-i", iface, "-n", "-Q",
                                   "out", "-s", "96", "-w", os.path.join(workdir, f"{r}.pcap")],
                                  stderr=subprocess.DEVNULL) for r, ns, _, iface, _ in hs]

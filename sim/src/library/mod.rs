@@ -117,6 +117,11 @@ pub struct LibraryOptions {
     pub wake_ups: Option<gloo::host_cpu::WakeUps>,
     /// OpenMPI: how its exchanges between partners run (`collective.exchanges`).
     pub mpi_exchanges: mpi::Exchanges,
+    /// What a sender's TCP connection still holds when a send's write completes: the bytes
+    /// TCP keeps queued at its egress (the profile's FIFO head, the largest over its link
+    /// classes). gloo's send/recv sends complete once all but that much was delivered;
+    /// `None`: once the receiver's notification arrived (the payload fits the socket).
+    pub send_queue_bytes: Option<u64>,
 }
 
 impl LibraryOptions {
@@ -137,9 +142,15 @@ impl LibraryOptions {
         }
     }
 
-    /// These options with the host rates the profile measured.
+    /// These options with the host rates and send queue the profile measured.
     pub fn with_host_rates(self, profile: &crate::profile::Profile) -> Self {
         LibraryOptions {
+            send_queue_bytes: profile
+                .network
+                .fifo_head_bytes
+                .values()
+                .map(|h| h.value.0)
+                .max(),
             host_copies: gloo::StagingCopies::of(profile),
             message_cpu: profile
                 .network

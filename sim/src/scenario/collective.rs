@@ -236,6 +236,7 @@ pub fn library_options_of(
         message_cpu: None,
         wake_ups: None,
         mpi_exchanges,
+        send_queue_bytes: None,
     })
 }
 

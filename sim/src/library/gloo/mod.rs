@@ -280,7 +280,7 @@ fn send_recv_all_reduce(
                 groups.len(),
                 groups[0].len()
             );
-            let s = p2p::hierarchical(req.bytes, &groups, opts.host_copies);
+            let s = p2p::hierarchical(req.bytes, &groups, opts.host_copies, opts.send_queue_bytes);
             Ok(plan(s, decision))
         }
         None | Some("ring") if !opts.ring_orders.is_empty() => {
@@ -298,7 +298,10 @@ fn send_recv_all_reduce(
                 "send/recv rings ({}), isend then irecv per ring and step",
                 opts.ring_orders.len()
             );
-            Ok(plan(p2p::rings(req.bytes, n, &opts.ring_orders), decision))
+            Ok(plan(
+                p2p::rings(req.bytes, n, &opts.ring_orders, opts.send_queue_bytes),
+                decision,
+            ))
         }
         _ => Ok(None),
     }
@@ -326,8 +329,8 @@ fn message(
 /// notification waits for `recv_posted`, the payload for `send_posted` and the notification.
 /// Both are in order on their connections ([`crate::collective::in_order`]): a notification
 /// leaves behind whatever its writer already sent to the same peer. Returns (notification,
-/// payload): the sender's send is complete once the notification arrived (gloo writes the
-/// payload into a socket buffer sized for it), the receiver's once the payload did.
+/// payload): a sender whose payload fits its socket is done once the notification arrived
+/// (a larger one: [`p2p`]'s `send`), the receiver once the payload did.
 fn message_parts(
     s: &mut Schedule,
     pairs: &[(Endpoint, Endpoint)],

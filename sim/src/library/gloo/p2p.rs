@@ -62,12 +62,14 @@ struct Ring<'a> {
 /// The steps of `rings` (all of one length) over send/recv: the reduce-scatter, then the
 /// all-gather when `gather`. `ready[r]` is what rank r waits for before its first post (empty:
 /// nothing); returns, per rank, the op after which it is done (its last step's receives and
-/// sends, and the reduction of what it received).
+/// sends, and the reduction of what it received). A send is done once its payload is in the
+/// socket: with `send_queue` ([`send`]), when all but that much was delivered.
 fn ring_steps(
     s: &mut Schedule,
     rings: &[Ring<'_>],
     gather: bool,
     mut ready: Vec<Vec<OpId>>,
+    send_queue: Option<u64>,
 ) -> Vec<Vec<OpId>> {
     let Some(n) = rings.first().map(|r| r.order.len()) else {
         return ready;
@@ -101,8 +103,8 @@ fn ring_steps(
             .map(|r| calls(s, &ready[r], 2 * rings_of[r], phase, step as u32))
             .collect();
         // Every message of the step, from the rank at place i of ring k to the next. A rank
-        // waits for its sends (written once their notification arrived) and its receives
-        // (delivered), then reduces what it received.
+        // waits for its sends (in the socket) and its receives (delivered), then reduces what
+        // it received.
         let mut waits: Vec<Vec<OpId>> = vec![Vec::new(); ranks];
         let mut received = vec![0u64; ranks];
         for (k, ring) in rings.iter().enumerate() {
@@ -114,16 +116,16 @@ fn ring_steps(
                     (i + 1 + n - (step - (n - 1)) % n) % n
                 };
                 let bytes = chunks[k][chunk];
-                let (notified, delivered) = message_parts(
+                let (written, delivered) = send(
                     s,
-                    &[(from, to)],
+                    (from, to),
                     bytes,
                     posted[to as usize][2 * slot[k][(i + 1) % n] + 1].clone(),
                     posted[from as usize][2 * slot[k][i]].clone(),
-                    phase,
-                    step as u32,
+                    send_queue,
+                    (phase, step as u32),
                 );
-                waits[from as usize].push(notified);
+                waits[from as usize].push(written);
                 waits[to as usize].push(delivered);
                 received[to as usize] += bytes;
             }
@@ -149,6 +151,55 @@ fn ring_steps(
         }
     }
     ready
+}
+
+/// One isend from `pair.0` to `pair.1` and its irecv (see [`message_parts`]): returns (the
+/// send done, the payload delivered). gloo's send is done once its write into the socket
+/// completed. The socket holds what TCP keeps queued at its egress (`send_queue`, the
+/// profile's FIFO head) and little beyond: captured on the testbed's 2:1 and 1:1 leaves
+/// (`testbed_two_level_{2to1,1to1}.capture_gloo_hierarchical_16m.json`, twelve hierarchical
+/// all-reduces of 16 MiB), a rank that sent its 8 MiB second in the reduce-scatter's exchange
+/// started its next call's payloads 0.9-2.9 ms after that send's last byte left, never
+/// during it. So a payload larger than the queue is played as its first bytes, then the
+/// queue's worth behind them on the connection, and the send is done once the first part
+/// arrived; a smaller one (or without a queue) once the receiver's notification arrived.
+fn send(
+    s: &mut Schedule,
+    pair: (Endpoint, Endpoint),
+    bytes: u64,
+    recv_posted: Vec<OpId>,
+    send_posted: Vec<OpId>,
+    send_queue: Option<u64>,
+    (phase, step): (Phase, u32),
+) -> (OpId, OpId) {
+    let queue = send_queue.unwrap_or(0);
+    if queue == 0 || bytes <= queue {
+        return message_parts(s, &[pair], bytes, recv_posted, send_posted, phase, step);
+    }
+    let (ready, head) = message_parts(
+        s,
+        &[pair],
+        bytes - queue,
+        recv_posted,
+        send_posted.clone(),
+        phase,
+        step,
+    );
+    let pattern = s.add_pattern(vec![pair]);
+    let mut deps = vec![ready];
+    deps.extend(send_posted);
+    let tail = s.push(
+        OpKind::Transfer {
+            pattern,
+            bytes: queue,
+        },
+        deps,
+        phase,
+        0,
+        step,
+    );
+    s.ops[tail.0 as usize].in_order = true;
+    (head, tail)
 }
 
 /// What every rank waits for before its first post, each after `after`: rank 0 [`ENTRY_LAG`],
@@ -200,7 +251,7 @@ pub(super) fn calls(
 
 /// Ring all-reduces over send/recv, one per order in `orders` (each a permutation of the
 /// ranks), the buffer split evenly between them (see the module doc).
-pub fn rings(bytes: u64, n: u32, orders: &[Vec<u32>]) -> Schedule {
+pub fn rings(bytes: u64, n: u32, orders: &[Vec<u32>], send_queue: Option<u64>) -> Schedule {
     let mut s = Schedule::new(
         Collective::AllReduce,
         format!("send/recv rings ({})", orders.len()),
@@ -220,17 +271,18 @@ pub fn rings(bytes: u64, n: u32, orders: &[Vec<u32>]) -> Schedule {
         })
         .collect();
     let ready = entry(&mut s, n, &[], Phase::ReduceScatter);
-    ring_steps(&mut s, &rings, true, ready);
+    ring_steps(&mut s, &rings, true, ready, send_queue);
     s
 }
 
 /// The hierarchical all-reduce of `bytes` over `groups` (the ranks of each node, all groups of
 /// one size, in node order): see the module doc. `copies` are the host's staging-copy
-/// rates for gloo's all_gather.
+/// rates for gloo's all_gather, `send_queue` what a send leaves in its socket ([`send`]).
 pub fn hierarchical(
     bytes: u64,
     groups: &[Vec<u32>],
     copies: Option<super::StagingCopies>,
+    send_queue: Option<u64>,
 ) -> Schedule {
     let n: u32 = groups.iter().map(|g| g.len() as u32).sum();
     let mut s = Schedule::new(Collective::AllReduce, "send/recv hierarchical", n, bytes);
@@ -247,7 +299,7 @@ pub fn hierarchical(
         })
         .collect();
     let ready = entry(&mut s, n, &[], Phase::ReduceScatter);
-    let reduced = ring_steps(&mut s, &rings, false, ready);
+    let reduced = ring_steps(&mut s, &rings, false, ready, send_queue);
     // 2. Across nodes, per local index l: gloo's all_reduce of the chunk those ranks hold
     // (chunk (l + 1) mod L of the ring's split), once they all finished their reduce-scatter.
     let chunks = tensor_split(bytes, local as u64);
@@ -281,7 +333,7 @@ mod tests {
     fn rings_move_each_rings_share_two_n_minus_one_over_n_times() {
         // Two rings of 4 ranks over 1 MiB: each carries 512 KiB, every rank sends 2·3/4 of it
         // per ring.
-        let s = rings(1 << 20, 4, &[vec![0, 1, 2, 3], vec![0, 2, 1, 3]]);
+        let s = rings(1 << 20, 4, &[vec![0, 1, 2, 3], vec![0, 2, 1, 3]], None);
         s.validate().unwrap();
         assert_eq!(payload_bytes(&s, PREAMBLE_BYTES), 2 * 4 * 6 * (128 << 10));
         // One notification per payload, in order on its connection like the payload.
@@ -296,7 +348,7 @@ mod tests {
 
     #[test]
     fn a_rank_posts_its_isend_before_its_irecv_and_rank_zero_posts_late() {
-        let s = rings(1 << 20, 2, &[vec![0, 1]]);
+        let s = rings(1 << 20, 2, &[vec![0, 1]], None);
         // Rank 0's first call waits for ENTRY_LAG; each rank's irecv is POST_GAP after its isend.
         let lag = s
             .ops
@@ -316,7 +368,7 @@ mod tests {
     fn hierarchical_reduces_in_nodes_then_all_reduces_across_then_gathers() {
         let groups = vec![vec![0, 1], vec![2, 3]];
         let m = 16u64 << 20;
-        let s = hierarchical(m, &groups, None);
+        let s = hierarchical(m, &groups, None, None);
         s.validate().unwrap();
         // Reduce-scatter in each node: every rank sends half the buffer once.
         let rs: u128 = 4 * (m as u128 / 2);
@@ -325,5 +377,52 @@ mod tests {
         let across: u128 = 2 * 2 * (m as u128 / 2);
         let gather: u128 = 4 * (m as u128 / 2);
         assert_eq!(payload_bytes(&s, PREAMBLE_BYTES), rs + across + gather);
+    }
+
+    #[test]
+    fn a_send_larger_than_its_socket_holds_is_done_once_all_but_the_queue_arrived() {
+        // One reduce-scatter step on two ranks, 8 MiB each way, a 168 KB send queue: each
+        // payload is its first 8 MiB - 168 KB, then the queue's 168 KB behind it on the
+        // connection; a rank's step waits for the first part it sent and the whole it received.
+        let queue = 168_000u64;
+        let s = hierarchical(16 << 20, &[vec![0, 1]], None, Some(queue));
+        s.validate().unwrap();
+        let sizes = |op: &crate::collective::Op| match op.kind {
+            OpKind::Transfer { bytes, .. } if bytes != PREAMBLE_BYTES => Some(bytes),
+            _ => None,
+        };
+        let head = (8u64 << 20) - queue;
+        let heads: Vec<usize> = (0..s.ops.len())
+            .filter(|&i| sizes(&s.ops[i]) == Some(head))
+            .collect();
+        let tails: Vec<usize> = (0..s.ops.len())
+            .filter(|&i| sizes(&s.ops[i]) == Some(queue))
+            .collect();
+        assert_eq!(
+            (heads.len(), tails.len()),
+            (2, 2),
+            "one head and one tail each way"
+        );
+        assert!(tails.iter().all(|&t| s.ops[t].in_order));
+        // Each rank's reduction waits for its own head (its send done) and the other's tail.
+        for op in s
+            .ops
+            .iter()
+            .filter(|o| matches!(o.kind, OpKind::Reduce { .. }))
+        {
+            let deps: Vec<usize> = op.deps.iter().map(|d| d.0 as usize).collect();
+            assert_eq!(deps.iter().filter(|d| heads.contains(d)).count(), 1);
+            assert_eq!(deps.iter().filter(|d| tails.contains(d)).count(), 1);
+        }
+        // Without a queue, or a payload the socket holds, the payload is one transfer.
+        for q in [None, Some(16 << 20)] {
+            let whole = hierarchical(16 << 20, &[vec![0, 1]], None, q);
+            let n = whole
+                .ops
+                .iter()
+                .filter(|o| sizes(o) == Some(8 << 20))
+                .count();
+            assert_eq!(n, 2, "the reduce-scatter's two payloads, whole");
+        }
     }
 }
