@@ -398,6 +398,28 @@ if [[ $what == all || $what == heldout ]]; then
   $TB run $ONE -- $PY $S collectives --out data/runs/testbed_gloo_two_level_1to1_whatif.csv \
     --profile data/profiles/testbed_two_level_2to1.json --methods allreduce,multiring,hierarchical,ps \
     --orders '[[0,1,2,3],[0,2,1,3]]' --groups '[[0,1],[2,3]]' --repeats 10 --launches 5
+  # What the night's two studies rest on (logs in data/runs/calibration/, not imported): the
+  # hierarchical and multiring all-reduces captured on both leaf topologies, a two-host send/recv
+  # ring against gloo's own, OpenMPI's ring all-reduce captured on the star at 400 and 200
+  # Mbit/s, and a ping's wait at its own streaming host's egress on both stars.
+  for t in $ONE $TWO; do
+    $TB run $t -- $PY $S capture --methods hierarchical --bytes 16777216 --repeats 5 \
+      --name gloo_hierarchical_16m
+    $TB run $t -- $PY $S capture --methods multiring --bytes 16777216 --repeats 5 \
+      --name gloo_multiring_16m
+  done
+  $TB run $ONE -- $PY $S capture --methods hierarchical --bytes 1048576 --repeats 10 \
+    --name gloo_hierarchical_1m
+  $TB run --set generator.n=2 $STAR -- $PY $S collectives \
+    --out data/runs/calibration/testbed_star4_200mbit_2hosts.send_recv_ring_vs_gloo.csv \
+    --profile data/profiles/testbed_star4_200mbit.json --methods allreduce,multiring \
+    --orders '[[0,1]]' --bytes 1048576 4194304 16777216 --repeats 10 --launches 3
+  for t in $STAR400 $STAR; do
+    $TB run --prefix mp $t -- $PY $S capture_mpi --op allreduce --algorithms 4 --bytes 4194304 \
+      --repeats 10 --name ring_4m
+    $TB run $t -- $PY $S packet_wait --ping 2:0 --through 2:1 --beside 2:3 --pings 400 \
+      --launches 3 --out data/runs/calibration/testbed_$(basename $t .toml).packet_wait_own_egress.json
+  done
 fi
 if [[ $what == all || $what == barrier ]]; then
   # Barriers, recorded after dtsim's barrier was built and scored as they are
