@@ -280,7 +280,7 @@ pub fn rings(bytes: u64, n: u32, orders: &[Vec<u32>], send_queue: Option<u64>) -
 
 /// The hierarchical all-reduce of `bytes` over `groups` (the ranks of each node, all groups of
 /// one size, in node order): see the module doc. `copies` are the host's staging-copy
-/// rates for gloo's all_gather, `send_queue` what a send leaves in its socket ([`send`]).
+/// rates for gloo's all_gather, `send_queue` what a send leaves in its socket (see `send`).
 pub fn hierarchical(
     bytes: u64,
     groups: &[Vec<u32>],
