@@ -398,6 +398,17 @@ if [[ $what == all || $what == heldout ]]; then
   $TB run $ONE -- $PY $S collectives --out data/runs/testbed_gloo_two_level_1to1_whatif.csv \
     --profile data/profiles/testbed_two_level_2to1.json --methods allreduce,multiring,hierarchical,ps \
     --orders '[[0,1,2,3],[0,2,1,3]]' --groups '[[0,1],[2,3]]' --repeats 10 --launches 5
+  # OpenMPI on the 2:1 leaves (no OpenMPI row had them) and on their what-if, both rows naming
+  # the 2:1 profile: the rules' and the ring all-reduce and all_gather.
+  for pair in "$TWO testbed_mpi_two_level_2to1_heldout" "$ONE testbed_mpi_two_level_1to1_whatif"; do
+    set -- $pair
+    for op_algs in "allreduce 0,4" "allgather 0,4"; do
+      set -- $1 $2 $op_algs
+      $TB run --prefix mp $1 -- $PY $S mpi --op $3 --out data/runs/$2.csv \
+        --profile data/profiles/testbed_two_level_2to1.json --algorithms $4 \
+        --bytes 262144 1048576 4194304 --repeats 5 --launches 5
+    done
+  done
   # What the night's two studies rest on (logs in data/runs/calibration/, not imported): the
   # hierarchical and multiring all-reduces captured on both leaf topologies, a two-host send/recv
   # ring against gloo's own, OpenMPI's ring all-reduce captured on the star at 400 and 200
