@@ -423,6 +423,8 @@ if [[ $what == all || $what == heldout ]]; then
     --name gloo_hierarchical_1m
   $TB run $TWO -- $PY $S packet_wait --ping 2:1 --through 3:0 --beside 3:2 --pings 400 \
     --launches 3 --out data/runs/calibration/testbed_two_level_2to1.packet_wait_uplink.json
+  $TB run --prefix mp $TWO -- $PY $S capture_mpi --op allgather --algorithms 4 --bytes 1048576 \
+    --repeats 10 --name ring_ag_1m
   $TB run --set generator.n=2 $STAR -- $PY $S collectives \
     --out data/runs/calibration/testbed_star4_200mbit_2hosts.send_recv_ring_vs_gloo.csv \
     --profile data/profiles/testbed_star4_200mbit.json --methods allreduce,multiring \
