@@ -340,29 +340,31 @@ fn message_parts(
     phase: Phase,
     step: u32,
 ) -> (OpId, OpId) {
-    let notify = s.add_pattern(super::reversed(pairs));
-    let ready = s.push(
-        OpKind::Transfer {
-            pattern: notify,
-            bytes: PREAMBLE_BYTES,
-        },
+    let ready = in_order_transfer(
+        s,
+        super::reversed(pairs),
+        PREAMBLE_BYTES,
         recv_posted,
-        phase,
-        0,
-        step,
+        (phase, step),
     );
-    let pattern = s.add_pattern(pairs.to_vec());
     send_posted.insert(0, ready);
-    let payload = s.push(
-        OpKind::Transfer { pattern, bytes },
-        send_posted,
-        phase,
-        0,
-        step,
-    );
-    s.ops[ready.0 as usize].in_order = true;
-    s.ops[payload.0 as usize].in_order = true;
+    let payload = in_order_transfer(s, pairs.to_vec(), bytes, send_posted, (phase, step));
     (ready, payload)
+}
+
+/// A transfer of `bytes` over `pairs` after `deps`, in order on its connections: it leaves
+/// behind whatever its writers already sent to the same peers.
+fn in_order_transfer(
+    s: &mut Schedule,
+    pairs: Vec<(Endpoint, Endpoint)>,
+    bytes: u64,
+    deps: Vec<OpId>,
+    (phase, step): (Phase, u32),
+) -> OpId {
+    let pattern = s.add_pattern(pairs);
+    let op = s.push(OpKind::Transfer { pattern, bytes }, deps, phase, 0, step);
+    s.ops[op.0 as usize].in_order = true;
+    op
 }
 
 /// Every rank sends to rank − 1.

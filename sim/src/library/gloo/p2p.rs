@@ -26,7 +26,7 @@
 //! others, every rank posts its calls [`POST_GAP`] apart in program order, and from then on the
 //! ranks drift as the simulated transfers make them.
 
-use super::{all_gather, all_reduce, message_parts};
+use super::{all_gather, all_reduce, in_order_transfer, message_parts};
 use crate::collective::steps::split_even;
 use crate::collective::{Collective, Endpoint, OpId, OpKind, Phase, Schedule};
 use crate::engine::SimTime;
@@ -188,20 +188,9 @@ fn send(
         phase,
         step,
     );
-    let pattern = s.add_pattern(vec![pair]);
     let mut deps = vec![ready];
     deps.extend(send_posted);
-    let tail = s.push(
-        OpKind::Transfer {
-            pattern,
-            bytes: queue,
-        },
-        deps,
-        phase,
-        0,
-        step,
-    );
-    s.ops[tail.0 as usize].in_order = true;
+    let tail = in_order_transfer(s, vec![pair], queue, deps, (phase, step));
     (head, tail)
 }
 
