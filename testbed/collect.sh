@@ -251,6 +251,14 @@ if [[ $what == all || $what == mpi ]]; then
       --out data/runs/calibration/testbed_mpi_p2p_4ranks_launch$k.json
   done
   $PY testbed/workloads/exchange_modes.py
+  # Eight ranks' pairwise exchanges (four pairs at once), five launches: how often a step of
+  # four pairs runs slow, against two pairs' share (testbed_mpi_p2p_8ranks_launch{1..5}.json).
+  for k in 1 2 3 4 5; do
+    $TB run --prefix mp --set generator.n=8 $STAR -- $PY $S mpi_p2p --ranks 8 --repeats $R \
+      --p2p-modes oneway,pairwise --bytes 262144 1048576 4194304 \
+      --out data/runs/calibration/testbed_mpi_p2p_8ranks_launch$k.json
+  done
+  $PY testbed/workloads/exchange_modes.py data/runs/calibration/testbed_mpi_p2p_8ranks_launch*.json
 fi
 if [[ $what == all || $what == heldout ]]; then
   # A fourth topology, recorded after the models were built on the three above: its profile

@@ -18,12 +18,17 @@ ap.add_argument("--repeats", type=int, default=10)
 ap.add_argument("--warmup", type=int, default=1)
 ap.add_argument("--skew-ms", type=float, default=0.0,
                 help="odd ranks start the pairwise exchange this much after the even ones")
+ap.add_argument("--modes", default="",
+                help="comma-separated subset of oneway,sendrecv,ring,ring_steps,pairwise (default: all "
+                     "that the rank count allows)")
 a = ap.parse_args()
 comm = MPI.COMM_WORLD
 me = comm.Get_rank()
 n = comm.Get_size()
 modes = ["oneway", "sendrecv"] + (["ring", "ring_steps"] if n >= 3 else []) + \
     (["pairwise"] if n >= 4 and n % 2 == 0 else [])
+if a.modes:
+    modes = [m for m in modes if m in a.modes.split(",")]
 results = []
 for nbytes in a.bytes:
     x = np.ones(nbytes // 4, dtype=np.float32)

@@ -4,7 +4,8 @@
   suite.py mpi --out data/runs/X.csv [--op allreduce|bcast|allgather|reduce_scatter|barrier]
                                        [--algorithms 0,1,4,6]
                                        [--launches K] [--bytes ...]
-  suite.py mpi_p2p [--ranks N] [--skew-ms MS] [--bind free|share|apart] [--out ...]  (Send vs
+  suite.py mpi_p2p [--ranks N] [--skew-ms MS] [--bind free|share|apart] [--p2p-modes M,..]
+                                       [--out ...]  (Send vs
                                        Sendrecv vs ring vs pairwise exchanges, OpenMPI)
   suite.py gloo_p2p --pairs 0:2,1:3 --name NAME  (gloo isend/irecv exchanges, one pair's socket)
   suite.py call_gaps --methods allreduce,broadcast  (each rank's idle time between timed calls)
@@ -274,8 +275,8 @@ def mpi_p2p(a):
     behind dtsim's one-direction-at-a-time exchanges over one TCP connection)."""
     hs = tb.hosts()
     n = a.ranks or int(os.environ["DTSIM_TESTBED_RANKS"])
-    args = ["--repeats", str(a.repeats), "--skew-ms", str(a.skew_ms), "--bytes"] + \
-        [str(b) for b in a.bytes]
+    args = ["--repeats", str(a.repeats), "--skew-ms", str(a.skew_ms), "--modes", a.p2p_modes,
+            "--bytes"] + [str(b) for b in a.bytes]
     cmd, hostfile = mpirun(hs, n, [], "mpi_p2p.py", args)
     # The pairwise exchange's partners (rank ^ 1) on one core, on different cores, or free.
     cmd = pinned(cmd, a.bind)
@@ -285,11 +286,13 @@ def mpi_p2p(a):
     os.remove(hostfile)
     write_log(a.out or calibration_log(f"testbed_mpi_p2p_{n}ranks.json"), out, load0, " ".join(cmd))
     for r in out["results"]:
-        ring = (f"  ring {r['ring_secs']*1e3:9.3f} ms  ratio {r['ring_secs']/r['oneway_secs']:.2f}"
-                if "ring_secs" in r else "")
-        print(f"{r['bytes']:>10} B  one-way {r['oneway_secs']*1e3:9.3f} ms  sendrecv "
-              f"{r['sendrecv_secs']*1e3:9.3f} ms  ratio {r['sendrecv_secs']/r['oneway_secs']:.2f}"
-              + ring)
+        one = r.get("oneway_secs")
+        line = f"{r['bytes']:>10} B"
+        for mode in ("oneway", "sendrecv", "ring", "pairwise"):
+            t = r.get(f"{mode}_secs")
+            if t is not None:
+                line += f"  {mode} {t * 1e3:9.3f} ms" + (f" ({t / one:.2f}x)" if one else "")
+        print(line)
 
 
 def gloo_p2p(a):
@@ -948,6 +951,8 @@ def main():
                     help="cpu_costs: messages posted at a time (1: python wakes per message)")
     ap.add_argument("--skew-ms", type=float, default=0.0,
                     help="mpi_p2p: odd ranks enter the pairwise exchange this much later")
+    ap.add_argument("--p2p-modes", default="",
+                    help="mpi_p2p: which exchanges to time (mpi_p2p.py --modes; default all)")
     ap.add_argument("--bind", choices=["free", "share", "apart"], default="free",
                     help="mpi_p2p, mpi: ranks where the scheduler puts them (free), or pinned by "
                          "taskset: rank r on core r mod cores (apart), ranks 2i and 2i+1 on one "

@@ -23,7 +23,8 @@
 use super::allreduce::{entering, ring_steps, RANK_BY_RANK_MAX};
 use super::Algorithm as _;
 use super::{
-    exchange, message, message_on, reversed, LibraryError, LibraryOptions, Plan, Request, System,
+    exchange, exchange_in_step, message, message_on, reversed, LibraryError, LibraryOptions, Plan,
+    Request, System,
 };
 use super::{Exchanges, Partners};
 use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
@@ -264,9 +265,9 @@ fn bruck(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
             for r in 0..distance {
                 let (a, b) = (r as usize, (r + distance) as usize);
                 let deps = [ready[a].clone(), ready[b].clone()].concat();
-                let done = exchange(
+                let done = exchange_in_step(
                     s,
-                    &[(r, r + distance)],
+                    (&[(r, r + distance)], distance),
                     bytes,
                     n,
                     (x, Partners::at_step(step)),
@@ -344,8 +345,9 @@ mod tests {
     #[test]
     fn a_step_after_the_calls_own_steps_runs_one_way_first_more_often_than_the_first() {
         // Recursive doubling of 4 MiB on 4 ranks: 1 MiB each way with the partners from the
-        // barrier (the slow mode's head at 181/320), then 2 MiB each way with partners that
-        // waited on the first step (at 95/106).
+        // barrier (the slow mode's head at 181/320, two pairs' share), then 2 MiB each way with
+        // partners that waited on the first step (95/106 for one pair, so two pairs' step at
+        // 1 - (11/106)^2).
         let req = Request {
             collective: Collective::AllGather,
             bytes: 4 << 20,
@@ -366,7 +368,8 @@ mod tests {
         let tail = super::super::SLOW_EXCHANGE_TAIL_BYTES;
         let head = |bytes: u64, share: f64| ((bytes - tail) as f64 * share).round() as u64;
         assert!(sizes.contains(&head(1 << 20, 181.0 / 320.0)), "{sizes:?}");
-        assert!(sizes.contains(&head(2 << 20, 95.0 / 106.0)), "{sizes:?}");
+        let polling_step = 1.0 - (11.0f64 / 106.0).powi(2);
+        assert!(sizes.contains(&head(2 << 20, polling_step)), "{sizes:?}");
     }
 
     #[test]

@@ -506,7 +506,7 @@ fn rabenseifner(s: &mut Schedule, m: u64, n: u32, x: Exchanges) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{head_bytes, Partners, SLOW_EXCHANGE_TAIL_BYTES};
+    use super::super::{head_bytes, slow_share, Partners, SLOW_EXCHANGE_TAIL_BYTES};
     use super::*;
     use AllReduceAlg::*;
 
@@ -713,7 +713,7 @@ mod tests {
         assert_eq!(data_bytes(&s), 2 << 20);
         // Four ranks: the way back starts once the first way has delivered its expected head.
         let s = one_exchange(4, 1 << 20);
-        let head = head_bytes(4, 1 << 20, Exchanges::Expected, Partners::Entering);
+        let head = head_bytes(4, 1 << 20, Exchanges::Expected, Partners::Entering, 1);
         assert!(matches!(s.ops[2].kind, OpKind::Transfer { bytes, .. } if bytes == head));
         assert_back_request(&s, 3, 2, "the way back waits for the head");
         assert_eq!(
@@ -726,44 +726,56 @@ mod tests {
     }
 
     #[test]
-    fn the_expected_head_is_the_slow_modes_head_times_how_often_it_ran() {
-        // The slow mode delivers all but the measured tail before the way back starts; it ran
-        // in 181 of 320 four-rank repetitions of partners entering together, and in 95 of 106
-        // captured exchanges of partners that had just waited on the call's previous step.
-        for (partners, p) in [
-            (Partners::Entering, 181.0 / 320.0),
-            (Partners::Polling, 95.0 / 106.0),
+    fn the_expected_head_is_the_slow_modes_head_times_how_often_the_step_ran_slow() {
+        // The slow mode delivers all but the measured tail before the way back starts. Partners
+        // entering together: 181 of 320 four-rank repetitions (two pairs at once) ran slow.
+        // Partners that had just waited on the call's previous step: 95 of 106 captured
+        // exchanges, counted pair by pair.
+        let two_pairs_entering = 181.0 / 320.0;
+        let one_pair_entering = 1.0 - (1.0f64 - two_pairs_entering).sqrt();
+        let one_pair_polling = 95.0 / 106.0;
+        for (partners, step_pairs, share) in [
+            (Partners::Entering, 2, two_pairs_entering),
+            (Partners::Entering, 1, one_pair_entering),
+            (Partners::Polling, 1, one_pair_polling),
+            (Partners::Polling, 2, 1.0 - (1.0 - one_pair_polling).powi(2)),
         ] {
             for bytes in [128u64 << 10, 256 << 10, 1 << 20, 16 << 20] {
-                let expected = ((bytes - SLOW_EXCHANGE_TAIL_BYTES) as f64 * p).round() as u64;
+                let slow_head = bytes - SLOW_EXCHANGE_TAIL_BYTES;
+                let expected = (slow_head as f64 * share).round() as u64;
+                let head = head_bytes(4, bytes, Exchanges::Expected, partners, step_pairs);
                 assert_eq!(
-                    head_bytes(4, bytes, Exchanges::Expected, partners),
-                    expected,
-                    "{bytes} B, {partners:?}"
+                    head, expected,
+                    "{bytes} B, {partners:?}, {step_pairs} pairs"
                 );
                 assert_eq!(
-                    head_bytes(2, bytes, Exchanges::Expected, partners),
-                    bytes - SLOW_EXCHANGE_TAIL_BYTES,
+                    head_bytes(2, bytes, Exchanges::Expected, partners, 1),
+                    slow_head,
                     "two ranks: the slow mode every time"
                 );
             }
         }
-        // A forced mode holds whatever the partners did.
+        // A step is as slow as its slowest pair: eight ranks' four pairs ran slow in 120 of
+        // 150 repetitions, which the two-pair share says within two points.
+        let four_pairs = slow_share(Partners::Entering, 4);
+        assert!((four_pairs - 120.0 / 150.0).abs() < 0.02, "{four_pairs}");
+        assert!(slow_share(Partners::Entering, 8) > four_pairs);
+        // A forced mode holds whatever the partners did and however many pairs.
         for partners in [Partners::Entering, Partners::Polling] {
-            assert_eq!(head_bytes(4, 1 << 20, Exchanges::BothWays, partners), 0);
+            assert_eq!(head_bytes(4, 1 << 20, Exchanges::BothWays, partners, 2), 0);
             assert_eq!(
-                head_bytes(4, 1 << 20, Exchanges::OneWayFirst, partners),
+                head_bytes(8, 1 << 20, Exchanges::OneWayFirst, partners, 4),
                 (1 << 20) - SLOW_EXCHANGE_TAIL_BYTES
             );
         }
         // A message just above the eager limit fits in the tail: both ways at once, on two
         // ranks too.
         assert_eq!(
-            head_bytes(4, 80 << 10, Exchanges::Expected, Partners::Polling),
+            head_bytes(4, 80 << 10, Exchanges::Expected, Partners::Polling, 2),
             0
         );
         assert_eq!(
-            head_bytes(2, 80 << 10, Exchanges::Expected, Partners::Entering),
+            head_bytes(2, 80 << 10, Exchanges::Expected, Partners::Entering, 1),
             0
         );
         let s = one_exchange(4, 80 << 10);

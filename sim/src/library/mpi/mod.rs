@@ -243,10 +243,17 @@ fn message_on(
 /// above the midpoint of the two modes); [`SLOW_EXCHANGE_TAIL_BYTES`] is the median tail of
 /// the 144 slow ones up to 4 MiB (beyond, a tail is under the timer's resolution of a 0.7 s
 /// exchange). What picks the mode is how the ranks enter (with the odd ranks 0.5 ms late, 10 of
-/// 10 crossed at once), which no model here knows: dtsim plays the expected time.
+/// 10 crossed at once), which no model here knows: dtsim plays the expected time. A repetition
+/// is as slow as the slower of its [`PAIRS_PER_REPETITION`] pairs, so one pair runs slow with
+/// the probability p that makes two independent pairs slow that often (0.341), and a step of k
+/// pairs is slow with 1 - (1 - p)^k ([`slow_share`]). Checked on eight ranks (four pairs,
+/// `testbed_mpi_p2p_8ranks_launch1.json` to `..._launch5.json`, 2026-11-30): 120 of 150
+/// repetitions slow, where the rule says 0.81 of them.
 pub const SLOW_EXCHANGES: u32 = 181;
 /// All the four-rank exchange repetitions counted in [`SLOW_EXCHANGES`].
 pub const EXCHANGES: u32 = 320;
+/// Pairs exchanging at once in each repetition counted in [`SLOW_EXCHANGES`] (ranks 0-1, 2-3).
+pub const PAIRS_PER_REPETITION: u32 = 2;
 /// What the first way of a slow exchange still had to deliver when the way back started.
 pub const SLOW_EXCHANGE_TAIL_BYTES: u64 = 82_500;
 
@@ -261,7 +268,9 @@ pub const SLOW_EXCHANGE_TAIL_BYTES: u64 = 82_500;
 /// network), which a rank waiting on the call's previous step does. Where the partners reduced
 /// what they received before the step, the capture of ten recursive-halving reduce_scatters of
 /// 4 MiB (`testbed_star4_200mbit.capture_mpi_rh_4m.json`, 2026-11-29) ran the second steps
-/// the slow way 9 of 22 times: those are played at [`SLOW_EXCHANGES`]' share.
+/// the slow way 9 of 22 times: those are played at [`SLOW_EXCHANGES`]' share. These are counted
+/// pair by pair: one pair's share. The captured second steps had at least one of their two
+/// pairs slow 52 times in 52, where [`slow_share`]'s rule says 0.99.
 pub const POLLING_SLOW_EXCHANGES: u32 = 95;
 /// All the exchanges counted in [`POLLING_SLOW_EXCHANGES`].
 pub const POLLING_EXCHANGES: u32 = 106;
@@ -286,6 +295,26 @@ impl Partners {
             Partners::Polling
         }
     }
+
+    /// How often one pair's exchange runs the slow way: polling partners' share was counted
+    /// pair by pair; entering partners' was counted over repetitions of
+    /// [`PAIRS_PER_REPETITION`] pairs, each as slow as its slower pair.
+    fn slow_share_per_pair(self) -> f64 {
+        match self {
+            Partners::Entering => {
+                let step = f64::from(SLOW_EXCHANGES) / f64::from(EXCHANGES);
+                1.0 - (1.0 - step).powf(1.0 / f64::from(PAIRS_PER_REPETITION))
+            }
+            Partners::Polling => f64::from(POLLING_SLOW_EXCHANGES) / f64::from(POLLING_EXCHANGES),
+        }
+    }
+}
+
+/// How often a step of `step_pairs` pairs exchanging at once runs the slow way: as slow as its
+/// slowest pair, each pair slow on its own ([`Partners::slow_share_per_pair`]).
+fn slow_share(partners: Partners, step_pairs: u32) -> f64 {
+    let fast = 1.0 - partners.slow_share_per_pair();
+    1.0 - fast.powi(step_pairs.max(1) as i32)
 }
 
 /// How OpenMPI's rendezvous exchanges between partners (four or more ranks) run: the
@@ -336,18 +365,15 @@ impl Exchanges {
 /// from 64 KiB), which the second day's log does not show below 1 MiB.
 ///
 /// In mode `x` ([`Exchanges`]): the expected head (the share by what the `partners` did
-/// before), none (both ways at once) or the slow mode's.
-fn head_bytes(ranks: u32, bytes: u64, x: Exchanges, partners: Partners) -> u64 {
+/// before and how many pairs exchange in the step, [`slow_share`]), none (both ways at once) or
+/// the slow mode's.
+fn head_bytes(ranks: u32, bytes: u64, x: Exchanges, partners: Partners, step_pairs: u32) -> u64 {
     let slow_head = bytes.saturating_sub(SLOW_EXCHANGE_TAIL_BYTES);
     if ranks <= 2 {
         return slow_head;
     }
-    let (slow, all) = match partners {
-        Partners::Entering => (SLOW_EXCHANGES, EXCHANGES),
-        Partners::Polling => (POLLING_SLOW_EXCHANGES, POLLING_EXCHANGES),
-    };
     match x {
-        Exchanges::Expected => (slow_head as f64 * f64::from(slow) / f64::from(all)).round() as u64,
+        Exchanges::Expected => (slow_head as f64 * slow_share(partners, step_pairs)).round() as u64,
         Exchanges::BothWays => 0,
         Exchanges::OneWayFirst => slow_head,
     }
@@ -355,12 +381,38 @@ fn head_bytes(ranks: u32, bytes: u64, x: Exchanges, partners: Partners) -> u64 {
 
 /// A sendrecv between partners (each pair `(a, b)` with a < b) of a communicator of `ranks`:
 /// both directions at once when eager. Above the eager limit the second direction starts once
-/// the first has delivered its head in mode `x`, by what the `partners` did before
-/// ([`head_bytes`]).
+/// the first has delivered its head in mode `x`, by what the `partners` did before and how many
+/// pairs exchange in the step: `pairs`, all of the step's ([`head_bytes`]).
 #[allow(clippy::too_many_arguments)]
 fn exchange(
     s: &mut Schedule,
     pairs: &[(Endpoint, Endpoint)],
+    bytes: u64,
+    ranks: u32,
+    mode: (Exchanges, Partners),
+    deps: Vec<OpId>,
+    phase: Phase,
+    step: u32,
+) -> OpId {
+    let step_pairs = pairs.len() as u32;
+    exchange_in_step(
+        s,
+        (pairs, step_pairs),
+        bytes,
+        ranks,
+        mode,
+        deps,
+        phase,
+        step,
+    )
+}
+
+/// [`exchange`] of some of a step's pairs, `step_pairs` exchanging in it in all (the others in
+/// exchanges of their own: other sizes, or rank by rank).
+#[allow(clippy::too_many_arguments)]
+fn exchange_in_step(
+    s: &mut Schedule,
+    (pairs, step_pairs): (&[(Endpoint, Endpoint)], u32),
     bytes: u64,
     ranks: u32,
     (x, partners): (Exchanges, Partners),
@@ -375,7 +427,7 @@ fn exchange(
     }
     let request = transfer(s, pairs.to_vec(), REQUEST_BYTES, deps, phase, step);
     let ack = transfer(s, back.clone(), ACK_BYTES, vec![request], phase, step);
-    let head = head_bytes(ranks, bytes, x, partners).min(bytes);
+    let head = head_bytes(ranks, bytes, x, partners, step_pairs).min(bytes);
     let first_head = match head {
         0 => ack,
         _ => transfer(s, pairs.to_vec(), head, vec![ack], phase, step),

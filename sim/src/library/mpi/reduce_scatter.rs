@@ -23,7 +23,8 @@
 use super::allreduce::ring_steps;
 use super::Algorithm as _;
 use super::{
-    exchange, message, reduce, LibraryError, LibraryOptions, Plan, Request, System, ELEMENT_BYTES,
+    exchange, exchange_in_step, message, reduce, LibraryError, LibraryOptions, Plan, Request,
+    System, ELEMENT_BYTES,
 };
 use super::{Exchanges, Partners};
 use crate::collective::steps::split_even;
@@ -243,11 +244,12 @@ fn fold_and_halve(
             }
         }
         let mut done = Vec::new();
+        let step_pairs = pof2 / 2;
         for ((up, down), pairs) in shapes {
             let common = up.min(down);
-            let swapped = exchange(
+            let swapped = exchange_in_step(
                 s,
-                &pairs,
+                (&pairs, step_pairs),
                 block * common,
                 n,
                 (x, Partners::Entering),

@@ -46,8 +46,8 @@
 
 use super::Algorithm as _;
 use super::{
-    exchange, is_eager, message, Exchanges, LibraryError, LibraryOptions, Partners, Plan, Request,
-    System, ELEMENT_BYTES,
+    exchange, exchange_in_step, is_eager, message, Exchanges, LibraryError, LibraryOptions,
+    Partners, Plan, Request, System, ELEMENT_BYTES,
 };
 use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
 use crate::library::entry_orders::entry_orders;
@@ -262,18 +262,19 @@ fn split_binary_tree(s: &mut Schedule, n: u32, root: u32, count: u64, x: Exchang
     }
     // Left nodes and the right node after them swap halves.
     let last = unshift(n - 1, root, n);
-    for left in (0..n).filter(|&r| r != root && side(r) == 0) {
+    let swapping: Vec<Endpoint> = (0..n)
+        .filter(|&r| r != root && side(r) == 0)
+        .filter(|&left| !(n.is_multiple_of(2) && left == last))
+        .collect();
+    for &left in &swapping {
         let right = unshift(shift(left, root, n) + 1, root, n);
-        if n.is_multiple_of(2) && left == last {
-            continue;
-        }
         let mut deps = ready[left as usize].clone();
         deps.extend(ready[right as usize].iter().copied());
         // The halves differ by at most an element: both ways as the larger. The partners come
         // from waiting on the tree's messages.
-        exchange(
+        exchange_in_step(
             s,
-            &[(left, right)],
+            (&[(left, right)], swapping.len() as u32),
             bytes(0),
             n,
             (x, Partners::Polling),
