@@ -443,6 +443,18 @@ if [[ $what == all || $what == heldout ]]; then
     $TB run $t -- $PY $S packet_wait --ping 2:0 --through 2:1 --beside 2:3 --pings 400 \
       --launches 3 --out data/runs/calibration/testbed_$(basename $t .toml).packet_wait_own_egress.json
   done
+  # Recursive doubling all_gathers of 4 MiB captured on the 2:1 leaves and their what-if (the
+  # cross-leaf step's pairs run apart in time), and what an OpenMPI Send leaves in its socket
+  # when it returns, at 100, 200 and 400 Mbit/s.
+  for t in $TWO $ONE; do
+    $TB run --prefix mp $t -- $PY $S capture_mpi --op allgather --algorithms 3 --bytes 4194304 \
+      --repeats 10 --name rd_ag_4m
+  done
+  for t in testbed/topologies/star5_100mbit.toml $STAR $STAR400; do
+    $TB run --prefix mp $t -- $PY $S mpi_p2p --ranks 4 --repeats $R --p2p-modes oneway,send_return \
+      --bytes 262144 1048576 4194304 16777216 \
+      --out data/runs/calibration/testbed_$(basename $t .toml).mpi_p2p_send_return.json
+  done
 fi
 if [[ $what == all || $what == barrier ]]; then
   # Barriers, recorded after dtsim's barrier was built and scored as they are

@@ -4,7 +4,10 @@ of a ring exchange (every rank sends to rank + 1 and receives from rank - 1 at o
 ring step does; with 3 ranks or more), of 2(n - 1) ring exchanges back to back (a ring
 all-reduce's steps, without its reductions), and of a Sendrecv of every rank with rank ^ 1 at
 once (a recursive-doubling step: one peer, both ways, every rank busy; with 4 ranks or more,
-an even number), each timed from a barrier to a barrier; prints JSON on rank 0."""
+an even number), each timed from a barrier to a barrier; prints JSON on rank 0. Mode send_return
+(only when asked with --modes) is the one-way Send again with both ranks' own clocks kept: when
+rank 0's Send returned and when rank 1's Recv completed (CLOCK_MONOTONIC, one clock across the
+namespaces), so what the sender's socket still held when its Send completed can be read off."""
 import argparse
 import json
 import time
@@ -28,7 +31,7 @@ n = comm.Get_size()
 modes = ["oneway", "sendrecv"] + (["ring", "ring_steps"] if n >= 3 else []) + \
     (["pairwise"] if n >= 4 and n % 2 == 0 else [])
 if a.modes:
-    modes = [m for m in modes if m in a.modes.split(",")]
+    modes = [m for m in modes + ["send_return"] if m in a.modes.split(",")]
 results = []
 for nbytes in a.bytes:
     x = np.ones(nbytes // 4, dtype=np.float32)
@@ -36,10 +39,18 @@ for nbytes in a.bytes:
     row = {"bytes": nbytes}
     for mode in modes:
         ts = []
+        marks = []
         for i in range(a.warmup + a.repeats):
             comm.Barrier()
             t = MPI.Wtime()
-            if mode == "ring":
+            if mode == "send_return":
+                m0 = time.clock_gettime(time.CLOCK_MONOTONIC)
+                if me == 0:
+                    comm.Send(x, 1)
+                elif me == 1:
+                    comm.Recv(y, 0)
+                marks.append((m0, time.clock_gettime(time.CLOCK_MONOTONIC)))
+            elif mode == "ring":
                 comm.Sendrecv(x, (me + 1) % n, recvbuf=y, source=(me - 1) % n)
             elif mode == "pairwise":
                 if me % 2 and a.skew_ms > 0:
@@ -60,6 +71,11 @@ for nbytes in a.bytes:
         ts = sorted(ts[a.warmup:])
         row[f"{mode}_secs"] = ts[len(ts) // 2]
         row[f"{mode}_all_secs"] = ts
+        if mode == "send_return":
+            # Per repetition: rank 0's (start, Send returned), rank 1's (start, Recv done).
+            both = comm.gather(marks[a.warmup:], root=0)
+            if me == 0:
+                row["send_return_marks"] = [[both[0][i], both[1][i]] for i in range(a.repeats)]
     results.append(row)
 if me == 0:
     print(json.dumps({"ranks": n, "skew_ms": a.skew_ms, "results": results}), flush=True)

@@ -142,8 +142,9 @@ impl LibraryOptions {
         }
     }
 
-    /// These options with the host rates and send queue the profile measured.
-    pub fn with_host_rates(self, profile: &crate::profile::Profile) -> Self {
+    /// These options with what the profile measured of the hosts: their staging-copy rates,
+    /// each message's CPU and the send queue (the largest FIFO head).
+    pub fn with_host_profile(self, profile: &crate::profile::Profile) -> Self {
         LibraryOptions {
             send_queue_bytes: profile
                 .network

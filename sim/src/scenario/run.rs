@@ -539,7 +539,7 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
         let c = s.file.collective.as_ref().expect("a collective scenario");
         let opts = super::library_options_of(c, library)
             .map_err(|(f, e)| ScenarioError::new(&file, f, e))?
-            .with_host_rates(&prep.profile)
+            .with_host_profile(&prep.profile)
             .with_wake_ups(
                 &prep.profile,
                 s.file.seed,

@@ -62,7 +62,7 @@ pub fn run_trace(
                 library,
                 w.library_options(library)
                     .map_err(fail)?
-                    .with_host_rates(&prep.profile)
+                    .with_host_profile(&prep.profile)
                     .with_wake_ups(&prep.profile, s.file.seed, 1),
                 prep.profile.network.nccl.as_ref(),
             );
