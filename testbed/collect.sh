@@ -443,6 +443,16 @@ if [[ $what == all || $what == heldout ]]; then
     $TB run $t -- $PY $S packet_wait --ping 2:0 --through 2:1 --beside 2:3 --pings 400 \
       --launches 3 --out data/runs/calibration/testbed_$(basename $t .toml).packet_wait_own_egress.json
   done
+  # OpenMPI's all-reduces (the rules, recursive doubling, rabenseifner) and all_gathers (the
+  # rules, bruck, recursive doubling) on 16 hosts of the star, recorded on 2026-11-30 after a
+  # step of exchanges was played as slow as its slowest pair (eight pairs at once).
+  for op in "allreduce 0,3,6" "allgather 0,2,3"; do
+    set -- $op
+    $TB run --prefix mp --set generator.n=16 $STAR -- $PY $S mpi --op $1 \
+      --out data/runs/testbed_mpi_exchanges16_heldout.csv \
+      --profile data/profiles/testbed_star4_200mbit.json --algorithms $2 --repeats 5 \
+      --launches 5 --bytes 262144 1048576 4194304
+  done
   # Recursive doubling all_gathers of 4 MiB captured on the 2:1 leaves and their what-if (the
   # cross-leaf step's pairs run apart in time), and what an OpenMPI Send leaves in its socket
   # when it returns, at 100, 200 and 400 Mbit/s.
