@@ -26,7 +26,7 @@ use super::{
     exchange, exchange_in_step, message, message_on, reversed, LibraryError, LibraryOptions, Plan,
     Request, System,
 };
-use super::{Exchanges, Partners};
+use super::{Exchanges, Partners, StepPairs};
 use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
 
 algorithms! {
@@ -267,10 +267,13 @@ fn bruck(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
                 let deps = [ready[a].clone(), ready[b].clone()].concat();
                 let done = exchange_in_step(
                     s,
-                    (&[(r, r + distance)], distance),
+                    (
+                        &[(r, r + distance)],
+                        StepPairs::all(Partners::at_step(step), distance),
+                    ),
                     bytes,
                     n,
-                    (x, Partners::at_step(step)),
+                    x,
                     deps,
                     Phase::AllGather,
                     step,

@@ -2,10 +2,10 @@
 
 use super::Algorithm as _;
 use super::{
-    exchange, is_eager, message, message_on, reduce, transfer, LibraryError, LibraryOptions, Plan,
-    Request, System, ACK_BYTES, ELEMENT_BYTES, REQUEST_BYTES,
+    exchange, exchange_in_step, is_eager, message, message_on, reduce, transfer, LibraryError,
+    LibraryOptions, Plan, Request, System, ACK_BYTES, ELEMENT_BYTES, REQUEST_BYTES,
 };
-use super::{Exchanges, Partners};
+use super::{Exchanges, Histories, Partners};
 use crate::collective::steps::split_even;
 use crate::collective::{Collective, Endpoint, OpId, OpKind, Phase, Schedule};
 use crate::engine::SimTime;
@@ -260,19 +260,21 @@ fn recursive_doubling(s: &mut Schedule, m: u64, n: u32, x: Exchanges) {
         last = vec![reduce(s, extra, m, got, Phase::Reduce, step)];
         step += 1;
     }
+    // The odd ranks of the fold reduced their neighbour's buffer first; the others entered.
+    let mut histories = Histories::new(n, (0..extra).map(|k| 2 * k + 1));
     let mut distance = 1;
     while distance < adj {
         let pairs: Vec<(Endpoint, Endpoint)> = (0..adj)
             .filter(|v| v & distance == 0)
             .map(|v| (real(v), real(v ^ distance)))
             .collect();
-        let entering = (x, Partners::Entering);
-        let done = exchange(
+        let mix = histories.step(&pairs, Partners::Entering);
+        let done = exchange_in_step(
             s,
-            &pairs,
+            (&pairs, mix),
             m,
             n,
-            entering,
+            x,
             last.clone(),
             Phase::ReduceScatter,
             step,
@@ -468,14 +470,18 @@ fn rabenseifner(s: &mut Schedule, m: u64, n: u32, x: Exchanges) {
             .map(|v| (real(v), real(v ^ mask)))
             .collect()
     };
+    // The even ranks of the fold swapped halves and reduced first; the others entered.
+    let mut histories = Histories::new(n, (0..rem).map(|k| 2 * k));
     for &(mask, kept) in &windows {
         let bytes = kept * ELEMENT_BYTES;
-        let done = exchange(
+        let pairs = pairs_at(mask);
+        let mix = histories.step(&pairs, Partners::Entering);
+        let done = exchange_in_step(
             s,
-            &pairs_at(mask),
+            (&pairs, mix),
             bytes,
             n,
-            (x, Partners::Entering),
+            x,
             last.clone(),
             Phase::ReduceScatter,
             step,
@@ -486,12 +492,14 @@ fn rabenseifner(s: &mut Schedule, m: u64, n: u32, x: Exchanges) {
     // The all-gather's first step follows the last reduction; the others, its own steps.
     for (i, &(mask, kept)) in (0u32..).zip(windows.iter().rev()) {
         let bytes = kept * ELEMENT_BYTES;
-        last = vec![exchange(
+        let pairs = pairs_at(mask);
+        let mix = histories.step(&pairs, Partners::at_step(i));
+        last = vec![exchange_in_step(
             s,
-            &pairs_at(mask),
+            (&pairs, mix),
             bytes,
             n,
-            (x, Partners::at_step(i)),
+            x,
             last.clone(),
             Phase::AllGather,
             step,
@@ -506,7 +514,9 @@ fn rabenseifner(s: &mut Schedule, m: u64, n: u32, x: Exchanges) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{head_bytes, slow_share, Partners, SLOW_EXCHANGE_TAIL_BYTES};
+    use super::super::{
+        head_bytes, slow_share, Histories, Partners, StepPairs, SLOW_EXCHANGE_TAIL_BYTES,
+    };
     use super::*;
     use AllReduceAlg::*;
 
@@ -713,7 +723,12 @@ mod tests {
         assert_eq!(data_bytes(&s), 2 << 20);
         // Four ranks: the way back starts once the first way has delivered its expected head.
         let s = one_exchange(4, 1 << 20);
-        let head = head_bytes(4, 1 << 20, Exchanges::Expected, Partners::Entering, 1);
+        let head = head_bytes(
+            4,
+            1 << 20,
+            Exchanges::Expected,
+            StepPairs::all(Partners::Entering, 1),
+        );
         assert!(matches!(s.ops[2].kind, OpKind::Transfer { bytes, .. } if bytes == head));
         assert_back_request(&s, 3, 2, "the way back waits for the head");
         assert_eq!(
@@ -723,6 +738,35 @@ mod tests {
         );
         let s = one_exchange(2, 16 << 10);
         assert_eq!(s.ops.len(), 1, "eager messages cross at once");
+    }
+
+    #[test]
+    fn partners_that_come_to_a_step_apart_run_it_at_the_polling_share() {
+        // Rabenseifner on six ranks folds 0-1 and 2-3 into 0 and 2 while 4 and 5 go on: the
+        // halving's first step pairs 0-2 (both folded) and 4-5 (neither): alike, entering; its
+        // second pairs 0-4 and 2-5, whose partners come to it apart: polling.
+        let mut h = Histories::new(6, [0, 2]);
+        let entering = StepPairs::all(Partners::Entering, 2);
+        let polling = StepPairs::all(Partners::Polling, 2);
+        assert_eq!(h.step(&[(0, 2), (4, 5)], Partners::Entering), entering);
+        assert_eq!(h.step(&[(0, 4), (2, 5)], Partners::Entering), polling);
+        // After an exchange its partners are alike.
+        assert_eq!(h.step(&[(0, 4), (2, 5)], Partners::Entering), entering);
+        // With no fold every rank does the same: recursive doubling on four ranks.
+        let mut h = Histories::new(4, []);
+        assert_eq!(h.step(&[(0, 1), (2, 3)], Partners::Entering), entering);
+        assert_eq!(h.step(&[(0, 2), (1, 3)], Partners::Entering), entering);
+        // In the plan: 4 MiB on six ranks, the second halving step (1 MiB each way) waits for
+        // the polling share's head.
+        let p = plan(&req(4 << 20), &sys(6), &LibraryOptions::default()).unwrap();
+        let head = head_bytes(6, 1 << 20, Exchanges::Expected, polling);
+        assert!(
+            p.schedule
+                .ops
+                .iter()
+                .any(|op| matches!(op.kind, OpKind::Transfer { bytes, .. } if bytes == head)),
+            "a head of {head} B"
+        );
     }
 
     #[test]
@@ -743,13 +787,14 @@ mod tests {
             for bytes in [128u64 << 10, 256 << 10, 1 << 20, 16 << 20] {
                 let slow_head = bytes - SLOW_EXCHANGE_TAIL_BYTES;
                 let expected = (slow_head as f64 * share).round() as u64;
-                let head = head_bytes(4, bytes, Exchanges::Expected, partners, step_pairs);
+                let step = StepPairs::all(partners, step_pairs);
+                let head = head_bytes(4, bytes, Exchanges::Expected, step);
                 assert_eq!(
                     head, expected,
                     "{bytes} B, {partners:?}, {step_pairs} pairs"
                 );
                 assert_eq!(
-                    head_bytes(2, bytes, Exchanges::Expected, partners, 1),
+                    head_bytes(2, bytes, Exchanges::Expected, StepPairs::all(partners, 1)),
                     slow_head,
                     "two ranks: the slow mode every time"
                 );
@@ -757,25 +802,41 @@ mod tests {
         }
         // A step is as slow as its slowest pair: eight ranks' four pairs ran slow in 120 of
         // 150 repetitions, which the two-pair share says within two points.
-        let four_pairs = slow_share(Partners::Entering, 4);
+        let four_pairs = slow_share(StepPairs::all(Partners::Entering, 4));
         assert!((four_pairs - 120.0 / 150.0).abs() < 0.02, "{four_pairs}");
-        assert!(slow_share(Partners::Entering, 8) > four_pairs);
+        assert!(slow_share(StepPairs::all(Partners::Entering, 8)) > four_pairs);
         // A forced mode holds whatever the partners did and however many pairs.
         for partners in [Partners::Entering, Partners::Polling] {
-            assert_eq!(head_bytes(4, 1 << 20, Exchanges::BothWays, partners, 2), 0);
+            let two = StepPairs::all(partners, 2);
+            assert_eq!(head_bytes(4, 1 << 20, Exchanges::BothWays, two), 0);
             assert_eq!(
-                head_bytes(8, 1 << 20, Exchanges::OneWayFirst, partners, 4),
+                head_bytes(
+                    8,
+                    1 << 20,
+                    Exchanges::OneWayFirst,
+                    StepPairs::all(partners, 4)
+                ),
                 (1 << 20) - SLOW_EXCHANGE_TAIL_BYTES
             );
         }
         // A message just above the eager limit fits in the tail: both ways at once, on two
         // ranks too.
         assert_eq!(
-            head_bytes(4, 80 << 10, Exchanges::Expected, Partners::Polling, 2),
+            head_bytes(
+                4,
+                80 << 10,
+                Exchanges::Expected,
+                StepPairs::all(Partners::Polling, 2)
+            ),
             0
         );
         assert_eq!(
-            head_bytes(2, 80 << 10, Exchanges::Expected, Partners::Entering, 1),
+            head_bytes(
+                2,
+                80 << 10,
+                Exchanges::Expected,
+                StepPairs::all(Partners::Entering, 1)
+            ),
             0
         );
         let s = one_exchange(4, 80 << 10);

@@ -310,11 +310,88 @@ impl Partners {
     }
 }
 
-/// How often a step of `step_pairs` pairs exchanging at once runs the slow way: as slow as its
-/// slowest pair, each pair slow on its own ([`Partners::slow_share_per_pair`]).
-fn slow_share(partners: Partners, step_pairs: u32) -> f64 {
-    let fast = 1.0 - partners.slow_share_per_pair();
-    1.0 - fast.powi(step_pairs.max(1) as i32)
+/// The pairs exchanging at once in one step, by what their partners did before it
+/// ([`Partners`]): the step runs as slow as its slowest pair ([`slow_share`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct StepPairs {
+    entering: u32,
+    polling: u32,
+}
+
+impl StepPairs {
+    /// `pairs` pairs, all of whose partners did `partners` before.
+    fn all(partners: Partners, pairs: u32) -> StepPairs {
+        match partners {
+            Partners::Entering => StepPairs {
+                entering: pairs,
+                polling: 0,
+            },
+            Partners::Polling => StepPairs {
+                entering: 0,
+                polling: pairs,
+            },
+        }
+    }
+}
+
+/// How often a step runs the slow way: as slow as its slowest pair, each pair slow on its own
+/// ([`Partners::slow_share_per_pair`]).
+fn slow_share(step: StepPairs) -> f64 {
+    let fast = |p: Partners, k: u32| (1.0 - p.slow_share_per_pair()).powi(k as i32);
+    let all_fast = fast(Partners::Entering, step.entering) * fast(Partners::Polling, step.polling);
+    if step.entering + step.polling == 0 {
+        return 0.0;
+    }
+    1.0 - all_fast
+}
+
+/// What each rank did before a step of a call whose ranks do not all do the same (the ranks
+/// a non-power-of-two algorithm folds in, and those it does not), as a signature: partners
+/// with equal signatures come to an exchange together, as `Partners` says of the step; partners
+/// whose signatures differ come apart, the earlier one's request waiting while the later one
+/// still waits on its own earlier messages ([`Partners::Polling`], as the captures show for
+/// partners posting milliseconds apart). After an exchange both partners share a signature.
+#[derive(Debug, Clone)]
+struct Histories(Vec<u64>);
+
+impl Histories {
+    /// `n` ranks entering together, those in `apart` (the fold's) having done something first.
+    fn new(n: u32, apart: impl IntoIterator<Item = Endpoint>) -> Histories {
+        let mut h = vec![0u64; n as usize];
+        for r in apart {
+            h[r as usize] = 1;
+        }
+        Histories(h)
+    }
+
+    /// The step in which `pairs` exchange, partners alike doing `alike` before: its mix of
+    /// pairs; the partners' signatures then become one.
+    fn step(&mut self, pairs: &[(Endpoint, Endpoint)], alike: Partners) -> StepPairs {
+        let mut mix = StepPairs::all(alike, 0);
+        for &(a, b) in pairs {
+            let (ha, hb) = (self.0[a as usize], self.0[b as usize]);
+            if ha == hb {
+                mix = StepPairs {
+                    entering: mix.entering + u32::from(alike == Partners::Entering),
+                    polling: mix.polling + u32::from(alike == Partners::Polling),
+                };
+            } else {
+                mix.polling += 1;
+            }
+            // Equal inputs give equal outputs, so pairs that came alike stay alike.
+            let joined = splitmix(ha.min(hb) ^ splitmix(ha.max(hb)).rotate_left(17));
+            self.0[a as usize] = joined;
+            self.0[b as usize] = joined;
+        }
+        mix
+    }
+}
+
+fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// How OpenMPI's rendezvous exchanges between partners (four or more ranks) run: the
@@ -367,13 +444,13 @@ impl Exchanges {
 /// In mode `x` ([`Exchanges`]): the expected head (the share by what the `partners` did
 /// before and how many pairs exchange in the step, [`slow_share`]), none (both ways at once) or
 /// the slow mode's.
-fn head_bytes(ranks: u32, bytes: u64, x: Exchanges, partners: Partners, step_pairs: u32) -> u64 {
+fn head_bytes(ranks: u32, bytes: u64, x: Exchanges, step: StepPairs) -> u64 {
     let slow_head = bytes.saturating_sub(SLOW_EXCHANGE_TAIL_BYTES);
     if ranks <= 2 {
         return slow_head;
     }
     match x {
-        Exchanges::Expected => (slow_head as f64 * slow_share(partners, step_pairs)).round() as u64,
+        Exchanges::Expected => (slow_head as f64 * slow_share(step)).round() as u64,
         Exchanges::BothWays => 0,
         Exchanges::OneWayFirst => slow_head,
     }
@@ -389,33 +466,25 @@ fn exchange(
     pairs: &[(Endpoint, Endpoint)],
     bytes: u64,
     ranks: u32,
-    mode: (Exchanges, Partners),
+    (x, partners): (Exchanges, Partners),
     deps: Vec<OpId>,
     phase: Phase,
     step: u32,
 ) -> OpId {
-    let step_pairs = pairs.len() as u32;
-    exchange_in_step(
-        s,
-        (pairs, step_pairs),
-        bytes,
-        ranks,
-        mode,
-        deps,
-        phase,
-        step,
-    )
+    let all = StepPairs::all(partners, pairs.len() as u32);
+    exchange_in_step(s, (pairs, all), bytes, ranks, x, deps, phase, step)
 }
 
-/// [`exchange`] of some of a step's pairs, `step_pairs` exchanging in it in all (the others in
-/// exchanges of their own: other sizes, or rank by rank).
+/// [`exchange`] of some of a step's pairs, the step's pairs being `step_pairs` in all (the
+/// others in exchanges of their own: other sizes, or rank by rank; or partners that came to the
+/// step apart, [`Histories`]).
 #[allow(clippy::too_many_arguments)]
 fn exchange_in_step(
     s: &mut Schedule,
-    (pairs, step_pairs): (&[(Endpoint, Endpoint)], u32),
+    (pairs, step_pairs): (&[(Endpoint, Endpoint)], StepPairs),
     bytes: u64,
     ranks: u32,
-    (x, partners): (Exchanges, Partners),
+    x: Exchanges,
     deps: Vec<OpId>,
     phase: Phase,
     step: u32,
@@ -427,7 +496,7 @@ fn exchange_in_step(
     }
     let request = transfer(s, pairs.to_vec(), REQUEST_BYTES, deps, phase, step);
     let ack = transfer(s, back.clone(), ACK_BYTES, vec![request], phase, step);
-    let head = head_bytes(ranks, bytes, x, partners, step_pairs).min(bytes);
+    let head = head_bytes(ranks, bytes, x, step_pairs).min(bytes);
     let first_head = match head {
         0 => ack,
         _ => transfer(s, pairs.to_vec(), head, vec![ack], phase, step),

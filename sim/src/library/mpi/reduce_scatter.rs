@@ -26,7 +26,7 @@ use super::{
     exchange, exchange_in_step, message, reduce, LibraryError, LibraryOptions, Plan, Request,
     System, ELEMENT_BYTES,
 };
-use super::{Exchanges, Partners};
+use super::{Exchanges, Histories, Partners};
 use crate::collective::steps::split_even;
 use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
 
@@ -208,6 +208,8 @@ fn fold_and_halve(
     let (pof2, remain) = fold_sizes(n);
     let mut last = fold(s, block, n, remain);
     let mut step = u32::from(remain > 0);
+    // The odd ranks of the fold reduced a whole vector first; the others entered the halving.
+    let mut histories = Histories::new(n, (0..remain).map(|k| 2 * k + 1));
     let blocks_of = |b: u32| -> u64 {
         if b < remain {
             2
@@ -244,7 +246,9 @@ fn fold_and_halve(
             }
         }
         let mut done = Vec::new();
-        let step_pairs = pof2 / 2;
+        let everyone: Vec<(Endpoint, Endpoint)> =
+            shapes.iter().flat_map(|(_, p)| p.iter().copied()).collect();
+        let step_pairs = histories.step(&everyone, Partners::Entering);
         for ((up, down), pairs) in shapes {
             let common = up.min(down);
             let swapped = exchange_in_step(
@@ -252,7 +256,7 @@ fn fold_and_halve(
                 (&pairs, step_pairs),
                 block * common,
                 n,
-                (x, Partners::Entering),
+                x,
                 last.clone(),
                 Phase::ReduceScatter,
                 step,

@@ -47,7 +47,7 @@
 use super::Algorithm as _;
 use super::{
     exchange, exchange_in_step, is_eager, message, Exchanges, LibraryError, LibraryOptions,
-    Partners, Plan, Request, System, ELEMENT_BYTES,
+    Partners, Plan, Request, StepPairs, System, ELEMENT_BYTES,
 };
 use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
 use crate::library::entry_orders::entry_orders;
@@ -274,10 +274,13 @@ fn split_binary_tree(s: &mut Schedule, n: u32, root: u32, count: u64, x: Exchang
         // from waiting on the tree's messages.
         exchange_in_step(
             s,
-            (&[(left, right)], swapping.len() as u32),
+            (
+                &[(left, right)],
+                StepPairs::all(Partners::Polling, swapping.len() as u32),
+            ),
             bytes(0),
             n,
-            (x, Partners::Polling),
+            x,
             deps,
             Phase::Broadcast,
             depth,
