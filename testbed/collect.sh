@@ -453,6 +453,18 @@ if [[ $what == all || $what == heldout ]]; then
       --profile data/profiles/testbed_star4_200mbit.json --algorithms $2 --repeats 5 \
       --launches 5 --bytes 262144 1048576 4194304
   done
+  # OpenMPI's folding algorithms on 6 and 7 hosts of the star (recursive doubling and
+  # rabenseifner all-reduces, recursive halving reduce_scatter; 1 and 4 MiB), recorded on
+  # 2026-11-30 after partners coming to a step apart were played at the polling share.
+  for n in 6 7; do
+    for op in "allreduce 3,6" "reduce_scatter 2"; do
+      set -- $op
+      $TB run --prefix mp --set generator.n=$n $STAR -- $PY $S mpi --op $1 \
+        --out data/runs/testbed_mpi_folds_heldout.csv \
+        --profile data/profiles/testbed_star4_200mbit.json --algorithms $2 --repeats 5 \
+        --launches 5 --bytes 1048576 4194304
+    done
+  done
   # Recursive doubling all_gathers of 4 MiB captured on the 2:1 leaves and their what-if (the
   # cross-leaf step's pairs run apart in time), and what an OpenMPI Send leaves in its socket
   # when it returns, at 100, 200 and 400 Mbit/s.
