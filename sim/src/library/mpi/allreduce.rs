@@ -514,9 +514,7 @@ fn rabenseifner(s: &mut Schedule, m: u64, n: u32, x: Exchanges) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{
-        head_bytes, slow_share, Histories, Partners, StepPairs, SLOW_EXCHANGE_TAIL_BYTES,
-    };
+    use super::super::exchanges::{head_bytes, Partners, StepPairs};
     use super::*;
     use AllReduceAlg::*;
 
@@ -681,166 +679,20 @@ mod tests {
         assert_eq!(data, 2 * 199 * 1024);
     }
 
-    /// Op `at` of `s` is the way back's rendezvous request, and waits for op `after` alone.
-    fn assert_back_request(s: &Schedule, at: usize, after: u32, why: &str) {
-        let op = &s.ops[at];
-        assert!(
-            matches!(op.kind, OpKind::Transfer { bytes, .. } if bytes == REQUEST_BYTES),
-            "op {at} is a request"
-        );
-        assert_eq!(op.deps, vec![OpId(after)], "{why}");
-    }
-
-    /// One pairwise exchange of `bytes` each way between ranks 0 and 1 of a communicator of
-    /// `ranks`, alone in its schedule.
-    fn one_exchange(ranks: u32, bytes: u64) -> Schedule {
-        let mut s = Schedule::new(Collective::AllReduce, "t", ranks, bytes);
-        exchange(
-            &mut s,
-            &[(0, 1)],
-            bytes,
-            ranks,
-            (Exchanges::Expected, Partners::Entering),
-            vec![],
-            Phase::ReduceScatter,
-            0,
-        );
-        s
-    }
-
     #[test]
-    fn rendezvous_exchanges_start_the_second_direction_after_the_expected_head() {
-        // Two ranks: the way back starts once the first way has all but the tail delivered.
-        let s = one_exchange(2, 1 << 20);
-        let head = (1 << 20) - SLOW_EXCHANGE_TAIL_BYTES;
-        assert!(matches!(s.ops[2].kind, OpKind::Transfer { bytes, .. } if bytes == head));
-        assert_back_request(
-            &s,
-            3,
-            2,
-            "two ranks: the way back waits for all but the tail",
-        );
-        assert_eq!(data_bytes(&s), 2 << 20);
-        // Four ranks: the way back starts once the first way has delivered its expected head.
-        let s = one_exchange(4, 1 << 20);
-        let head = head_bytes(
-            4,
-            1 << 20,
-            Exchanges::Expected,
-            StepPairs::all(Partners::Entering, 1),
-        );
-        assert!(matches!(s.ops[2].kind, OpKind::Transfer { bytes, .. } if bytes == head));
-        assert_back_request(&s, 3, 2, "the way back waits for the head");
-        assert_eq!(
-            data_bytes(&s),
-            2 << 20,
-            "each way carries the whole message once"
-        );
-        let s = one_exchange(2, 16 << 10);
-        assert_eq!(s.ops.len(), 1, "eager messages cross at once");
-    }
-
-    #[test]
-    fn partners_that_come_to_a_step_apart_run_it_at_the_polling_share() {
-        // Rabenseifner on six ranks folds 0-1 and 2-3 into 0 and 2 while 4 and 5 go on: the
-        // halving's first step pairs 0-2 (both folded) and 4-5 (neither): alike, entering; its
-        // second pairs 0-4 and 2-5, whose partners come to it apart: polling.
-        let mut h = Histories::new(6, [0, 2]);
-        let entering = StepPairs::all(Partners::Entering, 2);
-        let polling = StepPairs::all(Partners::Polling, 2);
-        assert_eq!(h.step(&[(0, 2), (4, 5)], Partners::Entering), entering);
-        assert_eq!(h.step(&[(0, 4), (2, 5)], Partners::Entering), polling);
-        // After an exchange its partners are alike.
-        assert_eq!(h.step(&[(0, 4), (2, 5)], Partners::Entering), entering);
-        // With no fold every rank does the same: recursive doubling on four ranks.
-        let mut h = Histories::new(4, []);
-        assert_eq!(h.step(&[(0, 1), (2, 3)], Partners::Entering), entering);
-        assert_eq!(h.step(&[(0, 2), (1, 3)], Partners::Entering), entering);
-        // In the plan: 4 MiB on six ranks, the second halving step (1 MiB each way) waits for
-        // the polling share's head.
+    fn rabenseifners_step_after_a_fold_waits_for_the_polling_share() {
+        // 4 MiB on six ranks: 0-1 and 2-3 fold while 4 and 5 go on, so the halving's second
+        // step (1 MiB each way) pairs partners that come to it apart: both its pairs polling
+        // (without the fold, no 1 MiB step of rabenseifner's is: its all-gather's is entering).
         let p = plan(&req(4 << 20), &sys(6), &LibraryOptions::default()).unwrap();
+        let polling = StepPairs::all(Partners::Polling, 2);
         let head = head_bytes(6, 1 << 20, Exchanges::Expected, polling);
-        assert!(
+        let heads = |bytes| {
             p.schedule
                 .ops
                 .iter()
-                .any(|op| matches!(op.kind, OpKind::Transfer { bytes, .. } if bytes == head)),
-            "a head of {head} B"
-        );
-    }
-
-    #[test]
-    fn the_expected_head_is_the_slow_modes_head_times_how_often_the_step_ran_slow() {
-        // The slow mode delivers all but the measured tail before the way back starts. Partners
-        // entering together: 181 of 320 four-rank repetitions (two pairs at once) ran slow.
-        // Partners that had just waited on the call's previous step: 95 of 106 captured
-        // exchanges, counted pair by pair.
-        let two_pairs_entering = 181.0 / 320.0;
-        let one_pair_entering = 1.0 - (1.0f64 - two_pairs_entering).sqrt();
-        let one_pair_polling = 95.0 / 106.0;
-        for (partners, step_pairs, share) in [
-            (Partners::Entering, 2, two_pairs_entering),
-            (Partners::Entering, 1, one_pair_entering),
-            (Partners::Polling, 1, one_pair_polling),
-            (Partners::Polling, 2, 1.0 - (1.0 - one_pair_polling).powi(2)),
-        ] {
-            for bytes in [128u64 << 10, 256 << 10, 1 << 20, 16 << 20] {
-                let slow_head = bytes - SLOW_EXCHANGE_TAIL_BYTES;
-                let expected = (slow_head as f64 * share).round() as u64;
-                let step = StepPairs::all(partners, step_pairs);
-                let head = head_bytes(4, bytes, Exchanges::Expected, step);
-                assert_eq!(
-                    head, expected,
-                    "{bytes} B, {partners:?}, {step_pairs} pairs"
-                );
-                assert_eq!(
-                    head_bytes(2, bytes, Exchanges::Expected, StepPairs::all(partners, 1)),
-                    slow_head,
-                    "two ranks: the slow mode every time"
-                );
-            }
-        }
-        // A step is as slow as its slowest pair: eight ranks' four pairs ran slow in 120 of
-        // 150 repetitions, which the two-pair share says within two points.
-        let four_pairs = slow_share(StepPairs::all(Partners::Entering, 4));
-        assert!((four_pairs - 120.0 / 150.0).abs() < 0.02, "{four_pairs}");
-        assert!(slow_share(StepPairs::all(Partners::Entering, 8)) > four_pairs);
-        // A forced mode holds whatever the partners did and however many pairs.
-        for partners in [Partners::Entering, Partners::Polling] {
-            let two = StepPairs::all(partners, 2);
-            assert_eq!(head_bytes(4, 1 << 20, Exchanges::BothWays, two), 0);
-            assert_eq!(
-                head_bytes(
-                    8,
-                    1 << 20,
-                    Exchanges::OneWayFirst,
-                    StepPairs::all(partners, 4)
-                ),
-                (1 << 20) - SLOW_EXCHANGE_TAIL_BYTES
-            );
-        }
-        // A message just above the eager limit fits in the tail: both ways at once, on two
-        // ranks too.
-        assert_eq!(
-            head_bytes(
-                4,
-                80 << 10,
-                Exchanges::Expected,
-                StepPairs::all(Partners::Polling, 2)
-            ),
-            0
-        );
-        assert_eq!(
-            head_bytes(
-                2,
-                80 << 10,
-                Exchanges::Expected,
-                StepPairs::all(Partners::Entering, 1)
-            ),
-            0
-        );
-        let s = one_exchange(4, 80 << 10);
-        assert_back_request(&s, 2, 1, "the way back waits only for the answer");
-        assert_eq!(data_bytes(&s), 2 * (80 << 10));
+                .any(|op| matches!(op.kind, OpKind::Transfer { bytes: b, .. } if b == bytes))
+        };
+        assert!(heads(head), "a head of {head} B");
     }
 }

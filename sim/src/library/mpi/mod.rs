@@ -1,9 +1,10 @@
 //! OpenMPI 4.1 as it runs its collectives: `coll/tuned`'s fixed decision rules, the `coll/base`
 //! algorithms they pick, and the ob1 PML's eager and rendezvous messages over the TCP BTL.
-//! Facts read from OpenMPI v4.1.4's sources (no code taken). This module holds the messages,
-//! the exchanges between partners and the dispatch; each collective's rules and algorithms are
-//! in its own: `allreduce.rs` (described here, the first modelled), `bcast.rs`, `allgather.rs`,
-//! `reduce_scatter.rs`, `barrier.rs`.
+//! Facts read from OpenMPI v4.1.4's sources (no code taken). This module holds the messages
+//! and the dispatch; `exchanges.rs` the exchanges between partners (their modes and how often
+//! each runs); each collective's rules and algorithms are in its own: `allreduce.rs`
+//! (described here, the first modelled), `bcast.rs`, `allgather.rs`, `reduce_scatter.rs`,
+//! `reduce.rs`, `barrier.rs`.
 //!
 //! - **Choice** (`coll_tuned_decision_fixed.c`): by communicator size and message size, for
 //!   commutative operations (sums), one of 1 basic_linear, 2 nonoverlapping, 3
@@ -79,6 +80,7 @@ mod allgather;
 mod allreduce;
 mod barrier;
 mod bcast;
+mod exchanges;
 mod reduce;
 mod reduce_scatter;
 
@@ -86,6 +88,11 @@ pub use allgather::{allgather_fixed, AllGatherAlg};
 pub use allreduce::{allreduce_fixed, AllReduceAlg, RANK_BY_RANK_MAX};
 pub use barrier::{barrier_fixed, BarrierAlg};
 pub use bcast::{bcast_fixed, BcastAlg};
+use exchanges::{exchange, exchange_in_step, Histories, Partners, StepPairs};
+pub use exchanges::{
+    Exchanges, EXCHANGES, PAIRS_PER_REPETITION, POLLING_EXCHANGES, POLLING_SLOW_EXCHANGES,
+    SLOW_EXCHANGES, SLOW_EXCHANGE_TAIL_BYTES,
+};
 pub use reduce_scatter::{reduce_scatter_fixed, ReduceScatterAlg};
 
 use super::{reversed, LibraryError, LibraryOptions, Plan, Request, System};
@@ -230,289 +237,6 @@ fn message_on(
     ack_deps.extend(matched);
     let ack = send(s, back, ACK_BYTES, ack_deps);
     send(s, to, bytes, vec![ack])
-}
-
-/// How pairwise rendezvous exchanges ran on the testbed (`suite.py mpi_p2p --ranks 4`, all four
-/// ranks exchanging in pairs at once, TCP cubic, 10 repetitions per size and launch, each launch
-/// a fresh mpirun: `data/runs/calibration/testbed_mpi_p2p_4ranks.json` and `..._launch2` to
-/// `..._launch10.json`, 128 KiB to 16 MiB). A repetition runs in one of two modes, and a launch
-/// tends to keep one (all 10 slow in some launches, none in others): both directions at once
-/// (1.0x a one-way Send), or the way back waiting until the first way has all but a tail
-/// left, whatever the size (1.35x at 128 KiB, 1.67x at 256 KiB, 1.93x at 1 MiB, 2.0x from
-/// 4 MiB). [`SLOW_EXCHANGES`] of [`EXCHANGES`] ran the slow way (a repetition counts as slow
-/// above the midpoint of the two modes); [`SLOW_EXCHANGE_TAIL_BYTES`] is the median tail of
-/// the 144 slow ones up to 4 MiB (beyond, a tail is under the timer's resolution of a 0.7 s
-/// exchange). What picks the mode is how the ranks enter (with the odd ranks 0.5 ms late, 10 of
-/// 10 crossed at once), which no model here knows: dtsim plays the expected time. A repetition
-/// is as slow as the slower of its [`PAIRS_PER_REPETITION`] pairs, so one pair runs slow with
-/// the probability p that makes two independent pairs slow that often (0.341), and a step of k
-/// pairs is slow with 1 - (1 - p)^k ([`slow_share`]). Checked on eight ranks (four pairs,
-/// `testbed_mpi_p2p_8ranks_launch1.json` to `..._launch5.json`, 2026-11-30): 120 of 150
-/// repetitions slow, where the rule says 0.81 of them.
-pub const SLOW_EXCHANGES: u32 = 181;
-/// All the four-rank exchange repetitions counted in [`SLOW_EXCHANGES`].
-pub const EXCHANGES: u32 = 320;
-/// Pairs exchanging at once in each repetition counted in [`SLOW_EXCHANGES`] (ranks 0-1, 2-3).
-pub const PAIRS_PER_REPETITION: u32 = 2;
-/// What the first way of a slow exchange still had to deliver when the way back started.
-pub const SLOW_EXCHANGE_TAIL_BYTES: u64 = 82_500;
-
-/// How exchanges ran whose partners had just waited on the call's own earlier messages: the
-/// second steps of the five captured recursive-doubling all_gathers of 4 MiB on the star
-/// (`testbed_star4_200mbit.capture_mpi_rd_4m.json`, `..._launch2` to `..._launch5.json`,
-/// 2026-11-28, counted by `testbed/workloads/capture_exchanges.py`): [`POLLING_SLOW_EXCHANGES`] of
-/// [`POLLING_EXCHANGES`] ran the slow way in every launch, where their first steps (partners
-/// from the harness's barrier) ran it 41 of 107 times. In a slow exchange the late partner
-/// answers the early one's request before it writes its own, so the early one's answer to it
-/// leaves behind its data; it does so when it read that request while polling (waiting on the
-/// network), which a rank waiting on the call's previous step does. Where the partners reduced
-/// what they received before the step, the capture of ten recursive-halving reduce_scatters of
-/// 4 MiB (`testbed_star4_200mbit.capture_mpi_rh_4m.json`, 2026-11-29) ran the second steps
-/// the slow way 9 of 22 times: those are played at [`SLOW_EXCHANGES`]' share. These are counted
-/// pair by pair: one pair's share. The captured second steps had at least one of their two
-/// pairs slow 52 times in 52, where [`slow_share`]'s rule says 0.99.
-pub const POLLING_SLOW_EXCHANGES: u32 = 95;
-/// All the exchanges counted in [`POLLING_SLOW_EXCHANGES`].
-pub const POLLING_EXCHANGES: u32 = 106;
-
-/// What the partners of an exchange did just before it, which decides how often its way back
-/// waits ([`head_bytes`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Partners {
-    /// They entered the call, or reduced what they had received: [`SLOW_EXCHANGES`]' share.
-    Entering,
-    /// They waited on the call's own earlier messages: [`POLLING_SLOW_EXCHANGES`]' share.
-    Polling,
-}
-
-impl Partners {
-    /// The partners of the `step`-th of exchanges that follow one another with no reduction
-    /// between: entering at the first, polling after.
-    fn at_step(step: u32) -> Partners {
-        if step == 0 {
-            Partners::Entering
-        } else {
-            Partners::Polling
-        }
-    }
-
-    /// How often one pair's exchange runs the slow way: polling partners' share was counted
-    /// pair by pair; entering partners' was counted over repetitions of
-    /// [`PAIRS_PER_REPETITION`] pairs, each as slow as its slower pair.
-    fn slow_share_per_pair(self) -> f64 {
-        match self {
-            Partners::Entering => {
-                let step = f64::from(SLOW_EXCHANGES) / f64::from(EXCHANGES);
-                1.0 - (1.0 - step).powf(1.0 / f64::from(PAIRS_PER_REPETITION))
-            }
-            Partners::Polling => f64::from(POLLING_SLOW_EXCHANGES) / f64::from(POLLING_EXCHANGES),
-        }
-    }
-}
-
-/// The pairs exchanging at once in one step, by what their partners did before it
-/// ([`Partners`]): the step runs as slow as its slowest pair ([`slow_share`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct StepPairs {
-    entering: u32,
-    polling: u32,
-}
-
-impl StepPairs {
-    /// `pairs` pairs, all of whose partners did `partners` before.
-    fn all(partners: Partners, pairs: u32) -> StepPairs {
-        match partners {
-            Partners::Entering => StepPairs {
-                entering: pairs,
-                polling: 0,
-            },
-            Partners::Polling => StepPairs {
-                entering: 0,
-                polling: pairs,
-            },
-        }
-    }
-}
-
-/// How often a step runs the slow way: as slow as its slowest pair, each pair slow on its own
-/// ([`Partners::slow_share_per_pair`]).
-fn slow_share(step: StepPairs) -> f64 {
-    let fast = |p: Partners, k: u32| (1.0 - p.slow_share_per_pair()).powi(k as i32);
-    let all_fast = fast(Partners::Entering, step.entering) * fast(Partners::Polling, step.polling);
-    if step.entering + step.polling == 0 {
-        return 0.0;
-    }
-    1.0 - all_fast
-}
-
-/// What each rank did before a step of a call whose ranks do not all do the same (the ranks
-/// a non-power-of-two algorithm folds in, and those it does not), as a signature: partners
-/// with equal signatures come to an exchange together, as `Partners` says of the step; partners
-/// whose signatures differ come apart, the earlier one's request waiting while the later one
-/// still waits on its own earlier messages ([`Partners::Polling`], as the captures show for
-/// partners posting milliseconds apart). After an exchange both partners share a signature.
-#[derive(Debug, Clone)]
-struct Histories(Vec<u64>);
-
-impl Histories {
-    /// `n` ranks entering together, those in `apart` (the fold's) having done something first.
-    fn new(n: u32, apart: impl IntoIterator<Item = Endpoint>) -> Histories {
-        let mut h = vec![0u64; n as usize];
-        for r in apart {
-            h[r as usize] = 1;
-        }
-        Histories(h)
-    }
-
-    /// The step in which `pairs` exchange, partners alike doing `alike` before: its mix of
-    /// pairs; the partners' signatures then become one.
-    fn step(&mut self, pairs: &[(Endpoint, Endpoint)], alike: Partners) -> StepPairs {
-        let mut mix = StepPairs::all(alike, 0);
-        for &(a, b) in pairs {
-            let (ha, hb) = (self.0[a as usize], self.0[b as usize]);
-            if ha == hb {
-                mix = StepPairs {
-                    entering: mix.entering + u32::from(alike == Partners::Entering),
-                    polling: mix.polling + u32::from(alike == Partners::Polling),
-                };
-            } else {
-                mix.polling += 1;
-            }
-            // Equal inputs give equal outputs, so pairs that came alike stay alike.
-            let joined = splitmix(ha.min(hb) ^ splitmix(ha.max(hb)).rotate_left(17));
-            self.0[a as usize] = joined;
-            self.0[b as usize] = joined;
-        }
-        mix
-    }
-}
-
-fn splitmix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-/// How OpenMPI's rendezvous exchanges between partners (four or more ranks) run: the
-/// testbed saw both directions at once in some launches and the way back waiting for the first
-/// way in others ([`SLOW_EXCHANGES`]). `collective.exchanges` picks one, so a study can bound
-/// what it cannot predict; with two ranks the way back always waits for all but the tail.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Exchanges {
-    /// The measured share of slow exchanges, as an expected head (`head_bytes`).
-    #[default]
-    Expected,
-    /// Both directions at once.
-    BothWays,
-    /// The way back once the first way has all but [`SLOW_EXCHANGE_TAIL_BYTES`] delivered.
-    OneWayFirst,
-}
-
-impl Exchanges {
-    pub const NAMES: [(&'static str, Exchanges); 3] = [
-        ("expected", Exchanges::Expected),
-        ("both_ways", Exchanges::BothWays),
-        ("one_way_first", Exchanges::OneWayFirst),
-    ];
-    pub fn parse(s: &str) -> Option<Exchanges> {
-        let s = s.trim().to_ascii_lowercase();
-        Exchanges::NAMES
-            .iter()
-            .find(|(name, _)| *name == s)
-            .map(|&(_, x)| x)
-    }
-    pub fn as_str(self) -> &'static str {
-        Exchanges::NAMES
-            .iter()
-            .find(|(_, x)| *x == self)
-            .map_or("expected", |(name, _)| name)
-    }
-}
-
-/// Of a rendezvous exchange of `bytes` each way between partners, how much the first way
-/// delivers before the way back starts, in expectation: with two ranks the slow mode's
-/// `bytes - tail` every time; with more, in the measured share of cases and nothing in the
-/// others. A message within the tail crosses both ways at once whatever the ranks. Two ranks'
-/// Sendrecvs (`testbed_mpi_p2p_2ranks.json`, 2026-11-26, and `..._2ranks_near_eager.json`,
-/// 2026-11-29) took 1.95-2.00x a one-way Send from 1 MiB (the rule: 1.92-2.00x), 2.16x and
-/// 1.37x at 128 KiB on the two days (1.37x), 1.27-1.52x at 64-96 KiB (1.00-1.16x) and 1.75x at
-/// 192 KiB (1.58x); two ranks' butterfly reduce_scatter of 2 x 64 KiB took one way's time
-/// (`testbed_mpi_butterfly_heldout.csv`). Until 2026-11-29 two ranks waited for all of it (2x
-/// from 64 KiB), which the second day's log does not show below 1 MiB.
-///
-/// In mode `x` ([`Exchanges`]): the expected head (the share by what the `partners` did
-/// before and how many pairs exchange in the step, [`slow_share`]), none (both ways at once) or
-/// the slow mode's.
-fn head_bytes(ranks: u32, bytes: u64, x: Exchanges, step: StepPairs) -> u64 {
-    let slow_head = bytes.saturating_sub(SLOW_EXCHANGE_TAIL_BYTES);
-    if ranks <= 2 {
-        return slow_head;
-    }
-    match x {
-        Exchanges::Expected => (slow_head as f64 * slow_share(step)).round() as u64,
-        Exchanges::BothWays => 0,
-        Exchanges::OneWayFirst => slow_head,
-    }
-}
-
-/// A sendrecv between partners (each pair `(a, b)` with a < b) of a communicator of `ranks`:
-/// both directions at once when eager. Above the eager limit the second direction starts once
-/// the first has delivered its head in mode `x`, by what the `partners` did before and how many
-/// pairs exchange in the step: `pairs`, all of the step's ([`head_bytes`]).
-#[allow(clippy::too_many_arguments)]
-fn exchange(
-    s: &mut Schedule,
-    pairs: &[(Endpoint, Endpoint)],
-    bytes: u64,
-    ranks: u32,
-    (x, partners): (Exchanges, Partners),
-    deps: Vec<OpId>,
-    phase: Phase,
-    step: u32,
-) -> OpId {
-    let all = StepPairs::all(partners, pairs.len() as u32);
-    exchange_in_step(s, (pairs, all), bytes, ranks, x, deps, phase, step)
-}
-
-/// [`exchange`] of some of a step's pairs, the step's pairs being `step_pairs` in all (the
-/// others in exchanges of their own: other sizes, or rank by rank; or partners that came to the
-/// step apart, [`Histories`]).
-#[allow(clippy::too_many_arguments)]
-fn exchange_in_step(
-    s: &mut Schedule,
-    (pairs, step_pairs): (&[(Endpoint, Endpoint)], StepPairs),
-    bytes: u64,
-    ranks: u32,
-    x: Exchanges,
-    deps: Vec<OpId>,
-    phase: Phase,
-    step: u32,
-) -> OpId {
-    let back = reversed(pairs);
-    if is_eager(bytes) {
-        let both: Vec<(Endpoint, Endpoint)> = pairs.iter().chain(back.iter()).copied().collect();
-        return message(s, &both, bytes, deps, phase, step);
-    }
-    let request = transfer(s, pairs.to_vec(), REQUEST_BYTES, deps, phase, step);
-    let ack = transfer(s, back.clone(), ACK_BYTES, vec![request], phase, step);
-    let head = head_bytes(ranks, bytes, x, step_pairs).min(bytes);
-    let first_head = match head {
-        0 => ack,
-        _ => transfer(s, pairs.to_vec(), head, vec![ack], phase, step),
-    };
-    let mut done = vec![message(s, &back, bytes, vec![first_head], phase, step)];
-    if head < bytes {
-        done.push(transfer(
-            s,
-            pairs.to_vec(),
-            bytes - head,
-            vec![first_head],
-            phase,
-            step,
-        ));
-    }
-    join(s, done, phase, step)
 }
 
 /// An op done when all of `ops` are (nothing of its own).

@@ -1,0 +1,456 @@
+//! OpenMPI's rendezvous exchanges between partners, the sendrecv of every pairwise algorithm
+//! (recursive doubling, rabenseifner, recursive halving, butterfly, bruck's last step, neighbor
+//! exchange, the split binary tree's halves): their two modes as the testbed runs them (both
+//! ways at once, or the way back after the first way's head), how often each ran, pair by pair
+//! and by what the partners did before ([`Partners`], [`Histories`]), and a step of pairs run
+//! as slow as its slowest ([`StepPairs`]). The messages themselves are the parent module's.
+
+use super::{is_eager, join, message, reversed, transfer, ACK_BYTES, REQUEST_BYTES};
+use crate::collective::{Endpoint, OpId, Phase, Schedule};
+
+/// How pairwise rendezvous exchanges ran on the testbed (`suite.py mpi_p2p --ranks 4`, all four
+/// ranks exchanging in pairs at once, TCP cubic, 10 repetitions per size and launch, each launch
+/// a fresh mpirun: `data/runs/calibration/testbed_mpi_p2p_4ranks.json` and `..._launch2` to
+/// `..._launch10.json`, 128 KiB to 16 MiB). A repetition runs in one of two modes, and a launch
+/// tends to keep one (all 10 slow in some launches, none in others): both directions at once
+/// (1.0x a one-way Send), or the way back waiting until the first way has all but a tail
+/// left, whatever the size (1.35x at 128 KiB, 1.67x at 256 KiB, 1.93x at 1 MiB, 2.0x from
+/// 4 MiB). [`SLOW_EXCHANGES`] of [`EXCHANGES`] ran the slow way (a repetition counts as slow
+/// above the midpoint of the two modes); [`SLOW_EXCHANGE_TAIL_BYTES`] is the median tail of
+/// the 144 slow ones up to 4 MiB (beyond, a tail is under the timer's resolution of a 0.7 s
+/// exchange). What picks the mode is how the ranks enter (with the odd ranks 0.5 ms late, 10 of
+/// 10 crossed at once), which no model here knows: dtsim plays the expected time. A repetition
+/// is as slow as the slower of its [`PAIRS_PER_REPETITION`] pairs, so one pair runs slow with
+/// the probability p that makes two independent pairs slow that often (0.341), and a step of k
+/// pairs is slow with 1 - (1 - p)^k ([`slow_share`]). Checked on eight ranks (four pairs,
+/// `testbed_mpi_p2p_8ranks_launch1.json` to `..._launch5.json`, 2026-11-30): 120 of 150
+/// repetitions slow, where the rule says 0.81 of them.
+pub const SLOW_EXCHANGES: u32 = 181;
+/// All the four-rank exchange repetitions counted in [`SLOW_EXCHANGES`].
+pub const EXCHANGES: u32 = 320;
+/// Pairs exchanging at once in each repetition counted in [`SLOW_EXCHANGES`] (ranks 0-1, 2-3).
+pub const PAIRS_PER_REPETITION: u32 = 2;
+/// What the first way of a slow exchange still had to deliver when the way back started.
+pub const SLOW_EXCHANGE_TAIL_BYTES: u64 = 82_500;
+
+/// How exchanges ran whose partners had just waited on the call's own earlier messages: the
+/// second steps of the five captured recursive-doubling all_gathers of 4 MiB on the star
+/// (`testbed_star4_200mbit.capture_mpi_rd_4m.json`, `..._launch2` to `..._launch5.json`,
+/// 2026-11-28, counted by `testbed/workloads/capture_exchanges.py`): [`POLLING_SLOW_EXCHANGES`] of
+/// [`POLLING_EXCHANGES`] ran the slow way in every launch, where their first steps (partners
+/// from the harness's barrier) ran it 41 of 107 times. In a slow exchange the late partner
+/// answers the early one's request before it writes its own, so the early one's answer to it
+/// leaves behind its data; it does so when it read that request while polling (waiting on the
+/// network), which a rank waiting on the call's previous step does. Where the partners reduced
+/// what they received before the step, the capture of ten recursive-halving reduce_scatters of
+/// 4 MiB (`testbed_star4_200mbit.capture_mpi_rh_4m.json`, 2026-11-29) ran the second steps
+/// the slow way 9 of 22 times: those are played at [`SLOW_EXCHANGES`]' share. These are counted
+/// pair by pair: one pair's share. The captured second steps had at least one of their two
+/// pairs slow 52 times in 52, where [`slow_share`]'s rule says 0.99.
+pub const POLLING_SLOW_EXCHANGES: u32 = 95;
+/// All the exchanges counted in [`POLLING_SLOW_EXCHANGES`].
+pub const POLLING_EXCHANGES: u32 = 106;
+
+/// What the partners of an exchange did just before it, which decides how often its way back
+/// waits ([`head_bytes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Partners {
+    /// They entered the call, or reduced what they had received: [`SLOW_EXCHANGES`]' share.
+    Entering,
+    /// They waited on the call's own earlier messages: [`POLLING_SLOW_EXCHANGES`]' share.
+    Polling,
+}
+
+impl Partners {
+    /// The partners of the `step`-th of exchanges that follow one another with no reduction
+    /// between: entering at the first, polling after.
+    pub(super) fn at_step(step: u32) -> Partners {
+        if step == 0 {
+            Partners::Entering
+        } else {
+            Partners::Polling
+        }
+    }
+
+    /// How often one pair's exchange runs the slow way: polling partners' share was counted
+    /// pair by pair; entering partners' was counted over repetitions of
+    /// [`PAIRS_PER_REPETITION`] pairs, each as slow as its slower pair.
+    fn slow_share_per_pair(self) -> f64 {
+        match self {
+            Partners::Entering => {
+                let step = f64::from(SLOW_EXCHANGES) / f64::from(EXCHANGES);
+                1.0 - (1.0 - step).powf(1.0 / f64::from(PAIRS_PER_REPETITION))
+            }
+            Partners::Polling => f64::from(POLLING_SLOW_EXCHANGES) / f64::from(POLLING_EXCHANGES),
+        }
+    }
+}
+
+/// The pairs exchanging at once in one step, by what their partners did before it
+/// ([`Partners`]): the step runs as slow as its slowest pair ([`slow_share`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct StepPairs {
+    entering: u32,
+    polling: u32,
+}
+
+impl StepPairs {
+    /// `pairs` pairs, all of whose partners did `partners` before.
+    pub(super) fn all(partners: Partners, pairs: u32) -> StepPairs {
+        match partners {
+            Partners::Entering => StepPairs {
+                entering: pairs,
+                polling: 0,
+            },
+            Partners::Polling => StepPairs {
+                entering: 0,
+                polling: pairs,
+            },
+        }
+    }
+}
+
+/// How often a step runs the slow way: as slow as its slowest pair, each pair slow on its own
+/// ([`Partners::slow_share_per_pair`]).
+pub(super) fn slow_share(step: StepPairs) -> f64 {
+    let fast = |p: Partners, k: u32| (1.0 - p.slow_share_per_pair()).powi(k as i32);
+    let all_fast = fast(Partners::Entering, step.entering) * fast(Partners::Polling, step.polling);
+    if step.entering + step.polling == 0 {
+        return 0.0;
+    }
+    1.0 - all_fast
+}
+
+/// What each rank did before a step of a call whose ranks do not all do the same (the ranks
+/// a non-power-of-two algorithm folds in, and those it does not), as a signature: partners
+/// with equal signatures come to an exchange together, as `Partners` says of the step; partners
+/// whose signatures differ come apart, the earlier one's request waiting while the later one
+/// still waits on its own earlier messages ([`Partners::Polling`], as the captures show for
+/// partners posting milliseconds apart). After an exchange both partners share a signature.
+#[derive(Debug, Clone)]
+pub(super) struct Histories(Vec<u64>);
+
+impl Histories {
+    /// `n` ranks entering together, those in `apart` (the fold's) having done something first.
+    pub(super) fn new(n: u32, apart: impl IntoIterator<Item = Endpoint>) -> Histories {
+        let mut h = vec![0u64; n as usize];
+        for r in apart {
+            h[r as usize] = 1;
+        }
+        Histories(h)
+    }
+
+    /// The step in which `pairs` exchange, partners alike doing `alike` before: its mix of
+    /// pairs; the partners' signatures then become one.
+    pub(super) fn step(&mut self, pairs: &[(Endpoint, Endpoint)], alike: Partners) -> StepPairs {
+        let mut mix = StepPairs::all(alike, 0);
+        for &(a, b) in pairs {
+            let (ha, hb) = (self.0[a as usize], self.0[b as usize]);
+            if ha == hb {
+                mix = StepPairs {
+                    entering: mix.entering + u32::from(alike == Partners::Entering),
+                    polling: mix.polling + u32::from(alike == Partners::Polling),
+                };
+            } else {
+                mix.polling += 1;
+            }
+            // Equal inputs give equal outputs, so pairs that came alike stay alike.
+            let joined = splitmix(ha.min(hb) ^ splitmix(ha.max(hb)).rotate_left(17));
+            self.0[a as usize] = joined;
+            self.0[b as usize] = joined;
+        }
+        mix
+    }
+}
+
+fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// How OpenMPI's rendezvous exchanges between partners (four or more ranks) run: the
+/// testbed saw both directions at once in some launches and the way back waiting for the first
+/// way in others ([`SLOW_EXCHANGES`]). `collective.exchanges` picks one, so a study can bound
+/// what it cannot predict; with two ranks the way back always waits for all but the tail.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Exchanges {
+    /// The measured share of slow exchanges, as an expected head (`head_bytes`).
+    #[default]
+    Expected,
+    /// Both directions at once.
+    BothWays,
+    /// The way back once the first way has all but [`SLOW_EXCHANGE_TAIL_BYTES`] delivered.
+    OneWayFirst,
+}
+
+impl Exchanges {
+    pub const NAMES: [(&'static str, Exchanges); 3] = [
+        ("expected", Exchanges::Expected),
+        ("both_ways", Exchanges::BothWays),
+        ("one_way_first", Exchanges::OneWayFirst),
+    ];
+    pub fn parse(s: &str) -> Option<Exchanges> {
+        let s = s.trim().to_ascii_lowercase();
+        Exchanges::NAMES
+            .iter()
+            .find(|(name, _)| *name == s)
+            .map(|&(_, x)| x)
+    }
+    pub fn as_str(self) -> &'static str {
+        Exchanges::NAMES
+            .iter()
+            .find(|(_, x)| *x == self)
+            .map_or("expected", |(name, _)| name)
+    }
+}
+
+/// Of a rendezvous exchange of `bytes` each way between partners, how much the first way
+/// delivers before the way back starts, in expectation: with two ranks the slow mode's
+/// `bytes - tail` every time; with more, in the measured share of cases and nothing in the
+/// others. A message within the tail crosses both ways at once whatever the ranks. Two ranks'
+/// Sendrecvs (`testbed_mpi_p2p_2ranks.json`, 2026-11-26, and `..._2ranks_near_eager.json`,
+/// 2026-11-29) took 1.95-2.00x a one-way Send from 1 MiB (the rule: 1.92-2.00x), 2.16x and
+/// 1.37x at 128 KiB on the two days (1.37x), 1.27-1.52x at 64-96 KiB (1.00-1.16x) and 1.75x at
+/// 192 KiB (1.58x); two ranks' butterfly reduce_scatter of 2 x 64 KiB took one way's time
+/// (`testbed_mpi_butterfly_heldout.csv`). Until 2026-11-29 two ranks waited for all of it (2x
+/// from 64 KiB), which the second day's log does not show below 1 MiB.
+///
+/// In mode `x` ([`Exchanges`]): the expected head (the share by what the `partners` did
+/// before and how many pairs exchange in the step, [`slow_share`]), none (both ways at once) or
+/// the slow mode's.
+pub(super) fn head_bytes(ranks: u32, bytes: u64, x: Exchanges, step: StepPairs) -> u64 {
+    let slow_head = bytes.saturating_sub(SLOW_EXCHANGE_TAIL_BYTES);
+    if ranks <= 2 {
+        return slow_head;
+    }
+    match x {
+        Exchanges::Expected => (slow_head as f64 * slow_share(step)).round() as u64,
+        Exchanges::BothWays => 0,
+        Exchanges::OneWayFirst => slow_head,
+    }
+}
+
+/// A sendrecv between partners (each pair `(a, b)` with a < b) of a communicator of `ranks`:
+/// both directions at once when eager. Above the eager limit the second direction starts once
+/// the first has delivered its head in mode `x`, by what the `partners` did before and how many
+/// pairs exchange in the step: `pairs`, all of the step's ([`head_bytes`]).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn exchange(
+    s: &mut Schedule,
+    pairs: &[(Endpoint, Endpoint)],
+    bytes: u64,
+    ranks: u32,
+    (x, partners): (Exchanges, Partners),
+    deps: Vec<OpId>,
+    phase: Phase,
+    step: u32,
+) -> OpId {
+    let all = StepPairs::all(partners, pairs.len() as u32);
+    exchange_in_step(s, (pairs, all), bytes, ranks, x, deps, phase, step)
+}
+
+/// [`exchange`] of some of a step's pairs, the step's pairs being `step_pairs` in all (the
+/// others in exchanges of their own: other sizes, or rank by rank; or partners that came to the
+/// step apart, [`Histories`]).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn exchange_in_step(
+    s: &mut Schedule,
+    (pairs, step_pairs): (&[(Endpoint, Endpoint)], StepPairs),
+    bytes: u64,
+    ranks: u32,
+    x: Exchanges,
+    deps: Vec<OpId>,
+    phase: Phase,
+    step: u32,
+) -> OpId {
+    let back = reversed(pairs);
+    if is_eager(bytes) {
+        let both: Vec<(Endpoint, Endpoint)> = pairs.iter().chain(back.iter()).copied().collect();
+        return message(s, &both, bytes, deps, phase, step);
+    }
+    let request = transfer(s, pairs.to_vec(), REQUEST_BYTES, deps, phase, step);
+    let ack = transfer(s, back.clone(), ACK_BYTES, vec![request], phase, step);
+    let head = head_bytes(ranks, bytes, x, step_pairs).min(bytes);
+    let first_head = match head {
+        0 => ack,
+        _ => transfer(s, pairs.to_vec(), head, vec![ack], phase, step),
+    };
+    let mut done = vec![message(s, &back, bytes, vec![first_head], phase, step)];
+    if head < bytes {
+        done.push(transfer(
+            s,
+            pairs.to_vec(),
+            bytes - head,
+            vec![first_head],
+            phase,
+            step,
+        ));
+    }
+    join(s, done, phase, step)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::{Collective, OpKind};
+
+    /// Payload bytes each pair direction carries, requests and acknowledgements left out.
+    fn data_bytes(s: &Schedule) -> u128 {
+        crate::library::testing::payload_bytes(s, ACK_BYTES)
+            - crate::library::testing::transfer_bytes(s, REQUEST_BYTES)
+    }
+
+    /// Op `at` of `s` is the way back's rendezvous request, and waits for op `after` alone.
+    fn assert_back_request(s: &Schedule, at: usize, after: u32, why: &str) {
+        let op = &s.ops[at];
+        assert!(
+            matches!(op.kind, OpKind::Transfer { bytes, .. } if bytes == REQUEST_BYTES),
+            "op {at} is a request"
+        );
+        assert_eq!(op.deps, vec![OpId(after)], "{why}");
+    }
+
+    /// One pairwise exchange of `bytes` each way between ranks 0 and 1 of a communicator of
+    /// `ranks`, alone in its schedule.
+    fn one_exchange(ranks: u32, bytes: u64) -> Schedule {
+        let mut s = Schedule::new(Collective::AllReduce, "t", ranks, bytes);
+        exchange(
+            &mut s,
+            &[(0, 1)],
+            bytes,
+            ranks,
+            (Exchanges::Expected, Partners::Entering),
+            vec![],
+            Phase::ReduceScatter,
+            0,
+        );
+        s
+    }
+
+    #[test]
+    fn rendezvous_exchanges_start_the_second_direction_after_the_expected_head() {
+        // Two ranks: the way back starts once the first way has all but the tail delivered.
+        let s = one_exchange(2, 1 << 20);
+        let head = (1 << 20) - SLOW_EXCHANGE_TAIL_BYTES;
+        assert!(matches!(s.ops[2].kind, OpKind::Transfer { bytes, .. } if bytes == head));
+        assert_back_request(
+            &s,
+            3,
+            2,
+            "two ranks: the way back waits for all but the tail",
+        );
+        assert_eq!(data_bytes(&s), 2 << 20);
+        // Four ranks: the way back starts once the first way has delivered its expected head.
+        let s = one_exchange(4, 1 << 20);
+        let head = head_bytes(
+            4,
+            1 << 20,
+            Exchanges::Expected,
+            StepPairs::all(Partners::Entering, 1),
+        );
+        assert!(matches!(s.ops[2].kind, OpKind::Transfer { bytes, .. } if bytes == head));
+        assert_back_request(&s, 3, 2, "the way back waits for the head");
+        assert_eq!(
+            data_bytes(&s),
+            2 << 20,
+            "each way carries the whole message once"
+        );
+        let s = one_exchange(2, 16 << 10);
+        assert_eq!(s.ops.len(), 1, "eager messages cross at once");
+    }
+
+    #[test]
+    fn partners_that_come_to_a_step_apart_run_it_at_the_polling_share() {
+        // Rabenseifner on six ranks folds 0-1 and 2-3 into 0 and 2 while 4 and 5 go on: the
+        // halving's first step pairs 0-2 (both folded) and 4-5 (neither): alike, entering; its
+        // second pairs 0-4 and 2-5, whose partners come to it apart: polling.
+        let mut h = Histories::new(6, [0, 2]);
+        let entering = StepPairs::all(Partners::Entering, 2);
+        let polling = StepPairs::all(Partners::Polling, 2);
+        assert_eq!(h.step(&[(0, 2), (4, 5)], Partners::Entering), entering);
+        assert_eq!(h.step(&[(0, 4), (2, 5)], Partners::Entering), polling);
+        // After an exchange its partners are alike.
+        assert_eq!(h.step(&[(0, 4), (2, 5)], Partners::Entering), entering);
+        // With no fold every rank does the same: recursive doubling on four ranks.
+        let mut h = Histories::new(4, []);
+        assert_eq!(h.step(&[(0, 1), (2, 3)], Partners::Entering), entering);
+        assert_eq!(h.step(&[(0, 2), (1, 3)], Partners::Entering), entering);
+    }
+
+    #[test]
+    fn the_expected_head_is_the_slow_modes_head_times_how_often_the_step_ran_slow() {
+        // The slow mode delivers all but the measured tail before the way back starts. Partners
+        // entering together: 181 of 320 four-rank repetitions (two pairs at once) ran slow.
+        // Partners that had just waited on the call's previous step: 95 of 106 captured
+        // exchanges, counted pair by pair.
+        let two_pairs_entering = 181.0 / 320.0;
+        let one_pair_entering = 1.0 - (1.0f64 - two_pairs_entering).sqrt();
+        let one_pair_polling = 95.0 / 106.0;
+        for (partners, step_pairs, share) in [
+            (Partners::Entering, 2, two_pairs_entering),
+            (Partners::Entering, 1, one_pair_entering),
+            (Partners::Polling, 1, one_pair_polling),
+            (Partners::Polling, 2, 1.0 - (1.0 - one_pair_polling).powi(2)),
+        ] {
+            for bytes in [128u64 << 10, 256 << 10, 1 << 20, 16 << 20] {
+                let slow_head = bytes - SLOW_EXCHANGE_TAIL_BYTES;
+                let expected = (slow_head as f64 * share).round() as u64;
+                let step = StepPairs::all(partners, step_pairs);
+                let head = head_bytes(4, bytes, Exchanges::Expected, step);
+                assert_eq!(
+                    head, expected,
+                    "{bytes} B, {partners:?}, {step_pairs} pairs"
+                );
+                assert_eq!(
+                    head_bytes(2, bytes, Exchanges::Expected, StepPairs::all(partners, 1)),
+                    slow_head,
+                    "two ranks: the slow mode every time"
+                );
+            }
+        }
+        // A step is as slow as its slowest pair: eight ranks' four pairs ran slow in 120 of
+        // 150 repetitions, which the two-pair share says within two points.
+        let four_pairs = slow_share(StepPairs::all(Partners::Entering, 4));
+        assert!((four_pairs - 120.0 / 150.0).abs() < 0.02, "{four_pairs}");
+        assert!(slow_share(StepPairs::all(Partners::Entering, 8)) > four_pairs);
+        // A forced mode holds whatever the partners did and however many pairs.
+        for partners in [Partners::Entering, Partners::Polling] {
+            let two = StepPairs::all(partners, 2);
+            assert_eq!(head_bytes(4, 1 << 20, Exchanges::BothWays, two), 0);
+            assert_eq!(
+                head_bytes(
+                    8,
+                    1 << 20,
+                    Exchanges::OneWayFirst,
+                    StepPairs::all(partners, 4)
+                ),
+                (1 << 20) - SLOW_EXCHANGE_TAIL_BYTES
+            );
+        }
+        // A message just above the eager limit fits in the tail: both ways at once, on two
+        // ranks too.
+        assert_eq!(
+            head_bytes(
+                4,
+                80 << 10,
+                Exchanges::Expected,
+                StepPairs::all(Partners::Polling, 2)
+            ),
+            0
+        );
+        assert_eq!(
+            head_bytes(
+                2,
+                80 << 10,
+                Exchanges::Expected,
+                StepPairs::all(Partners::Entering, 1)
+            ),
+            0
+        );
+        let s = one_exchange(4, 80 << 10);
+        assert_back_request(&s, 2, 1, "the way back waits only for the answer");
+        assert_eq!(data_bytes(&s), 2 * (80 << 10));
+    }
+}
