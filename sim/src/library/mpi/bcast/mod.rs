@@ -46,8 +46,8 @@
 
 use super::Algorithm as _;
 use super::{
-    exchange, exchange_in_step, is_eager, message, Exchanges, LibraryError, LibraryOptions,
-    Partners, Plan, Request, StepPairs, System, ELEMENT_BYTES,
+    exchange_in_step, is_eager, message, Exchanges, LibraryError, LibraryOptions, Partners, Plan,
+    Request, StepPairs, System, ELEMENT_BYTES,
 };
 use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
 use crate::library::entry_orders::entry_orders;
@@ -364,6 +364,11 @@ fn doubling_allgather(
     let (mut mask, mut step) = (1u32, 1u32);
     while mask < n {
         let before = held.clone();
+        // The step's pairs that exchange (both hold something): a step as slow as its slowest.
+        let exchanging = (0..n)
+            .filter(|v| v & mask == 0 && (v ^ mask) < n)
+            .filter(|&v| before[v as usize].min(before[(v ^ mask) as usize]) > 0)
+            .count() as u32;
         for v in (0..n).filter(|v| v & mask == 0 && (v ^ mask) < n) {
             let w = v ^ mask;
             let (a, b) = (before[v as usize], before[w as usize]);
@@ -373,12 +378,12 @@ fn doubling_allgather(
             let pair = [(real(v), real(w))];
             let mut done = if common > 0 {
                 // The partners come from waiting on the scatter's or the last step's messages.
-                exchange(
+                exchange_in_step(
                     s,
-                    &pair,
+                    (&pair, StepPairs::all(Partners::Polling, exchanging)),
                     common * ELEMENT_BYTES,
                     n,
-                    (x, Partners::Polling),
+                    x,
                     deps.clone(),
                     Phase::AllGather,
                     step,
