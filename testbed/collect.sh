@@ -259,6 +259,12 @@ if [[ $what == all || $what == mpi ]]; then
       --out data/runs/calibration/testbed_mpi_p2p_8ranks_launch$k.json
   done
   $PY testbed/workloads/exchange_modes.py data/runs/calibration/testbed_mpi_p2p_8ranks_launch*.json
+  for k in 1 2 3; do
+    $TB run --prefix mp --set generator.n=16 $STAR -- $PY $S mpi_p2p --ranks 16 --repeats $R \
+      --p2p-modes oneway,pairwise --bytes 262144 1048576 4194304 \
+      --out data/runs/calibration/testbed_mpi_p2p_16ranks_launch$k.json
+  done
+  $PY testbed/workloads/exchange_modes.py data/runs/calibration/testbed_mpi_p2p_16ranks_launch*.json
 fi
 if [[ $what == all || $what == heldout ]]; then
   # A fourth topology, recorded after the models were built on the three above: its profile
