@@ -54,8 +54,8 @@
 //! thread's hand-offs are not modelled either.
 //!
 //! Here: the plan, its refusals, and the message (notification, then payload) every schedule
-//! is built of; the collectives in [`ring`] (all_reduce, reduce), [`broadcast`],
-//! [`all_gather`], [`p2p`] (over isend/irecv); the hosts' CPU in [`host_cpu`].
+//! is built of; the collectives in `ring` (all_reduce, reduce), `broadcast`,
+//! `all_gather`, [`p2p`] (over isend/irecv); the hosts' CPU in [`host_cpu`].
 
 mod all_gather;
 mod broadcast;

@@ -22,9 +22,10 @@ use crate::collective::{Endpoint, OpId, Phase, Schedule};
 /// 10 crossed at once), which no model here knows: dtsim plays the expected time. A repetition
 /// is as slow as the slower of its [`PAIRS_PER_REPETITION`] pairs, so one pair runs slow with
 /// the probability p that makes two independent pairs slow that often (0.341), and a step of k
-/// pairs is slow with 1 - (1 - p)^k ([`slow_share`]). Checked on eight ranks (four pairs,
+/// pairs is slow with 1 - (1 - p)^k (`slow_share`). Checked on eight ranks (four pairs,
 /// `testbed_mpi_p2p_8ranks_launch1.json` to `..._launch5.json`, 2026-11-30): 120 of 150
-/// repetitions slow, where the rule says 0.81 of them.
+/// repetitions slow, where the rule says 0.81 of them; on sixteen (eight pairs,
+/// `testbed_mpi_p2p_16ranks_launch1.json` to `..._launch3.json`), 90 of 90, where it says 0.96.
 pub const SLOW_EXCHANGES: u32 = 181;
 /// All the four-rank exchange repetitions counted in [`SLOW_EXCHANGES`].
 pub const EXCHANGES: u32 = 320;
@@ -46,7 +47,7 @@ pub const SLOW_EXCHANGE_TAIL_BYTES: u64 = 82_500;
 /// 4 MiB (`testbed_star4_200mbit.capture_mpi_rh_4m.json`, 2026-11-29) ran the second steps
 /// the slow way 9 of 22 times: those are played at [`SLOW_EXCHANGES`]' share. These are counted
 /// pair by pair: one pair's share. The captured second steps had at least one of their two
-/// pairs slow 52 times in 52, where [`slow_share`]'s rule says 0.99.
+/// pairs slow 52 times in 52, where `slow_share`'s rule says 0.99.
 pub const POLLING_SLOW_EXCHANGES: u32 = 95;
 /// All the exchanges counted in [`POLLING_SLOW_EXCHANGES`].
 pub const POLLING_EXCHANGES: u32 = 106;

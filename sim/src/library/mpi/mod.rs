@@ -39,7 +39,7 @@
 //!   rank of each pair enters 0.5 ms after the other. dtsim plays the pairwise exchanges of
 //!   recursive_doubling and rabenseifner at their expected time (`head_bytes`: the
 //!   way back starts once the first way has delivered the slow mode's head times its share).
-//!   The share depends on what the partners did just before ([`Partners`]): entered the call
+//!   The share depends on what the partners did just before (`exchanges.rs`): entered the call
 //!   or reduced what they received (that share), or waited on the call's own previous step,
 //!   which ran the slow way 95 of 106 times in five captured all_gathers
 //!   ([`POLLING_SLOW_EXCHANGES`]): the late partner, polling, had read the early one's request
@@ -51,7 +51,7 @@
 //! Not modelled, and refused: non-commutative operations, the algorithms each collective's
 //! file names, and the rules of the collectives other than all_reduce, broadcast, all_gather,
 //! reduce_scatter, reduce and barrier. The all-reduce's nonoverlapping plays the
-//! communicator's reduce then its broadcast ([`reduce`]).
+//! communicator's reduce then its broadcast (`reduce.rs`).
 
 /// Declares a `coll_tuned_<collective>_algorithm` enumeration once: each algorithm with its
 /// OpenMPI number and name, and its [`Algorithm`] implementation (listing them in number order).
