@@ -114,12 +114,11 @@ impl StepPairs {
 /// How often a step runs the slow way: as slow as its slowest pair, each pair slow on its own
 /// ([`Partners::slow_share_per_pair`]).
 pub(super) fn slow_share(step: StepPairs) -> f64 {
-    let fast = |p: Partners, k: u32| (1.0 - p.slow_share_per_pair()).powi(k as i32);
-    let all_fast = fast(Partners::Entering, step.entering) * fast(Partners::Polling, step.polling);
     if step.entering + step.polling == 0 {
         return 0.0;
     }
-    1.0 - all_fast
+    let fast = |p: Partners, k: u32| (1.0 - p.slow_share_per_pair()).powi(k as i32);
+    1.0 - fast(Partners::Entering, step.entering) * fast(Partners::Polling, step.polling)
 }
 
 /// What each rank did before a step of a call whose ranks do not all do the same (the ranks
@@ -164,6 +163,7 @@ impl Histories {
     }
 }
 
+/// A 64-bit mix (splitmix64's finalizer): signatures that differ stay apart.
 fn splitmix(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
