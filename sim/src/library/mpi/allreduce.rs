@@ -680,7 +680,7 @@ mod tests {
     }
 
     #[test]
-    fn rabenseifners_step_after_a_fold_waits_for_the_polling_share() {
+    fn the_step_after_a_fold_waits_for_the_polling_share() {
         // 4 MiB on six ranks: 0-1 and 2-3 fold while 4 and 5 go on, so the halving's second
         // step (1 MiB each way) pairs partners that come to it apart: both its pairs polling
         // (without the fold, no 1 MiB step of rabenseifner's is: its all-gather's is entering).
@@ -694,5 +694,16 @@ mod tests {
                 .any(|op| matches!(op.kind, OpKind::Transfer { bytes: b, .. } if b == bytes))
         };
         assert!(heads(head), "a head of {head} B");
+        // Recursive doubling folds 0 into 1 and 2 into 3 while 4 and 5 go on: its second step
+        // (1-4, 3-5, the whole 4 MiB each way) too.
+        let p = plan(&req(4 << 20), &sys(6), &forced("recursive_doubling")).unwrap();
+        let head = head_bytes(6, 4 << 20, Exchanges::Expected, polling);
+        assert!(
+            p.schedule
+                .ops
+                .iter()
+                .any(|op| matches!(op.kind, OpKind::Transfer { bytes, .. } if bytes == head)),
+            "a head of {head} B"
+        );
     }
 }

@@ -403,6 +403,36 @@ mod tests {
         assert_eq!(data, 32 * u128::from(block));
     }
 
+    #[test]
+    fn the_halving_step_after_the_fold_pairs_partners_that_come_apart() {
+        // 6 ranks, blocks of 1 MiB: ranks 1 and 3 reduce the fold's vectors while 4 and 5
+        // start halving, so the first halving step pairs 1-4 and 3-5, which come to it apart:
+        // both pairs at the polling share, their common 2 MiB waiting for its head.
+        use super::super::exchanges::{head_bytes, Partners, StepPairs};
+        let block = 1u64 << 20;
+        let p = crate::library::testing::mpi_forced(
+            Collective::ReduceScatter,
+            "recursive_halving",
+            6,
+            0,
+            6 * block,
+        );
+        let head = |partners| {
+            let step = StepPairs::all(partners, 2);
+            head_bytes(6, 2 * block, super::super::Exchanges::Expected, step)
+        };
+        let has = |bytes| {
+            p.schedule
+                .ops
+                .iter()
+                .any(|op| matches!(op.kind, crate::collective::OpKind::Transfer { bytes: b, .. } if b == bytes))
+        };
+        // (Without the fold every step of recursive halving pairs partners alike: entering.)
+        assert!(has(head(Partners::Polling)));
+        // The next step (1-3, 4-5: 2 MiB and 1 MiB each way) pairs partners alike again.
+        assert!(has(head(Partners::Entering)));
+    }
+
     /// The data bytes (requests and answers left out) of OpenMPI's reduce_scatter of `n`
     /// blocks of 1 MiB on `n` ranks by `alg`.
     fn data_bytes(alg: &str, n: u32) -> u128 {
