@@ -7,7 +7,7 @@ A repetition of a rendezvous exchange of M bytes each way either runs both ways 
 1.0x a one-way Send of M) or the way back waits until the first way has all but a tail T left
 (about 2 - T/M). Prints, per size and pooled, how many repetitions ran the slow way (above the
 midpoint of the two modes, with T = 82.5 KB) and the median tail of the slow ones: the numbers
-behind dtsim's SLOW_EXCHANGES, EXCHANGES and SLOW_EXCHANGE_TAIL_BYTES (sim/src/library/mpi.rs).
+behind dtsim's SLOW_EXCHANGES, EXCHANGES and SLOW_EXCHANGE_TAIL_BYTES (sim/src/library/mpi/exchanges.rs).
 """
 import glob
 import json
