@@ -421,12 +421,7 @@ mod tests {
             let step = StepPairs::all(partners, 2);
             head_bytes(6, 2 * block, super::super::Exchanges::Expected, step)
         };
-        let has = |bytes| {
-            p.schedule
-                .ops
-                .iter()
-                .any(|op| matches!(op.kind, crate::collective::OpKind::Transfer { bytes: b, .. } if b == bytes))
-        };
+        let has = |bytes| crate::library::testing::transfer_bytes(&p.schedule, bytes) > 0;
         // (Without the fold every step of recursive halving pairs partners alike: entering.)
         assert!(has(head(Partners::Polling)));
         // The next step (1-3, 4-5: 2 MiB and 1 MiB each way) pairs partners alike again.

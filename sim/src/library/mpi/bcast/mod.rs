@@ -364,12 +364,13 @@ fn doubling_allgather(
     let (mut mask, mut step) = (1u32, 1u32);
     while mask < n {
         let before = held.clone();
+        let lower: Vec<u32> = (0..n).filter(|v| v & mask == 0 && (v ^ mask) < n).collect();
         // The step's pairs that exchange (both hold something): a step as slow as its slowest.
-        let exchanging = (0..n)
-            .filter(|v| v & mask == 0 && (v ^ mask) < n)
-            .filter(|&v| before[v as usize].min(before[(v ^ mask) as usize]) > 0)
+        let exchanging = lower
+            .iter()
+            .filter(|&&v| before[v as usize].min(before[(v ^ mask) as usize]) > 0)
             .count() as u32;
-        for v in (0..n).filter(|v| v & mask == 0 && (v ^ mask) < n) {
+        for v in lower {
             let w = v ^ mask;
             let (a, b) = (before[v as usize], before[w as usize]);
             let mut deps = ready[v as usize].clone();
