@@ -251,20 +251,18 @@ if [[ $what == all || $what == mpi ]]; then
       --out data/runs/calibration/testbed_mpi_p2p_4ranks_launch$k.json
   done
   $PY testbed/workloads/exchange_modes.py
-  # Eight ranks' pairwise exchanges (four pairs at once), five launches: how often a step of
-  # four pairs runs slow, against two pairs' share (testbed_mpi_p2p_8ranks_launch{1..5}.json).
-  for k in 1 2 3 4 5; do
-    $TB run --prefix mp --set generator.n=8 $STAR -- $PY $S mpi_p2p --ranks 8 --repeats $R \
-      --p2p-modes oneway,pairwise --bytes 262144 1048576 4194304 \
-      --out data/runs/calibration/testbed_mpi_p2p_8ranks_launch$k.json
+  # Eight and sixteen ranks' pairwise exchanges (four and eight pairs at once), five and three
+  # launches: how often a step of k pairs runs slow, against two pairs' share
+  # (testbed_mpi_p2p_{8,16}ranks_launch*.json).
+  for spec in "8 5" "16 3"; do
+    set -- $spec
+    for k in $(seq 1 $2); do
+      $TB run --prefix mp --set generator.n=$1 $STAR -- $PY $S mpi_p2p --ranks $1 --repeats $R \
+        --p2p-modes oneway,pairwise --bytes 262144 1048576 4194304 \
+        --out data/runs/calibration/testbed_mpi_p2p_$1ranks_launch$k.json
+    done
+    $PY testbed/workloads/exchange_modes.py data/runs/calibration/testbed_mpi_p2p_$1ranks_launch*.json
   done
-  $PY testbed/workloads/exchange_modes.py data/runs/calibration/testbed_mpi_p2p_8ranks_launch*.json
-  for k in 1 2 3; do
-    $TB run --prefix mp --set generator.n=16 $STAR -- $PY $S mpi_p2p --ranks 16 --repeats $R \
-      --p2p-modes oneway,pairwise --bytes 262144 1048576 4194304 \
-      --out data/runs/calibration/testbed_mpi_p2p_16ranks_launch$k.json
-  done
-  $PY testbed/workloads/exchange_modes.py data/runs/calibration/testbed_mpi_p2p_16ranks_launch*.json
 fi
 if [[ $what == all || $what == heldout ]]; then
   # A fourth topology, recorded after the models were built on the three above: its profile
