@@ -1,7 +1,7 @@
 """The rendezvous exchanges between partners in a `suite.py capture_mpi` log: for each, how far
 apart the two partners posted (their requests' departures) and which mode it ran in.
 
-  python3 testbed/workloads/capture_exchanges.py LOG.json [--each]
+  python3 testbed/workloads/capture_exchanges.py LOG.json [--each] [--chain]
 
 An exchange is a request each way between two ranks less than 200 ms apart, and the first data
 message each way after them. It ran the slow way when the second way's data left after the first
@@ -9,6 +9,12 @@ way had delivered half of its own; otherwise both ways at once. Prints the count
 the partners' post skew (below 0.3 ms, 0.3-1, 1-5, 5 ms and more), and with --each every
 exchange. What it showed for recursive doubling all_gathers of 4 MiB on the star
 (`testbed_star4_200mbit.capture_mpi_rd_4m.json`) is in docs/testbed.md.
+
+With --chain (four-rank captures, two pairs a step): the exchanges grouped into steps (those
+starting within 20 ms of one another, each pair once) and the steps into calls (a step then
+one of other pairs), and how often a call's second step ran slow (any of its pairs) after a
+first that did and after one that did not: the numbers behind dtsim's STEPS_AFTER_SLOW and
+SLOW_STEPS_AFTER_SLOW (sim/src/library/mpi/exchanges.rs).
 """
 import json
 import sys
@@ -52,9 +58,42 @@ def exchanges(messages):
     return sorted(out)
 
 
+STEP_WINDOW_SECS = 0.02
+CALL_WINDOW_SECS = 1.0
+
+
+def chain(rows):
+    """Counter of (first step slow?, second step slow?) over the calls of two-pair steps."""
+    steps = []
+    for t, pair, _skew, slow, _early in rows:
+        if steps and t - steps[-1]["t"] < STEP_WINDOW_SECS and pair not in steps[-1]["pairs"]:
+            steps[-1]["pairs"].append(pair)
+            steps[-1]["slow"] = steps[-1]["slow"] or slow
+        else:
+            steps.append({"t": t, "pairs": [pair], "slow": slow})
+    calls = Counter()
+    i = 0
+    while i + 1 < len(steps):
+        a, b = steps[i], steps[i + 1]
+        if (len(a["pairs"]) == 2 and len(b["pairs"]) == 2 and set(a["pairs"]) != set(b["pairs"])
+                and b["t"] - a["t"] < CALL_WINDOW_SECS):
+            calls[(a["slow"], b["slow"])] += 1
+            i += 2
+        else:
+            i += 1
+    return calls
+
+
 def main():
     log = json.load(open(sys.argv[1]))
     rows = exchanges(log["messages"])
+    if "--chain" in sys.argv:
+        calls = chain(rows)
+        for first in (True, False):
+            n = calls[(first, True)] + calls[(first, False)]
+            print(f"after a {'slow' if first else 'fast'} first step: second step slow "
+                  f"{calls[(first, True)]} of {n}")
+        return
     counts = Counter()
     for t, pair, skew, slow, early_first in rows:
         label = next(name for top, name in BINS_MS if skew * 1e3 < top)

@@ -219,7 +219,7 @@ pub fn library_options_of(
         Some(x) => crate::library::mpi::Exchanges::parse(x).ok_or_else(|| {
             (
                 field("exchanges"),
-                format!("one of expected, both_ways, one_way_first, got {x:?}"),
+                format!("one of median, expected, both_ways, one_way_first, got {x:?}"),
             )
         })?,
     };

@@ -487,7 +487,7 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
     let mut alternatives = Vec::new();
     let mut alternatives_vary = String::new();
     let mut plays_per_way = 1;
-    // OpenMPI in its expected exchange mode: its options, to play the same call with every
+    // OpenMPI in its median or expected exchange mode: its options, to play the same call with every
     // exchange between partners both ways at once and with every one one way after the other,
     // whose times bound what a launch does (see `library::mpi`).
     let mut exchange_opts: Option<library::LibraryOptions> = None;
@@ -557,7 +557,9 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
             .with_wake_ups(&prep.profile, s.file.seed, 1);
             barrier = Some(plan_request(model.as_mut(), &barrier_request, &barrier_opts)?.schedule);
         }
-        if library == Library::Mpi && opts.mpi_exchanges == Exchanges::Expected {
+        if library == Library::Mpi
+            && matches!(opts.mpi_exchanges, Exchanges::Median | Exchanges::Expected)
+        {
             exchange_opts = Some(opts);
         }
         decision = Some(plan.decision);
@@ -680,7 +682,7 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
         outcome = benchmark_loop::timed_call(&played, timed_from, schedule.ops.len(), &outcome);
     }
     // One mode at a time.
-    let mut exchange_modes: Option<[SimTime; 2]> = None;
+    let mut exchange_modes: Option<([SimTime; 2], Exchanges)> = None;
     if let Some(opts) = exchange_opts.filter(|_| !watch.estimate_only) {
         let mut ends = [SimTime::ZERO; 2];
         for (end, x) in ends
@@ -696,7 +698,7 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
         }
         // Equal but for rounding: the algorithm exchanges nothing that the modes change.
         let (a, b) = (ends[0].as_ps() as f64, ends[1].as_ps() as f64);
-        exchange_modes = ((a - b).abs() > 1e-9 * a.max(b)).then_some(ends);
+        exchange_modes = ((a - b).abs() > 1e-9 * a.max(b)).then_some((ends, opts.mpi_exchanges));
     }
     let traffic = model.link_traffic();
     let ports = model.port_stats();
@@ -748,11 +750,18 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
             slowest.as_secs_f64() * 1e3
         ));
     }
-    if let Some([both, serial]) = exchange_modes {
+    if let Some(([both, serial], x)) = exchange_modes {
         report.summary.exchange_modes_ps = Some([both.as_ps(), serial.as_ps()]);
+        let played = match x {
+            Exchanges::Median => {
+                "as in the median call, slow from the step by which half the \
+                                  calls have gone slow"
+            }
+            _ => "at their expected time",
+        };
         report.summary.library.push_str(&format!(
-            "; exchanges between partners at their expected time (every one both ways at once \
-             {:.3} ms, every one one way after the other {:.3} ms: a launch keeps near one)",
+            "; exchanges between partners {played} (every one both ways at once {:.3} ms, \
+             every one one way after the other {:.3} ms: a launch keeps near one)",
             both.as_secs_f64() * 1e3,
             serial.as_secs_f64() * 1e3
         ));

@@ -26,7 +26,7 @@ use super::{
     exchange, exchange_in_step, message, message_on, reversed, LibraryError, LibraryOptions, Plan,
     Request, System,
 };
-use super::{Exchanges, Partners, StepPairs};
+use super::{CallExchanges, Partners, StepPairs};
 use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
 
 algorithms! {
@@ -130,7 +130,7 @@ pub(super) fn plan(
     opts: &LibraryOptions,
 ) -> Result<Plan, LibraryError> {
     let n = sys.ranks;
-    let x = opts.mpi_exchanges;
+    let x = &CallExchanges::new(opts.mpi_exchanges);
     let block = req.bytes / u64::from(n.max(1));
     let (asked, how) = super::chosen(opts, || allgather_fixed(n, block))?;
     // What coll/base then runs (its own fall-backs).
@@ -200,7 +200,7 @@ pub(super) fn plan(
 }
 
 /// Partners at `distance` exchange `distance` blocks, distance 1, 2, 4 ... (n a power of two).
-fn recursive_doubling(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
+fn recursive_doubling(s: &mut Schedule, block: u64, n: u32, x: &CallExchanges) {
     let mut last: Vec<OpId> = Vec::new();
     let (mut distance, mut step) = (1u32, 0u32);
     while distance < n {
@@ -231,7 +231,7 @@ fn recursive_doubling(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
 /// played rank by rank as the ring is ([`ring_steps`]): a rank starts its next step once its
 /// send is done and its block has arrived, its receive is posted when it enters the step, and
 /// the last rank enters late ([`entering`]).
-fn bruck(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
+fn bruck(s: &mut Schedule, block: u64, n: u32, x: &CallExchanges) {
     let rank_by_rank = n <= RANK_BY_RANK_MAX;
     let mut ready = if rank_by_rank {
         entering(s, n, Phase::AllGather)
@@ -311,7 +311,7 @@ fn bruck(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
 
 /// Neighbor exchange (n even): even ranks trade their block with rank + 1, then two blocks at a
 /// time alternately with the other neighbour and back, n/2 steps in all.
-fn neighbor_exchange(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
+fn neighbor_exchange(s: &mut Schedule, block: u64, n: u32, x: &CallExchanges) {
     let with_next: Vec<(Endpoint, Endpoint)> = (0..n).step_by(2).map(|r| (r, r + 1)).collect();
     let with_prev: Vec<(Endpoint, Endpoint)> =
         (1..n).step_by(2).map(|r| (r, (r + 1) % n)).collect();
@@ -358,7 +358,11 @@ mod tests {
             peer: 1,
         };
         let sys = crate::library::testing::cpu_hosts(4);
-        let p = plan(&req, &sys, &LibraryOptions::default()).unwrap();
+        let expected = LibraryOptions {
+            mpi_exchanges: super::super::Exchanges::Expected,
+            ..Default::default()
+        };
+        let p = plan(&req, &sys, &expected).unwrap();
         let sizes: Vec<u64> = p
             .schedule
             .ops
@@ -373,6 +377,17 @@ mod tests {
         assert!(sizes.contains(&head(1 << 20, 181.0 / 320.0)), "{sizes:?}");
         let polling_step = 1.0 - (11.0f64 / 106.0).powi(2);
         assert!(sizes.contains(&head(2 << 20, polling_step)), "{sizes:?}");
+        // The median call (the default): the first step's two pairs already run slow in more
+        // than half the calls, so both steps carry the slow mode's whole head.
+        let p = plan(&req, &sys, &LibraryOptions::default()).unwrap();
+        for bytes in [1u64 << 20, 2 << 20] {
+            let head = crate::library::testing::transfer_bytes(&p.schedule, bytes - tail);
+            assert_eq!(
+                head,
+                2 * u128::from(bytes - tail),
+                "{bytes} B: both pairs' heads"
+            );
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@ use super::{
     exchange, exchange_in_step, is_eager, message, message_on, reduce, transfer, LibraryError,
     LibraryOptions, Plan, Request, System, ACK_BYTES, ELEMENT_BYTES, REQUEST_BYTES,
 };
-use super::{Exchanges, Histories, Partners};
+use super::{CallExchanges, Histories, Partners};
 use crate::collective::steps::split_even;
 use crate::collective::{Collective, Endpoint, OpId, OpKind, Phase, Schedule};
 use crate::engine::SimTime;
@@ -104,7 +104,7 @@ pub(super) fn plan(
     opts: &LibraryOptions,
 ) -> Result<Plan, LibraryError> {
     let n = sys.ranks;
-    let x = opts.mpi_exchanges;
+    let x = &CallExchanges::new(opts.mpi_exchanges);
     let (asked, how) = super::chosen(opts, || allreduce_fixed(n, req.bytes))?;
     let count = req.bytes / ELEMENT_BYTES;
     let pof2 = if n == 0 {
@@ -248,7 +248,7 @@ fn basic_linear(s: &mut Schedule, m: u64, n: u32) {
 /// Recursive doubling: odd ranks below 2·extra take their even neighbour's buffer, the
 /// remaining power of two exchange whole buffers at distance 1, 2, 4 …, then the folded-in
 /// ranks get the result back.
-fn recursive_doubling(s: &mut Schedule, m: u64, n: u32, x: Exchanges) {
+fn recursive_doubling(s: &mut Schedule, m: u64, n: u32, x: &CallExchanges) {
     let adj = 1u32 << (31 - n.leading_zeros());
     let extra = n - adj;
     let real = |v: u32| if v < extra { 2 * v + 1 } else { v + extra };
@@ -421,7 +421,7 @@ fn ring_lockstep(s: &mut Schedule, n: u32, block: u64, reduce_steps: u32, gather
 /// into their even neighbours (halves exchanged, the odd one's reduced half sent back),
 /// reduce-scatter by vector halving and distance doubling, all-gather in reverse, and send the
 /// whole result to the folded-out ranks.
-fn rabenseifner(s: &mut Schedule, m: u64, n: u32, x: Exchanges) {
+fn rabenseifner(s: &mut Schedule, m: u64, n: u32, x: &CallExchanges) {
     let count = m / ELEMENT_BYTES;
     let pof2 = 1u32 << (31 - n.leading_zeros());
     let rem = n - pof2;
@@ -515,6 +515,7 @@ fn rabenseifner(s: &mut Schedule, m: u64, n: u32, x: Exchanges) {
 #[cfg(test)]
 mod tests {
     use super::super::exchanges::{head_bytes, Partners, StepPairs};
+    use super::super::Exchanges;
     use super::*;
     use AllReduceAlg::*;
 
@@ -680,18 +681,62 @@ mod tests {
     }
 
     #[test]
+    fn the_median_call_is_fast_through_a_lone_pairs_fold_and_slow_from_the_step_after() {
+        // Rabenseifner of 4 MiB on five ranks: 0 and 1 swap halves (2 MiB each way), one pair
+        // entering: slow a third of the time, so both ways at once in the median call. The
+        // halving's first step (2 MiB each way; two pairs, 0-2 coming to it apart) makes it
+        // over half: slow heads from there to the call's end, the all-gather's last step
+        // (2 MiB) and both 1 MiB steps included.
+        let tail = super::super::SLOW_EXCHANGE_TAIL_BYTES;
+        let p = plan(&req(4 << 20), &sys(5), &forced("rabenseifner")).unwrap();
+        let heads = |bytes: u64| {
+            crate::library::testing::transfer_bytes(&p.schedule, bytes - tail)
+                / u128::from(bytes - tail)
+        };
+        assert_eq!(
+            heads(2 << 20),
+            4,
+            "the halving's first and the gather's last, not the fold"
+        );
+        assert_eq!(heads(1 << 20), 4, "both 1 MiB steps'");
+        // Rabenseifner without the chain: the fold's step plays at its own share.
+        let expected = LibraryOptions {
+            mpi_exchanges: Exchanges::Expected,
+            ..forced("rabenseifner")
+        };
+        let p = plan(&req(4 << 20), &sys(5), &expected).unwrap();
+        let fold = head_bytes(
+            5,
+            2 << 20,
+            Exchanges::Expected,
+            StepPairs::all(Partners::Entering, 1),
+        );
+        assert!(crate::library::testing::transfer_bytes(&p.schedule, fold) > 0);
+    }
+
+    #[test]
     fn the_step_after_a_fold_waits_for_the_polling_share() {
         // 4 MiB on six ranks: 0-1 and 2-3 fold while 4 and 5 go on, so the halving's second
         // step (1 MiB each way) pairs partners that come to it apart: both its pairs polling
         // (without the fold, no 1 MiB step of rabenseifner's is: its all-gather's is entering).
-        let p = plan(&req(4 << 20), &sys(6), &LibraryOptions::default()).unwrap();
+        let expected = |algorithm: Option<&str>| LibraryOptions {
+            algorithm: algorithm.map(Into::into),
+            mpi_exchanges: Exchanges::Expected,
+            ..Default::default()
+        };
+        let p = plan(&req(4 << 20), &sys(6), &expected(None)).unwrap();
         let polling = StepPairs::all(Partners::Polling, 2);
         let head = head_bytes(6, 1 << 20, Exchanges::Expected, polling);
         let has = |s: &Schedule, bytes| crate::library::testing::transfer_bytes(s, bytes) > 0;
         assert!(has(&p.schedule, head), "a head of {head} B");
         // Recursive doubling folds 0 into 1 and 2 into 3 while 4 and 5 go on: its second step
         // (1-4, 3-5, the whole 4 MiB each way) too.
-        let p = plan(&req(4 << 20), &sys(6), &forced("recursive_doubling")).unwrap();
+        let p = plan(
+            &req(4 << 20),
+            &sys(6),
+            &expected(Some("recursive_doubling")),
+        )
+        .unwrap();
         let head = head_bytes(6, 4 << 20, Exchanges::Expected, polling);
         assert!(has(&p.schedule, head), "a head of {head} B");
     }

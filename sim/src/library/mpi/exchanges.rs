@@ -2,8 +2,11 @@
 //! (recursive doubling, rabenseifner, recursive halving, butterfly, bruck's last step, neighbor
 //! exchange, the split binary tree's halves): their two modes as the testbed runs them (both
 //! ways at once, or the way back after the first way's head), how often each ran, pair by pair
-//! and by what the partners did before ([`Partners`], [`Histories`]), and a step of pairs run
-//! as slow as its slowest ([`StepPairs`]). The messages themselves are the parent module's.
+//! and by what the partners did before ([`Partners`], [`Histories`]), a step of pairs run
+//! as slow as its slowest ([`StepPairs`]), and a call's steps slow from the first that ran
+//! slow to its end ([`CallExchanges`]). The messages themselves are the parent module's.
+
+use std::cell::Cell;
 
 use super::{is_eager, join, message, reversed, transfer, ACK_BYTES, REQUEST_BYTES};
 use crate::collective::{Endpoint, OpId, Phase, Schedule};
@@ -51,6 +54,20 @@ pub const SLOW_EXCHANGE_TAIL_BYTES: u64 = 82_500;
 pub const POLLING_SLOW_EXCHANGES: u32 = 95;
 /// All the exchanges counted in [`POLLING_SLOW_EXCHANGES`].
 pub const POLLING_EXCHANGES: u32 = 106;
+
+/// How a call's steps follow one another, counted in the same captures call by call (a step of
+/// two pairs, then one of other pairs; slow where any pair was: `capture_exchanges.py
+/// --chain`): after a first step that ran the slow way, the second ran it too in
+/// [`SLOW_STEPS_AFTER_SLOW`] of [`STEPS_AFTER_SLOW`] calls (recursive doubling's all-reduces
+/// 12 of 12, its all_gathers 38 of 38, recursive halving's reduce_scatters 3 of 3). A slow
+/// exchange ends its partners apart, the first way's sender a whole message before the other,
+/// and partners posting apart run slow (13 of 13 at 5 ms or more). After a fast first step the
+/// second ran slow 8 of 37 times in the all-reduces and 2 of 7 in the reduce_scatters, which
+/// reduce between steps, and 13 of 13 in the all_gathers, which do not: dtsim plays those at
+/// the shares above ([`Partners`]).
+pub const SLOW_STEPS_AFTER_SLOW: u32 = 53;
+/// All the calls counted in [`SLOW_STEPS_AFTER_SLOW`].
+pub const STEPS_AFTER_SLOW: u32 = 53;
 
 /// What the partners of an exchange did just before it, which decides how often its way back
 /// waits ([`head_bytes`]).
@@ -177,8 +194,14 @@ fn splitmix(x: u64) -> u64 {
 /// what it cannot predict; with two ranks the way back always waits for all but the tail.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Exchanges {
-    /// The measured share of slow exchanges, as an expected head (`head_bytes`).
+    /// The median call ([`CallExchanges`]): both ways at once until the first step by which
+    /// the call has run slow at least half the time, each step at its measured share while
+    /// those before it ran fast, and the slow way from that step to the call's end
+    /// ([`SLOW_STEPS_AFTER_SLOW`]). Since 2026-11-30; the default.
     #[default]
+    Median,
+    /// Every step at its measured share of slow exchanges, as an expected head (`head_bytes`),
+    /// whatever the steps before it did: the default until 2026-11-30.
     Expected,
     /// Both directions at once.
     BothWays,
@@ -187,7 +210,8 @@ pub enum Exchanges {
 }
 
 impl Exchanges {
-    pub const NAMES: [(&'static str, Exchanges); 3] = [
+    pub const NAMES: [(&'static str, Exchanges); 4] = [
+        ("median", Exchanges::Median),
         ("expected", Exchanges::Expected),
         ("both_ways", Exchanges::BothWays),
         ("one_way_first", Exchanges::OneWayFirst),
@@ -203,7 +227,65 @@ impl Exchanges {
         Exchanges::NAMES
             .iter()
             .find(|(_, x)| *x == self)
-            .map_or("expected", |(name, _)| name)
+            .map_or("median", |(name, _)| name)
+    }
+}
+
+/// The exchanges of one call as its plan lays them out, step after step: the scenario's mode
+/// and, in the median call ([`Exchanges::Median`]), how far the call has come. A call's steps
+/// are slow from the first that runs slow to its end ([`SLOW_STEPS_AFTER_SLOW`]), so its time
+/// falls as that first slow step comes later; the median call is the one whose first slow step
+/// is the median's: the first step by which `1 - Π (1 - share)` over the steps so far reaches
+/// one half (each step's share by its pairs, [`slow_share`]). Exchanges the slow mode cannot
+/// change (eager, or within its tail) are not steps of it.
+#[derive(Debug)]
+pub(super) struct CallExchanges {
+    x: Exchanges,
+    chain: Cell<Chain>,
+}
+
+/// How far a call has come: the step last played, the chance that every step so far ran fast,
+/// and whether the median call runs slow from here on.
+#[derive(Debug, Clone, Copy)]
+struct Chain {
+    step: Option<(Phase, u32)>,
+    all_fast: f64,
+    slow: bool,
+}
+
+impl CallExchanges {
+    pub(super) fn new(x: Exchanges) -> CallExchanges {
+        CallExchanges {
+            x,
+            chain: Cell::new(Chain {
+                step: None,
+                all_fast: 1.0,
+                slow: false,
+            }),
+        }
+    }
+
+    /// [`head_bytes`] of an exchange of step `at` (its phase and step number: the exchanges
+    /// of one step, split in several, share it), whose pairs are `step`.
+    fn head_bytes(&self, ranks: u32, bytes: u64, step: StepPairs, at: (Phase, u32)) -> u64 {
+        let x = match self.x {
+            Exchanges::Median if ranks > 2 && bytes > SLOW_EXCHANGE_TAIL_BYTES => {
+                let mut chain = self.chain.get();
+                if chain.step != Some(at) {
+                    chain.step = Some(at);
+                    chain.all_fast *= 1.0 - slow_share(step);
+                    chain.slow |= 1.0 - chain.all_fast >= 0.5;
+                    self.chain.set(chain);
+                }
+                if chain.slow {
+                    Exchanges::OneWayFirst
+                } else {
+                    Exchanges::BothWays
+                }
+            }
+            x => x,
+        };
+        head_bytes(ranks, bytes, x, step)
     }
 }
 
@@ -220,7 +302,7 @@ impl Exchanges {
 ///
 /// In mode `x` ([`Exchanges`]): the expected head (the share by what the `partners` did
 /// before and how many pairs exchange in the step, [`slow_share`]), none (both ways at once) or
-/// the slow mode's.
+/// the slow mode's; the median of a step alone (a call's is [`CallExchanges`]').
 pub(super) fn head_bytes(ranks: u32, bytes: u64, x: Exchanges, step: StepPairs) -> u64 {
     let slow_head = bytes.saturating_sub(SLOW_EXCHANGE_TAIL_BYTES);
     if ranks <= 2 {
@@ -228,6 +310,9 @@ pub(super) fn head_bytes(ranks: u32, bytes: u64, x: Exchanges, step: StepPairs) 
     }
     match x {
         Exchanges::Expected => (slow_head as f64 * slow_share(step)).round() as u64,
+        // A step alone: its median.
+        Exchanges::Median if slow_share(step) >= 0.5 => slow_head,
+        Exchanges::Median => 0,
         Exchanges::BothWays => 0,
         Exchanges::OneWayFirst => slow_head,
     }
@@ -243,7 +328,7 @@ pub(super) fn exchange(
     pairs: &[(Endpoint, Endpoint)],
     bytes: u64,
     ranks: u32,
-    (x, partners): (Exchanges, Partners),
+    (x, partners): (&CallExchanges, Partners),
     deps: Vec<OpId>,
     phase: Phase,
     step: u32,
@@ -261,7 +346,7 @@ pub(super) fn exchange_in_step(
     (pairs, step_pairs): (&[(Endpoint, Endpoint)], StepPairs),
     bytes: u64,
     ranks: u32,
-    x: Exchanges,
+    x: &CallExchanges,
     deps: Vec<OpId>,
     phase: Phase,
     step: u32,
@@ -273,7 +358,9 @@ pub(super) fn exchange_in_step(
     }
     let request = transfer(s, pairs.to_vec(), REQUEST_BYTES, deps, phase, step);
     let ack = transfer(s, back.clone(), ACK_BYTES, vec![request], phase, step);
-    let head = head_bytes(ranks, bytes, x, step_pairs).min(bytes);
+    let head = x
+        .head_bytes(ranks, bytes, step_pairs, (phase, step))
+        .min(bytes);
     let first_head = match head {
         0 => ack,
         _ => transfer(s, pairs.to_vec(), head, vec![ack], phase, step),
@@ -322,7 +409,7 @@ mod tests {
             &[(0, 1)],
             bytes,
             ranks,
-            (Exchanges::Expected, Partners::Entering),
+            (&CallExchanges::new(Exchanges::Expected), Partners::Entering),
             vec![],
             Phase::ReduceScatter,
             0,
@@ -360,6 +447,43 @@ mod tests {
         );
         let s = one_exchange(2, 16 << 10);
         assert_eq!(s.ops.len(), 1, "eager messages cross at once");
+    }
+
+    #[test]
+    fn the_median_call_runs_slow_from_the_step_by_which_half_the_calls_have_gone_slow() {
+        // One pair entering runs slow 34% of the time: fast in the median call. A second such
+        // step makes it 57% that one of the two ran slow: the median call is slow from there,
+        // and stays slow through a third step that alone would run fast.
+        let x = CallExchanges::new(Exchanges::Median);
+        let one = StepPairs::all(Partners::Entering, 1);
+        let slow_head = (4 << 20) - SLOW_EXCHANGE_TAIL_BYTES;
+        let head = |step: u32| x.head_bytes(4, 4 << 20, one, (Phase::ReduceScatter, step));
+        // Exchanges within the tail are never slow: not a step of the chain.
+        assert_eq!(
+            x.head_bytes(4, 80 << 10, one, (Phase::AllGather, 9)),
+            0,
+            "within the tail"
+        );
+        assert_eq!(head(0), 0, "34% slow");
+        assert_eq!(head(0), 0, "the same step again: counted once");
+        assert_eq!(head(1), slow_head, "57% slow by now");
+        assert_eq!(head(2), slow_head, "slow to the call's end");
+        // Each call its own chain; two ranks run slow whatever the chain.
+        let y = CallExchanges::new(Exchanges::Median);
+        assert_eq!(y.head_bytes(4, 4 << 20, one, (Phase::ReduceScatter, 1)), 0);
+        assert_eq!(
+            y.head_bytes(2, 4 << 20, one, (Phase::AllGather, 0)),
+            slow_head
+        );
+        // The expected mode keeps each step at its own share.
+        let e = CallExchanges::new(Exchanges::Expected);
+        let expected = head_bytes(4, 4 << 20, Exchanges::Expected, one);
+        for step in 0..3 {
+            assert_eq!(
+                e.head_bytes(4, 4 << 20, one, (Phase::ReduceScatter, step)),
+                expected
+            );
+        }
     }
 
     #[test]

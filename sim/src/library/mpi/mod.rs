@@ -88,10 +88,10 @@ pub use allgather::{allgather_fixed, AllGatherAlg};
 pub use allreduce::{allreduce_fixed, AllReduceAlg, RANK_BY_RANK_MAX};
 pub use barrier::{barrier_fixed, BarrierAlg};
 pub use bcast::{bcast_fixed, BcastAlg};
-use exchanges::{exchange, exchange_in_step, Histories, Partners, StepPairs};
+use exchanges::{exchange, exchange_in_step, CallExchanges, Histories, Partners, StepPairs};
 pub use exchanges::{
     Exchanges, EXCHANGES, PAIRS_PER_REPETITION, POLLING_EXCHANGES, POLLING_SLOW_EXCHANGES,
-    SLOW_EXCHANGES, SLOW_EXCHANGE_TAIL_BYTES,
+    SLOW_EXCHANGES, SLOW_EXCHANGE_TAIL_BYTES, SLOW_STEPS_AFTER_SLOW, STEPS_AFTER_SLOW,
 };
 pub use reduce_scatter::{reduce_scatter_fixed, ReduceScatterAlg};
 

@@ -26,7 +26,7 @@ use super::{
     exchange, exchange_in_step, message, reduce, LibraryError, LibraryOptions, Plan, Request,
     System, ELEMENT_BYTES,
 };
-use super::{Exchanges, Histories, Partners};
+use super::{CallExchanges, Histories, Partners};
 use crate::collective::steps::split_even;
 use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
 
@@ -120,7 +120,7 @@ pub(super) fn plan(
     opts: &LibraryOptions,
 ) -> Result<Plan, LibraryError> {
     let n = sys.ranks;
-    let x = opts.mpi_exchanges;
+    let x = &CallExchanges::new(opts.mpi_exchanges);
     let (alg, how) = super::chosen(opts, || reduce_scatter_fixed(n, req.bytes))?;
     if alg == ReduceScatterAlg::NonOverlapping {
         return Err(LibraryError::new(
@@ -203,7 +203,7 @@ fn fold_and_halve(
     block: u64,
     n: u32,
     masks: impl Iterator<Item = u32>,
-    x: Exchanges,
+    x: &CallExchanges,
 ) -> (Vec<OpId>, Vec<u32>, u32) {
     let (pof2, remain) = fold_sizes(n);
     let mut last = fold(s, block, n, remain);
@@ -295,7 +295,7 @@ fn fold_and_halve(
 /// Recursive halving over blocks of `block` bytes (see the module): partners at distance
 /// n/2, n/4 ... 1, so position v ends holding block v; a folded pair's odd rank then sends
 /// the even one its block.
-fn recursive_halving(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
+fn recursive_halving(s: &mut Schedule, block: u64, n: u32, x: &CallExchanges) {
     let (pof2, remain) = fold_sizes(n);
     let masks = std::iter::successors(Some(pof2 >> 1), |m| Some(m >> 1)).take_while(|&m| m > 0);
     let (last, _, step) = fold_and_halve(s, block, n, masks, x);
@@ -317,7 +317,7 @@ fn mirror(v: u32, bits: u32) -> u32 {
 /// distance 1, 2 ... n/2, so position v ends holding the block of its mirror image m(v) (bits
 /// reversed). If that block is a folded pair's, the even rank's half goes to it directly;
 /// then v and m(v), where they differ, swap what each holds for the other.
-fn butterfly(s: &mut Schedule, block: u64, n: u32, x: Exchanges) {
+fn butterfly(s: &mut Schedule, block: u64, n: u32, x: &CallExchanges) {
     let (pof2, remain) = fold_sizes(n);
     let bits = pof2.trailing_zeros();
     let masks = std::iter::successors(Some(1u32), |m| Some(m << 1)).take_while(|&m| m < pof2);
@@ -410,13 +410,18 @@ mod tests {
         // both pairs at the polling share, their common 2 MiB waiting for its head.
         use super::super::exchanges::{head_bytes, Partners, StepPairs};
         let block = 1u64 << 20;
-        let p = crate::library::testing::mpi_forced(
-            Collective::ReduceScatter,
-            "recursive_halving",
-            6,
-            0,
-            6 * block,
-        );
+        let req = Request {
+            collective: Collective::ReduceScatter,
+            bytes: 6 * block,
+            root: 0,
+            peer: 1,
+        };
+        let opts = LibraryOptions {
+            algorithm: Some("recursive_halving".into()),
+            mpi_exchanges: super::super::Exchanges::Expected,
+            ..Default::default()
+        };
+        let p = plan(&req, &crate::library::testing::cpu_hosts(6), &opts).unwrap();
         let head = |partners| {
             let step = StepPairs::all(partners, 2);
             head_bytes(6, 2 * block, super::super::Exchanges::Expected, step)

@@ -46,8 +46,8 @@
 
 use super::Algorithm as _;
 use super::{
-    exchange_in_step, is_eager, message, Exchanges, LibraryError, LibraryOptions, Partners, Plan,
-    Request, StepPairs, System, ELEMENT_BYTES,
+    exchange_in_step, is_eager, message, CallExchanges, LibraryError, LibraryOptions, Partners,
+    Plan, Request, StepPairs, System, ELEMENT_BYTES,
 };
 use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
 use crate::library::entry_orders::entry_orders;
@@ -159,7 +159,7 @@ pub(super) fn plan(
     };
     let root = req.root;
     let count = req.bytes / ELEMENT_BYTES;
-    let x = opts.mpi_exchanges;
+    let x = &CallExchanges::new(opts.mpi_exchanges);
     // The scatter-allgather broadcasts fall back to basic_linear below one element per rank,
     // as the source does.
     let fallback = matches!(
@@ -222,7 +222,7 @@ pub(super) fn plan(
 /// after the other; then every left node swaps halves with the right node after it (shifted
 /// s and s + 1). With an even rank count the last rank has no partner and the root sends it
 /// the right half. A vector of one element runs the chain ([`chain`], fan-out 1).
-fn split_binary_tree(s: &mut Schedule, n: u32, root: u32, count: u64, x: Exchanges) {
+fn split_binary_tree(s: &mut Schedule, n: u32, root: u32, count: u64, x: &CallExchanges) {
     let halves = [count.div_ceil(2), count / 2];
     if halves[1] == 0 {
         return tree_bcast(s, &chain(n, root, 1), root, count * ELEMENT_BYTES);
@@ -307,7 +307,14 @@ fn block_elems(count: u64, sc: u64, b: u32) -> u64 {
 /// incomplete (n not a power of two), the ranks that got it pass what they received down to
 /// those of their own subtree that had no partner, by recursive halving. Ring: n − 1 steps of
 /// one block to the next rank. Every exchange runs as the testbed's do ([`exchange`]).
-fn scatter_allgather(s: &mut Schedule, n: u32, root: u32, count: u64, ring: bool, x: Exchanges) {
+fn scatter_allgather(
+    s: &mut Schedule,
+    n: u32,
+    root: u32,
+    count: u64,
+    ring: bool,
+    x: &CallExchanges,
+) {
     let sc = count.div_ceil(u64::from(n));
     let real = |v: u32| unshift(v, root, n);
     let top = n.next_power_of_two();
@@ -356,7 +363,7 @@ fn doubling_allgather(
     sc: u64,
     real: &dyn Fn(u32) -> Endpoint,
     mut ready: Vec<Vec<OpId>>,
-    x: Exchanges,
+    x: &CallExchanges,
 ) {
     let mut held: Vec<u64> = (0..n).map(|v| block_elems(count, sc, v)).collect();
     // What each rank received last, which it passes on to those without a partner.
