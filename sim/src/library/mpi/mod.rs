@@ -36,14 +36,14 @@
 //!   launches, either both ways at once (1.0×) or the way back only once the first way has all
 //!   but ~82 KB delivered (1.35× at 128 KiB, 1.67× at 256 KiB, 2.0× from 4 MiB), 181 of 320
 //!   repetitions the slow way, and a launch tends to keep one mode; 1.0× every time when one
-//!   rank of each pair enters 0.5 ms after the other. dtsim plays the pairwise exchanges of
-//!   recursive_doubling and rabenseifner at their expected time (`head_bytes`: the
-//!   way back starts once the first way has delivered the slow mode's head times its share).
-//!   The share depends on what the partners did just before (`exchanges.rs`): entered the call
-//!   or reduced what they received (that share), or waited on the call's own previous step,
-//!   which ran the slow way 95 of 106 times in five captured all_gathers
-//!   ([`POLLING_SLOW_EXCHANGES`]): the late partner, polling, had read the early one's request
-//!   and answered it before writing its own.
+//!   rank of each pair enters 0.5 ms after the other. How often a step runs slow depends on
+//!   what its partners did just before (`exchanges.rs`): entered the call or reduced what they
+//!   received (that share), or waited on the call's own previous step, which ran the slow way
+//!   95 of 106 times in five captured all_gathers ([`POLLING_SLOW_EXCHANGES`]): the late
+//!   partner, polling, had read the early one's request and answered it before writing its
+//!   own. A slow step leaves the call slow to its end ([`SLOW_STEPS_AFTER_SLOW`]), and dtsim
+//!   plays the median call: both ways at once until the step by which half the calls have gone
+//!   slow, the way back after the first way's head from there ([`Exchanges::Median`]).
 //!   This is the less certain part of the model, and a single launch lands on either side of
 //!   it: recursive doubling of 4 MiB on 4 ranks took 352-354 ms in three launches and 694-697
 //!   ms in two (`data/runs/testbed_mpi_allreduce.csv` pools five).
