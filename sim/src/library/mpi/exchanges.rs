@@ -64,7 +64,7 @@ pub const POLLING_EXCHANGES: u32 = 106;
 /// and partners posting apart run slow (13 of 13 at 5 ms or more). After a fast first step the
 /// second ran slow 8 of 37 times in the all-reduces and 2 of 7 in the reduce_scatters, which
 /// reduce between steps, and 13 of 13 in the all_gathers, which do not: dtsim plays those at
-/// the shares above ([`Partners`]).
+/// the shares above (`Partners`).
 pub const SLOW_STEPS_AFTER_SLOW: u32 = 53;
 /// All the calls counted in [`SLOW_STEPS_AFTER_SLOW`].
 pub const STEPS_AFTER_SLOW: u32 = 53;
@@ -194,7 +194,7 @@ fn splitmix(x: u64) -> u64 {
 /// what it cannot predict; with two ranks the way back always waits for all but the tail.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Exchanges {
-    /// The median call ([`CallExchanges`]): both ways at once until the first step by which
+    /// The median call (`CallExchanges`): both ways at once until the first step by which
     /// the call has run slow at least half the time, each step at its measured share while
     /// those before it ran fast, and the slow way from that step to the call's end
     /// ([`SLOW_STEPS_AFTER_SLOW`]). Since 2026-11-30; the default.
