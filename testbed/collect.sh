@@ -469,6 +469,19 @@ if [[ $what == all || $what == heldout ]]; then
         --launches 5 --bytes 1048576 4194304
     done
   done
+  # The median call, held out (recorded on 2026-11-30 after OpenMPI played it): recursive
+  # doubling and rabenseifner all-reduces on 4, 5 and 12 hosts of the star and neighbor
+  # exchange all_gathers on 4 and 6 (2 and 8 MiB; 1 and 2 MiB on 12 hosts).
+  M=data/runs/testbed_mpi_median_heldout.csv; MP=data/profiles/testbed_star4_200mbit.json
+  for nb in "4 2097152 8388608" "5 2097152 8388608" "12 1048576 2097152"; do
+    set -- $nb
+    $TB run --prefix mp --set generator.n=$1 $STAR -- $PY $S mpi --op allreduce --out $M \
+      --profile $MP --algorithms 3,6 --repeats 5 --launches 5 --bytes $2 $3
+  done
+  for n in 4 6; do
+    $TB run --prefix mp --set generator.n=$n $STAR -- $PY $S mpi --op allgather --out $M \
+      --profile $MP --algorithms 5 --repeats 5 --launches 5 --bytes 2097152 8388608
+  done
   # Recursive doubling all_gathers of 4 MiB captured on the 2:1 leaves and their what-if (the
   # cross-leaf step's pairs run apart in time), and what an OpenMPI Send leaves in its socket
   # when it returns, at 100, 200 and 400 Mbit/s.
