@@ -211,6 +211,9 @@ if [[ $what == all || $what == mpi ]]; then
     --bytes 1048560 --repeats 10 --name ring_1m
   $TB run --prefix mp $LEAF3 -- $PY $S capture_mpi --op allgather --algorithms 2 \
     --bytes 1048560 --repeats 10 --name bruck_1m
+  # bruck's steps through the link between two leaves, 4 MiB (2026-11-30).
+  $TB run --prefix mp testbed/topologies/two_leaf_150mbit.toml -- $PY $S capture_mpi \
+    --op allgather --algorithms 2 --bytes 4194288 --repeats 10 --name bruck_4m
   $TB run --prefix mp $STAR -- $PY $S capture_mpi --op allgather --algorithms 4 \
     --bytes 1048576 --repeats 10 --name ring_1m
   # Which mode each exchange between partners runs in, by how far apart they post
