@@ -359,6 +359,7 @@ fn butterfly(s: &mut Schedule, block: u64, n: u32, x: &CallExchanges) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::Exchanges;
     use super::*;
     use ReduceScatterAlg::*;
 
@@ -386,6 +387,14 @@ mod tests {
         // distance 2 (2B one way, 4B the other, per pair) and 1 (2B each way between 1 and
         // 3, B each way between 4 and 5); 1 and 3 return their partners' block: 32B in all.
         let block = 1u64 << 20;
+        let plan = six_ranks_halving(block, Exchanges::default());
+        let data = crate::library::testing::payload_bytes(&plan.schedule, super::super::ACK_BYTES)
+            - crate::library::testing::transfer_bytes(&plan.schedule, super::super::REQUEST_BYTES);
+        assert_eq!(data, 32 * u128::from(block));
+    }
+
+    /// Recursive halving's plan on six ranks for blocks of `block` bytes, exchanges in `x`.
+    fn six_ranks_halving(block: u64, x: Exchanges) -> Plan {
         let req = Request {
             collective: Collective::ReduceScatter,
             bytes: 6 * block,
@@ -394,13 +403,10 @@ mod tests {
         };
         let opts = LibraryOptions {
             algorithm: Some("recursive_halving".into()),
+            mpi_exchanges: x,
             ..Default::default()
         };
-        let sys = crate::library::testing::cpu_hosts(6);
-        let plan = plan(&req, &sys, &opts).unwrap();
-        let data = crate::library::testing::payload_bytes(&plan.schedule, super::super::ACK_BYTES)
-            - crate::library::testing::transfer_bytes(&plan.schedule, super::super::REQUEST_BYTES);
-        assert_eq!(data, 32 * u128::from(block));
+        plan(&req, &crate::library::testing::cpu_hosts(6), &opts).unwrap()
     }
 
     #[test]
@@ -410,21 +416,10 @@ mod tests {
         // both pairs at the polling share, their common 2 MiB waiting for its head.
         use super::super::exchanges::{head_bytes, Partners, StepPairs};
         let block = 1u64 << 20;
-        let req = Request {
-            collective: Collective::ReduceScatter,
-            bytes: 6 * block,
-            root: 0,
-            peer: 1,
-        };
-        let opts = LibraryOptions {
-            algorithm: Some("recursive_halving".into()),
-            mpi_exchanges: super::super::Exchanges::Expected,
-            ..Default::default()
-        };
-        let p = plan(&req, &crate::library::testing::cpu_hosts(6), &opts).unwrap();
+        let p = six_ranks_halving(block, Exchanges::Expected);
         let head = |partners| {
             let step = StepPairs::all(partners, 2);
-            head_bytes(6, 2 * block, super::super::Exchanges::Expected, step)
+            head_bytes(6, 2 * block, Exchanges::Expected, step)
         };
         let has = |bytes| crate::library::testing::transfer_bytes(&p.schedule, bytes) > 0;
         // (Without the fold every step of recursive halving pairs partners alike: entering.)
