@@ -67,6 +67,30 @@ fn quickstart_runs_and_reports_the_closed_form_time() {
 }
 
 #[test]
+fn the_bundled_openmpi_scenario_plays_the_median_call_between_its_bounds() {
+    // Rabenseifner on the testbed star's 4 hosts, 4 MiB: its first step's two pairs run slow
+    // 181 times in 320, so the median call is slow from there, the slow bound; forced both
+    // ways at once, the fast bound and no bounds said.
+    let json = |extra: &[&str]| {
+        let mut args = vec!["run", "scenarios/testbed_openmpi_allreduce.toml", "--json"];
+        args.extend_from_slice(extra);
+        let o = dtsim(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    let median = json(&[]);
+    let library = median["library"].as_str().unwrap();
+    assert!(library.contains("rabenseifner (fixed rules)") && library.contains("median call"));
+    let bounds = median["exchange_modes_ps"].as_array().unwrap();
+    let (fast, slow) = (bounds[0].as_u64().unwrap(), bounds[1].as_u64().unwrap());
+    assert_eq!(median["time_ps"].as_u64().unwrap(), slow);
+    assert!(fast < slow, "{fast} {slow}");
+    let both = json(&["--set", "collective.exchanges=both_ways"]);
+    assert_eq!(both["time_ps"].as_u64().unwrap(), fast);
+    assert!(both["exchange_modes_ps"].is_null());
+}
+
+#[test]
 fn the_same_scenario_and_seed_write_byte_identical_files() {
     let (a, b) = (scratch("det-a"), scratch("det-b"));
     for dir in [&a, &b] {
