@@ -1,5 +1,6 @@
 //! Where `dtsim validate` replays each published table's rows: the system a row names (its GPU,
 //! nodes, links and library release), what it assumes, what it refuses.
+#![cfg(test)]
 
 use super::*;
 
