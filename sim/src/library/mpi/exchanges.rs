@@ -22,7 +22,8 @@ use crate::collective::{Endpoint, OpId, Phase, Schedule};
 /// above the midpoint of the two modes); [`SLOW_EXCHANGE_TAIL_BYTES`] is the median tail of
 /// the 144 slow ones up to 4 MiB (beyond, a tail is under the timer's resolution of a 0.7 s
 /// exchange). What picks the mode is how the ranks enter (with the odd ranks 0.5 ms late, 10 of
-/// 10 crossed at once), which no model here knows: dtsim plays the expected time. A repetition
+/// 10 crossed at once), which no model here knows: dtsim plays the median call (`Exchanges`,
+/// `CallExchanges`) from these shares, or their expected time where asked. A repetition
 /// is as slow as the slower of its [`PAIRS_PER_REPETITION`] pairs, so one pair runs slow with
 /// the probability p that makes two independent pairs slow that often (0.341), and a step of k
 /// pairs is slow with 1 - (1 - p)^k (`slow_share`). Checked on eight ranks (four pairs,
