@@ -214,6 +214,16 @@ if [[ $what == all || $what == mpi ]]; then
   # bruck's steps through the link between two leaves, 4 MiB (2026-11-30).
   $TB run --prefix mp testbed/topologies/two_leaf_150mbit.toml -- $PY $S capture_mpi \
     --op allgather --algorithms 2 --bytes 4194288 --repeats 10 --name bruck_4m
+  # The first steps of rabenseifner (4 MiB, five launches) and recursive halving (16 MiB, two)
+  # on the star, after the median call (2026-11-30).
+  for k in 1 2 3 4 5; do
+    $TB run --prefix mp $STAR -- $PY $S capture_mpi --op allreduce --algorithms 6 \
+      --bytes 4194304 --repeats 10 --name rab_allreduce_4m_launch$k
+  done
+  for k in 1 2; do
+    $TB run --prefix mp $STAR -- $PY $S capture_mpi --op reduce_scatter --algorithms 2 \
+      --bytes 16777216 --repeats 10 --name rh_16m_launch$k
+  done
   $TB run --prefix mp $STAR -- $PY $S capture_mpi --op allgather --algorithms 4 \
     --bytes 1048576 --repeats 10 --name ring_1m
   # Which mode each exchange between partners runs in, by how far apart they post
