@@ -224,6 +224,15 @@ if [[ $what == all || $what == mpi ]]; then
     $TB run --prefix mp $STAR -- $PY $S capture_mpi --op reduce_scatter --algorithms 2 \
       --bytes 16777216 --repeats 10 --name rh_16m_launch$k
   done
+  # The pairwise exchange of 4 MiB with every rank first copying 0, 4 or 16 MiB into fresh
+  # memory (whether the copy before an all-reduce's first exchange sets its mode).
+  for k in 1 2 3 4 5; do
+    for c in 0 4194304 16777216; do
+      $TB run --prefix mp $STAR -- $PY $S mpi_p2p --ranks 4 --repeats 10 \
+        --p2p-modes oneway,pairwise --copy-first $c --bytes 4194304 \
+        --out data/runs/calibration/testbed_mpi_p2p_4ranks_copy${c}_launch$k.json
+    done
+  done
   $TB run --prefix mp $STAR -- $PY $S capture_mpi --op allgather --algorithms 4 \
     --bytes 1048576 --repeats 10 --name ring_1m
   # Which mode each exchange between partners runs in, by how far apart they post

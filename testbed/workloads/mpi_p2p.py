@@ -7,7 +7,9 @@ once (a recursive-doubling step: one peer, both ways, every rank busy; with 4 ra
 an even number), each timed from a barrier to a barrier; prints JSON on rank 0. Mode send_return
 (only when asked with --modes) is the one-way Send again with both ranks' own clocks kept: when
 rank 0's Send returned and when rank 1's Recv completed (CLOCK_MONOTONIC, one clock across the
-namespaces), so what the sender's socket still held when its Send completed can be read off."""
+namespaces), so what the sender's socket still held when its Send completed can be read off.
+With --copy-first B every rank copies B bytes into freshly allocated memory between the barrier
+and the pairwise exchange."""
 import argparse
 import json
 import time
@@ -21,6 +23,10 @@ ap.add_argument("--repeats", type=int, default=10)
 ap.add_argument("--warmup", type=int, default=1)
 ap.add_argument("--skew-ms", type=float, default=0.0,
                 help="odd ranks start the pairwise exchange this much after the even ones")
+ap.add_argument("--copy-first", type=int, default=0,
+                help="pairwise: every rank first copies this many bytes into fresh memory (as "
+                     "OpenMPI's all-reduces copy their vector into a new buffer before their "
+                     "first exchange)")
 ap.add_argument("--modes", default="",
                 help="comma-separated subset of oneway,sendrecv,ring,ring_steps,pairwise (default: all "
                      "that the rank count allows)")
@@ -32,6 +38,7 @@ modes = ["oneway", "sendrecv"] + (["ring", "ring_steps"] if n >= 3 else []) + \
     (["pairwise"] if n >= 4 and n % 2 == 0 else [])
 if a.modes:
     modes = [m for m in modes + ["send_return"] if m in a.modes.split(",")]
+src = np.ones(a.copy_first // 4, dtype=np.float32)
 results = []
 for nbytes in a.bytes:
     x = np.ones(nbytes // 4, dtype=np.float32)
@@ -55,6 +62,9 @@ for nbytes in a.bytes:
             elif mode == "pairwise":
                 if me % 2 and a.skew_ms > 0:
                     time.sleep(a.skew_ms / 1e3)
+                if a.copy_first:
+                    fresh = np.empty(a.copy_first // 4, dtype=np.float32)
+                    np.copyto(fresh, src[: fresh.size])
                 comm.Sendrecv(x, me ^ 1, recvbuf=y, source=me ^ 1)
             elif mode == "ring_steps":
                 for _ in range(2 * (n - 1)):
@@ -78,4 +88,5 @@ for nbytes in a.bytes:
                 row["send_return_marks"] = [[both[0][i], both[1][i]] for i in range(a.repeats)]
     results.append(row)
 if me == 0:
-    print(json.dumps({"ranks": n, "skew_ms": a.skew_ms, "results": results}), flush=True)
+    print(json.dumps({"ranks": n, "skew_ms": a.skew_ms, "copy_first_bytes": a.copy_first,
+                      "results": results}), flush=True)

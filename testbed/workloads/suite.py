@@ -4,7 +4,7 @@
   suite.py mpi --out data/runs/X.csv [--op allreduce|bcast|allgather|reduce_scatter|barrier]
                                        [--algorithms 0,1,4,6]
                                        [--launches K] [--bytes ...]
-  suite.py mpi_p2p [--ranks N] [--skew-ms MS] [--bind free|share|apart] [--p2p-modes M,..]
+  suite.py mpi_p2p [--ranks N] [--skew-ms MS] [--copy-first B] [--bind free|share|apart] [--p2p-modes M,..]
                                        [--out ...]  (Send vs
                                        Sendrecv vs ring vs pairwise exchanges, OpenMPI)
   suite.py gloo_p2p --pairs 0:2,1:3 --name NAME  (gloo isend/irecv exchanges, one pair's socket)
@@ -276,7 +276,7 @@ def mpi_p2p(a):
     hs = tb.hosts()
     n = a.ranks or int(os.environ["DTSIM_TESTBED_RANKS"])
     args = ["--repeats", str(a.repeats), "--skew-ms", str(a.skew_ms), "--modes", a.p2p_modes,
-            "--bytes"] + [str(b) for b in a.bytes]
+            "--copy-first", str(a.copy_first), "--bytes"] + [str(b) for b in a.bytes]
     cmd, hostfile = mpirun(hs, n, [], "mpi_p2p.py", args)
     # The pairwise exchange's partners (rank ^ 1) on one core, on different cores, or free.
     cmd = pinned(cmd, a.bind)
@@ -951,6 +951,9 @@ def main():
                     help="cpu_costs: messages posted at a time (1: python wakes per message)")
     ap.add_argument("--skew-ms", type=float, default=0.0,
                     help="mpi_p2p: odd ranks enter the pairwise exchange this much later")
+    ap.add_argument("--copy-first", type=int, default=0,
+                    help="mpi_p2p: every rank copies this many bytes into fresh memory before "
+                         "the pairwise exchange")
     ap.add_argument("--p2p-modes", default="",
                     help="mpi_p2p: which exchanges to time (mpi_p2p.py --modes; default all)")
     ap.add_argument("--bind", choices=["free", "share", "apart"], default="free",
