@@ -2,6 +2,7 @@
 apart the two partners posted (their requests' departures) and which mode it ran in.
 
   python3 testbed/workloads/capture_exchanges.py LOG.json [--each] [--chain]
+  python3 testbed/workloads/capture_exchanges.py --launches LOG.json [LOG.json ...]
 
 An exchange is a request each way between two ranks less than 200 ms apart, and the first data
 message each way after them. It ran the slow way when the second way's data left after the first
@@ -15,6 +16,13 @@ starting within 20 ms of one another, each pair once) and the steps into calls (
 one of other pairs), and how often a call's second step ran slow (any of its pairs) after a
 first that did and after one that did not: the numbers behind dtsim's STEPS_AFTER_SLOW and
 SLOW_STEPS_AFTER_SLOW (sim/src/library/mpi/exchanges.rs).
+
+With --launches (four-rank captures, one log per launch, e.g. the five launches of one
+collective): per launch, how many calls' first steps ran slow, and whether most did; then the
+totals over calls and over launches. A launch tends to keep one mode, so the launches, not the
+calls, are the independent draws: the last line says how likely that few (or that many)
+mostly-slow launches are if each launch were mostly slow with the pairwise test's share of
+slow repetitions (181 of 320, `testbed_mpi_p2p_4ranks*.json`).
 """
 import json
 import sys
@@ -84,7 +92,34 @@ def chain(rows):
     return calls
 
 
+PAIRWISE_SLOW_SHARE = 181 / 320
+
+
+def launches(paths):
+    """Per log (a launch): first steps slow and calls; then the totals and a binomial tail."""
+    from math import comb
+    slow_calls = all_calls = mostly_slow = 0
+    for path in paths:
+        calls = chain(exchanges(json.load(open(path))["messages"]))
+        slow = calls[(True, True)] + calls[(True, False)]
+        n = slow + calls[(False, True)] + calls[(False, False)]
+        slow_calls, all_calls = slow_calls + slow, all_calls + n
+        mostly = 2 * slow > n
+        mostly_slow += mostly
+        print(f"{path}: first step slow in {slow} of {n} calls"
+              f"{' (mostly slow)' if mostly else ''}")
+    k, n, p = mostly_slow, len(paths), PAIRWISE_SLOW_SHARE
+    tail = sum(comb(n, i) * p**i * (1 - p)**(n - i)
+               for i in (range(k + 1) if k < n * p else range(k, n + 1)))
+    print(f"all: first step slow in {slow_calls} of {all_calls} calls; mostly slow in {k} of "
+          f"{n} launches (at {p:.3f} a launch, {'that few' if k < n * p else 'that many'} "
+          f"or {'fewer' if k < n * p else 'more'}: {tail:.2f})")
+
+
 def main():
+    if sys.argv[1] == "--launches":
+        launches(sys.argv[2:])
+        return
     log = json.load(open(sys.argv[1]))
     rows = exchanges(log["messages"])
     if "--chain" in sys.argv:
