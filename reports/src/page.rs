@@ -1,6 +1,7 @@
 //! One self-contained HTML page per study: every figure's SVG inline (the page needs no other
 //! file to show), the table behind each figure, and the same figures and tables also written
-//! as files (`figures/NAME.svg`, `tables/NAME.csv`) for reuse.
+//! as files (`figures/NAME.svg`, `tables/NAME.csv`; tables shown without a figure also as
+//! `tables/N-NAME.md`, Markdown) for reuse.
 
 use std::path::{Path, PathBuf};
 
@@ -104,7 +105,7 @@ pub fn write(out: &Path, title: &str, sections: &[Section]) -> Result<Vec<PathBu
         Ok(p)
     };
     let mut written = Vec::new();
-    for s in sections {
+    for (k, s) in sections.iter().enumerate() {
         for f in &s.figures {
             written.push(put(
                 out.join("figures").join(format!("{}.svg", f.name)),
@@ -113,6 +114,18 @@ pub fn write(out: &Path, title: &str, sections: &[Section]) -> Result<Vec<PathBu
             written.push(put(
                 out.join("tables").join(format!("{}.csv", f.name)),
                 &f.table.to_csv(),
+            )?);
+        }
+        // Tables shown without a figure: as CSV and as Markdown.
+        for (name, t) in &s.tables {
+            let stem = format!("{}-{}", k + 1, crate::study::slug(name));
+            written.push(put(
+                out.join("tables").join(format!("{stem}.csv")),
+                &t.to_csv(),
+            )?);
+            written.push(put(
+                out.join("tables").join(format!("{stem}.md")),
+                &t.to_markdown(),
             )?);
         }
     }

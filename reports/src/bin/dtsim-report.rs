@@ -1,21 +1,24 @@
 //! `dtsim-report`: HTML reports with figures from dtsim results, and sweep results as Parquet.
 //!
 //! ```text
-//! dtsim-report RESULTS... --out DIR [--title TITLE]
+//! dtsim-report RESULTS... --out DIR [--title TITLE] [--bar MEDIAN,MAX]
 //! dtsim-report merge SWEEP_DIR... [--out DIR]
 //! ```
 //! RESULTS: sweep directories, run directories (`dtsim run --out`), results .csv/.parquet,
-//! validation CSVs (predicted and measured columns), scenario .toml files (bandwidth heatmap).
+//! validation CSVs (predicted and measured columns), `dtsim validate --out` error tables
+//! (`errors.csv`: the groups within `--bar`), scenario .toml files (bandwidth heatmap).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 const USAGE: &str = "usage:
-  dtsim-report RESULTS... --out DIR [--title TITLE]
+  dtsim-report RESULTS... --out DIR [--title TITLE] [--bar MEDIAN,MAX]
       RESULTS: sweep directories (results.csv/.parquet or points/), run directories
       (summary.json from `dtsim run --out`), results or validation .csv/.parquet files,
-      scenario .toml files (GPU x GPU bandwidth). Writes DIR/index.html, DIR/figures/*.svg,
-      DIR/tables/*.csv.
+      `dtsim validate --out` error tables (errors.csv; one table of the method groups whose
+      median and largest |error| are within --bar, in percent, default 3,10), scenario .toml
+      files (GPU x GPU bandwidth). Writes DIR/index.html, DIR/figures/*.svg, DIR/tables/*.csv
+      (and *.md for tables without a figure).
   dtsim-report merge SWEEP_DIR... [--out DIR]
       Merges sweep points (e.g. shards) into DIR/results.csv and DIR/results.parquet
       (default DIR: the first SWEEP_DIR).";
@@ -36,6 +39,7 @@ fn run(args: &[String]) -> Result<(), String> {
     let mut inputs: Vec<PathBuf> = Vec::new();
     let mut out: Option<PathBuf> = None;
     let mut title: Option<String> = None;
+    let mut bar = reports::study::groups::Bar::default();
     let merge = args.first().is_some_and(|a| a == "merge");
     let mut it = args.iter().skip(usize::from(merge));
     while let Some(a) = it.next() {
@@ -46,6 +50,10 @@ fn run(args: &[String]) -> Result<(), String> {
             }
             "--out" => out = Some(it.next().ok_or("--out needs a directory")?.into()),
             "--title" => title = Some(it.next().ok_or("--title needs a text")?.clone()),
+            "--bar" => {
+                bar =
+                    reports::study::groups::Bar::parse(it.next().ok_or("--bar needs MEDIAN,MAX")?)?
+            }
             s if s.starts_with("--") => return Err(format!("unknown option {s}\n{USAGE}")),
             s => inputs.push(s.into()),
         }
@@ -70,7 +78,7 @@ fn run(args: &[String]) -> Result<(), String> {
         return Ok(());
     }
     let out = out.ok_or(format!("--out DIR is required\n{USAGE}"))?;
-    let sections = reports::study::build(&inputs)?;
+    let sections = reports::study::build_with(&inputs, bar)?;
     let title = title.unwrap_or_else(|| {
         let names: Vec<String> = sections.iter().map(|s| s.heading.clone()).collect();
         format!("dtsim report: {}", names.join(", "))

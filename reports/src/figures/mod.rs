@@ -32,6 +32,21 @@ impl Table {
         }
         t.finish()
     }
+
+    /// The table in Markdown (GitHub's pipe tables), `|` in a cell escaped, for pasting into
+    /// a report or a README.
+    pub fn to_markdown(&self) -> String {
+        let line = |cells: &[String]| {
+            let escaped: Vec<String> = cells.iter().map(|c| c.replace('|', "\\|")).collect();
+            format!("| {} |\n", escaped.join(" | "))
+        };
+        let mut out = line(&self.columns);
+        out += &format!("|{}\n", "---|".repeat(self.columns.len()));
+        for r in &self.rows {
+            out += &line(r);
+        }
+        out
+    }
 }
 
 /// One figure of a report.
@@ -398,6 +413,18 @@ mod tests {
         assert_eq!(
             t.to_csv(),
             "method,time (ms)\n\"ring, 2 rings\",1.5\n\"the \"\"fast\"\" one\",\n\"two\nlines\",3\n"
+        );
+    }
+
+    #[test]
+    fn a_table_in_markdown_escapes_the_pipes_in_its_cells() {
+        let t = Table {
+            columns: vec!["dataset".into(), "mean |error|".into()],
+            rows: vec![vec!["a".into(), "2.5%".into()]],
+        };
+        assert_eq!(
+            t.to_markdown(),
+            "| dataset | mean \\|error\\| |\n|---|---|\n| a | 2.5% |\n"
         );
     }
 }

@@ -10,7 +10,9 @@
 //!   (`ports.csv`), utilization and occupancy over time (`link_series.csv`), the per-rank
 //!   timeline (`trace.json`);
 //! - a scenario file (`.toml`): the configured GPU×GPU bandwidth (routing bottlenecks);
-//! - a validation CSV (columns named `predicted…` and `measured…`): predicted vs measured.
+//! - a validation CSV (columns named `predicted…` and `measured…`): predicted vs measured;
+//! - `dtsim validate --out`'s `errors.csv` files: one table of the method groups within a bar,
+//!   dataset by dataset, over all of them ([`groups`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -20,11 +22,13 @@ use crate::figures::{self, Figure, Span, Table};
 use crate::fmt;
 
 mod bandwidth;
+pub mod groups;
 mod run;
 mod sweep;
 mod validation;
 
 use bandwidth::bandwidth_section;
+use groups::{groups_section, is_errors_table, Bar};
 use run::run_section;
 use sweep::{compare_sections, compare_variants, scaling_section, sweep_section};
 use validation::validation_section;
@@ -44,7 +48,7 @@ pub const MAX_HEATMAP: usize = 128;
 /// Timelines show at most this many ranks.
 pub const MAX_TIMELINE_TRACKS: usize = 32;
 
-fn slug(s: &str) -> String {
+pub(crate) fn slug(s: &str) -> String {
     let mut out = String::new();
     for c in s.chars() {
         if c.is_ascii_alphanumeric() {
@@ -65,10 +69,16 @@ struct ScalingRow {
     global_batch: f64,
 }
 
-/// Builds every section for `inputs`.
+/// Builds every section for `inputs`, error tables held to the testbed's bar.
 pub fn build(inputs: &[PathBuf]) -> Result<Vec<Section>, String> {
+    build_with(inputs, Bar::default())
+}
+
+/// Builds every section for `inputs`, `errors.csv` tables held to `bar`.
+pub fn build_with(inputs: &[PathBuf], bar: Bar) -> Result<Vec<Section>, String> {
     let mut sections = Vec::new();
     let mut scaling: Vec<ScalingRow> = Vec::new();
+    let mut error_tables: Vec<PathBuf> = Vec::new();
     for (k, input) in inputs.iter().enumerate() {
         let tag = format!("{}{}", k + 1, {
             let s = slug(
@@ -109,7 +119,10 @@ pub fn build(inputs: &[PathBuf]) -> Result<Vec<Section>, String> {
         {
             let df = read_table(input)?;
             let cols = column_names(&df);
-            if cols.iter().any(|c| c.contains("predicted"))
+            if is_errors_table(&cols) {
+                error_tables.push(input.clone());
+                continue;
+            } else if cols.iter().any(|c| c.contains("predicted"))
                 && cols.iter().any(|c| c.contains("measured"))
             {
                 validation_section(input, &tag)?
@@ -123,6 +136,9 @@ pub fn build(inputs: &[PathBuf]) -> Result<Vec<Section>, String> {
             ));
         };
         sections.push(sec);
+    }
+    if !error_tables.is_empty() {
+        sections.push(groups_section(&error_tables, bar)?);
     }
     if scaling
         .iter()

@@ -1,0 +1,399 @@
+//! The section of `dtsim validate --out` error tables (`errors.csv`): which method groups are
+//! within a bar, dataset by dataset.
+//!
+//! A group (a method on a system or topology) is within the bar when its median |error| is at
+//! most `median_pct` and its largest at most `max_pct` (the testbed's bar is 3% and 10%, as
+//! `dtsim validate --max-median-error 3 --max-error 10` checks it). One table over every
+//! `errors.csv` given: per dataset the groups within, the rows scored and their mean |error|
+//! (from the `predictions.csv` beside each `errors.csv`, where there is one), and the groups
+//! outside with their median and largest error; then a total per family of datasets (a
+//! dataset's name up to its second `_`, e.g. `testbed_gloo`) where there are several, and one
+//! over all.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::Section;
+use crate::data::{f64s, has, read_table, strings};
+use crate::figures::Table;
+
+/// A group is within when its median |error| is at most `median_pct` and its largest at most
+/// `max_pct` (percent).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bar {
+    pub median_pct: f64,
+    pub max_pct: f64,
+}
+
+impl Default for Bar {
+    /// The testbed's bar (issue 11): 3% median, 10% at worst.
+    fn default() -> Self {
+        Bar {
+            median_pct: 3.0,
+            max_pct: 10.0,
+        }
+    }
+}
+
+impl Bar {
+    /// `"MEDIAN,MAX"` in percent, e.g. `"3,10"`.
+    pub fn parse(s: &str) -> Result<Bar, String> {
+        let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+        let pct = |p: &str| -> Result<f64, String> {
+            p.parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite() && *v >= 0.0)
+                .ok_or_else(|| format!("--bar {s:?}: expected MEDIAN,MAX in percent, e.g. 3,10"))
+        };
+        match parts[..] {
+            [m, x] => Ok(Bar {
+                median_pct: pct(m)?,
+                max_pct: pct(x)?,
+            }),
+            _ => Err(format!(
+                "--bar {s:?}: expected MEDIAN,MAX in percent, e.g. 3,10"
+            )),
+        }
+    }
+
+    fn holds(self, g: &Group) -> bool {
+        g.median_pct <= self.median_pct && g.max_pct <= self.max_pct
+    }
+}
+
+/// True when `cols` are those of `dtsim validate`'s `errors.csv`.
+pub(super) fn is_errors_table(cols: &[String]) -> bool {
+    [
+        "dataset",
+        "group",
+        "median_abs_error_pct",
+        "max_abs_error_pct",
+    ]
+    .iter()
+    .all(|c| cols.iter().any(|x| x == c))
+}
+
+/// One scored group of one dataset.
+#[derive(Debug, Clone)]
+struct Group {
+    name: String,
+    median_pct: f64,
+    max_pct: f64,
+}
+
+/// A dataset's groups, in the order met, and its scored rows' |errors|.
+#[derive(Debug, Default)]
+struct Dataset {
+    groups: Vec<Group>,
+    row_errors_pct: Vec<f64>,
+}
+
+/// The bar table over every `errors.csv` of `paths` (datasets in the order met).
+pub(super) fn groups_section(paths: &[PathBuf], bar: Bar) -> Result<Section, String> {
+    let mut datasets: Vec<(String, Dataset)> = Vec::new();
+    let mut index: BTreeMap<String, usize> = BTreeMap::new();
+    for path in paths {
+        let df = read_table(path)?;
+        let (names, groups) = (strings(&df, "dataset"), strings(&df, "group"));
+        let (medians, maxes) = (
+            f64s(&df, "median_abs_error_pct"),
+            f64s(&df, "max_abs_error_pct"),
+        );
+        let scored = f64s(&df, "scored_rows");
+        for i in 0..df.height() {
+            // Groups with no scored row (every row fitted on) have no error to hold to a bar.
+            if has(&df, "scored_rows") && scored[i].unwrap_or(0.0) == 0.0 {
+                continue;
+            }
+            let (Some(median_pct), Some(max_pct)) = (medians[i], maxes[i]) else {
+                return Err(format!(
+                    "{}: row {}: median_abs_error_pct and max_abs_error_pct must be numbers",
+                    path.display(),
+                    i + 2
+                ));
+            };
+            let k = *index.entry(names[i].clone()).or_insert_with(|| {
+                datasets.push((names[i].clone(), Dataset::default()));
+                datasets.len() - 1
+            });
+            datasets[k].1.groups.push(Group {
+                name: groups[i].clone(),
+                median_pct,
+                max_pct,
+            });
+        }
+        for (name, errors) in scored_row_errors(&path.with_file_name("predictions.csv"))? {
+            if let Some(&k) = index.get(&name) {
+                datasets[k].1.row_errors_pct.extend(errors);
+            }
+        }
+    }
+    if datasets.is_empty() {
+        return Err(format!(
+            "{}: no scored groups in the error tables",
+            paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let table = bar_table(&datasets, bar);
+    let (within, all) = count(datasets.iter().map(|(_, d)| d), bar);
+    Ok(Section {
+        heading: "Validation groups".to_string(),
+        text: format!(
+            "{within} of {all} method groups within median |error| <= {}% and max |error| <= \
+             {}%, over {} datasets (a group is a method on a system or topology).",
+            bar.median_pct,
+            bar.max_pct,
+            datasets.len()
+        ),
+        figures: Vec::new(),
+        tables: vec![("Groups within the bar, by dataset".to_string(), table)],
+    })
+}
+
+/// Per dataset, the |error| of each scored row of `predictions` (none where it is absent).
+fn scored_row_errors(predictions: &Path) -> Result<BTreeMap<String, Vec<f64>>, String> {
+    let mut out: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    if !predictions.is_file() {
+        return Ok(out);
+    }
+    let df = read_table(predictions)?;
+    if !has(&df, "dataset") || !has(&df, "error_pct") {
+        return Ok(out);
+    }
+    let names = strings(&df, "dataset");
+    let errors = f64s(&df, "error_pct");
+    let scored = has(&df, "scored").then(|| strings(&df, "scored"));
+    for i in 0..df.height() {
+        if scored.as_ref().is_some_and(|s| s[i] != "true") {
+            continue;
+        }
+        if let Some(e) = errors[i] {
+            out.entry(names[i].clone()).or_default().push(e.abs());
+        }
+    }
+    Ok(out)
+}
+
+/// (groups within, groups) over `datasets`.
+fn count<'a>(datasets: impl Iterator<Item = &'a Dataset>, bar: Bar) -> (usize, usize) {
+    datasets.fold((0, 0), |(w, n), d| {
+        (
+            w + d.groups.iter().filter(|g| bar.holds(g)).count(),
+            n + d.groups.len(),
+        )
+    })
+}
+
+fn mean(xs: &[f64]) -> Option<f64> {
+    (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
+}
+
+/// A dataset's family: its name up to the second `_` (`testbed_gloo_star5` -> `testbed_gloo`).
+fn family(name: &str) -> &str {
+    match name.match_indices('_').nth(1) {
+        Some((i, _)) => &name[..i],
+        None => name,
+    }
+}
+
+fn bar_table(datasets: &[(String, Dataset)], bar: Bar) -> Table {
+    let pct = |v: f64| format!("{v:.1}%");
+    let rows_and_mean = |errors: &[f64]| match mean(errors) {
+        Some(m) => (errors.len().to_string(), pct(m)),
+        None => (String::new(), String::new()),
+    };
+    let mut rows = Vec::new();
+    for (name, d) in datasets {
+        let (within, all) = count(std::iter::once(d), bar);
+        let (n, m) = rows_and_mean(&d.row_errors_pct);
+        let outside: Vec<String> = d
+            .groups
+            .iter()
+            .filter(|g| !bar.holds(g))
+            .map(|g| format!("{} ({} / {})", g.name, pct(g.median_pct), pct(g.max_pct)))
+            .collect();
+        rows.push(vec![
+            name.clone(),
+            format!("{within} of {all}"),
+            n,
+            m,
+            outside.join("; "),
+        ]);
+    }
+    let mut families: Vec<&str> = Vec::new();
+    for (name, _) in datasets {
+        if !families.contains(&family(name)) {
+            families.push(family(name));
+        }
+    }
+    let mut total = |label: String, members: Vec<&Dataset>| {
+        let (within, all) = count(members.iter().copied(), bar);
+        let errors: Vec<f64> = members
+            .iter()
+            .flat_map(|d| d.row_errors_pct.iter().copied())
+            .collect();
+        let (n, m) = rows_and_mean(&errors);
+        rows.push(vec![
+            label,
+            format!("{within} of {all}"),
+            n,
+            m,
+            String::new(),
+        ]);
+    };
+    if families.len() > 1 {
+        for f in &families {
+            let members: Vec<&Dataset> = datasets
+                .iter()
+                .filter(|(name, _)| family(name) == *f)
+                .map(|(_, d)| d)
+                .collect();
+            total(format!("all {} ({})", f, members.len()), members);
+        }
+    }
+    total(
+        format!("all datasets ({})", datasets.len()),
+        datasets.iter().map(|(_, d)| d).collect(),
+    );
+    Table {
+        columns: [
+            "dataset",
+            "groups within",
+            "rows",
+            "mean |error|",
+            "groups outside (median / max)",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("dtsim-groups-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// A validation directory as `dtsim validate --out` writes it: `errors` rows are
+    /// (dataset, group, scored rows, median, max), `predictions` rows (dataset, error, scored).
+    fn validation_dir(
+        name: &str,
+        errors: &[(&str, &str, u32, f64, f64)],
+        predictions: &[(&str, f64, bool)],
+    ) -> PathBuf {
+        let d = scratch(name);
+        let mut e = String::from(
+            "dataset,group,scored_rows,calibration_rows,median_abs_error_pct,max_abs_error_pct\n",
+        );
+        for (ds, g, n, med, max) in errors {
+            e += &format!("{ds},{g},{n},0,{med},{max}\n");
+        }
+        std::fs::write(d.join("errors.csv"), e).unwrap();
+        let mut p = String::from("dataset,group,row,error_pct,scored\n");
+        for (i, (ds, err, scored)) in predictions.iter().enumerate() {
+            p += &format!("{ds},g,{i},{err},{scored}\n");
+        }
+        std::fs::write(d.join("predictions.csv"), p).unwrap();
+        d.join("errors.csv")
+    }
+
+    #[test]
+    fn a_group_is_within_when_both_its_median_and_its_worst_error_are() {
+        let gloo = validation_dir(
+            "gloo",
+            &[
+                ("testbed_gloo_a", "ring @ star", 4, 1.0, 4.0),
+                ("testbed_gloo_a", "tree @ star", 4, 3.5, 4.0),
+                ("testbed_gloo_a", "bcast @ star", 4, 1.0, 12.0),
+                ("testbed_gloo_a", "fitted @ star", 0, 0.0, 0.0),
+            ],
+            &[
+                ("testbed_gloo_a", -2.0, true),
+                ("testbed_gloo_a", 4.0, true),
+                ("testbed_gloo_a", 50.0, false),
+            ],
+        );
+        let mpi = validation_dir(
+            "mpi",
+            &[("testbed_mpi_b", "ring @ star", 2, 2.0, 2.5)],
+            &[("testbed_mpi_b", 1.0, true), ("testbed_mpi_b", -3.0, true)],
+        );
+        let s = groups_section(&[gloo, mpi], Bar::default()).unwrap();
+        assert!(
+            s.text.starts_with("2 of 4 method groups within"),
+            "{}",
+            s.text
+        );
+        let t = &s.tables[0].1;
+        // The fitted group (no scored row) is left out; the unscored prediction too.
+        assert_eq!(
+            t.rows[0],
+            vec![
+                "testbed_gloo_a",
+                "1 of 3",
+                "2",
+                "3.0%",
+                "tree @ star (3.5% / 4.0%); bcast @ star (1.0% / 12.0%)"
+            ]
+        );
+        assert_eq!(t.rows[1], vec!["testbed_mpi_b", "1 of 1", "2", "2.0%", ""]);
+        // A total per family, then over all.
+        assert_eq!(
+            t.rows[2][..4],
+            ["all testbed_gloo (1)", "1 of 3", "2", "3.0%"]
+        );
+        assert_eq!(
+            t.rows[3][..4],
+            ["all testbed_mpi (1)", "1 of 1", "2", "2.0%"]
+        );
+        assert_eq!(t.rows[4][..4], ["all datasets (2)", "2 of 4", "4", "2.5%"]);
+        // A looser bar lets the tree in.
+        let loose = Bar::parse("4, 10").unwrap();
+        let s = groups_section(
+            &[validation_dir(
+                "loose",
+                &[("d_x", "tree @ star", 4, 3.5, 4.0)],
+                &[],
+            )],
+            loose,
+        )
+        .unwrap();
+        assert_eq!(s.tables[0].1.rows[0][..2], ["d_x", "1 of 1"]);
+    }
+
+    #[test]
+    fn a_bad_bar_or_table_is_refused_by_name() {
+        for bad in ["3", "3,x", "-1,10", "3,10,20"] {
+            let e = Bar::parse(bad).unwrap_err();
+            assert!(e.contains("MEDIAN,MAX"), "{bad}: {e}");
+        }
+        let d = scratch("bad");
+        std::fs::write(
+            d.join("errors.csv"),
+            "dataset,group,scored_rows,median_abs_error_pct,max_abs_error_pct\nd,g,3,,2\n",
+        )
+        .unwrap();
+        let e = groups_section(&[d.join("errors.csv")], Bar::default()).unwrap_err();
+        assert!(
+            e.contains("errors.csv: row 2") && e.contains("median_abs_error_pct"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn families_are_a_datasets_first_two_words() {
+        assert_eq!(family("testbed_gloo_star5_heldout"), "testbed_gloo");
+        assert_eq!(family("azure_nd"), "azure_nd");
+        assert_eq!(family("single"), "single");
+    }
+}
