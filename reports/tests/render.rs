@@ -377,3 +377,50 @@ fn a_compare_run_folder_renders_the_variants_side_by_side_then_each_one() {
     assert!(sections[1..].iter().all(|s| s.heading.contains("variant")));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_bar_table_of_a_validation_folder_agrees_with_validates_own_gates() {
+    // OpenMPI's two- and three-rank butterfly on the testbed, replayed by `dtsim validate`
+    // and written as `--out` does; the report's table must count the groups the gates do.
+    let dir = scratch("bar");
+    let dataset = repo().join("data/runs/testbed_mpi_butterfly_heldout.csv");
+    let report = sim::validate::validate(
+        std::slice::from_ref(&dataset),
+        &sim::validate::Options {
+            calibrate_on: None,
+            set: Vec::new(),
+            score_on: None,
+            out: None,
+            leave_one_out_system: false,
+        },
+    )
+    .unwrap();
+    report.write_dir(&dir).unwrap();
+    let (outside, scored) = report.outside(Some(3.0), Some(10.0));
+    assert!(scored > 0 && !outside.is_empty() && outside.len() < scored);
+
+    let sections = reports::study::build(&[dir.join("errors.csv")]).unwrap();
+    let table = &sections[0].tables[0].1;
+    let row = &table.rows[0];
+    assert_eq!(row[0], "testbed_mpi_butterfly_heldout");
+    assert_eq!(
+        row[1],
+        format!("{} of {scored}", scored - outside.len()),
+        "{table:?}"
+    );
+    let rows_scored = report.predictions.iter().filter(|p| p.scored).count();
+    assert_eq!(row[2], rows_scored.to_string());
+    for o in &outside {
+        let group = o.trim_start_matches("testbed_mpi_butterfly_heldout ");
+        assert!(row[4].contains(group), "{group} missing from {}", row[4]);
+    }
+    // The page writes the table as CSV and Markdown next to the HTML.
+    let files = reports::page::write(&dir.join("page"), "bar", &sections).unwrap();
+    let md = files
+        .iter()
+        .find(|f| f.extension().is_some_and(|x| x == "md"))
+        .unwrap();
+    assert!(std::fs::read_to_string(md)
+        .unwrap()
+        .contains("| testbed_mpi_butterfly_heldout |"));
+}
