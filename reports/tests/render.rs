@@ -424,3 +424,45 @@ fn the_bar_table_of_a_validation_folder_agrees_with_validates_own_gates() {
         .unwrap()
         .contains("| testbed_mpi_butterfly_heldout |"));
 }
+
+#[test]
+fn the_testbeds_what_if_pairs_every_method_and_size_of_the_two_leaves() {
+    // The committed validation folders of the 2:1 leaves (among the star's rows) and of the
+    // same leaves with their uplinks doubled: four gloo methods at four sizes on both.
+    let v = repo().join("data/runs/validation");
+    let side = |p: String| reports::study::whatif::parse_side(&p);
+    let s = reports::study::whatif::whatif_section(
+        &side(format!(
+            "{}@two_level_2to1",
+            v.join("testbed_gloo").display()
+        )),
+        &side(
+            v.join("testbed_gloo_two_level_1to1_whatif")
+                .display()
+                .to_string(),
+        ),
+    )
+    .unwrap();
+    let t = &s.tables[0].1;
+    assert_eq!(t.rows.len(), 16, "{t:?}");
+    let methods: std::collections::BTreeSet<&str> = t.rows.iter().map(|r| r[0].as_str()).collect();
+    assert_eq!(
+        methods.into_iter().collect::<Vec<_>>(),
+        ["allreduce", "hierarchical", "multiring", "ps"]
+    );
+    // Without the topology the folder's rows are ambiguous (the star's and the leaves'
+    // all-reduce of 256 KiB): refused, naming the way out.
+    let e = reports::study::whatif::whatif_section(
+        &side(v.join("testbed_gloo").display().to_string()),
+        &side(
+            v.join("testbed_gloo_two_level_1to1_whatif")
+                .display()
+                .to_string(),
+        ),
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("more than one topology") && e.contains("@TOPOLOGY"),
+        "{e}"
+    );
+}

@@ -3,6 +3,7 @@
 //! ```text
 //! dtsim-report RESULTS... --out DIR [--title TITLE] [--bar MEDIAN,MAX]
 //! dtsim-report merge SWEEP_DIR... [--out DIR]
+//! dtsim-report whatif BEFORE[@TOPOLOGY] AFTER[@TOPOLOGY] --out DIR [--title TITLE]
 //! ```
 //! RESULTS: sweep directories, run directories (`dtsim run --out`), results .csv/.parquet,
 //! validation CSVs (predicted and measured columns), `dtsim validate --out` error tables
@@ -21,7 +22,12 @@ const USAGE: &str = "usage:
       (and *.md for tables without a figure).
   dtsim-report merge SWEEP_DIR... [--out DIR]
       Merges sweep points (e.g. shards) into DIR/results.csv and DIR/results.parquet
-      (default DIR: the first SWEEP_DIR).";
+      (default DIR: the first SWEEP_DIR).
+  dtsim-report whatif BEFORE[@TOPOLOGY] AFTER[@TOPOLOGY] --out DIR [--title TITLE]
+      A what-if scored: two `dtsim validate --out` predictions.csv files (or their folders),
+      rows paired by method and label (a topology picks one system's rows where a file holds
+      several); per row the measured and predicted before/after ratios and the predicted
+      ratio's error. Writes DIR/index.html and DIR/tables/*.csv, *.md.";
 
 fn main() -> ExitCode {
     sim::pipe::end_quietly_on_closed_pipe();
@@ -41,7 +47,8 @@ fn run(args: &[String]) -> Result<(), String> {
     let mut title: Option<String> = None;
     let mut bar = reports::study::groups::Bar::default();
     let merge = args.first().is_some_and(|a| a == "merge");
-    let mut it = args.iter().skip(usize::from(merge));
+    let whatif = args.first().is_some_and(|a| a == "whatif");
+    let mut it = args.iter().skip(usize::from(merge || whatif));
     while let Some(a) = it.next() {
         match a.as_str() {
             "-h" | "--help" => {
@@ -78,7 +85,18 @@ fn run(args: &[String]) -> Result<(), String> {
         return Ok(());
     }
     let out = out.ok_or(format!("--out DIR is required\n{USAGE}"))?;
-    let sections = reports::study::build_with(&inputs, bar)?;
+    let sections = if whatif {
+        let [before, after] = &inputs[..] else {
+            return Err(format!("whatif: two inputs, BEFORE and AFTER\n{USAGE}"));
+        };
+        let side = |p: &PathBuf| reports::study::whatif::parse_side(&p.to_string_lossy());
+        vec![reports::study::whatif::whatif_section(
+            &side(before),
+            &side(after),
+        )?]
+    } else {
+        reports::study::build_with(&inputs, bar)?
+    };
     let title = title.unwrap_or_else(|| {
         let names: Vec<String> = sections.iter().map(|s| s.heading.clone()).collect();
         format!("dtsim report: {}", names.join(", "))

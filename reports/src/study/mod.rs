@@ -13,6 +13,9 @@
 //! - a validation CSV (columns named `predicted…` and `measured…`): predicted vs measured;
 //! - `dtsim validate --out`'s `errors.csv` files: one table of the method groups within a bar,
 //!   dataset by dataset, over all of them ([`groups`]).
+//!
+//! `dtsim-report whatif` builds one more kind of section from two `predictions.csv` files: a
+//! what-if scored ([`whatif`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -26,6 +29,7 @@ pub mod groups;
 mod run;
 mod sweep;
 mod validation;
+pub mod whatif;
 
 use bandwidth::bandwidth_section;
 use groups::{groups_section, is_errors_table, Bar};
