@@ -38,21 +38,20 @@ impl Default for Bar {
 impl Bar {
     /// `"MEDIAN,MAX"` in percent, e.g. `"3,10"`.
     pub fn parse(s: &str) -> Result<Bar, String> {
-        let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+        let bad = || format!("--bar {s:?}: expected MEDIAN,MAX in percent, e.g. 3,10");
         let pct = |p: &str| -> Result<f64, String> {
-            p.parse::<f64>()
+            p.trim()
+                .parse::<f64>()
                 .ok()
                 .filter(|v| v.is_finite() && *v >= 0.0)
-                .ok_or_else(|| format!("--bar {s:?}: expected MEDIAN,MAX in percent, e.g. 3,10"))
+                .ok_or_else(bad)
         };
-        match parts[..] {
+        match s.split(',').collect::<Vec<_>>()[..] {
             [m, x] => Ok(Bar {
                 median_pct: pct(m)?,
                 max_pct: pct(x)?,
             }),
-            _ => Err(format!(
-                "--bar {s:?}: expected MEDIAN,MAX in percent, e.g. 3,10"
-            )),
+            _ => Err(bad()),
         }
     }
 
