@@ -1,7 +1,7 @@
 //! The `calibrate` command line: argument parsing, exit codes and the dispatch of each
-//! subcommand. The binary's `main` only calls [`main`]. The `import` subcommands live in
-//! [`import`], `calibrate gpu` in [`measure_gpu`], the readable profile of `calibrate show` in
-//! [`describe`](mod@describe).
+//! subcommand. The binary's `main` only calls [`main`]. The `import` subcommands live in the
+//! private module `import`, `calibrate gpu` in `measure_gpu`, the readable profile of `calibrate
+//! show` in `describe`.
 
 mod describe;
 mod import;
@@ -325,6 +325,21 @@ enum ImportCmd {
     PacketWait {
         #[arg(required = true, num_args = 1..)]
         file: Vec<PathBuf>,
+        #[command(flatten)]
+        at: LinkMeasurementArgs,
+    },
+    /// `suite.py packet_wait` logs whose pinging host streams (`--ping 2:0 --through 2:1
+    /// --beside 2:3`): the mean time a host's small message waits behind its own stream; at
+    /// the host link's payload rate, the bytes TCP keeps queued at the host's egress
+    /// (network.fifo_head_bytes, which `import fanout` fits from two sends). Several logs of
+    /// one link are pooled.
+    OwnEgress {
+        #[arg(required = true, num_args = 1..)]
+        file: Vec<PathBuf>,
+        /// Nominal rate of the host's link (e.g. 200Mbps, as in the topology file); the
+        /// profile's link efficiency for the class (`import iperf3`) makes it the payload rate.
+        #[arg(long)]
+        nominal_bw: String,
         #[command(flatten)]
         at: LinkMeasurementArgs,
     },
