@@ -486,3 +486,71 @@ fn a_gpu_runs_measurements_rebuild_the_bundled_h200_compute_section() {
     // Every layer GEMM of the four models in tf32 and bf16, each distinct shape once.
     assert_eq!(r.times.len(), 804);
 }
+
+/// `import own-egress` turns a host's ping behind its own stream into the FIFO head: the
+/// committed star5 log (3 launches of 2 x 400 pings at 100 Mbit/s) rebuilds the bundled
+/// profile's value, and a profile without the link's efficiency or a log of another host's
+/// stream is refused, naming what is missing.
+#[test]
+fn import_own_egress_rebuilds_the_testbed_profiles_fifo_head() {
+    let root = format!("{}/..", env!("CARGO_MANIFEST_DIR"));
+    let log =
+        format!("{root}/data/runs/calibration/testbed_star5_100mbit.packet_wait_own_egress.json");
+    let bundled = format!("{root}/data/profiles/testbed_star5_100mbit.json");
+    let dir = tmp("own-egress");
+    let out = dir.join("star5.json");
+    std::fs::copy(&bundled, &out).unwrap();
+    let o = calibrate(&[
+        "import",
+        "own-egress",
+        &log,
+        "--nominal-bw",
+        "100Mbps",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let head = |p: &std::path::Path| {
+        let prof = sim::profile::Profile::load(p).unwrap();
+        let m = &prof.network.fifo_head_bytes[&sim::topology::LinkClass::Ethernet];
+        (m.value.0, m.provenance.detail.clone())
+    };
+    let (rebuilt, detail) = head(&out);
+    assert_eq!(rebuilt, head(std::path::Path::new(&bundled)).0);
+    // 10.84 ms at 95.65 Mbit/s (the link's efficiency 0.9565 of 100).
+    assert!((129_000..130_200).contains(&rebuilt), "{rebuilt}");
+    assert!(detail.contains("calibrate import own-egress"), "{detail}");
+
+    // No link efficiency to make the wait bytes: refused, naming the field.
+    let fresh = dir.join("fresh.json");
+    let o = calibrate(&[
+        "import",
+        "own-egress",
+        &log,
+        "--nominal-bw",
+        "100Mbps",
+        "--out",
+        fresh.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = text(&o.stderr);
+    assert!(e.contains("network.link_efficiency.ethernet"), "{e}");
+
+    // A log where another host streams (the shaped link's packet) is not this measurement.
+    let other = format!("{root}/data/runs/calibration/testbed_star5_100mbit.packet_wait.json");
+    let o = calibrate(&[
+        "import",
+        "own-egress",
+        &other,
+        "--nominal-bw",
+        "100Mbps",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = text(&o.stderr);
+    assert!(
+        e.contains("packet_wait.json") && e.contains("launches[0]"),
+        "{e}"
+    );
+}

@@ -19,7 +19,8 @@
   suite.py cpu_costs --repeats 3 --bytes 16384 65536 262144 1048576  (machine CPU per gloo message)
   suite.py wakeup_load --repeats 3000  (a small gloo exchange's time as other hosts load the cores)
   suite.py packet_wait --pings 400 [--ping 0:1 --through 2:1 --beside 2:3]  (a ping's wait at a
-                                       shaped link another connection streams through)
+                                       shaped link another connection streams through; with
+                                       --ping 2:0, behind the pinging host's own stream)
   suite.py training --out data/runs/X.csv --profile data/profiles/testbed_X.json
   suite.py link --profile data/profiles/testbed_X.json   (iperf3 + TCP ping-pong -> calibrate)
   suite.py incast --profile data/profiles/testbed_X.json (every host -> host 1 at once, iperf3)
@@ -472,7 +473,9 @@ def packet_wait(a):
     (through host 1's downlink) and while it streams to host 3 (beside the ping's path; the
     host CPU control), --pings each at random moments (packet_wait.py), written as a JSON log
     that `calibrate import packet-wait` reads: the bytes of the packet a shaper has in service
-    when a small message of another connection arrives."""
+    when a small message of another connection arrives. With the pinging host streaming
+    (--ping 2:0 --through 2:1 --beside 2:3) both phases wait behind its own stream: what TCP
+    keeps queued at its egress, which `calibrate import own-egress` reads as the FIFO head."""
     n = int(os.environ["DTSIM_TESTBED_RANKS"])
     pairs = {}
     for name, value in (("--ping", a.ping), ("--through", a.through), ("--beside", a.beside)):
@@ -504,7 +507,9 @@ def packet_wait(a):
     log = a.out or calibration_log(f"testbed_{topo}.packet_wait.json")
     write_log(log, {"ranks": max(used) + 1, "launches": launches}, load0,
               f"packet_wait.py {' '.join(args)} (x{a.launches} launches)")
-    print(f"the fit: calibrate import packet-wait {log}")
+    own = pairs["--ping"][0] == pairs["--through"][0]
+    print(f"the fit: calibrate import {'own-egress' if own else 'packet-wait'} {log}"
+          + (" --nominal-bw RATE" if own else ""))
 
 
 def capture(a):

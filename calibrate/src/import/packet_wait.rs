@@ -11,6 +11,12 @@
 //! every launch (a launch's mean depends on where its stream's packets fall against the
 //! shaper's level, which changes from one launch to the next; the pool is the expectation).
 //! The mean, not the median: dtsim plays the expected wait.
+//!
+//! A log whose pinging host is the one that streams (`--ping 2:0 --through 2:1 --beside 2:3`)
+//! measures instead how long a host's small message waits behind its own stream ([`own_egress`]):
+//! both streams leave through the host's link, so both phases are the same wait and are pooled,
+//! less the idle round trip. At the link's rate that is what TCP keeps queued at the host's
+//! egress (its small queues), the FIFO head an OpenMPI answer waits behind.
 
 use std::path::Path;
 
@@ -130,6 +136,67 @@ pub fn fit(log: &PacketWaitLog) -> PacketWait {
     }
 }
 
+/// What an own-egress log measured (see the module): a host's small message behind its own
+/// stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnEgress {
+    /// Mean round trip while the host streams (both phases, every launch) less the mean idle
+    /// one, seconds.
+    pub wait_secs: f64,
+    /// Each launch's own, seconds.
+    pub per_launch_secs: Vec<f64>,
+    /// Means over every launch: idle, and while streaming, seconds.
+    pub idle_secs: f64,
+    pub streaming_secs: f64,
+    /// Pings while streaming, over every launch.
+    pub pings: usize,
+}
+
+/// The mean wait of a host's ping behind its own stream (see the module); a launch whose
+/// pinging host is not the one that streams is refused, naming it.
+pub fn own_egress(log: &PacketWaitLog) -> Result<OwnEgress, String> {
+    for (i, l) in log.launches.iter().enumerate() {
+        if l.through[0] != l.ping[0] || l.beside[0] != l.ping[0] {
+            return Err(format!(
+                "launches[{i}]: the pinging host streaming (ping from {} while {} and {} \
+                 stream), as suite.py packet_wait --ping 2:0 --through 2:1 --beside 2:3 runs it",
+                l.ping[0], l.through[0], l.beside[0]
+            ));
+        }
+    }
+    let streaming = |l: &Launch| {
+        l.phases
+            .through
+            .rtt_secs
+            .iter()
+            .chain(&l.phases.beside.rtt_secs)
+            .copied()
+            .collect::<Vec<f64>>()
+    };
+    let idle = mean(
+        log.launches
+            .iter()
+            .flat_map(|l| l.phases.idle.rtt_secs.iter().copied()),
+    );
+    let all: Vec<f64> = log.launches.iter().flat_map(streaming).collect();
+    let streaming_secs = mean(all.iter().copied());
+    let per_launch_secs = log
+        .launches
+        .iter()
+        .map(|l| {
+            let own = mean(streaming(l).into_iter());
+            (own - mean(l.phases.idle.rtt_secs.iter().copied())).max(0.0)
+        })
+        .collect();
+    Ok(OwnEgress {
+        wait_secs: (streaming_secs - idle).max(0.0),
+        per_launch_secs,
+        idle_secs: idle,
+        streaming_secs,
+        pings: all.len(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,6 +232,32 @@ mod tests {
         assert_eq!(fit.per_launch_secs.len(), 2);
         assert!((fit.per_launch_secs[0] - 0.0019).abs() < 1e-12);
         assert_eq!(fit.pings_per_phase, 3);
+    }
+
+    #[test]
+    fn a_hosts_wait_behind_its_own_stream_pools_both_phases_less_the_idle_round_trip() {
+        // The pinging host 2 streams in both phases: (7 + 9 + 8 + 8) / 4 ms less 0.03 idle.
+        let own = |through: &str, beside: &str| {
+            format!(
+                r#"{{"ping":[2,0],"through":[2,1],"beside":[2,3],"phases":{{
+                    "idle":{{"rtt_secs":[0.00003]}},
+                    "through":{{"rtt_secs":[{through}]}},
+                    "beside":{{"rtt_secs":[{beside}]}}}}}}"#
+            )
+        };
+        let text = format!(
+            r#"{{"launches":[{},{}]}}"#,
+            own("0.007", "0.009"),
+            own("0.008", "0.008")
+        );
+        let fit = own_egress(&parse(&text, "log.json").unwrap()).unwrap();
+        assert!((fit.wait_secs - 0.00797).abs() < 1e-12, "{fit:?}");
+        assert_eq!(fit.pings, 4);
+        assert!((fit.per_launch_secs[0] - 0.00797).abs() < 1e-12);
+        // A log where another host streams measures a shaped link's packet, not this.
+        let text = format!(r#"{{"launches":[{}]}}"#, launch(&[0.002], &[0.0001]));
+        let e = own_egress(&parse(&text, "log.json").unwrap()).unwrap_err();
+        assert!(e.contains("launches[0]") && e.contains("--ping 2:0"), "{e}");
     }
 
     #[test]

@@ -410,6 +410,77 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
             );
             save(&p, &out.out)
         }
+        ImportCmd::OwnEgress {
+            file,
+            nominal_bw,
+            at:
+                LinkMeasurementArgs {
+                    link_class,
+                    measured_on,
+                    out,
+                },
+        } => {
+            let nominal_bps = sim::units::parse_bandwidth(&nominal_bw)
+                .map_err(|e| Failure(EXIT_INPUT, format!("--nominal-bw: {e}")))?;
+            let efficiency = match &out.out {
+                Some(p) if p.exists() => Profile::load(p)?
+                    .network
+                    .link_efficiency
+                    .get(&link_class)
+                    .map(|e| e.value),
+                _ => None,
+            }
+            .ok_or_else(|| {
+                Failure(
+                    EXIT_INPUT,
+                    format!(
+                        "--out: a profile with network.link_efficiency.{link_class} (the link's \
+                         payload rate over its nominal one; `calibrate import iperf3 \
+                         --nominal-bw` writes it), to turn the wait into bytes"
+                    ),
+                )
+            })?;
+            let mut launches = Vec::new();
+            for f in &file {
+                launches.extend(packet_wait::load(f)?.launches);
+            }
+            let fit = packet_wait::own_egress(&packet_wait::PacketWaitLog { launches })
+                .map_err(|e| Failure(EXIT_INPUT, format!("{}: {e}", list(&file))))?;
+            let rate_bps = nominal_bps * efficiency;
+            let head_bytes = fit.wait_secs * rate_bps / 8.0;
+            let per_launch: Vec<String> = fit
+                .per_launch_secs
+                .iter()
+                .map(|s| format!("{:.2}", s * 1e3))
+                .collect();
+            let detail = format!(
+                "FIFO head {head_bytes:.0} B = a host's 1-byte ping waiting a mean {:.3} ms \
+                 behind its own stream (round trip {:.3} ms streaming, {:.3} idle; {} pings over \
+                 {} launches, each launch's own {} ms) at the link's payload rate {} ({} x \
+                 efficiency {efficiency}); {}calibrate import own-egress {}",
+                fit.wait_secs * 1e3,
+                fit.streaming_secs * 1e3,
+                fit.idle_secs * 1e3,
+                fit.pings,
+                fit.per_launch_secs.len(),
+                per_launch.join(", "),
+                fmt_bits_per_s(rate_bps),
+                fmt_bits_per_s(nominal_bps),
+                measured_on_phrase(&measured_on),
+                list(&file)
+            );
+            println!("{link_class}: {detail}");
+            let prov = build::provenance(source_of(&measured_on), detail);
+            let mut p = open_profile(&out, prov.clone())?;
+            p.network.fifo_head_bytes.insert(
+                link_class,
+                sim::profile::MeasuredBytes {
+                    value: sim::units::Bytes(head_bytes.round() as u64),
+                    provenance: prov,
+                },
+            );
+            save(&p, &out.out)
+        }
         ImportCmd::CpuCosts {
             file,
             shared_cores,
