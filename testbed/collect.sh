@@ -516,6 +516,23 @@ if [[ $what == all || $what == heldout ]]; then
       --bytes 262144 1048576 4194304 16777216 \
       --out data/runs/calibration/testbed_$(basename $t .toml).mpi_p2p_send_return.json
   done
+  # The FIFO head measured directly (2026-11-30): a host's 1-byte ping waiting behind its own
+  # stream, three launches of 2 x 400 pings on every topology (the streams within the host's
+  # leaf, so that its own link is theirs to fill), imported into every testbed profile in place
+  # of the fanout fit above (docs/testbed.md, "A host's answer behind its own stream").
+  for spec in "star4_200mbit 200 1 3" "star4_400mbit 400 1 3" "star5_100mbit 100 1 3" \
+      "two_level_2to1 200 1 3" "three_leaf_100mbit_uplinks 300 3 3" "two_leaf_120mbit 120 1 1" \
+      "two_leaf_150mbit 150 1 1"; do
+    set -- $spec
+    $TB run testbed/topologies/$1.toml -- $PY $S packet_wait --ping 2:0 --through 2:$3 \
+      --beside 2:$4 --pings 400 --launches 3 \
+      --out data/runs/calibration/testbed_$1.packet_wait_own_egress.json
+    for p in data/profiles/testbed_$1*.json; do
+      $CAL import own-egress data/runs/calibration/testbed_$1.packet_wait_own_egress.json \
+        --nominal-bw ${2}Mbps --out $p \
+        --measured-on "the dtsim testbed (testbed/topologies/$1.toml, shaper htb), host 2 pinging host 0 while it streams to host $3 and to host $4"
+    done
+  done
 fi
 if [[ $what == all || $what == barrier ]]; then
   # Barriers, recorded after dtsim's barrier was built and scored as they are

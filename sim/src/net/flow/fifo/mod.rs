@@ -14,7 +14,8 @@
 //! flow, drained at the link's rate, then shares the link. This is what holds OpenMPI's
 //! rendezvous acknowledgements: in a capture of back-to-back ring exchanges of 1 MiB on the
 //! testbed (TCP cubic, 200 Mbit/s), a rank's acknowledgement left 6.8 ms (163 KB at the
-//! link's rate; `H` = 168 KB there) after the request it answers had arrived, because its own
+//! link's rate; `H` = 173 KB there, a host's ping behind its own stream: `calibrate import
+//! own-egress`) after the request it answers had arrived, because its own
 //! send to the next rank had started first; the ring's steps each took about that much more
 //! than their bytes (`data/runs/calibration/testbed_mpi_ring_capture_1MiB.txt`;
 //! `testbed_mpi_p2p_4ranks.json` beside it: 6.7-7.5 ms from
