@@ -194,3 +194,39 @@ fn wrong_schema_version_and_unknown_fields_are_refused() {
         .to_string()
         .contains("colour"));
 }
+
+/// A profile written again as `calibrate` writes it (pretty JSON) reads back to the same
+/// numbers, bit for bit, and the testbed's profiles, which `calibrate` wrote, are already in
+/// that form: re-importing one measurement into a profile leaves the rest of it as it was
+/// (serde_json's exact float parsing; its default, best-effort, moved some numbers by an ulp on
+/// every load and save).
+#[test]
+fn every_shipped_profile_saves_back_to_the_same_numbers_and_calibrates_to_its_own_text() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/profiles");
+    let (mut n, mut written_by_calibrate) = (0, 0);
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        let loaded = Profile::load(&path).unwrap();
+        let text = serde_json::to_string_pretty(&loaded).unwrap() + "\n";
+        let again = Profile::parse(&text, "saved").unwrap();
+        assert_eq!(loaded, again, "{}", path.display());
+        n += 1;
+        let name = path.file_name().unwrap().to_string_lossy();
+        if name.starts_with("testbed_") {
+            assert_eq!(
+                text,
+                std::fs::read_to_string(&path).unwrap(),
+                "{}",
+                path.display()
+            );
+            written_by_calibrate += 1;
+        }
+    }
+    assert!(
+        n >= 10 && written_by_calibrate >= 7,
+        "{n} {written_by_calibrate}"
+    );
+}
