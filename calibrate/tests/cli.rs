@@ -500,15 +500,19 @@ fn import_own_egress_rebuilds_the_testbed_profiles_fifo_head() {
     let dir = tmp("own-egress");
     let out = dir.join("star5.json");
     std::fs::copy(&bundled, &out).unwrap();
-    let o = calibrate(&[
-        "import",
-        "own-egress",
-        &log,
-        "--nominal-bw",
-        "100Mbps",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let import = |log: &str, out: &std::path::Path| {
+        let out = out.to_str().unwrap();
+        calibrate(&[
+            "import",
+            "own-egress",
+            log,
+            "--nominal-bw",
+            "100Mbps",
+            "--out",
+            out,
+        ])
+    };
+    let o = import(&log, &out);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let head = |p: &std::path::Path| {
         let prof = sim::profile::Profile::load(p).unwrap();
@@ -523,30 +527,14 @@ fn import_own_egress_rebuilds_the_testbed_profiles_fifo_head() {
 
     // No link efficiency to make the wait bytes: refused, naming the field.
     let fresh = dir.join("fresh.json");
-    let o = calibrate(&[
-        "import",
-        "own-egress",
-        &log,
-        "--nominal-bw",
-        "100Mbps",
-        "--out",
-        fresh.to_str().unwrap(),
-    ]);
+    let o = import(&log, &fresh);
     assert_eq!(o.status.code(), Some(2));
     let e = text(&o.stderr);
     assert!(e.contains("network.link_efficiency.ethernet"), "{e}");
 
     // A log where another host streams (the shaped link's packet) is not this measurement.
     let other = format!("{root}/data/runs/calibration/testbed_star5_100mbit.packet_wait.json");
-    let o = calibrate(&[
-        "import",
-        "own-egress",
-        &other,
-        "--nominal-bw",
-        "100Mbps",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let o = import(&other, &out);
     assert_eq!(o.status.code(), Some(2));
     let e = text(&o.stderr);
     assert!(

@@ -67,6 +67,15 @@ pub fn load(path: &Path) -> Result<PacketWaitLog, ImportError> {
     parse(&read_text(path)?, &path.display().to_string())
 }
 
+/// Several logs of one link, their launches pooled.
+pub fn load_all(paths: &[std::path::PathBuf]) -> Result<PacketWaitLog, ImportError> {
+    let mut launches = Vec::new();
+    for p in paths {
+        launches.extend(load(p)?.launches);
+    }
+    Ok(PacketWaitLog { launches })
+}
+
 pub fn parse(text: &str, file: &str) -> Result<PacketWaitLog, ImportError> {
     let log: PacketWaitLog = serde_json::from_str(text).map_err(|e| {
         ImportError::at(

@@ -282,18 +282,15 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
                 measured_on_phrase(&measured_on),
                 list(&file)
             );
-            println!("{link_class}: {detail}");
-            let source = source_of(&measured_on);
-            let prov = build::provenance(source, detail);
-            let mut p = open_profile(&out, prov.clone())?;
-            p.network.fifo_head_bytes.insert(
-                link_class,
-                sim::profile::MeasuredBytes {
-                    value: sim::units::Bytes(fit.head_bytes.round() as u64),
-                    provenance: prov,
-                },
-            );
-            save(&p, &out.out)
+            save_link_measurement(link_class, &measured_on, &out, detail, |p, prov| {
+                p.network.fifo_head_bytes.insert(
+                    link_class,
+                    sim::profile::MeasuredBytes {
+                        value: sim::units::Bytes(fit.head_bytes.round() as u64),
+                        provenance: prov,
+                    },
+                );
+            })
         }
         ImportCmd::Shaper {
             file,
@@ -351,18 +348,15 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
                 measured_on_phrase(&measured_on),
                 file.display()
             );
-            println!("{link_class}: {detail}");
-            let source = source_of(&measured_on);
-            let prov = build::provenance(source, detail);
-            let mut p = open_profile(&out, prov.clone())?;
-            p.network.shaper_burst.insert(
-                link_class,
-                sim::profile::MeasuredDuration {
-                    value: sim::units::Duration(sim::engine::SimTime::from_secs_f64(secs)),
-                    provenance: prov,
-                },
-            );
-            save(&p, &out.out)
+            save_link_measurement(link_class, &measured_on, &out, detail, |p, prov| {
+                p.network.shaper_burst.insert(
+                    link_class,
+                    sim::profile::MeasuredDuration {
+                        value: sim::units::Duration(sim::engine::SimTime::from_secs_f64(secs)),
+                        provenance: prov,
+                    },
+                );
+            })
         }
         ImportCmd::PacketWait {
             file,
@@ -373,16 +367,7 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
                     out,
                 },
         } => {
-            let mut launches = Vec::new();
-            for f in &file {
-                launches.extend(packet_wait::load(f)?.launches);
-            }
-            let fit = packet_wait::fit(&packet_wait::PacketWaitLog { launches });
-            let per_launch: Vec<String> = fit
-                .per_launch_secs
-                .iter()
-                .map(|s| format!("{:.2}", s * 1e3))
-                .collect();
+            let fit = packet_wait::fit(&packet_wait::load_all(&file)?);
             let detail = format!(
                 "mean wait of a 1-byte ping at a shaped link another connection streams \
                  through, beyond its round trip beside the stream: {:.3} ms (through {:.3} ms, \
@@ -394,21 +379,21 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
                 fit.idle_secs * 1e3,
                 fit.pings_per_phase,
                 fit.per_launch_secs.len(),
-                per_launch.join(", "),
+                millis(&fit.per_launch_secs),
                 measured_on_phrase(&measured_on),
                 list(&file)
             );
-            println!("{link_class}: {detail}");
-            let prov = build::provenance(source_of(&measured_on), detail);
-            let mut p = open_profile(&out, prov.clone())?;
-            p.network.shaper_packet_wait.insert(
-                link_class,
-                sim::profile::MeasuredDuration {
-                    value: sim::units::Duration(sim::engine::SimTime::from_secs_f64(fit.wait_secs)),
-                    provenance: prov,
-                },
-            );
-            save(&p, &out.out)
+            save_link_measurement(link_class, &measured_on, &out, detail, |p, prov| {
+                p.network.shaper_packet_wait.insert(
+                    link_class,
+                    sim::profile::MeasuredDuration {
+                        value: sim::units::Duration(sim::engine::SimTime::from_secs_f64(
+                            fit.wait_secs,
+                        )),
+                        provenance: prov,
+                    },
+                );
+            })
         }
         ImportCmd::OwnEgress {
             file,
@@ -440,19 +425,10 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
                     ),
                 )
             })?;
-            let mut launches = Vec::new();
-            for f in &file {
-                launches.extend(packet_wait::load(f)?.launches);
-            }
-            let fit = packet_wait::own_egress(&packet_wait::PacketWaitLog { launches })
+            let fit = packet_wait::own_egress(&packet_wait::load_all(&file)?)
                 .map_err(|e| Failure(EXIT_INPUT, format!("{}: {e}", list(&file))))?;
             let rate_bps = nominal_bps * efficiency;
             let head_bytes = fit.wait_secs * rate_bps / 8.0;
-            let per_launch: Vec<String> = fit
-                .per_launch_secs
-                .iter()
-                .map(|s| format!("{:.2}", s * 1e3))
-                .collect();
             let detail = format!(
                 "FIFO head {head_bytes:.0} B = a host's 1-byte ping waiting a mean {:.3} ms \
                  behind its own stream (round trip {:.3} ms streaming, {:.3} idle; {} pings over \
@@ -463,23 +439,21 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
                 fit.idle_secs * 1e3,
                 fit.pings,
                 fit.per_launch_secs.len(),
-                per_launch.join(", "),
+                millis(&fit.per_launch_secs),
                 fmt_bits_per_s(rate_bps),
                 fmt_bits_per_s(nominal_bps),
                 measured_on_phrase(&measured_on),
                 list(&file)
             );
-            println!("{link_class}: {detail}");
-            let prov = build::provenance(source_of(&measured_on), detail);
-            let mut p = open_profile(&out, prov.clone())?;
-            p.network.fifo_head_bytes.insert(
-                link_class,
-                sim::profile::MeasuredBytes {
-                    value: sim::units::Bytes(head_bytes.round() as u64),
-                    provenance: prov,
-                },
-            );
-            save(&p, &out.out)
+            save_link_measurement(link_class, &measured_on, &out, detail, |p, prov| {
+                p.network.fifo_head_bytes.insert(
+                    link_class,
+                    sim::profile::MeasuredBytes {
+                        value: sim::units::Bytes(head_bytes.round() as u64),
+                        provenance: prov,
+                    },
+                );
+            })
         }
         ImportCmd::CpuCosts {
             file,
@@ -809,4 +783,26 @@ fn source_of(measured_on: &Option<String>) -> &'static str {
     } else {
         "imported"
     }
+}
+
+/// Prints a link class's measurement, then writes it into the profile at `out` (opened, or
+/// created) with its provenance: `set` puts the value in, given that provenance.
+fn save_link_measurement(
+    link_class: LinkClass,
+    measured_on: &Option<String>,
+    out: &OutArgs,
+    detail: String,
+    set: impl FnOnce(&mut Profile, Provenance),
+) -> Result<(), Failure> {
+    println!("{link_class}: {detail}");
+    let prov = build::provenance(source_of(measured_on), detail);
+    let mut p = open_profile(out, prov.clone())?;
+    set(&mut p, prov);
+    save(&p, &out.out)
+}
+
+/// Seconds as milliseconds to two decimals, comma-separated (a log's launches, in provenance).
+fn millis(secs: &[f64]) -> String {
+    let ms: Vec<String> = secs.iter().map(|s| format!("{:.2}", s * 1e3)).collect();
+    ms.join(", ")
 }
