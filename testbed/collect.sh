@@ -533,6 +533,10 @@ if [[ $what == all || $what == heldout ]]; then
         --measured-on "the dtsim testbed (testbed/topologies/$1.toml, shaper htb), host 2 pinging host 0 while it streams to host $3 and to host $4"
     done
   done
+  # The same ping while host 2 streams across the 100 Mbit/s link between the leaves: its own
+  # 150 Mbit/s link is not full, and nothing stands queued there (a check, not imported).
+  $TB run $TWOLEAF -- $PY $S packet_wait --ping 2:0 --through 2:3 --beside 2:4 --pings 400 \
+    --launches 3 --out data/runs/calibration/testbed_two_leaf_150mbit.packet_wait_own_egress_across.json
 fi
 if [[ $what == all || $what == barrier ]]; then
   # Barriers, recorded after dtsim's barrier was built and scored as they are
