@@ -691,6 +691,19 @@ pub fn run_cli(
     if scored == 0 {
         anyhow::bail!("no rows were scored, so none is within {limits}");
     }
+    if let Some(row_limit) = gates.max_median_error_pct.or(gates.max_error_pct) {
+        let spread = report.within_launch_spread(&outside, row_limit);
+        if !spread.is_empty() {
+            println!(
+                "{} of the {} outside miss only within their launches' spread (every row off by \
+                 more than {row_limit}% predicts between its fastest and slowest launch's \
+                 median): {}",
+                spread.len(),
+                outside.len(),
+                spread.join("; ")
+            );
+        }
+    }
     if !outside.is_empty() {
         anyhow::bail!(
             "{} of {scored} groups outside {limits}: {}",

@@ -126,6 +126,32 @@ impl Report {
         (outside, scored.len())
     }
 
+    /// Of the groups labelled in `outside` (`dataset group`, as [`Self::outside`] gives them),
+    /// those that miss only where the recorded launches disagree as much: every scored row off
+    /// by more than `row_limit_pct` predicts within its row's launch medians (the fastest and
+    /// the slowest launch's), and such a row exists. A better model of the mean call cannot
+    /// bring these within the bar; more launches might.
+    pub fn within_launch_spread(&self, outside: &[String], row_limit_pct: f64) -> Vec<String> {
+        outside
+            .iter()
+            .filter(|label| {
+                let mut off = self
+                    .predictions
+                    .iter()
+                    .filter(|p| p.scored && !p.calibration)
+                    .filter(|p| format!("{} {}", p.dataset, p.group) == **label)
+                    .filter(|p| p.error_pct().abs() > row_limit_pct)
+                    .peekable();
+                off.peek().is_some()
+                    && off.all(|p| {
+                        p.launch_range_secs
+                            .is_some_and(|(lo, hi)| (lo..=hi).contains(&p.predicted_secs))
+                    })
+            })
+            .cloned()
+            .collect()
+    }
+
     /// Writes `predictions.csv` and `errors.csv` into `dir`, each atomically.
     pub fn write_dir(&self, dir: &Path) -> std::io::Result<()> {
         use crate::metrics::output::write_atomic;

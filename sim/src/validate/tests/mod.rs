@@ -345,6 +345,43 @@ fn the_gates_name_every_scored_group_outside_them_and_ignore_unscored_ones() {
 }
 
 #[test]
+fn a_group_outside_misses_within_the_launch_spread_when_every_row_off_lies_between_launches() {
+    // Rows measured at 100 ms; `predicted` ms, and the launches' medians from `launches`.
+    let row = |group: &str, predicted: f64, launches: Option<(f64, f64)>| Prediction {
+        dataset: "d".into(),
+        group: group.into(),
+        row: 0,
+        label: format!("{group} {predicted}"),
+        measured_secs: 0.100,
+        simulated_secs: predicted / 1e3,
+        predicted_secs: predicted / 1e3,
+        calibration: false,
+        scored: true,
+        measured_range_secs: None,
+        exchange_modes_secs: None,
+        plays_secs: None,
+        launch_range_secs: launches.map(|(lo, hi)| (lo / 1e3, hi / 1e3)),
+    };
+    let report = Report {
+        predictions: vec![
+            // 8% off, but a launch ran at 95 and one at 110: within; the 1% row does not count.
+            row("noisy", 108.0, Some((95.0, 110.0))),
+            row("noisy", 101.0, None),
+            // One row off beyond every launch.
+            row("biased", 108.0, Some((95.0, 110.0))),
+            row("biased", 115.0, Some((95.0, 110.0))),
+            // Off, and no launches recorded apart.
+            row("pooled", 108.0, None),
+        ],
+        ..Report::default()
+    };
+    let outside: Vec<String> = ["d noisy", "d biased", "d pooled"].map(String::from).into();
+    assert_eq!(report.within_launch_spread(&outside, 3.0), vec!["d noisy"]);
+    // Every row within 10%: none is off, so none is marked.
+    assert!(report.within_launch_spread(&outside, 20.0).is_empty());
+}
+
+#[test]
 fn set_replays_testbed_rows_with_more_scenario_keys_and_nothing_else() {
     let dir = std::env::temp_dir().join(format!("dtsim-validate-set-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
