@@ -83,17 +83,21 @@ struct Group {
     max_pct: f64,
 }
 
-/// A dataset's groups, in the order met, and its scored rows' |errors|.
+/// A dataset's groups, in the order met, and its scored rows.
 #[derive(Debug, Default)]
 struct Dataset {
     groups: Vec<Group>,
-    row_errors_pct: Vec<f64>,
     /// Per group, its scored rows' |error| and whether the prediction lies between the
     /// fastest and the slowest launch's median (`None`: no launches recorded apart).
     rows_by_group: BTreeMap<String, Vec<(f64, Option<bool>)>>,
 }
 
 impl Dataset {
+    /// Every scored row's |error|.
+    fn row_errors_pct(&self) -> impl Iterator<Item = f64> + '_ {
+        self.rows_by_group.values().flatten().map(|&(e, _)| e)
+    }
+
     /// Whether `group` misses only within its launches' spread: a row off by more than
     /// `row_limit_pct` exists and every such row predicts between its launches' medians.
     fn within_launches(&self, group: &str, row_limit_pct: f64) -> bool {
@@ -143,7 +147,6 @@ pub(super) fn groups_section(paths: &[PathBuf], bar: Bar) -> Result<Section, Str
             if let Some(&k) = index.get(&name) {
                 let d = &mut datasets[k].1;
                 for (group, error_pct, within) in rows {
-                    d.row_errors_pct.push(error_pct);
                     d.rows_by_group
                         .entry(group)
                         .or_default()
@@ -254,7 +257,7 @@ fn bar_table(datasets: &[(String, Dataset)], bar: Bar) -> Table {
     let mut rows = Vec::new();
     for (name, d) in datasets {
         let (within, all) = count(std::iter::once(d), bar);
-        let (n, m) = rows_and_mean(&d.row_errors_pct);
+        let (n, m) = rows_and_mean(&d.row_errors_pct().collect::<Vec<_>>());
         let outside: Vec<String> = d
             .groups
             .iter()
@@ -289,10 +292,7 @@ fn bar_table(datasets: &[(String, Dataset)], bar: Bar) -> Table {
     }
     let mut total = |label: String, members: Vec<&Dataset>| {
         let (within, all) = count(members.iter().copied(), bar);
-        let errors: Vec<f64> = members
-            .iter()
-            .flat_map(|d| d.row_errors_pct.iter().copied())
-            .collect();
+        let errors: Vec<f64> = members.iter().flat_map(|d| d.row_errors_pct()).collect();
         let (n, m) = rows_and_mean(&errors);
         rows.push(vec![
             label,
