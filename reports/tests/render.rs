@@ -414,6 +414,20 @@ fn the_bar_table_of_a_validation_folder_agrees_with_validates_own_gates() {
         let group = o.trim_start_matches("testbed_mpi_butterfly_heldout ");
         assert!(row[4].contains(group), "{group} missing from {}", row[4]);
     }
+    // The groups it marks as missing within their launches' spread are validate's.
+    let marked: Vec<&str> = row[4]
+        .split("; ")
+        .filter(|g| g.ends_with(", within launches)"))
+        .collect();
+    let spread = report.within_launch_spread(&outside, 3.0);
+    assert_eq!(marked.len(), spread.len(), "{marked:?} {spread:?}");
+    for g in &spread {
+        let group = g.trim_start_matches("testbed_mpi_butterfly_heldout ");
+        assert!(
+            marked.iter().any(|m| m.starts_with(group)),
+            "{group}: {marked:?}"
+        );
+    }
     // The page writes the table as CSV and Markdown next to the HTML.
     let files = reports::page::write(&dir.join("page"), "bar", &sections).unwrap();
     let md = files
