@@ -1,9 +1,13 @@
 //! `calibrate import ...`: measurements made elsewhere (nccl-tests logs, published tables,
 //! profiler traces, p2p and iperf3 runs, PyTorch-measured GEMMs and layers) into a profile.
+//! The GPU compute imports are in `compute`, the testbed's link and host measurements in
+//! `links` and `hosts`.
 
 use super::*;
 
 mod compute;
+mod hosts;
+mod links;
 
 use compute::{
     import_compute, import_eager, import_gpu_measurements, import_layer_times, import_torch_device,
@@ -240,376 +244,30 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
                 .extend(build::p2p_paths(&ms, &origin, link_class));
             save(&p, &out.out)
         }
-        ImportCmd::Fanout {
-            file,
-            at:
-                LinkMeasurementArgs {
-                    link_class,
-                    measured_on,
-                    out,
-                },
-        } => {
-            let mut pooled: Option<fanout::FanoutLog> = None;
-            for f in &file {
-                let log = fanout::load(f)?;
-                match &mut pooled {
-                    Some(p) => p.runs.extend(log.runs),
-                    None => pooled = Some(log),
-                }
-            }
-            let Some(log) = pooled else {
-                return Err(Failure(EXIT_INPUT, "a fanout.py log".into()));
-            };
-            let fit = fanout::fit(&log).map_err(|e| Failure(EXIT_INPUT, e))?;
-            let sizes: Vec<String> = fit
-                .sizes_used
-                .iter()
-                .map(|&b| fmt_bytes(b as f64))
-                .collect();
-            let detail = format!(
-                "FIFO head {:.0} B (interquartile {:.0}-{:.0}) = 2S - t1 x C over {} repetitions of \
-                 the sizes at which the first-posted of two sends always finished first, but \
-                 not alone ({}; {} repetitions went alone, {} of other sizes left out), C = {} \
-                 from the largest size's last answer; {}calibrate import fanout {}",
-                fit.head_bytes,
-                fit.head_iqr.0,
-                fit.head_iqr.1,
-                fit.used,
-                sizes.join(", "),
-                fit.alone,
-                fit.reordered,
-                fmt_bits_per_s(fit.rate_bytes_per_s * 8.0),
-                measured_on_phrase(&measured_on),
-                list(&file)
-            );
-            save_link_measurement(link_class, &measured_on, &out, detail, |p, prov| {
-                p.network.fifo_head_bytes.insert(
-                    link_class,
-                    sim::profile::MeasuredBytes {
-                        value: sim::units::Bytes(fit.head_bytes.round() as u64),
-                        provenance: prov,
-                    },
-                );
-            })
-        }
-        ImportCmd::Shaper {
-            file,
-            at:
-                LinkMeasurementArgs {
-                    link_class,
-                    measured_on,
-                    out,
-                },
-        } => {
-            let log = shaper::load(&file)?;
-            let fit = shaper::fit(&log).map_err(|e| Failure(EXIT_INPUT, e))?;
-            let secs = fit.depth_bytes / fit.rate_bytes_per_s;
-            let probes: Vec<String> = fit
-                .probes
-                .iter()
-                .map(|(p, rows)| {
-                    let sizes: Vec<String> = rows
-                        .iter()
-                        .map(|(b, after, without)| {
-                            format!(
-                                "{} {:.2} ms ({:.2} without)",
-                                fmt_bytes(*b as f64),
-                                after * 1e3,
-                                without * 1e3
-                            )
-                        })
-                        .collect();
-                    format!(
-                        "after a {} message: {}",
-                        fmt_bytes(*p as f64),
-                        sizes.join(", ")
-                    )
-                })
-                .collect();
-            let gaps: Vec<String> = fit
-                .full_gaps
-                .iter()
-                .map(|g| format!("{:.1} ms", g * 1e3))
-                .collect();
-            let detail = format!(
-                "token bucket {:.0} B (interquartile {:.0}-{:.0}) = {:.3} ms at {} (the rate back \
-                 to back), S - C x (t - T0) over {} sends of the largest size after idle gaps of {} \
-                 (T0 = {:.3} ms, the answer's round trip){}{}; {}calibrate import shaper {}",
-                fit.depth_bytes,
-                fit.depth_iqr.0,
-                fit.depth_iqr.1,
-                secs * 1e3,
-                fmt_bits_per_s(fit.rate_bytes_per_s * 8.0),
-                fit.used,
-                gaps.join(", "),
-                fit.round_trip_secs * 1e3,
-                if probes.is_empty() { "" } else { "; medians over those gaps " },
-                probes.join("; "),
-                measured_on_phrase(&measured_on),
-                file.display()
-            );
-            save_link_measurement(link_class, &measured_on, &out, detail, |p, prov| {
-                p.network.shaper_burst.insert(
-                    link_class,
-                    sim::profile::MeasuredDuration {
-                        value: sim::units::Duration(sim::engine::SimTime::from_secs_f64(secs)),
-                        provenance: prov,
-                    },
-                );
-            })
-        }
-        ImportCmd::PacketWait {
-            file,
-            at:
-                LinkMeasurementArgs {
-                    link_class,
-                    measured_on,
-                    out,
-                },
-        } => {
-            let fit = packet_wait::fit(&packet_wait::load_all(&file)?);
-            let detail = format!(
-                "mean wait of a 1-byte ping at a shaped link another connection streams \
-                 through, beyond its round trip beside the stream: {:.3} ms (through {:.3} ms, \
-                 beside {:.3}, idle {:.3}; {} pings per phase over {} launches, each launch's \
-                 own {} ms); {}calibrate import packet-wait {}",
-                fit.wait_secs * 1e3,
-                fit.through_secs * 1e3,
-                fit.beside_secs * 1e3,
-                fit.idle_secs * 1e3,
-                fit.pings_per_phase,
-                fit.per_launch_secs.len(),
-                millis(&fit.per_launch_secs),
-                measured_on_phrase(&measured_on),
-                list(&file)
-            );
-            save_link_measurement(link_class, &measured_on, &out, detail, |p, prov| {
-                p.network.shaper_packet_wait.insert(
-                    link_class,
-                    sim::profile::MeasuredDuration {
-                        value: sim::units::Duration(sim::engine::SimTime::from_secs_f64(
-                            fit.wait_secs,
-                        )),
-                        provenance: prov,
-                    },
-                );
-            })
-        }
+        ImportCmd::Fanout { file, at } => links::import_fanout(file, at),
+        ImportCmd::Shaper { file, at } => links::import_shaper(file, at),
+        ImportCmd::PacketWait { file, at } => links::import_packet_wait(file, at),
         ImportCmd::OwnEgress {
             file,
             nominal_bw,
-            at:
-                LinkMeasurementArgs {
-                    link_class,
-                    measured_on,
-                    out,
-                },
-        } => {
-            let nominal_bps = sim::units::parse_bandwidth(&nominal_bw)
-                .map_err(|e| Failure(EXIT_INPUT, format!("--nominal-bw: {e}")))?;
-            let efficiency = match &out.out {
-                Some(p) if p.exists() => Profile::load(p)?
-                    .network
-                    .link_efficiency
-                    .get(&link_class)
-                    .map(|e| e.value),
-                _ => None,
-            }
-            .ok_or_else(|| {
-                Failure(
-                    EXIT_INPUT,
-                    format!(
-                        "--out: a profile with network.link_efficiency.{link_class} (the link's \
-                         payload rate over its nominal one; `calibrate import iperf3 \
-                         --nominal-bw` writes it), to turn the wait into bytes"
-                    ),
-                )
-            })?;
-            let fit = packet_wait::own_egress(&packet_wait::load_all(&file)?)
-                .map_err(|e| Failure(EXIT_INPUT, format!("{}: {e}", list(&file))))?;
-            let rate_bps = nominal_bps * efficiency;
-            let head_bytes = fit.wait_secs * rate_bps / 8.0;
-            let detail = format!(
-                "FIFO head {head_bytes:.0} B = a host's 1-byte ping waiting a mean {:.3} ms \
-                 behind its own stream (round trip {:.3} ms streaming, {:.3} idle; {} pings over \
-                 {} launches, each launch's own {} ms) at the link's payload rate {} ({} x \
-                 efficiency {efficiency}); {}calibrate import own-egress {}",
-                fit.wait_secs * 1e3,
-                fit.streaming_secs * 1e3,
-                fit.idle_secs * 1e3,
-                fit.pings,
-                fit.per_launch_secs.len(),
-                millis(&fit.per_launch_secs),
-                fmt_bits_per_s(rate_bps),
-                fmt_bits_per_s(nominal_bps),
-                measured_on_phrase(&measured_on),
-                list(&file)
-            );
-            save_link_measurement(link_class, &measured_on, &out, detail, |p, prov| {
-                p.network.fifo_head_bytes.insert(
-                    link_class,
-                    sim::profile::MeasuredBytes {
-                        value: sim::units::Bytes(head_bytes.round() as u64),
-                        provenance: prov,
-                    },
-                );
-            })
-        }
+            at,
+        } => links::import_own_egress(file, nominal_bw, at),
         ImportCmd::CpuCosts {
             file,
             shared_cores,
             measured_on,
             out,
-        } => {
-            let log = cpu_costs::load(&file)?;
-            let cost = cpu_costs::fit(&log);
-            let cores = shared_cores.unwrap_or(f64::from(log.cpus));
-            let on = measured_on_phrase(&measured_on);
-            let sizes: std::collections::BTreeSet<u64> =
-                log.results.iter().map(|r| r.bytes).collect();
-            let detail = format!(
-                "the machine's busy core-seconds per gloo message, {} streams of {} sizes \
-                 ({} B) between two hosts, fitted as per message + per byte (least squares \
-                 on the relative error); {cores} cores shared by every host; {on}calibrate \
-                 import cpu-costs {}",
-                log.results.len(),
-                sizes.len(),
-                sizes
-                    .iter()
-                    .map(u64::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                file.display()
-            );
-            println!(
-                "host CPU: {:.1} core-µs per message + {:.2} core-ns per byte on {cores} shared \
-                 cores ({detail})",
-                cost.per_message_secs * 1e6,
-                cost.per_byte_secs * 1e9
-            );
-            let source = source_of(&measured_on);
-            let mut p = open_profile(&out, build::provenance(source, detail.clone()))?;
-            p.network.host_cpu = Some(sim::profile::HostCpu {
-                shared_cores: cores,
-                per_message: sim::units::Duration(sim::engine::SimTime::from_secs_f64(
-                    cost.per_message_secs,
-                )),
-                per_byte_ns: cost.per_byte_secs * 1e9,
-                provenance: build::provenance(source, detail),
-            });
-            save(&p, &out.out)
-        }
+        } => hosts::import_cpu_costs(file, shared_cores, measured_on, out),
         ImportCmd::WakeUps {
             files,
             measured_on,
             out,
-        } => {
-            let mut extra = Vec::new();
-            let mut parts = Vec::new();
-            for file in &files {
-                let log = wake_ups::load(file)?;
-                let (delays, median) = wake_ups::extra_delays(&log);
-                let busy = log.results[log.unloaded].busy_cores;
-                parts.push(format!(
-                    "{} calls on {} hosts (median {:.3} ms, {busy:.2} cores busy)",
-                    delays.len(),
-                    log.ranks,
-                    median * 1e3
-                ));
-                extra.extend(delays);
-            }
-            let q = wake_ups::quantiles(&extra, wake_ups::QUANTILES);
-            let at = |p: f64| q[((p * q.len() as f64) as usize).min(q.len() - 1)] * 1e3;
-            let mean = extra.iter().sum::<f64>() / extra.len() as f64;
-            let detail = format!(
-                "a 4-byte gloo all-reduce between two hosts with nothing else running, each \
-                 call's time over its log's median: {} quantiles of {}; extra median {:.3} ms, \
-                 90th percentile {:.3} ms, 99th {:.3} ms, mean {:.3} ms; {}calibrate import \
-                 wake-ups {}",
-                q.len(),
-                parts.join(" and "),
-                at(0.5),
-                at(0.9),
-                at(0.99),
-                mean * 1e3,
-                measured_on_phrase(&measured_on),
-                list(&files)
-            );
-            println!("host wake-ups: {detail}");
-            let source = source_of(&measured_on);
-            let mut p = open_profile(&out, build::provenance(source, detail.clone()))?;
-            p.network.host_wake_up = Some(sim::profile::HostWakeUp {
-                extra_secs_quantiles: q,
-                provenance: build::provenance(source, detail),
-            });
-            save(&p, &out.out)
-        }
+        } => hosts::import_wake_ups(files, measured_on, out),
         ImportCmd::HostCosts {
             file,
             measured_on,
             out,
-        } => {
-            let log = host_costs::load(&file)?;
-            let rates = host_costs::fit(&log);
-            let on = measured_on_phrase(&measured_on);
-            let sizes = format!(
-                "{} sizes ({} B gathered)",
-                log.copy.len(),
-                log.copy
-                    .iter()
-                    .map(|r| r.gathered_bytes.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-            let copies = match rates.copy_out_bytes_per_s {
-                Some(_) => {
-                    "the priming copy, its block into a fresh flat buffer (first touch \
-                            of its pages), timed apart from the copy out"
-                }
-                None => {
-                    "its block into a fresh flat buffer, the buffer out to the caller's \
-                         tensors"
-                }
-            };
-            let copy_detail = format!(
-                "one process's staging copies as ProcessGroupGloo's all_gather makes them \
-                 ({copies}), all bytes over all time of {sizes}; {on}calibrate import \
-                 host-costs {}",
-                file.display()
-            );
-            let out_detail = format!(
-                "one process's copy of ProcessGroupGloo's flat all_gather buffer out to the \
-                 caller's tensors (reused, warm pages), timed apart from the priming copy, all \
-                 bytes over all time of {sizes}; {on}calibrate import host-costs {}",
-                file.display()
-            );
-            let reduce_detail = format!(
-                "one process's float32 sum of a received segment into the local one, all bytes \
-                 over all time of {} segment sizes; {on}calibrate import host-costs {}",
-                log.reduce.len(),
-                file.display()
-            );
-            println!(
-                "host copy {} ({copy_detail})\nreduction {} ({reduce_detail})",
-                fmt_bits_per_s(rates.copy_bytes_per_s * 8.0),
-                fmt_bits_per_s(rates.reduce_bytes_per_s * 8.0)
-            );
-            if let Some(out) = rates.copy_out_bytes_per_s {
-                println!("copy out {} ({out_detail})", fmt_bits_per_s(out * 8.0));
-            }
-            let source = source_of(&measured_on);
-            let mut p = open_profile(&out, build::provenance(source, copy_detail.clone()))?;
-            let measured = |bytes_per_s: f64, detail: String| sim::profile::MeasuredBandwidth {
-                value: sim::units::Bandwidth(bytes_per_s * 8.0),
-                provenance: build::provenance(source, detail),
-            };
-            p.network.host_copy_bandwidth = Some(measured(rates.copy_bytes_per_s, copy_detail));
-            // A log without the split leaves no copy-out rate: the one rate stands for both.
-            p.network.host_copy_out_bandwidth =
-                rates.copy_out_bytes_per_s.map(|r| measured(r, out_detail));
-            p.network.reduce_bandwidth = Some(measured(rates.reduce_bytes_per_s, reduce_detail));
-            save(&p, &out.out)
-        }
+        } => hosts::import_host_costs(file, measured_on, out),
         ImportCmd::Iperf3 {
             file,
             link_class,
@@ -783,26 +441,4 @@ fn source_of(measured_on: &Option<String>) -> &'static str {
     } else {
         "imported"
     }
-}
-
-/// Prints a link class's measurement, then writes it into the profile at `out` (opened, or
-/// created) with its provenance: `set` puts the value in, given that provenance.
-fn save_link_measurement(
-    link_class: LinkClass,
-    measured_on: &Option<String>,
-    out: &OutArgs,
-    detail: String,
-    set: impl FnOnce(&mut Profile, Provenance),
-) -> Result<(), Failure> {
-    println!("{link_class}: {detail}");
-    let prov = build::provenance(source_of(measured_on), detail);
-    let mut p = open_profile(out, prov.clone())?;
-    set(&mut p, prov);
-    save(&p, &out.out)
-}
-
-/// Seconds as milliseconds to two decimals, comma-separated (a log's launches, in provenance).
-fn millis(secs: &[f64]) -> String {
-    let ms: Vec<String> = secs.iter().map(|s| format!("{:.2}", s * 1e3)).collect();
-    ms.join(", ")
 }

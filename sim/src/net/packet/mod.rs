@@ -42,7 +42,8 @@
 //! only the flow's last packet reports when no window waits for acknowledgements).
 //!
 //! Here: the model's tables and its event handling, one state machine over them (ports,
-//! packets, flows and batches change together on every event, so they stay in one file).
+//! packets, flows and batches change together on every event, so they stay in one file, ~900
+//! lines).
 //! [`config`]: the scenario's options; `lossless`: admission, pauses and waiting ports (PFC
 //! backpressure and its deadlocks); [`stats`]: what it reports per port; [`tcp`]: the CUBIC
 //! sender; `conn`: the connections that carry flows under it (sending, acknowledging).
