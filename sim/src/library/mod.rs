@@ -444,6 +444,26 @@ impl Plan {
     }
 }
 
+impl Plan {
+    /// A plan whose alternatives (none, or each another way an OpenMPI call's slow exchanges
+    /// go: which partner posts first, `mpi::exchanges`) are as likely as `schedule`.
+    pub fn with_orientations(
+        schedule: Schedule,
+        decision: String,
+        alternatives: Vec<Schedule>,
+    ) -> Plan {
+        let vary = if alternatives.is_empty() {
+            ""
+        } else {
+            mpi::ORIENTATION
+        };
+        Plan {
+            alternatives_vary: vary.to_string(),
+            ..Plan::with_entry_orders(schedule, decision, alternatives)
+        }
+    }
+}
+
 /// What varies between a root's alternatives: the order its children enter in.
 pub const ENTRY_ORDER: &str = "the ranks' entry order";
 

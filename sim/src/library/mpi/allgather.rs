@@ -26,7 +26,7 @@ use super::{
     exchange, exchange_in_step, message, message_on, reversed, LibraryError, LibraryOptions, Plan,
     Request, System,
 };
-use super::{CallExchanges, Partners, StepPairs};
+use super::{oriented_ways, CallExchanges, Partners, StepPairs};
 use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
 
 algorithms! {
@@ -130,7 +130,6 @@ pub(super) fn plan(
     opts: &LibraryOptions,
 ) -> Result<Plan, LibraryError> {
     let n = sys.ranks;
-    let x = &CallExchanges::new(opts.mpi_exchanges);
     let block = req.bytes / u64::from(n.max(1));
     let (asked, how) = super::chosen(opts, || allgather_fixed(n, block))?;
     // What coll/base then runs (its own fall-backs).
@@ -157,46 +156,42 @@ pub(super) fn plan(
         }
         _ => {}
     }
-    let mut s = Schedule::new(
-        Collective::AllGather,
-        format!("mpi {}", runs.as_str()),
-        n,
-        req.bytes,
-    );
-    if n > 1 && block > 0 {
-        match runs {
-            AllGatherAlg::RecursiveDoubling => recursive_doubling(&mut s, block, n, x),
-            AllGatherAlg::Bruck => bruck(&mut s, block, n, x),
-            AllGatherAlg::Ring => ring_steps(&mut s, n, block, 0, n - 1),
-            AllGatherAlg::Neighbor => neighbor_exchange(&mut s, block, n, x),
-            AllGatherAlg::TwoProc => {
-                exchange(
-                    &mut s,
-                    &[(0, 1)],
-                    block,
-                    n,
-                    (x, Partners::Entering),
-                    Vec::new(),
-                    Phase::AllGather,
-                    0,
-                );
+    let build = |x: &CallExchanges| {
+        let mut s = Schedule::new(
+            Collective::AllGather,
+            format!("mpi {}", runs.as_str()),
+            n,
+            req.bytes,
+        );
+        if n > 1 && block > 0 {
+            match runs {
+                AllGatherAlg::RecursiveDoubling => recursive_doubling(&mut s, block, n, x),
+                AllGatherAlg::Bruck => bruck(&mut s, block, n, x),
+                AllGatherAlg::Ring => ring_steps(&mut s, n, block, 0, n - 1),
+                AllGatherAlg::Neighbor => neighbor_exchange(&mut s, block, n, x),
+                AllGatherAlg::TwoProc => {
+                    exchange(
+                        &mut s,
+                        &[(0, 1)],
+                        block,
+                        n,
+                        (x, Partners::Entering),
+                        Vec::new(),
+                        Phase::AllGather,
+                        0,
+                    );
+                }
+                AllGatherAlg::Linear => {}
             }
-            AllGatherAlg::Linear => {}
         }
-    }
+        s
+    };
+    let (s, alternatives) = oriented_ways(opts.mpi_exchanges, n, build);
     let mut decision = format!("OpenMPI 4.1 all_gather {} ({how})", asked.as_str());
     if runs != asked {
         decision.push_str(&format!(", runs {}", runs.as_str()));
     }
-    Ok(Plan {
-        schedule: s,
-        placed_endpoints: Vec::new(),
-        decision,
-        parameters: Vec::new(),
-        alternatives: Vec::new(),
-        alternatives_vary: String::new(),
-        plays_per_way: 1,
-    })
+    Ok(Plan::with_orientations(s, decision, alternatives))
 }
 
 /// Partners at `distance` exchange `distance` blocks, distance 1, 2, 4 ... (n a power of two).

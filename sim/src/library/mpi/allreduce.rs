@@ -5,7 +5,7 @@ use super::{
     exchange, exchange_in_step, is_eager, message, message_on, reduce, transfer, LibraryError,
     LibraryOptions, Plan, Request, System, ACK_BYTES, ELEMENT_BYTES, REQUEST_BYTES,
 };
-use super::{CallExchanges, Histories, Partners};
+use super::{oriented_ways, CallExchanges, Histories, Partners};
 use crate::collective::steps::split_even;
 use crate::collective::{Collective, Endpoint, OpId, OpKind, Phase, Schedule};
 use crate::engine::SimTime;
@@ -104,7 +104,6 @@ pub(super) fn plan(
     opts: &LibraryOptions,
 ) -> Result<Plan, LibraryError> {
     let n = sys.ranks;
-    let x = &CallExchanges::new(opts.mpi_exchanges);
     let (asked, how) = super::chosen(opts, || allreduce_fixed(n, req.bytes))?;
     let count = req.bytes / ELEMENT_BYTES;
     let pof2 = if n == 0 {
@@ -125,35 +124,31 @@ pub(super) fn plan(
     if runs == AllReduceAlg::Nonoverlapping {
         return nonoverlapping(req, sys, opts, how);
     }
-    let mut s = Schedule::new(
-        Collective::AllReduce,
-        format!("mpi {}", runs.as_str()),
-        n,
-        req.bytes,
-    );
-    if n > 1 && req.bytes > 0 {
-        match runs {
-            AllReduceAlg::BasicLinear => basic_linear(&mut s, req.bytes, n),
-            AllReduceAlg::RecursiveDoubling => recursive_doubling(&mut s, req.bytes, n, x),
-            // Segmented ring was mapped to the ring and nonoverlapping refused above.
-            AllReduceAlg::Ring | AllReduceAlg::SegmentedRing => ring(&mut s, req.bytes, n),
-            AllReduceAlg::Rabenseifner => rabenseifner(&mut s, req.bytes, n, x),
-            AllReduceAlg::Nonoverlapping => {}
+    let build = |x: &CallExchanges| {
+        let mut s = Schedule::new(
+            Collective::AllReduce,
+            format!("mpi {}", runs.as_str()),
+            n,
+            req.bytes,
+        );
+        if n > 1 && req.bytes > 0 {
+            match runs {
+                AllReduceAlg::BasicLinear => basic_linear(&mut s, req.bytes, n),
+                AllReduceAlg::RecursiveDoubling => recursive_doubling(&mut s, req.bytes, n, x),
+                // Segmented ring was mapped to the ring and nonoverlapping refused above.
+                AllReduceAlg::Ring | AllReduceAlg::SegmentedRing => ring(&mut s, req.bytes, n),
+                AllReduceAlg::Rabenseifner => rabenseifner(&mut s, req.bytes, n, x),
+                AllReduceAlg::Nonoverlapping => {}
+            }
         }
-    }
+        s
+    };
+    let (s, alternatives) = oriented_ways(opts.mpi_exchanges, n, build);
     let mut decision = format!("OpenMPI 4.1 {} ({how})", asked.as_str());
     if runs != asked {
         decision.push_str(&format!(", runs {}", runs.as_str()));
     }
-    Ok(Plan {
-        schedule: s,
-        placed_endpoints: Vec::new(),
-        decision,
-        parameters: Vec::new(),
-        alternatives: Vec::new(),
-        alternatives_vary: String::new(),
-        plays_per_way: 1,
-    })
+    Ok(Plan::with_orientations(s, decision, alternatives))
 }
 
 /// nonoverlapping (`allreduce_intra_nonoverlapping`): the communicator's own reduce to rank 0,

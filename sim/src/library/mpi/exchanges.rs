@@ -3,10 +3,13 @@
 //! exchange, the split binary tree's halves): their two modes as the testbed runs them (both
 //! ways at once, or the way back after the first way's head), how often each ran, pair by pair
 //! and by what the partners did before ([`Partners`], [`Histories`]), a step of pairs run
-//! as slow as its slowest ([`StepPairs`]), and a call's steps slow from the first that ran
-//! slow to its end ([`CallExchanges`]). The messages themselves are the parent module's.
+//! as slow as its slowest ([`StepPairs`]), a call's steps slow from the first that ran
+//! slow to its end ([`CallExchanges`]), and which partner's data goes first in a slow
+//! exchange: the one that posts first ([`Lead`]), a coin between partners that stand alike,
+//! the call played every way its coins fall, each as likely ([`oriented_ways`]). The messages
+//! themselves are the parent module's.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 
 use super::{is_eager, join, message, reversed, transfer, ACK_BYTES, REQUEST_BYTES};
 use crate::collective::{Endpoint, OpId, Phase, Schedule};
@@ -243,7 +246,81 @@ impl Exchanges {
 pub(super) struct CallExchanges {
     x: Exchanges,
     chain: Cell<Chain>,
+    /// Which way the call's slow exchanges go ([`Lead`], [`Coins`]).
+    leads: RefCell<Vec<Lead>>,
+    coins: Coins,
+    drawn: Cell<u32>,
 }
+
+/// Where a rank stands when it posts its next exchange, as the captures show it: the first
+/// way's sender of a slow exchange is done a message before its partner and posts its next
+/// request first (`docs/testbed.md`, "OpenMPI's exchanges across the 2:1 uplinks run apart in
+/// time"); partners that exchanged both ways at once (or eagerly) end together. In a slow
+/// exchange the first way goes from the partner that posts first; between partners that stand
+/// alike a coin decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Lead {
+    Early,
+    Even,
+    Late,
+}
+
+/// The coins that decide which partner of a slow exchange posts first where both stand
+/// alike: one per pair of every slow step, in the order the plan lays them out. `Bits(w)`:
+/// coin i is bit i of way w (every way of a call with few coins); `Hashed(w)`: drawn from w
+/// (a sample of the ways of a call with many).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Coins {
+    Bits(u64),
+    Hashed(u64),
+}
+
+impl Coins {
+    fn coin(self, i: u32) -> bool {
+        match self {
+            Coins::Bits(w) => i < 64 && (w >> i) & 1 == 1,
+            Coins::Hashed(w) => {
+                splitmix(w.wrapping_mul(0x2545_f491_4f6c_dd1d) ^ u64::from(i)) & 1 == 1
+            }
+        }
+    }
+}
+
+/// Ways a call is played in, at most, where coins decide its slow exchanges ([`oriented_ways`]).
+pub const ORIENTATION_WAYS: u64 = 16;
+/// Communicators larger than this play one way (every tie to the lower rank first): each way
+/// is a whole play of the call.
+pub const ORIENTED_RANKS_MAX: u32 = 64;
+
+/// A call's schedule (`build` given its exchanges in mode `x`) once per way its slow exchanges'
+/// coins may fall ([`Coins`]), each as likely: every way where the coins are at most
+/// log2 [`ORIENTATION_WAYS`], else that many drawn. The first, and the others.
+pub(super) fn oriented_ways(
+    x: Exchanges,
+    ranks: u32,
+    build: impl Fn(&CallExchanges) -> Schedule,
+) -> (Schedule, Vec<Schedule>) {
+    let first = CallExchanges::with_coins(x, Coins::Bits(0));
+    let schedule = build(&first);
+    let coins = first.drawn.get();
+    if coins == 0 || ranks > ORIENTED_RANKS_MAX {
+        return (schedule, Vec::new());
+    }
+    if 1u64 << coins.min(63) <= ORIENTATION_WAYS {
+        let others = (1..1u64 << coins)
+            .map(|w| build(&CallExchanges::with_coins(x, Coins::Bits(w))))
+            .collect();
+        return (schedule, others);
+    }
+    let mut all: Vec<Schedule> = (0..ORIENTATION_WAYS)
+        .map(|w| build(&CallExchanges::with_coins(x, Coins::Hashed(w))))
+        .collect();
+    let schedule = all.remove(0);
+    (schedule, all)
+}
+
+/// What [`oriented_ways`]' alternatives differ in, for reports.
+pub const ORIENTATION: &str = "which partner of each slow exchange posts first";
 
 /// How far a call has come: the step last played, the chance that every step so far ran fast,
 /// and whether the median call runs slow from here on.
@@ -255,7 +332,12 @@ struct Chain {
 }
 
 impl CallExchanges {
+    #[cfg(test)]
     pub(super) fn new(x: Exchanges) -> CallExchanges {
+        CallExchanges::with_coins(x, Coins::Bits(0))
+    }
+
+    pub(super) fn with_coins(x: Exchanges, coins: Coins) -> CallExchanges {
         CallExchanges {
             x,
             chain: Cell::new(Chain {
@@ -263,6 +345,45 @@ impl CallExchanges {
                 all_fast: 1.0,
                 slow: false,
             }),
+            leads: RefCell::new(Vec::new()),
+            coins,
+            drawn: Cell::new(0),
+        }
+    }
+
+    /// `pairs` of a slow exchange with each pair's first way's sender first: the partner
+    /// that posts first ([`Lead`]), a coin where they stand alike; each such pair's ranks then
+    /// stand apart, the first way's sender early.
+    fn oriented(&self, pairs: &[(Endpoint, Endpoint)]) -> Vec<(Endpoint, Endpoint)> {
+        let mut leads = self.leads.borrow_mut();
+        pairs
+            .iter()
+            .map(|&(a, b)| {
+                let need = a.max(b) as usize + 1;
+                if leads.len() < need {
+                    leads.resize(need, Lead::Even);
+                }
+                let i = self.drawn.get();
+                self.drawn.set(i + 1);
+                let (la, lb) = (leads[a as usize], leads[b as usize]);
+                let b_first = lb < la || (la == lb && self.coins.coin(i));
+                let (first, second) = if b_first { (b, a) } else { (a, b) };
+                leads[first as usize] = Lead::Early;
+                leads[second as usize] = Lead::Late;
+                (first, second)
+            })
+            .collect()
+    }
+
+    /// Partners that exchanged both ways at once end together.
+    fn even(&self, pairs: &[(Endpoint, Endpoint)]) {
+        let mut leads = self.leads.borrow_mut();
+        for &(a, b) in pairs {
+            for r in [a, b] {
+                if let Some(l) = leads.get_mut(r as usize) {
+                    *l = Lead::Even;
+                }
+            }
         }
     }
 
@@ -352,16 +473,25 @@ pub(super) fn exchange_in_step(
     phase: Phase,
     step: u32,
 ) -> OpId {
-    let back = reversed(pairs);
     if is_eager(bytes) {
+        x.even(pairs);
+        let back = reversed(pairs);
         let both: Vec<(Endpoint, Endpoint)> = pairs.iter().chain(back.iter()).copied().collect();
         return message(s, &both, bytes, deps, phase, step);
     }
-    let request = transfer(s, pairs.to_vec(), REQUEST_BYTES, deps, phase, step);
-    let ack = transfer(s, back.clone(), ACK_BYTES, vec![request], phase, step);
     let head = x
         .head_bytes(ranks, bytes, step_pairs, (phase, step))
         .min(bytes);
+    // A slow exchange's first way goes from the partner that posts first.
+    let pairs = &if head > 0 && ranks > 2 {
+        x.oriented(pairs)
+    } else {
+        x.even(pairs);
+        pairs.to_vec()
+    };
+    let back = reversed(pairs);
+    let request = transfer(s, pairs.to_vec(), REQUEST_BYTES, deps, phase, step);
+    let ack = transfer(s, back.clone(), ACK_BYTES, vec![request], phase, step);
     let first_head = match head {
         0 => ack,
         _ => transfer(s, pairs.to_vec(), head, vec![ack], phase, step),
@@ -416,6 +546,82 @@ mod tests {
             0,
         );
         s
+    }
+
+    #[test]
+    fn a_slow_exchanges_first_way_goes_from_the_partner_that_posts_first() {
+        // Step 1: pairs 0-1 and 2-3 enter alike, coins decide (0, then 1): 0 -> 1 and 3 -> 2
+        // go first, so 0 and 3 post their next requests first. Step 2 meets an early and a
+        // late partner in each pair: 0 -> 2 and 3 -> 1 go first, opposite ways.
+        let x = CallExchanges::with_coins(Exchanges::OneWayFirst, Coins::Bits(0b10));
+        assert_eq!(x.oriented(&[(0, 1), (2, 3)]), vec![(0, 1), (3, 2)]);
+        assert_eq!(x.oriented(&[(0, 2), (1, 3)]), vec![(0, 2), (3, 1)]);
+        // Partners who crossed both ways at once stand alike again: the next coin decides.
+        x.even(&[(0, 2)]);
+        assert_eq!(x.oriented(&[(2, 0)]), vec![(2, 0)]);
+        let y = CallExchanges::with_coins(Exchanges::OneWayFirst, Coins::Bits(1 << 4));
+        let _ = y.oriented(&[(0, 1), (2, 3)]);
+        let _ = y.oriented(&[(0, 2), (1, 3)]);
+        y.even(&[(0, 2)]);
+        assert_eq!(y.oriented(&[(2, 0)]), vec![(0, 2)]);
+    }
+
+    /// Recursive doubling's two slow steps on four ranks, 4 MiB each way, under `x`.
+    fn doubling(x: &CallExchanges) -> Schedule {
+        let mut s = Schedule::new(Collective::AllGather, "t", 4, 4 << 20);
+        let mut last = Vec::new();
+        for (step, pairs) in [[(0, 1), (2, 3)], [(0, 2), (1, 3)]].iter().enumerate() {
+            let partners = Partners::at_step(step as u32);
+            let step = step as u32;
+            let done = exchange(
+                &mut s,
+                pairs,
+                4 << 20,
+                4,
+                (x, partners),
+                last,
+                Phase::AllGather,
+                step,
+            );
+            last = vec![done];
+        }
+        s
+    }
+
+    #[test]
+    fn a_call_plays_every_way_its_coins_fall_a_sample_of_many_and_one_way_past_the_limit() {
+        // Four coins (two slow steps of two pairs): all sixteen ways. In a quarter of them the
+        // second step's first ways cross from ranks 0-1 to 2-3 together or back together
+        // (partners that stand alike in both pairs, and the coins send them the same way);
+        // in the others they go opposite ways, as the 2:1 leaves' capture shows.
+        let (first, others) = oriented_ways(Exchanges::OneWayFirst, 4, doubling);
+        assert_eq!(others.len(), 15);
+        let head = (4 << 20) - SLOW_EXCHANGE_TAIL_BYTES;
+        let together = std::iter::once(&first)
+            .chain(&others)
+            .filter(|s| {
+                let firsts: Vec<bool> = s
+                    .ops
+                    .iter()
+                    .filter(|o| o.step == 1)
+                    .filter_map(|o| match o.kind {
+                        OpKind::Transfer { pattern, bytes } if bytes == head => Some(pattern),
+                        _ => None,
+                    })
+                    .flat_map(|p| s.patterns[p.0 as usize].pairs.to_vec())
+                    .map(|(from, _)| from < 2)
+                    .collect();
+                assert_eq!(firsts.len(), 2);
+                firsts[0] == firsts[1]
+            })
+            .count();
+        assert_eq!(together, 4);
+        // Both ways at once: nothing to orient, one way.
+        let (_, none) = oriented_ways(Exchanges::BothWays, 4, doubling);
+        assert!(none.is_empty());
+        // Past the communicators a call is played every way for: one way.
+        let (_, none) = oriented_ways(Exchanges::OneWayFirst, ORIENTED_RANKS_MAX + 1, doubling);
+        assert!(none.is_empty());
     }
 
     #[test]

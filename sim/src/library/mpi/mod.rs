@@ -44,6 +44,10 @@
 //!   own. A slow step leaves the call slow to its end ([`SLOW_STEPS_AFTER_SLOW`]), and dtsim
 //!   plays the median call: both ways at once until the step by which half the calls have gone
 //!   slow, the way back after the first way's head from there ([`Exchanges::Median`]).
+//!   A slow exchange's first way goes from the partner that posts first: the first way's
+//!   sender of its previous slow exchange, a coin where both stand alike; the call is played
+//!   every way its coins fall (at most 16, sampled beyond; one way past 64 ranks) and the
+//!   median way reported (`exchanges.rs`, [`ORIENTATION`]).
 //!   This is the less certain part of the model, and a single launch lands on either side of
 //!   it: recursive doubling of 4 MiB on 4 ranks took 352-354 ms in three launches and 694-697
 //!   ms in two (`data/runs/testbed_mpi_allreduce.csv` pools five).
@@ -88,10 +92,13 @@ pub use allgather::{allgather_fixed, AllGatherAlg};
 pub use allreduce::{allreduce_fixed, AllReduceAlg, RANK_BY_RANK_MAX};
 pub use barrier::{barrier_fixed, BarrierAlg};
 pub use bcast::{bcast_fixed, BcastAlg};
-use exchanges::{exchange, exchange_in_step, CallExchanges, Histories, Partners, StepPairs};
+use exchanges::{
+    exchange, exchange_in_step, oriented_ways, CallExchanges, Histories, Partners, StepPairs,
+};
 pub use exchanges::{
-    Exchanges, EXCHANGES, PAIRS_PER_REPETITION, POLLING_EXCHANGES, POLLING_SLOW_EXCHANGES,
-    SLOW_EXCHANGES, SLOW_EXCHANGE_TAIL_BYTES, SLOW_STEPS_AFTER_SLOW, STEPS_AFTER_SLOW,
+    Exchanges, EXCHANGES, ORIENTATION, ORIENTATION_WAYS, ORIENTED_RANKS_MAX, PAIRS_PER_REPETITION,
+    POLLING_EXCHANGES, POLLING_SLOW_EXCHANGES, SLOW_EXCHANGES, SLOW_EXCHANGE_TAIL_BYTES,
+    SLOW_STEPS_AFTER_SLOW, STEPS_AFTER_SLOW,
 };
 pub use reduce_scatter::{reduce_scatter_fixed, ReduceScatterAlg};
 

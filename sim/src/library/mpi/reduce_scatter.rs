@@ -26,7 +26,7 @@ use super::{
     exchange, exchange_in_step, message, reduce, LibraryError, LibraryOptions, Plan, Request,
     System, ELEMENT_BYTES,
 };
-use super::{CallExchanges, Histories, Partners};
+use super::{oriented_ways, CallExchanges, Histories, Partners};
 use crate::collective::steps::split_even;
 use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
 
@@ -120,7 +120,6 @@ pub(super) fn plan(
     opts: &LibraryOptions,
 ) -> Result<Plan, LibraryError> {
     let n = sys.ranks;
-    let x = &CallExchanges::new(opts.mpi_exchanges);
     let (alg, how) = super::chosen(opts, || reduce_scatter_fixed(n, req.bytes))?;
     if alg == ReduceScatterAlg::NonOverlapping {
         return Err(LibraryError::new(
@@ -136,28 +135,28 @@ pub(super) fn plan(
     let count = req.bytes / ELEMENT_BYTES;
     let blocks = split_even(count, u64::from(n.max(1)));
     let block = blocks.first().copied().unwrap_or(0) * ELEMENT_BYTES;
-    let mut s = Schedule::new(
-        Collective::ReduceScatter,
-        format!("mpi {}", alg.as_str()),
-        n,
-        req.bytes,
-    );
-    if n > 1 && block > 0 {
-        match alg {
-            ReduceScatterAlg::Ring => ring_steps(&mut s, n, block, n - 1, 0),
-            ReduceScatterAlg::Butterfly => butterfly(&mut s, block, n, x),
-            _ => recursive_halving(&mut s, block, n, x),
+    let build = |x: &CallExchanges| {
+        let mut s = Schedule::new(
+            Collective::ReduceScatter,
+            format!("mpi {}", alg.as_str()),
+            n,
+            req.bytes,
+        );
+        if n > 1 && block > 0 {
+            match alg {
+                ReduceScatterAlg::Ring => ring_steps(&mut s, n, block, n - 1, 0),
+                ReduceScatterAlg::Butterfly => butterfly(&mut s, block, n, x),
+                _ => recursive_halving(&mut s, block, n, x),
+            }
         }
-    }
-    Ok(Plan {
-        schedule: s,
-        placed_endpoints: Vec::new(),
-        decision: format!("OpenMPI 4.1 reduce_scatter {} ({how})", alg.as_str()),
-        parameters: Vec::new(),
-        alternatives: Vec::new(),
-        alternatives_vary: String::new(),
-        plays_per_way: 1,
-    })
+        s
+    };
+    let (s, alternatives) = oriented_ways(opts.mpi_exchanges, n, build);
+    Ok(Plan::with_orientations(
+        s,
+        format!("OpenMPI 4.1 reduce_scatter {} ({how})", alg.as_str()),
+        alternatives,
+    ))
 }
 
 /// Blocks the lower and the upper position of a pair send each other in one halving step.

@@ -255,8 +255,9 @@ fn openmpi_rows_give_the_bounds_of_their_exchange_modes() {
     // A 16 MiB all_gather by recursive doubling on the testbed's star: both ways at once its
     // exchanges move 12 MiB one way (~0.53 s at the star's measured rate), one way after the
     // other nearly twice that; the median call, slow from its first step (two pairs entering
-    // run slow 181 times in 320), is the slow bound. A ring exchanges with no partner: no
-    // modes.
+    // run slow 181 times in 320), is the slow bound within 1% (the bound sends every lower
+    // rank's data first, the median way as its coins fall: on the star that moves only the
+    // shapers' buckets). A ring exchanges with no partner: no modes.
     let text = star_rows(
         "",
         4,
@@ -271,7 +272,7 @@ fn openmpi_rows_give_the_bounds_of_their_exchange_modes() {
     let (both, serial) = r.predictions[0].exchange_modes_secs.unwrap();
     let median = r.predictions[0].simulated_secs;
     assert!(both < median, "{both} {median}");
-    assert!((median - serial).abs() < 1e-9 * serial, "{median} {serial}");
+    assert!((median - serial).abs() < 0.01 * serial, "{median} {serial}");
     assert!((0.5..0.6).contains(&both), "{both}");
     assert!(serial > 1.9 * both, "{serial} vs {both}");
     assert_eq!(r.predictions[1].exchange_modes_secs, None);

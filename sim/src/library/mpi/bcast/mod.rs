@@ -46,8 +46,8 @@
 
 use super::Algorithm as _;
 use super::{
-    exchange_in_step, is_eager, message, CallExchanges, LibraryError, LibraryOptions, Partners,
-    Plan, Request, StepPairs, System, ELEMENT_BYTES,
+    exchange_in_step, is_eager, message, oriented_ways, CallExchanges, LibraryError,
+    LibraryOptions, Partners, Plan, Request, StepPairs, System, ELEMENT_BYTES,
 };
 use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
 use crate::library::entry_orders::entry_orders;
@@ -159,7 +159,6 @@ pub(super) fn plan(
     };
     let root = req.root;
     let count = req.bytes / ELEMENT_BYTES;
-    let x = &CallExchanges::new(opts.mpi_exchanges);
     // The scatter-allgather broadcasts fall back to basic_linear below one element per rank,
     // as the source does.
     let fallback = matches!(
@@ -185,12 +184,20 @@ pub(super) fn plan(
             BcastAlg::Binomial => Some(binomial_tree(n, root)),
             BcastAlg::Knomial => Some(knomial_tree(n, root, KNOMIAL_RADIX)),
             BcastAlg::SplitBinaryTree => {
-                split_binary_tree(&mut s, n, root, count, x);
+                (s, alternatives) = oriented_ways(opts.mpi_exchanges, n, |x| {
+                    let mut s = new_schedule();
+                    split_binary_tree(&mut s, n, root, count, x);
+                    s
+                });
                 None
             }
             BcastAlg::ScatterAllgather | BcastAlg::ScatterAllgatherRing => {
                 let ring = alg == BcastAlg::ScatterAllgatherRing;
-                scatter_allgather(&mut s, n, root, count, ring, x);
+                (s, alternatives) = oriented_ways(opts.mpi_exchanges, n, |x| {
+                    let mut s = new_schedule();
+                    scatter_allgather(&mut s, n, root, count, ring, x);
+                    s
+                });
                 None
             }
         };
@@ -208,11 +215,16 @@ pub(super) fn plan(
             }
         }
     }
-    Ok(Plan::with_entry_orders(
-        s,
-        format!("OpenMPI 4.1 broadcast {name} ({how})"),
-        alternatives,
-    ))
+    let decision = format!("OpenMPI 4.1 broadcast {name} ({how})");
+    let exchanging = matches!(
+        alg,
+        BcastAlg::SplitBinaryTree | BcastAlg::ScatterAllgather | BcastAlg::ScatterAllgatherRing
+    );
+    Ok(if exchanging {
+        Plan::with_orientations(s, decision, alternatives)
+    } else {
+        Plan::with_entry_orders(s, decision, alternatives)
+    })
 }
 
 /// split_binary_tree (`bcast_intra_split_bintree`, unsegmented as the rules and the MCA
