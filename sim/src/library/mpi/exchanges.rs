@@ -286,7 +286,7 @@ impl Coins {
     }
 }
 
-/// Ways a call is played in, at most, where coins decide its slow exchanges ([`oriented_ways`]).
+/// Ways a call is played in, at most, where coins decide its slow exchanges (`oriented_ways`).
 pub const ORIENTATION_WAYS: u64 = 16;
 /// Communicators larger than this play one way (every tie to the lower rank first): each way
 /// is a whole play of the call.
@@ -319,7 +319,7 @@ pub(super) fn oriented_ways(
     (schedule, all)
 }
 
-/// What [`oriented_ways`]' alternatives differ in, for reports.
+/// What `oriented_ways`' alternatives differ in, for reports.
 pub const ORIENTATION: &str = "which partner of each slow exchange posts first";
 
 /// How far a call has come: the step last played, the chance that every step so far ran fast,
