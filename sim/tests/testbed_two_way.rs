@@ -96,6 +96,17 @@ fn topology(stem: &str) -> Arc<Topology> {
     Arc::new(b.build().unwrap())
 }
 
+/// The packet model with TCP CUBIC on `topo`, queues never overflowing (lossy mode with 64 MiB
+/// buffers drops nothing here).
+fn cubic(topo: &Arc<Topology>) -> PacketModel {
+    let config = PacketConfig {
+        mode: SwitchMode::Lossy,
+        congestion_control: CongestionControl::Cubic,
+        ..PacketConfig::default()
+    };
+    PacketModel::new(topo.clone(), config, 0).unwrap()
+}
+
 /// Rounds of `bytes` on every pair at once, `gap` apart, one warm-up round first: the
 /// median round's time.
 fn simulate(
@@ -131,12 +142,7 @@ fn simulate(
         transfers.push(t);
         prev = Some(t);
     }
-    let config = PacketConfig {
-        mode: SwitchMode::Lossy,
-        congestion_control: CongestionControl::Cubic,
-        ..PacketConfig::default()
-    };
-    let mut m = PacketModel::new(topo.clone(), config, 0).unwrap();
+    let mut m = cubic(topo);
     let eps = topo.gpus().to_vec();
     let out = play(
         &s,
@@ -283,12 +289,7 @@ fn cubic_per_pair(topo: &Arc<Topology>, pairs: &[(u32, u32)], bytes: u64) -> Vec
         rounds.push((wait, ops.clone()));
         prev = ops;
     }
-    let config = PacketConfig {
-        mode: SwitchMode::Lossy,
-        congestion_control: CongestionControl::Cubic,
-        ..PacketConfig::default()
-    };
-    let mut m = PacketModel::new(topo.clone(), config, 0).unwrap();
+    let mut m = cubic(topo);
     let eps = topo.gpus().to_vec();
     let out = play(&s, &eps, &mut m, PlayOptions::default()).unwrap();
     rounds[1..]
