@@ -64,8 +64,8 @@ pub const POLLING_EXCHANGES: u32 = 106;
 /// --chain`): after a first step that ran the slow way, the second ran it too in
 /// [`SLOW_STEPS_AFTER_SLOW`] of [`STEPS_AFTER_SLOW`] calls (recursive doubling's all-reduces
 /// 12 of 12, its all_gathers 38 of 38, recursive halving's reduce_scatters 3 of 3). A slow
-/// exchange ends its partners apart, the first way's sender a whole message before the other,
-/// and partners posting apart run slow (13 of 13 at 5 ms or more). After a fast first step the
+/// exchange ends its partners apart, the way back's sender free first (`Lead`), and
+/// partners posting apart run slow (13 of 13 at 5 ms or more). After a fast first step the
 /// second ran slow 8 of 37 times in the all-reduces and 2 of 7 in the reduce_scatters, which
 /// reduce between steps, and 13 of 13 in the all_gathers, which do not: dtsim plays those at
 /// the shares above (`Partners`).
@@ -252,12 +252,13 @@ pub(super) struct CallExchanges {
     drawn: Cell<u32>,
 }
 
-/// Where a rank stands when it posts its next exchange, as the captures show it: the first
-/// way's sender of a slow exchange is done a message before its partner and posts its next
-/// request first (`docs/testbed.md`, "OpenMPI's exchanges across the 2:1 uplinks run apart in
-/// time"); partners that exchanged both ways at once (or eagerly) end together. In a slow
-/// exchange the first way goes from the partner that posts first; between partners that stand
-/// alike a coin decides.
+/// Where a rank stands when it posts its next exchange, as the 2:1 leaves' capture shows it
+/// (`docs/testbed.md`, "OpenMPI's exchanges across the 2:1 uplinks run apart in time"): in a
+/// slow exchange the way back's sender is done first, its Send returning while its data still
+/// drains from its socket, and the first way's sender last, once that data has arrived;
+/// partners that exchanged both ways at once (or eagerly) end together. In a slow exchange the
+/// first way goes from the partner that posts first; between partners that stand alike a coin
+/// decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Lead {
     Early,
@@ -353,7 +354,7 @@ impl CallExchanges {
 
     /// `pairs` of a slow exchange with each pair's first way's sender first: the partner
     /// that posts first ([`Lead`]), a coin where they stand alike; each such pair's ranks then
-    /// stand apart, the first way's sender early.
+    /// stand apart, the way back's sender early.
     fn oriented(&self, pairs: &[(Endpoint, Endpoint)]) -> Vec<(Endpoint, Endpoint)> {
         let mut leads = self.leads.borrow_mut();
         pairs
@@ -368,8 +369,8 @@ impl CallExchanges {
                 let (la, lb) = (leads[a as usize], leads[b as usize]);
                 let b_first = lb < la || (la == lb && self.coins.coin(i));
                 let (first, second) = if b_first { (b, a) } else { (a, b) };
-                leads[first as usize] = Lead::Early;
-                leads[second as usize] = Lead::Late;
+                leads[first as usize] = Lead::Late;
+                leads[second as usize] = Lead::Early;
                 (first, second)
             })
             .collect()
@@ -551,11 +552,12 @@ mod tests {
     #[test]
     fn a_slow_exchanges_first_way_goes_from_the_partner_that_posts_first() {
         // Step 1: pairs 0-1 and 2-3 enter alike, coins decide (0, then 1): 0 -> 1 and 3 -> 2
-        // go first, so 0 and 3 post their next requests first. Step 2 meets an early and a
-        // late partner in each pair: 0 -> 2 and 3 -> 1 go first, opposite ways.
+        // go first, so 1 and 2, who send the ways back, post their next requests first. Step
+        // 2 meets an early and a late partner in each pair: 2 -> 0 and 1 -> 3 go first,
+        // opposite ways (the 2:1 leaves' capture: 2 -> 0 first where 0 -> 1 had gone first).
         let x = CallExchanges::with_coins(Exchanges::OneWayFirst, Coins::Bits(0b10));
         assert_eq!(x.oriented(&[(0, 1), (2, 3)]), vec![(0, 1), (3, 2)]);
-        assert_eq!(x.oriented(&[(0, 2), (1, 3)]), vec![(0, 2), (3, 1)]);
+        assert_eq!(x.oriented(&[(0, 2), (1, 3)]), vec![(2, 0), (1, 3)]);
         // Partners who crossed both ways at once stand alike again: the next coin decides.
         x.even(&[(0, 2)]);
         assert_eq!(x.oriented(&[(2, 0)]), vec![(2, 0)]);

@@ -44,7 +44,7 @@
 //!   own. A slow step leaves the call slow to its end ([`SLOW_STEPS_AFTER_SLOW`]), and dtsim
 //!   plays the median call: both ways at once until the step by which half the calls have gone
 //!   slow, the way back after the first way's head from there ([`Exchanges::Median`]).
-//!   A slow exchange's first way goes from the partner that posts first: the first way's
+//!   A slow exchange's first way goes from the partner that posts first: the way back's
 //!   sender of its previous slow exchange, a coin where both stand alike; the call is played
 //!   every way its coins fall (at most 16, sampled beyond; one way past 64 ranks) and the
 //!   median way reported (`exchanges.rs`, [`ORIENTATION`]).
