@@ -632,6 +632,20 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
         )
         .map_err(play_error)
     };
+    // Every play of `first` and `others` on a network of its own: each play's end and its
+    // index. The plays are independent: in parallel, collected in play order (deterministic),
+    // the first play's error in play order whichever thread met one first.
+    let play_all =
+        |first: &Schedule, others: &[Schedule]| -> Result<Vec<(SimTime, usize)>, RunError> {
+            use rayon::prelude::*;
+            let plays: Vec<&Schedule> = std::iter::once(first).chain(others).collect();
+            let played: Vec<Result<(SimTime, usize), RunError>> = plays
+                .par_iter()
+                .enumerate()
+                .map(|(i, play)| time_on_own_network(play).map(|end| (end, i)))
+                .collect();
+            played.into_iter().collect()
+        };
     // Where the call runs one of several equally likely ways (the plan's alternatives), every
     // way is played, and the run is the median one's: its time the median of all (the mean of
     // the middle two for an even count). Where each way is played several times with other
@@ -641,16 +655,7 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
     let mut schedule = schedule;
     let mut median_of: Option<(usize, SimTime, SimTime, SimTime)> = None;
     if !alternatives.is_empty() && !watch.estimate_only {
-        // The plays are independent: in parallel, collected in play order (deterministic).
-        use rayon::prelude::*;
-        let plays: Vec<&Schedule> = std::iter::once(&schedule).chain(&alternatives).collect();
-        let played: Vec<Result<(SimTime, usize), RunError>> = plays
-            .par_iter()
-            .enumerate()
-            .map(|(i, alt)| time_on_own_network(alt).map(|end| (end, i)))
-            .collect();
-        // The first play's error in play order, whichever thread met one first.
-        let ends: Vec<(SimTime, usize)> = played.into_iter().collect::<Result<_, _>>()?;
+        let ends = play_all(&schedule, &alternatives)?;
         let k = ends.len();
         let (median, lo) = super::plays::median_play(&ends, plays_per_way);
         let fastest = ends.iter().map(|e| e.0).min().unwrap_or(median);
@@ -696,16 +701,7 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
             let plan = plan_with(network_model(s, &prep)?.as_mut(), &opts)?;
             // Every way of the mode (which partner of each slow exchange posts first), as
             // the call itself is played: its median.
-            use rayon::prelude::*;
-            let ways: Vec<&Schedule> = std::iter::once(&plan.schedule)
-                .chain(&plan.alternatives)
-                .collect();
-            let played: Vec<Result<(SimTime, usize), RunError>> = ways
-                .par_iter()
-                .enumerate()
-                .map(|(i, way)| time_on_own_network(way).map(|end| (end, i)))
-                .collect();
-            let ends: Vec<(SimTime, usize)> = played.into_iter().collect::<Result<_, _>>()?;
+            let ends = play_all(&plan.schedule, &plan.alternatives)?;
             *end = super::plays::median_play(&ends, plan.plays_per_way).0;
         }
         // Equal but for rounding: the algorithm exchanges nothing that the modes change.
