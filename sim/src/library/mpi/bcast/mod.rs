@@ -173,6 +173,8 @@ pub(super) fn plan(
     let new_schedule = || Schedule::new(Collective::Broadcast, format!("mpi {name}"), n, req.bytes);
     let mut s = new_schedule();
     let mut alternatives = Vec::new();
+    // Whose alternatives are the ways its exchanges go, not the root's entry orders.
+    let mut oriented = false;
     if n > 1 && req.bytes > 0 {
         // The trees, or the algorithms that build their own schedule.
         let children = match alg {
@@ -189,6 +191,7 @@ pub(super) fn plan(
                     split_binary_tree(&mut s, n, root, count, x);
                     s
                 });
+                oriented = true;
                 None
             }
             BcastAlg::ScatterAllgather | BcastAlg::ScatterAllgatherRing => {
@@ -198,6 +201,7 @@ pub(super) fn plan(
                     scatter_allgather(&mut s, n, root, count, ring, x);
                     s
                 });
+                oriented = true;
                 None
             }
         };
@@ -216,11 +220,7 @@ pub(super) fn plan(
         }
     }
     let decision = format!("OpenMPI 4.1 broadcast {name} ({how})");
-    let exchanging = matches!(
-        alg,
-        BcastAlg::SplitBinaryTree | BcastAlg::ScatterAllgather | BcastAlg::ScatterAllgatherRing
-    );
-    Ok(if exchanging {
+    Ok(if oriented {
         Plan::with_orientations(s, decision, alternatives)
     } else {
         Plan::with_entry_orders(s, decision, alternatives)
