@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Records the testbed datasets in data/runs/ and the testbed profiles in data/profiles/ (root).
-# Usage: testbed/collect.sh [link|collectives|mpi|training|trace|heldout|barrier|all]
+# Usage: testbed/collect.sh [link|collectives|mpi|training|trace|heldout|slow_host|barrier|all]
 # (default all)
 # The link profiles come from `calibrate import iperf3` on the testbed's own iperf3 --json and
 # ping-pong logs (suite.py link; logs in data/runs/calibration/). The host0-host1 path is two
@@ -537,6 +537,25 @@ if [[ $what == all || $what == heldout ]]; then
   # 150 Mbit/s link is not full, and nothing stands queued there (a check, not imported).
   $TB run $TWOLEAF -- $PY $S packet_wait --ping 2:0 --through 2:3 --beside 2:4 --pings 400 \
     --launches 3 --out data/runs/calibration/testbed_two_leaf_150mbit.packet_wait_own_egress_across.json
+fi
+if [[ $what == all || $what == heldout || $what == slow_host ]]; then
+  # An eighth topology, recorded on 2026-11-30 (the thirty-seventh session) with the models as
+  # they were: the star's 4 hosts with host 3's link at 100 Mbit/s and the others at 200 (the
+  # straggler what-if; nothing was fitted to a topology of mixed rates). Its profile measured as
+  # every held-out topology's (host 0 to host 1, both at 200 Mbit/s), the FIFO head by host 2
+  # pinging host 0 while it streams to host 1 (both phases: a stream to the slow host would not
+  # fill host 2's link), then the held-out collectives. `slow_host` records only this.
+  SLOW=testbed/topologies/star4_slow_host.toml
+  PSLOW=data/profiles/testbed_star4_slow_host.json
+  CAL=${DTSIM_CALIBRATE_BIN:-target/debug/calibrate}
+  held_out_profile $SLOW $PSLOW 200Mbps \
+    262144 393216 524288 786432 1048576 1572864 2097152 4194304
+  $TB run $SLOW -- $PY $S packet_wait --ping 2:0 --through 2:1 --beside 2:1 --pings 400 \
+    --launches 3 --out data/runs/calibration/testbed_star4_slow_host.packet_wait_own_egress.json
+  $CAL import own-egress data/runs/calibration/testbed_star4_slow_host.packet_wait_own_egress.json \
+    --nominal-bw 200Mbps --out $PSLOW \
+    --measured-on "the dtsim testbed ($SLOW, shaper htb), host 2 pinging host 0 while it streams to host 1"
+  held_out_collectives $SLOW $PSLOW slow_host 0,6
 fi
 if [[ $what == all || $what == barrier ]]; then
   # Barriers, recorded after dtsim's barrier was built and scored as they are
