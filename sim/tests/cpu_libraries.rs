@@ -697,3 +697,22 @@ fn a_call_timed_in_its_loop_reports_the_timed_calls_timeline() {
         r.summary.library
     );
 }
+
+#[test]
+fn a_host_at_half_the_rate_doubles_gloos_ring_on_the_star() {
+    // The straggler what-if, measured on 2026-11-30 (five launches of 5 pooled): gloo's ring
+    // all-reduce of 4 MiB took 262.8 ms on the star at 200 Mbit/s
+    // (testbed_gloo_collectives.csv) and 531.4 ms with host 3's link at 100 Mbit/s
+    // (testbed_gloo_slow_host_heldout.csv), 2.02x; its all_gather of 1 MiB 36.9 and 74.7 ms,
+    // 2.02x. Every step of the ring waits for the slow host's link, each with its own profile.
+    for (lines, measured) in [
+        ("op = \"all_reduce\"\nbytes = \"4MiB\"\n", 531.4 / 262.8),
+        ("op = \"all_gather\"\nbytes = \"1MiB\"\n", 74.7 / 36.9),
+    ] {
+        let slower = on_testbed("star4_slow_host", lines) / on_testbed("star4_200mbit", lines);
+        assert!(
+            (slower / measured - 1.0).abs() < 0.03,
+            "{lines}: {slower:.3}x, measured {measured:.3}x"
+        );
+    }
+}
