@@ -716,3 +716,19 @@ fn a_host_at_half_the_rate_doubles_gloos_ring_on_the_star() {
         );
     }
 }
+
+#[test]
+fn gloos_reduce_root_gathers_once_its_writes_are_done_not_once_they_arrived() {
+    // gloo's reduce of 4 MiB on 4 hosts, measured (five launches of 5 pooled): 262.4 ms on
+    // the star at 200 Mbit/s (testbed_gloo_collectives.csv), 357.6 ms with host 3 at 100
+    // (testbed_gloo_slow_host_heldout.csv). There the root's segments to the slow host leave
+    // its link faster than the slow host's port passes them, so the root's loop ends, and it
+    // posts the gather's receives, before they arrive: rank 1's chunk crosses while the
+    // reduce-scatter still runs (captured, testbed_star4_slow_host.capture_gloo_reduce_4m.json).
+    // Waiting for the root's last segment to arrive played 391.3 ms.
+    let lines = "op = \"reduce\"\nbytes = \"4MiB\"\n";
+    let star = on_testbed("star4_200mbit", lines);
+    assert!((star / 0.2624 - 1.0).abs() < 0.01, "{star}");
+    let slow = on_testbed("star4_slow_host", lines);
+    assert!((slow / 0.3576 - 1.0).abs() < 0.06, "{slow}");
+}

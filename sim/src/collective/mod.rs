@@ -154,6 +154,12 @@ pub struct Op {
     /// receiver): each waits for the in-order ops that became ready before it on the same
     /// (sender, receiver) to finish ([`in_order`]). `false` for the ideal templates.
     pub in_order: bool,
+    /// A zero-time op done once the bytes of transfer op `pushed_of` have all left their
+    /// senders' hosts, as the network model says ([`crate::net::NetContext::batch_pushed`]):
+    /// the sender's view of a write into a socket that drains into the network, which on a
+    /// path whose slowest link comes after a faster one ends before the bytes arrive. `None`
+    /// for every other op.
+    pub pushed_of: Option<OpId>,
 }
 
 /// What a library's protocol costs on one transfer op, beyond moving its bytes over the
@@ -237,8 +243,30 @@ impl Schedule {
             step,
             transport: None,
             in_order: false,
+            pushed_of: None,
         });
         OpId(self.ops.len() as u32 - 1)
+    }
+
+    /// An op done once transfer `of`'s bytes have all left their senders (see
+    /// [`Op::pushed_of`]); it waits for nothing else.
+    pub fn push_pushed(&mut self, of: OpId, phase: Phase, step: u32) -> OpId {
+        debug_assert!(matches!(
+            self.ops[of.0 as usize].kind,
+            OpKind::Transfer { .. }
+        ));
+        let id = self.push(
+            OpKind::Compute {
+                endpoints: 1,
+                duration: crate::engine::SimTime::ZERO,
+            },
+            Vec::new(),
+            phase,
+            0,
+            step,
+        );
+        self.ops[id.0 as usize].pushed_of = Some(of);
+        id
     }
 
     pub fn endpoints(&self) -> u32 {
@@ -333,6 +361,7 @@ impl Schedule {
             let id = self.push(kind, deps, op.phase, op.channel, op.step);
             self.ops[id.0 as usize].transport = op.transport;
             self.ops[id.0 as usize].in_order = op.in_order;
+            self.ops[id.0 as usize].pushed_of = op.pushed_of.map(|o| OpId(o.0 + base));
         }
         (0..sub.ops.len())
             .filter(|&i| !has_succ[i])

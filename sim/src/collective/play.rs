@@ -234,6 +234,8 @@ struct Ctx<'a> {
     finished: &'a mut VecDeque<u32>,
     /// Transfer ops whose bytes have all left their senders (for ordered connections).
     sent: &'a mut VecDeque<u32>,
+    /// Transfer ops whose bytes have all left their senders' hosts (for `Op::pushed_of`).
+    pushed: &'a mut VecDeque<u32>,
 }
 
 impl NetContext for Ctx<'_> {
@@ -253,6 +255,9 @@ impl NetContext for Ctx<'_> {
     }
     fn batch_sent(&mut self, tag: u64) {
         self.sent.push_back(tag as u32);
+    }
+    fn batch_pushed(&mut self, tag: u64) {
+        self.pushed.push_back(tag as u32);
     }
 }
 
@@ -345,6 +350,11 @@ pub fn play_watched(
     let mut queue: EventQueue<Event> = EventQueue::new();
     let mut finished: VecDeque<u32> = VecDeque::new();
     let mut sent: VecDeque<u32> = VecDeque::new();
+    // Per transfer op, whether its bytes have left their senders' hosts, and the ops waiting
+    // for that (`Op::pushed_of`).
+    let mut pushed: VecDeque<u32> = VecDeque::new();
+    let mut was_pushed = vec![false; n_ops];
+    let mut awaiting_push: Vec<Vec<u32>> = vec![Vec::new(); n_ops];
     let mut ready: VecDeque<u32> = (0..n_ops as u32)
         .filter(|&i| waiting[i as usize] == 0)
         .collect();
@@ -363,13 +373,28 @@ pub fn play_watched(
                 }
                 let now = queue.now();
                 timings[op as usize].start = now;
+                if let Some(of) = schedule.ops[op as usize].pushed_of {
+                    if was_pushed[of.0 as usize] {
+                        finished.push_back(op);
+                    } else {
+                        awaiting_push[of.0 as usize].push(op);
+                    }
+                    continue;
+                }
                 match schedule.ops[op as usize].kind {
                     OpKind::Transfer { .. } => {
                         let setup = schedule.ops[op as usize]
                             .transport
                             .map_or(SimTime::ZERO, |t| t.setup);
                         if setup == SimTime::ZERO {
-                            patterns.start(net, &mut queue, &mut finished, &mut sent, op)?;
+                            patterns.start(
+                                net,
+                                &mut queue,
+                                &mut finished,
+                                &mut sent,
+                                &mut pushed,
+                                op,
+                            )?;
                         } else {
                             let _ = queue.schedule_in(setup, Event::SetupDone(op));
                         }
@@ -413,11 +438,24 @@ pub fn play_watched(
                 }
                 continue;
             }
+            if let Some(op) = pushed.pop_front() {
+                was_pushed[op as usize] = true;
+                finished.extend(awaiting_push[op as usize].drain(..));
+                continue;
+            }
             if let Some(op) = sent.pop_front() {
                 connections.sent(op, &mut ready);
+                // Sent is pushed too, for a model that does not tell pushes apart.
+                pushed.push_back(op);
                 continue;
             }
             if let Some(op) = finished.pop_front() {
+                // Arrived is pushed too.
+                if !was_pushed[op as usize] {
+                    was_pushed[op as usize] = true;
+                    let waiting_ops = std::mem::take(&mut awaiting_push[op as usize]);
+                    finished.extend(waiting_ops);
+                }
                 timings[op as usize].end = queue.now();
                 completed += 1;
                 connections.finished(op, &mut ready);
@@ -440,6 +478,7 @@ pub fn play_watched(
                 queue: &mut queue,
                 finished: &mut finished,
                 sent: &mut sent,
+                pushed: &mut pushed,
             });
             continue;
         }
@@ -467,6 +506,7 @@ pub fn play_watched(
                     queue: &mut queue,
                     finished: &mut finished,
                     sent: &mut sent,
+                    pushed: &mut pushed,
                 };
                 net.on_event(&mut ctx, e);
             }
@@ -480,7 +520,7 @@ pub fn play_watched(
                 }
             }
             Event::SetupDone(op) => {
-                patterns.start(net, &mut queue, &mut finished, &mut sent, op)?
+                patterns.start(net, &mut queue, &mut finished, &mut sent, &mut pushed, op)?
             }
         }
     }
@@ -521,6 +561,7 @@ impl<'a> Patterns<'a> {
         queue: &mut EventQueue<Event>,
         finished: &mut VecDeque<u32>,
         sent: &mut VecDeque<u32>,
+        pushed: &mut VecDeque<u32>,
         op: u32,
     ) -> Result<(), TopologyError> {
         let o = &self.schedule.ops[op as usize];
@@ -547,6 +588,7 @@ impl<'a> Patterns<'a> {
             queue,
             finished,
             sent,
+            pushed,
         };
         net.start_batch(&mut ctx, id, bytes, max_flow_bps, op as u64);
         Ok(())

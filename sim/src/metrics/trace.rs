@@ -346,6 +346,7 @@ mod tests {
                     step: 0,
                     transport: None,
                     in_order: false,
+                    pushed_of: None,
                 },
                 Op {
                     kind: OpKind::Compute {
@@ -358,6 +359,7 @@ mod tests {
                     step: 0,
                     transport: None,
                     in_order: false,
+                    pushed_of: None,
                 },
             ],
         };

@@ -44,6 +44,9 @@ pub enum NetEvent {
     ReplayEnd { slot: u32, generation: u32 },
     /// The last byte of a batch has arrived at its destinations.
     Delivered { slot: u32, generation: u32 },
+    /// Every byte of a batch has left its senders' hosts (before it finishes transmitting:
+    /// see [`NetContext::batch_pushed`]).
+    Pushed { slot: u32, generation: u32 },
     /// A packet-model event: `id` is a port (directed link) or a packet slot, per `kind`.
     Packet { kind: PacketEventKind, id: u32 },
 }
@@ -74,6 +77,11 @@ pub trait NetContext {
     /// the wire, a path latency from delivery): what a sender writes after it on the same
     /// connection may leave now. A model that does not tell it leaves it at the delivery.
     fn batch_sent(&mut self, _tag: u64) {}
+    /// Every byte of the batch started with `tag` has left its senders' hosts, though some
+    /// may still queue further on: where a flow's slowest link comes after a faster one its
+    /// sender pushes at the faster pace and the excess waits in the slower link's queue. A
+    /// model that does not tell it leaves it at [`Self::batch_sent`].
+    fn batch_pushed(&mut self, _tag: u64) {}
 }
 
 /// Traffic a directed link carried over a run.

@@ -23,7 +23,9 @@
 //!   and count of iterations (segments − 2, which sends more than the reduce-scatter needs
 //!   when a rank holds more than two segments; a rank sends nothing for a segment past the
 //!   buffer's end), played rank by rank, then every rank sends its reduced chunk to the root
-//!   once its own loop is done.
+//!   once its own loop is done: its last receive reduced and its last send written, its bytes
+//!   out of the host, which on a path whose slowest link comes later is before they arrive
+//!   (the flow model's pushes, `Schedule::push_pushed`).
 //! - **all_to_all**: every send and receive posted at once (`alltoall.cc`).
 //! - **send_recv**: one message.
 //! - All-reduces a torch user writes over isend/irecv ([`p2p`]): rings in given orders, and

@@ -270,8 +270,14 @@ fn reduce_scatter_by_rank(
             last_reduced[r] = Some(op);
         }
     }
-    let done = (0..ranks)
-        .map(|r| last_reduced[r].into_iter().chain(last_sent[r]).collect())
+    // A rank's loop ends once its last receive is reduced and its last send's write is done:
+    // its bytes have left the host (`Schedule::push_pushed`).
+    let last_pushed: Vec<Option<OpId>> = last_sent
+        .iter()
+        .map(|sent| sent.map(|op| s.push_pushed(op, Phase::ReduceScatter, iterations as u32)))
         .collect();
-    (done, last_sent)
+    let done = (0..ranks)
+        .map(|r| last_reduced[r].into_iter().chain(last_pushed[r]).collect())
+        .collect();
+    (done, last_pushed)
 }

@@ -203,6 +203,7 @@ impl FlowModel {
             live,
             remaining,
             factor_signature,
+            push_left,
             ..
         } = &mut self.batches[slot as usize];
         let pat = &self.patterns[*pattern as usize];
@@ -217,6 +218,9 @@ impl FlowModel {
                 continue;
             }
             remaining[f as usize] -= head;
+            if let Some(left) = push_left.get_mut(f as usize) {
+                *left -= head;
+            }
             for &l in pat.path(f as usize) {
                 self.link_bytes[l as usize] += head;
             }

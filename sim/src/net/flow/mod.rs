@@ -45,11 +45,12 @@
 //!
 //! Layout: this file holds the model's state and the life of a batch (start, activation,
 //! re-solve, finishing flows, completion), which read and write the same per-batch state and
-//! are easiest to follow together (~1,020 lines); `fifo` says how long a batch waits behind
+//! are easiest to follow together (~1,080 lines); `fifo` says how long a batch waits behind
 //! FIFO queues when it is posted, `component` finds which
 //! batches share links, `changed` flags the links a re-solve must look at, `replay` records
 //! and replays trajectories, `traffic` integrates what links carried, `burst` gives transfers
-//! that start on idle shaped links their token buckets' bytes at once.
+//! that start on idle shaped links their token buckets' bytes at once, `push` says when a
+//! batch's bytes have all left their senders' hosts.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -58,6 +59,7 @@ mod burst;
 mod changed;
 mod component;
 mod fifo;
+mod push;
 mod replay;
 mod traffic;
 
@@ -152,6 +154,15 @@ struct Batch {
     live: Vec<u32>,
     live_signature: u64,
     cap_bps: Vec<f64>,
+    /// Where links have FIFO queues (module `fifo`), per flow: the pace its sender pushes at
+    /// beyond its rate (the slowest link before its path's slowest, where that is faster than
+    /// the flow; 0 elsewhere: it pushes at its rate), and the bytes it has yet to push, valid
+    /// at `last_update` (module `push`).
+    push_ahead_bps: Vec<f64>,
+    push_left: Vec<f64>,
+    /// The pending [`NetEvent::Pushed`], and whether the batch's push was told.
+    push_event: Option<EventHandle>,
+    push_told: bool,
     /// Whether `remaining`, `live` and `cap_bps` are filled: not while the batch replays a
     /// trajectory, which needs none of them (see `init_flows`).
     flows_ready: bool,
@@ -376,6 +387,11 @@ impl FlowModel {
         let n = pat.flows();
         b.remaining.resize(n, b.bytes as f64);
         b.live.extend(0..n as u32);
+        if !self.fifo_posted.is_empty() {
+            b.push_left.resize(n, b.bytes as f64);
+            b.push_ahead_bps
+                .extend((0..n).map(|f| push::ahead_bps(&self.link_capacity_bps, pat.path(f))));
+        }
         let (bw_factor, max_flow_bps) = (b.bw_factor, b.max_flow_bps);
         b.cap_bps.extend((0..n).map(|f| {
             let k = bw_factor[class_index(pat.bottleneck_class[f])];
@@ -401,6 +417,15 @@ impl FlowModel {
             for &f in &b.live {
                 let f = f as usize;
                 b.remaining[f] -= sol.rates_bps[f] / 8.0 * dt;
+            }
+            if !b.push_left.is_empty() {
+                push::advance(
+                    &mut b.push_left,
+                    &b.push_ahead_bps,
+                    &b.live,
+                    &sol.rates_bps,
+                    dt,
+                );
             }
             self.records[sol.record].in_force_ps += dt_ps;
             self.series_log
@@ -637,6 +662,8 @@ impl FlowModel {
             };
             earliest = earliest.min(t);
         }
+        self.reschedule_push(ctx, slot);
+        let b = &mut self.batches[slot as usize];
         if earliest.is_finite() {
             let at = now.saturating_add(SimTime::from_ps((earliest * 1e12).ceil() as u64));
             b.tx_event = Some(ctx.schedule(
@@ -760,7 +787,13 @@ impl FlowModel {
         }
         // The event handle is not kept: a delivery is never cancelled.
         let _ = ctx.schedule(at, NetEvent::Delivered { slot, generation });
-        ctx.batch_sent(self.batches[slot as usize].tag);
+        let b = &mut self.batches[slot as usize];
+        if let Some(h) = b.push_event.take() {
+            ctx.cancel(h);
+        }
+        // Sent is pushed (the play loop takes it so).
+        b.push_told = true;
+        ctx.batch_sent(b.tag);
         let neighbours = self.component(slot);
         self.active.retain(|&a| a != slot);
         let p = self.batches[slot as usize].pattern as usize;
@@ -912,6 +945,10 @@ impl NetworkModel for FlowModel {
         b.remaining.clear();
         b.live.clear();
         b.cap_bps.clear();
+        b.push_left.clear();
+        b.push_ahead_bps.clear();
+        b.push_event = None;
+        b.push_told = false;
         b.live_signature = pat.full_signature;
         b.bw_factor = bw_factor;
         b.max_flow_bps = max_flow_bps;
@@ -973,6 +1010,14 @@ impl NetworkModel for FlowModel {
                     let tag = b.tag;
                     self.free_slots.push(slot);
                     ctx.batch_done(tag);
+                }
+            }
+            NetEvent::Pushed { slot, generation } => {
+                let b = &mut self.batches[slot as usize];
+                if b.in_use && b.generation == generation && !b.push_told {
+                    b.push_told = true;
+                    b.push_event = None;
+                    ctx.batch_pushed(b.tag);
                 }
             }
             // Packet-model events never reach this model.

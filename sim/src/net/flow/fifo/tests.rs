@@ -299,3 +299,32 @@ fn a_connection_whose_sharer_just_ended_counts_at_the_rate_it_takes_next() {
     let end = secs(out.ops[2].end);
     assert!((end - (0.022 + 1.6e-7)).abs() < 1e-9, "{end}");
 }
+
+/// g0 sends 1.25 GB to `to` on the two leaves, and an op waits for its bytes to have left g0
+/// (`Schedule::push_pushed`): (that op's end, the transfer's end), with FIFO heads of `h`.
+fn pushed_and_arrived(to: u32, h: Option<f64>) -> (f64, f64) {
+    use crate::collective::{OpId, Phase};
+    let mut sched = schedule(4, &[(vec![(0, to)], 1_250_000_000, vec![])]);
+    sched.push_pushed(OpId(0), Phase::SendRecv, 0);
+    let factors = EfficiencyFactors {
+        fifo_head: h.map(|h| (LinkClass::Ethernet, h)).into_iter().collect(),
+        ..Default::default()
+    };
+    let (out, _) = run(&two_leaves(), &sched, factors);
+    (secs(out.ops[1].end), secs(out.ops[0].end))
+}
+
+#[test]
+fn a_sender_whose_path_slows_further_on_has_pushed_its_bytes_before_they_arrive() {
+    // Across the leaves the uplink (100 Gb/s) holds the flow: 0.1 s to arrive, but g0's
+    // 300 Gb/s link lets its bytes out in a third of that, the rest queued at the uplink.
+    let (pushed, arrived) = pushed_and_arrived(2, Some(1.0));
+    assert!((arrived - 0.1).abs() < 1e-9, "{arrived}");
+    assert!((pushed - 0.1 / 3.0).abs() < 1e-9, "{pushed}");
+    // Within a leaf nothing slower comes after g0's link: pushed as it is sent.
+    let (pushed, arrived) = pushed_and_arrived(1, Some(1.0));
+    assert!((pushed - arrived).abs() < 1e-9, "{pushed} {arrived}");
+    // A model without FIFO queues keeps no push: pushed once sent.
+    let (pushed, arrived) = pushed_and_arrived(2, None);
+    assert!((pushed - arrived).abs() < 1e-9, "{pushed} {arrived}");
+}
