@@ -15,7 +15,7 @@
 //! simulated time ([`SimTime::MAX`], where sums saturate), or when a [`Watch`]'s event budget is
 //! spent; a watch also reports progress to whoever shows it.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use super::cpu_pool::CpuPool;
 use super::in_order::Connections;
@@ -261,6 +261,44 @@ impl NetContext for Ctx<'_> {
     }
 }
 
+/// Which transfer ops' bytes have all left their senders' hosts, and the ops waiting for that
+/// ([`super::Op::pushed_of`]): nothing at all for a schedule without such ops.
+struct Pushes {
+    done: Vec<bool>,
+    waiting: HashMap<u32, Vec<u32>>,
+}
+
+impl Pushes {
+    fn new(schedule: &Schedule) -> Self {
+        let any = schedule.ops.iter().any(|op| op.pushed_of.is_some());
+        Pushes {
+            done: if any {
+                vec![false; schedule.ops.len()]
+            } else {
+                Vec::new()
+            },
+            waiting: HashMap::new(),
+        }
+    }
+
+    /// Op `op` waits for transfer `of`'s push: done now if it was pushed.
+    fn wait(&mut self, of: u32, op: u32, finished: &mut VecDeque<u32>) {
+        if self.done[of as usize] {
+            finished.push_back(op);
+        } else {
+            self.waiting.entry(of).or_default().push(op);
+        }
+    }
+
+    /// Transfer `op`'s bytes have left (or arrived): what waited for that is done.
+    fn pushed(&mut self, op: u32, finished: &mut VecDeque<u32>) {
+        if let Some(done) = self.done.get_mut(op as usize).filter(|d| !**d) {
+            *done = true;
+            finished.extend(self.waiting.remove(&op).unwrap_or_default());
+        }
+    }
+}
+
 /// Moves the shared cores' one pending event to their next finish.
 fn reschedule_cpu(
     pool: &CpuPool,
@@ -350,11 +388,8 @@ pub fn play_watched(
     let mut queue: EventQueue<Event> = EventQueue::new();
     let mut finished: VecDeque<u32> = VecDeque::new();
     let mut sent: VecDeque<u32> = VecDeque::new();
-    // Per transfer op, whether its bytes have left their senders' hosts, and the ops waiting
-    // for that (`Op::pushed_of`).
     let mut pushed: VecDeque<u32> = VecDeque::new();
-    let mut was_pushed = vec![false; n_ops];
-    let mut awaiting_push: Vec<Vec<u32>> = vec![Vec::new(); n_ops];
+    let mut pushes = Pushes::new(schedule);
     let mut ready: VecDeque<u32> = (0..n_ops as u32)
         .filter(|&i| waiting[i as usize] == 0)
         .collect();
@@ -374,11 +409,7 @@ pub fn play_watched(
                 let now = queue.now();
                 timings[op as usize].start = now;
                 if let Some(of) = schedule.ops[op as usize].pushed_of {
-                    if was_pushed[of.0 as usize] {
-                        finished.push_back(op);
-                    } else {
-                        awaiting_push[of.0 as usize].push(op);
-                    }
+                    pushes.wait(of.0, op, &mut finished);
                     continue;
                 }
                 match schedule.ops[op as usize].kind {
@@ -439,8 +470,7 @@ pub fn play_watched(
                 continue;
             }
             if let Some(op) = pushed.pop_front() {
-                was_pushed[op as usize] = true;
-                finished.extend(awaiting_push[op as usize].drain(..));
+                pushes.pushed(op, &mut finished);
                 continue;
             }
             if let Some(op) = sent.pop_front() {
@@ -451,11 +481,7 @@ pub fn play_watched(
             }
             if let Some(op) = finished.pop_front() {
                 // Arrived is pushed too.
-                if !was_pushed[op as usize] {
-                    was_pushed[op as usize] = true;
-                    let waiting_ops = std::mem::take(&mut awaiting_push[op as usize]);
-                    finished.extend(waiting_ops);
-                }
+                pushes.pushed(op, &mut finished);
                 timings[op as usize].end = queue.now();
                 completed += 1;
                 connections.finished(op, &mut ready);
