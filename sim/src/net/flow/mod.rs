@@ -665,7 +665,7 @@ impl FlowModel {
         self.reschedule_push(ctx, slot);
         let b = &mut self.batches[slot as usize];
         if earliest.is_finite() {
-            let at = now.saturating_add(SimTime::from_ps((earliest * 1e12).ceil() as u64));
+            let at = secs_after(now, earliest);
             b.tx_event = Some(ctx.schedule(
                 at,
                 NetEvent::TxDone {
@@ -803,6 +803,11 @@ impl FlowModel {
         self.unsettled
             .extend(neighbours.into_iter().filter(|&n| n != slot));
     }
+}
+
+/// `secs` after `now`, rounded up to the next picosecond (saturating).
+fn secs_after(now: SimTime, secs: f64) -> SimTime {
+    now.saturating_add(SimTime::from_ps((secs * 1e12).ceil() as u64))
 }
 
 fn class_index(c: LinkClass) -> usize {

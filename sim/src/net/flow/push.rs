@@ -15,8 +15,7 @@
 //! Kept only where links have FIFO queues (the testbed's profiles); elsewhere a batch is pushed
 //! when it is sent.
 
-use super::{FlowModel, NetContext, NetEvent};
-use crate::engine::SimTime;
+use super::{secs_after, FlowModel, NetContext, NetEvent};
 
 /// The pace a flow over `path` pushes at beyond its rate: the slowest capacity before the
 /// path's slowest link (its first occurrence), where there is a link before it; 0 elsewhere.
@@ -75,9 +74,8 @@ impl FlowModel {
         if !latest.is_finite() {
             return;
         }
-        let at = now.saturating_add(SimTime::from_ps((latest * 1e12).ceil() as u64));
         b.push_event = Some(ctx.schedule(
-            at,
+            secs_after(now, latest),
             NetEvent::Pushed {
                 slot,
                 generation: b.generation,
