@@ -154,10 +154,11 @@ struct Batch {
     live: Vec<u32>,
     live_signature: u64,
     cap_bps: Vec<f64>,
-    /// Where links have FIFO queues (module `fifo`), per flow: the pace its sender pushes at
-    /// beyond its rate (the slowest link before its path's slowest, where that is faster than
-    /// the flow; 0 elsewhere: it pushes at its rate), and the bytes it has yet to push, valid
-    /// at `last_update` (module `push`).
+    /// Where links have FIFO queues (module `fifo`) and some flow's path slows after its first
+    /// link, per flow: the pace its sender pushes at beyond its rate (the slowest link before
+    /// its path's slowest, where that is faster than the flow; 0 elsewhere: it pushes at its
+    /// rate), and the bytes it has yet to push, valid at `last_update` (module `push`). Empty
+    /// otherwise: the batch is pushed when it is sent.
     push_ahead_bps: Vec<f64>,
     push_left: Vec<f64>,
     /// The pending [`NetEvent::Pushed`], and whether the batch's push was told.
@@ -388,9 +389,14 @@ impl FlowModel {
         b.remaining.resize(n, b.bytes as f64);
         b.live.extend(0..n as u32);
         if !self.fifo_posted.is_empty() {
-            b.push_left.resize(n, b.bytes as f64);
             b.push_ahead_bps
                 .extend((0..n).map(|f| push::ahead_bps(&self.link_capacity_bps, pat.path(f))));
+            // A batch none of whose flows slows further on is pushed when it is sent: no state.
+            if b.push_ahead_bps.iter().all(|&a| a == 0.0) {
+                b.push_ahead_bps.clear();
+            } else {
+                b.push_left.resize(n, b.bytes as f64);
+            }
         }
         let (bw_factor, max_flow_bps) = (b.bw_factor, b.max_flow_bps);
         b.cap_bps.extend((0..n).map(|f| {

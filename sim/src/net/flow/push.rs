@@ -12,8 +12,8 @@
 //! the model tells it ([`super::NetContext::batch_pushed`]). Not modelled: the TCP window
 //! bounding the queue (the capture's grew to about 750 KB), and a faster link shared with other
 //! flows slowing the push.
-//! Kept only where links have FIFO queues (the testbed's profiles); elsewhere a batch is pushed
-//! when it is sent.
+//! Kept only where links have FIFO queues (the testbed's profiles) and for batches with a flow
+//! whose path slows after its first link; elsewhere a batch is pushed when it is sent.
 
 use super::{secs_after, FlowModel, NetContext, NetEvent};
 
