@@ -233,6 +233,46 @@ if [[ $what == all || $what == mpi ]]; then
         --out data/runs/calibration/testbed_mpi_p2p_4ranks_copy${c}_launch$k.json
     done
   done
+  # More launches of the same (2026-11-30, evening; docs/testbed.md, "A slow step leaves the
+  # call slow"): a receive buffer allocated per repetition, 8 MiB exchanges, copies of 1 MiB,
+  # and eight ranks. Launch numbers continue those above.
+  P2P="$S mpi_p2p --repeats 10 --p2p-modes oneway,pairwise"
+  CAL_P2P=data/runs/calibration/testbed_mpi_p2p
+  for k in 1 2 3 4 5; do
+    $TB run --prefix mp $STAR -- $PY $P2P --ranks 4 --bytes 4194304 \
+      --out ${CAL_P2P}_4ranks_recvwarm_launch$k.json
+    $TB run --prefix mp $STAR -- $PY $P2P --ranks 4 --bytes 4194304 --fresh-recv \
+      --out ${CAL_P2P}_4ranks_recvfresh_launch$k.json
+  done
+  for k in 1 2 3 4 5; do
+    for f in "0" "16777216" "16777216 --fresh-recv"; do
+      set -- $f
+      tag=copy$1${2:+_freshrecv}
+      $TB run --prefix mp $STAR -- $PY $P2P --ranks 4 --bytes 8388608 --copy-first $f \
+        --out ${CAL_P2P}_4ranks_8m_${tag}_launch$k.json
+    done
+    $TB run --prefix mp $STAR -- $PY $P2P --ranks 4 --bytes 8388608 --fresh-recv \
+      --out ${CAL_P2P}_4ranks_8m_freshrecv_launch$k.json
+  done
+  for k in 6 7 8 9 10; do
+    for c in 0 16777216; do
+      $TB run --prefix mp $STAR -- $PY $P2P --ranks 4 --bytes 4194304 --copy-first $c \
+        --out ${CAL_P2P}_4ranks_copy${c}_launch$k.json
+    done
+  done
+  for k in 1 2 3 4 5; do
+    for c in 0 1048576 4194304 16777216; do
+      case $c in 0|16777216) l=$((k + 10));; 4194304) l=$((k + 5));; *) l=$k;; esac
+      $TB run --prefix mp $STAR -- $PY $P2P --ranks 4 --bytes 4194304 --copy-first $c \
+        --out ${CAL_P2P}_4ranks_copy${c}_launch$l.json
+    done
+  done
+  for k in 1 2 3 4 5; do
+    for c in 0 16777216; do
+      $TB run --prefix mp --set generator.n=8 $STAR -- $PY $P2P --ranks 8 --bytes 4194304 \
+        --copy-first $c --out ${CAL_P2P}_8ranks_copy${c}_launch$k.json
+    done
+  done
   $TB run --prefix mp $STAR -- $PY $S capture_mpi --op allgather --algorithms 4 \
     --bytes 1048576 --repeats 10 --name ring_1m
   # Which mode each exchange between partners runs in, by how far apart they post

@@ -9,7 +9,10 @@ an even number), each timed from a barrier to a barrier; prints JSON on rank 0. 
 rank 0's Send returned and when rank 1's Recv completed (CLOCK_MONOTONIC, one clock across the
 namespaces), so what the sender's socket still held when its Send completed can be read off.
 With --copy-first B every rank copies B bytes into freshly allocated memory between the barrier
-and the pairwise exchange."""
+and the pairwise exchange; with --fresh-recv the pairwise exchange receives into a buffer
+allocated for that repetition (as OpenMPI's all-reduces and reduce_scatters receive their
+first exchange into a temporary buffer they allocate per call), not into one kept across
+repetitions."""
 import argparse
 import json
 import time
@@ -27,6 +30,8 @@ ap.add_argument("--copy-first", type=int, default=0,
                 help="pairwise: every rank first copies this many bytes into fresh memory (as "
                      "OpenMPI's all-reduces copy their vector into a new buffer before their "
                      "first exchange)")
+ap.add_argument("--fresh-recv", action="store_true",
+                help="pairwise: receive into a buffer allocated for the repetition")
 ap.add_argument("--modes", default="",
                 help="comma-separated subset of oneway,sendrecv,ring,ring_steps,pairwise (default: all "
                      "that the rank count allows)")
@@ -65,7 +70,8 @@ for nbytes in a.bytes:
                 if a.copy_first:
                     fresh = np.empty(a.copy_first // 4, dtype=np.float32)
                     np.copyto(fresh, src[: fresh.size])
-                comm.Sendrecv(x, me ^ 1, recvbuf=y, source=me ^ 1)
+                into = np.empty_like(x) if a.fresh_recv else y
+                comm.Sendrecv(x, me ^ 1, recvbuf=into, source=me ^ 1)
             elif mode == "ring_steps":
                 for _ in range(2 * (n - 1)):
                     comm.Sendrecv(x, (me + 1) % n, recvbuf=y, source=(me - 1) % n)
@@ -89,4 +95,5 @@ for nbytes in a.bytes:
     results.append(row)
 if me == 0:
     print(json.dumps({"ranks": n, "skew_ms": a.skew_ms, "copy_first_bytes": a.copy_first,
+                      "fresh_recv": a.fresh_recv,
                       "results": results}), flush=True)

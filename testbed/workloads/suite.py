@@ -4,7 +4,7 @@
   suite.py mpi --out data/runs/X.csv [--op allreduce|bcast|allgather|reduce_scatter|barrier]
                                        [--algorithms 0,1,4,6]
                                        [--launches K] [--bytes ...]
-  suite.py mpi_p2p [--ranks N] [--skew-ms MS] [--copy-first B] [--bind free|share|apart] [--p2p-modes M,..]
+  suite.py mpi_p2p [--ranks N] [--skew-ms MS] [--copy-first B] [--fresh-recv] [--bind free|share|apart] [--p2p-modes M,..]
                                        [--out ...]  (Send vs
                                        Sendrecv vs ring vs pairwise exchanges, OpenMPI)
   suite.py gloo_p2p --pairs 0:2,1:3 --name NAME  (gloo isend/irecv exchanges, one pair's socket)
@@ -278,6 +278,8 @@ def mpi_p2p(a):
     n = a.ranks or int(os.environ["DTSIM_TESTBED_RANKS"])
     args = ["--repeats", str(a.repeats), "--skew-ms", str(a.skew_ms), "--modes", a.p2p_modes,
             "--copy-first", str(a.copy_first), "--bytes"] + [str(b) for b in a.bytes]
+    if a.fresh_recv:
+        args.append("--fresh-recv")
     cmd, hostfile = mpirun(hs, n, [], "mpi_p2p.py", args)
     # The pairwise exchange's partners (rank ^ 1) on one core, on different cores, or free.
     cmd = pinned(cmd, a.bind)
@@ -959,6 +961,9 @@ def main():
     ap.add_argument("--copy-first", type=int, default=0,
                     help="mpi_p2p: every rank copies this many bytes into fresh memory before "
                          "the pairwise exchange")
+    ap.add_argument("--fresh-recv", action="store_true",
+                    help="mpi_p2p: the pairwise exchange receives into a buffer allocated for "
+                         "each repetition")
     ap.add_argument("--p2p-modes", default="",
                     help="mpi_p2p: which exchanges to time (mpi_p2p.py --modes; default all)")
     ap.add_argument("--bind", choices=["free", "share", "apart"], default="free",
