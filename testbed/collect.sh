@@ -273,6 +273,14 @@ if [[ $what == all || $what == mpi ]]; then
         --copy-first $c --out ${CAL_P2P}_8ranks_copy${c}_launch$k.json
     done
   done
+  for k in 1 2 3 4 5; do
+    for c in 0 16777216; do
+      $TB run --prefix mp --set generator.n=6 $STAR -- $PY $P2P --ranks 6 --bytes 4194304 \
+        --copy-first $c --out ${CAL_P2P}_6ranks_copy${c}_launch$k.json
+      $TB run --prefix mp $STAR -- $PY $P2P --ranks 4 --bytes 4194304 --copy-first $c \
+        --bind share --out ${CAL_P2P}_4ranks_bind_share_copy${c}_launch$k.json
+    done
+  done
   $TB run --prefix mp $STAR -- $PY $S capture_mpi --op allgather --algorithms 4 \
     --bytes 1048576 --repeats 10 --name ring_1m
   # Which mode each exchange between partners runs in, by how far apart they post
