@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Records the testbed datasets in data/runs/ and the testbed profiles in data/profiles/ (root).
-# Usage: testbed/collect.sh [link|collectives|mpi|training|trace|heldout|slow_host|barrier|all]
+# Usage: testbed/collect.sh [link|collectives|mpi|training|trace|heldout|slow_host|three_leaf_200|
+#   barrier|all]
 # (default all)
 # The link profiles come from `calibrate import iperf3` on the testbed's own iperf3 --json and
 # ping-pong logs (suite.py link; logs in data/runs/calibration/). The host0-host1 path is two
@@ -604,6 +605,24 @@ if [[ $what == all || $what == heldout || $what == slow_host ]]; then
     --nominal-bw 200Mbps --out $PSLOW \
     --measured-on "the dtsim testbed ($SLOW, shaper htb), host 2 pinging host 0 while it streams to host 1"
   held_out_collectives $SLOW $PSLOW slow_host 0,6
+fi
+if [[ $what == all || $what == heldout || $what == three_leaf_200 ]]; then
+  # A ninth topology, recorded on 2026-11-30 (the thirty-eighth session) with the models as
+  # they were: three leaves of 2 hosts with every link at 200 Mbit/s (each leaf 2:1, the 2:1
+  # leaves with a third leaf). Its profile measured as every held-out topology's, the FIFO
+  # head by host 2 pinging its leaf's other host while it streams to host 0 across the uplinks,
+  # then the held-out collectives. `three_leaf_200` records only this.
+  LEAF3_200=testbed/topologies/three_leaf_200mbit.toml
+  P3_200=data/profiles/testbed_three_leaf_200mbit.json
+  CAL=${DTSIM_CALIBRATE_BIN:-target/debug/calibrate}
+  held_out_profile $LEAF3_200 $P3_200 200Mbps \
+    262144 393216 524288 786432 1048576 1572864 2097152 4194304
+  $TB run $LEAF3_200 -- $PY $S packet_wait --ping 2:3 --through 2:0 --beside 2:4 --pings 400 \
+    --launches 3 --out data/runs/calibration/testbed_three_leaf_200mbit.packet_wait_own_egress.json
+  $CAL import own-egress data/runs/calibration/testbed_three_leaf_200mbit.packet_wait_own_egress.json \
+    --nominal-bw 200Mbps --out $P3_200 \
+    --measured-on "the dtsim testbed ($LEAF3_200, shaper htb), host 2 pinging host 3 while it streams to host 0 and to host 4"
+  held_out_collectives $LEAF3_200 $P3_200 three_leaf_200 0,6
 fi
 if [[ $what == all || $what == barrier ]]; then
   # Barriers, recorded after dtsim's barrier was built and scored as they are
