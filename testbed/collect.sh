@@ -623,6 +623,10 @@ if [[ $what == all || $what == heldout || $what == three_leaf_200 ]]; then
     --nominal-bw 200Mbps --out $P3_200 \
     --measured-on "the dtsim testbed ($LEAF3_200, shaper htb), host 2 pinging host 3 while it streams to host 0 and to host 4"
   held_out_collectives $LEAF3_200 $P3_200 three_leaf_200 0,6
+  # What its OpenMPI rings' answers wait for between the leaves, every host and switch port
+  # captured (docs/testbed.md, "Held out: three leaves at 200 Mbit/s").
+  $TB run --prefix mp $LEAF3_200 -- $PY $S capture_mpi --op allgather --algorithms 4 \
+    --bytes 1048560 --repeats 10 --name ring_ag_1m
 fi
 if [[ $what == all || $what == barrier ]]; then
   # Barriers, recorded after dtsim's barrier was built and scored as they are
