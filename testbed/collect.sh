@@ -627,6 +627,11 @@ if [[ $what == all || $what == heldout || $what == three_leaf_200 ]]; then
   # captured (docs/testbed.md, "Held out: three leaves at 200 Mbit/s").
   $TB run --prefix mp $LEAF3_200 -- $PY $S capture_mpi --op allgather --algorithms 4 \
     --bytes 1048560 --repeats 10 --name ring_ag_1m
+  # And gloo's all_gather's small messages, there and on the star.
+  for t in $LEAF3_200 $STAR; do
+    $TB run $t -- $PY $S capture_mpi --gloo-method allgather --bytes 1048576 --repeats 10 \
+      --name allgather_1m
+  done
 fi
 if [[ $what == all || $what == barrier ]]; then
   # Barriers, recorded after dtsim's barrier was built and scored as they are

@@ -11,7 +11,8 @@
   suite.py call_gaps --methods allreduce,broadcast  (each rank's idle time between timed calls)
   suite.py capture --methods allreduce --bytes 262144 --name NAME  (every host's egress, per link)
   suite.py capture_mpi --op allgather --algorithms 4 --bytes 1048560 --name NAME  (OpenMPI's
-                                       rendezvous messages, each sent and arrived, every host)
+                                       rendezvous messages, each sent and arrived, every host and
+                                       switch port; --gloo-method M: gloo's, its notifications)
   suite.py shaper_gap --name star  (one send after an idle gap, with or without a small message
                                        first: the shaper's token bucket, what spends it)
   suite.py mpi_call_gaps --bytes 65536 262144 1048576  (OpenMPI: when each rank ends one timed
@@ -605,7 +606,9 @@ def capture_mpi(a):
     and for each answer when it left every switch port it crossed (the egress of the veth
     end `PREFIX-<k>a` carries link k of the topology file from its first device to its
     second, `PREFIX-<k>b` back). What it shows: how long an answer takes to cross (behind which queues), and how long a
-    sender takes to send once its answer is in."""
+    sender takes to send once its answer is in. With --gloo-method M it captures gloo's
+    collective M (gloo_collectives.py) instead, its 48-byte notifications (the receiver's
+    NOTIFY_RECV_READY, which the payload waits for) in the answers' place."""
     import re
     n = int(os.environ["DTSIM_TESTBED_RANKS"])
     hs = tb.hosts()[:n]
@@ -613,6 +616,9 @@ def capture_mpi(a):
     line = re.compile(r"([\d.]+) IP ([\d.]+)\.\d+ > ([\d.]+)\.\d+: .* length (\d+)")
     rank_of = {h[2]: h[0] for h in hs}
     alg = int(a.algorithms.split(",")[0])
+    # The handshake's message sizes on the wire: OpenMPI's request and answer, gloo's notification.
+    kinds = {48: "answer"} if a.gloo_method else {40: "request", 64: "answer"}
+    answer_bytes = next(b for b, k in kinds.items() if k == "answer")
     load0 = tb.load1()
     caps = [subprocess.Popen(["ip", "netns", "exec", ns, "tcpdump", "-i", iface, "-n", "-Q",
                               "inout", "-s", "96", "-w", os.path.join(workdir, f"{r}.pcap")],
@@ -629,7 +635,13 @@ def capture_mpi(a):
                                os.path.join(workdir, f"port-{port}.pcap")],
                               stderr=subprocess.DEVNULL) for port in ports]
     time.sleep(1.0)
-    cmd, out = run_mpi_collective(hs, n, a, alg)
+    if a.gloo_method:
+        args = ["--method", a.gloo_method, "--repeats", str(a.repeats), "--bytes"] + \
+            [str(b) for b in a.bytes]
+        out = tb.launch("gloo_collectives.py", args, n, timeout=900)
+        cmd = ["gloo_collectives.py"] + args
+    else:
+        cmd, out = run_mpi_collective(hs, n, a, alg)
     time.sleep(0.5)
     for c in caps:
         c.terminate()
@@ -652,7 +664,7 @@ def capture_mpi(a):
                                "-tt"], capture_output=True, text=True).stdout
         for m in line.finditer(text):
             src, dst = rank_of.get(m.group(2)), rank_of.get(m.group(3))
-            if src is not None and dst is not None and int(m.group(4)) == 64:
+            if src is not None and dst is not None and int(m.group(4)) == answer_bytes:
                 left_port.setdefault((src, dst, port), []).append(float(m.group(1)))
     shutil.rmtree(workdir, ignore_errors=True)
     t0 = min(t for pk in sent.values() for t, _ in pk)
@@ -661,7 +673,7 @@ def capture_mpi(a):
         offset, cur = 0, None
         for t, size in pk:
             offset += size
-            kind = {40: "request", 64: "answer"}.get(size, "data" if size > 1000 else "other")
+            kind = kinds.get(size, "data" if size > 1000 else "other")
             if kind == "data" and cur is not None and cur["kind"] == "data":
                 cur["bytes"] += size
                 cur["end_offset"] = offset
@@ -715,11 +727,14 @@ def capture_mpi(a):
               f"{c[3] * 1e3:.2f}); data left a median "
               f"{(r[1] * 1e3 if r else float('nan')):.2f} ms after the answer arrived", flush=True)
     secs = {res["bytes"]: tb.summary(res["secs"]) for res in out["results"]}
+    what = f"gloo {a.gloo_method}" if a.gloo_method else f"{a.op} {MPI_ALGORITHMS[a.op][alg]}"
     for b, (med, lo, hi) in secs.items():
-        print(f"{a.op} {MPI_ALGORITHMS[a.op][alg]} {b} B: median {med * 1e3:.2f} ms "
-              f"({lo * 1e3:.2f}-{hi * 1e3:.2f})", flush=True)
-    write_log(a.out or calibration_log(f"testbed_{tb.topology_stem()}.capture_mpi_{a.name}.json"),
-              {"ranks": n, "op": a.op, "algorithm": MPI_ALGORITHMS[a.op][alg], "ports": ports,
+        print(f"{what} {b} B: median {med * 1e3:.2f} ms ({lo * 1e3:.2f}-{hi * 1e3:.2f})",
+              flush=True)
+    library = "gloo" if a.gloo_method else "mpi"
+    write_log(a.out or calibration_log(f"testbed_{tb.topology_stem()}.capture_{library}_{a.name}.json"),
+              {"ranks": n, "op": a.gloo_method or a.op,
+               "algorithm": "gloo" if a.gloo_method else MPI_ALGORITHMS[a.op][alg], "ports": ports,
                "bytes": a.bytes, "repeats": a.repeats,
                "call_secs_median_min_max": {str(b): v for b, v in secs.items()},
                "per_connection": summary, "messages": messages}, load0, " ".join(cmd))
@@ -964,6 +979,9 @@ def main():
     ap.add_argument("--fresh-recv", action="store_true",
                     help="mpi_p2p: the pairwise exchange receives into a buffer allocated for "
                          "each repetition")
+    ap.add_argument("--gloo-method", default="",
+                    help="capture_mpi: capture this gloo collective (gloo_collectives.py --method) "
+                         "instead of an OpenMPI one")
     ap.add_argument("--p2p-modes", default="",
                     help="mpi_p2p: which exchanges to time (mpi_p2p.py --modes; default all)")
     ap.add_argument("--bind", choices=["free", "share", "apart"], default="free",
