@@ -51,6 +51,27 @@ held_out_profile() {
     --measured-on "the machine that runs the dtsim testbed's hosts ($(nproc) cores), $STAR with 4 and 8 hosts" \
     --out $prof
 }
+# A host's FIFO head measured directly (docs/testbed.md, "A host's answer behind its own
+# stream"): host FROM's 1-byte ping to host TO waiting behind its own stream to THROUGH (and,
+# in the second phase, to BESIDE), three launches of 2 x 400 pings, imported into each PROFILE.
+# Usage: own_egress TOPOLOGY_STEM NOMINAL_MBPS FROM:TO THROUGH BESIDE PROFILE...
+own_egress() {
+  local t=$1 mbps=$2 ping=$3 through=$4 beside=$5
+  shift 5
+  local from=${ping%%:*} to=${ping##*:}
+  local log=data/runs/calibration/testbed_$t.packet_wait_own_egress.json
+  local streams="host $through"
+  if [[ $beside != "$through" ]]; then
+    streams+=" and to host $beside"
+  fi
+  $TB run testbed/topologies/$t.toml -- $PY $S packet_wait --ping $ping --through $from:$through \
+    --beside $from:$beside --pings 400 --launches 3 --out $log
+  local p
+  for p in "$@"; do
+    $CAL import own-egress $log --nominal-bw ${mbps}Mbps --out $p \
+      --measured-on "the dtsim testbed (testbed/topologies/$t.toml, shaper htb), host $from pinging host $to while it streams to $streams"
+  done
+}
 # A held-out topology's collectives, recorded as every held-out topology's are: gloo's
 # all-reduce, broadcast, all_gather and reduce, then OpenMPI's all-reduce (the rules, ring),
 # all_gather (the rules, ring), broadcast (the rules and BCAST_ALGS) and reduce_scatter (the
@@ -573,14 +594,7 @@ if [[ $what == all || $what == heldout ]]; then
       "two_level_2to1 200 1 3" "three_leaf_100mbit_uplinks 300 3 3" "two_leaf_120mbit 120 1 1" \
       "two_leaf_150mbit 150 1 1"; do
     set -- $spec
-    $TB run testbed/topologies/$1.toml -- $PY $S packet_wait --ping 2:0 --through 2:$3 \
-      --beside 2:$4 --pings 400 --launches 3 \
-      --out data/runs/calibration/testbed_$1.packet_wait_own_egress.json
-    for p in data/profiles/testbed_$1*.json; do
-      $CAL import own-egress data/runs/calibration/testbed_$1.packet_wait_own_egress.json \
-        --nominal-bw ${2}Mbps --out $p \
-        --measured-on "the dtsim testbed (testbed/topologies/$1.toml, shaper htb), host 2 pinging host 0 while it streams to host $3 and to host $4"
-    done
+    own_egress $1 $2 2:0 $3 $4 data/profiles/testbed_$1*.json
   done
   # The same ping while host 2 streams across the 100 Mbit/s link between the leaves: its own
   # 150 Mbit/s link is not full, and nothing stands queued there (a check, not imported).
@@ -599,11 +613,7 @@ if [[ $what == all || $what == heldout || $what == slow_host ]]; then
   CAL=${DTSIM_CALIBRATE_BIN:-target/debug/calibrate}
   held_out_profile $SLOW $PSLOW 200Mbps \
     262144 393216 524288 786432 1048576 1572864 2097152 4194304
-  $TB run $SLOW -- $PY $S packet_wait --ping 2:0 --through 2:1 --beside 2:1 --pings 400 \
-    --launches 3 --out data/runs/calibration/testbed_star4_slow_host.packet_wait_own_egress.json
-  $CAL import own-egress data/runs/calibration/testbed_star4_slow_host.packet_wait_own_egress.json \
-    --nominal-bw 200Mbps --out $PSLOW \
-    --measured-on "the dtsim testbed ($SLOW, shaper htb), host 2 pinging host 0 while it streams to host 1"
+  own_egress star4_slow_host 200 2:0 1 1 $PSLOW
   held_out_collectives $SLOW $PSLOW slow_host 0,6
 fi
 if [[ $what == all || $what == heldout || $what == three_leaf_200 ]]; then
@@ -617,11 +627,7 @@ if [[ $what == all || $what == heldout || $what == three_leaf_200 ]]; then
   CAL=${DTSIM_CALIBRATE_BIN:-target/debug/calibrate}
   held_out_profile $LEAF3_200 $P3_200 200Mbps \
     262144 393216 524288 786432 1048576 1572864 2097152 4194304
-  $TB run $LEAF3_200 -- $PY $S packet_wait --ping 2:3 --through 2:0 --beside 2:4 --pings 400 \
-    --launches 3 --out data/runs/calibration/testbed_three_leaf_200mbit.packet_wait_own_egress.json
-  $CAL import own-egress data/runs/calibration/testbed_three_leaf_200mbit.packet_wait_own_egress.json \
-    --nominal-bw 200Mbps --out $P3_200 \
-    --measured-on "the dtsim testbed ($LEAF3_200, shaper htb), host 2 pinging host 3 while it streams to host 0 and to host 4"
+  own_egress three_leaf_200mbit 200 2:3 0 4 $P3_200
   held_out_collectives $LEAF3_200 $P3_200 three_leaf_200 0,6
   # What its OpenMPI rings' answers wait for between the leaves, every host and switch port
   # captured (docs/testbed.md, "Held out: three leaves at 200 Mbit/s").
