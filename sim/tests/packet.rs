@@ -572,8 +572,9 @@ fn bad_packet_options_are_refused_naming_the_field() {
 fn a_testbed_profile_plays_in_the_packet_model_and_a_size_table_is_refused() {
     // gloo's ring all-reduce of 4 MiB on the testbed star with its measured profile: the
     // packet model plays each link at its measured payload rate (95.65% of 200 Mbit/s), within
-    // 1.5% of the flow model, where the nominal rate would be 4% faster. (The flow model also
-    // plays the shapers' 2 ms bursts, which the packet model does not: 1.1% of this call.)
+    // 2% of the flow model, where the nominal rate would be 4% faster. (The flow model also
+    // plays the shapers' 2 ms bursts, which the packet model does not: 1.1% of this call; and
+    // each reports the median of its own 101 plays of the hosts' wake-ups: 1.7% apart here.)
     let dir = std::env::temp_dir().join(format!("dtsim-packet-profile-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -602,7 +603,7 @@ fn a_testbed_profile_plays_in_the_packet_model_and_a_size_table_is_refused() {
     };
     let flow = time(&[]);
     let packet = time(&["--set", "network.model=packet"]);
-    assert!((packet / flow - 1.0).abs() < 0.015, "{packet} vs {flow}");
+    assert!((packet / flow - 1.0).abs() < 0.02, "{packet} vs {flow}");
     let wire = 1.5 * 4.0 * 8.0 * 1048576.0 / 200e6 * 1e12;
     assert!(packet > wire / 0.9565 * 0.99, "{packet} vs {wire}");
 

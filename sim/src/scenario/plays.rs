@@ -1,8 +1,15 @@
-//! Which of a call's plays a run reports: where a call runs one of several equally likely ways
-//! (a root's entry orders) and each way is played several times with other random draws (the
-//! hosts' wake-ups), the run's time is the median over the ways of each way's median play.
+//! A call's plays and which of them a run reports: each play timed on its own, or after its
+//! own play of the harness's barrier ([`play_timed`]); where a call runs one of several equally
+//! likely ways (a root's entry orders) and each way is played several times with other random
+//! draws (the hosts' wake-ups), the run's time is the median over the ways of each way's
+//! median play ([`median_play`]).
 
+use crate::collective::benchmark_loop;
+use crate::collective::play::{play_watched, PlayError, PlayOptions, Watch};
+use crate::collective::Schedule;
 use crate::engine::SimTime;
+use crate::net::NetworkModel;
+use crate::topology::DeviceId;
 
 /// The median of plays' ends (each play's end and index; `per_way` consecutive plays one way
 /// the call runs): each way's lower-median play stands for it, and the median of those is
@@ -28,6 +35,30 @@ fn median_low(plays: &[(SimTime, usize)]) -> (SimTime, usize) {
     let mut sorted = plays.to_vec();
     sorted.sort();
     sorted[(sorted.len() - 1) / 2]
+}
+
+/// Mixed into the scenario's seed for the harness barrier's wake-ups, so that barrier play k
+/// does not draw what call play k draws.
+pub(super) const BARRIER_SEED: u64 = 0x0062_6172_7269_6572; // "barrier" in ASCII
+
+/// When `schedule` ends played on `net`: alone, or with a `barrier`, as the second of two calls
+/// a barrier apart, from the barrier's end ([`benchmark_loop`]).
+pub(super) fn play_timed(
+    schedule: &Schedule,
+    barrier: Option<&Schedule>,
+    endpoints: &[DeviceId],
+    net: &mut dyn NetworkModel,
+    options: PlayOptions,
+    watch: Watch,
+) -> Result<SimTime, PlayError> {
+    let Some(barrier) = barrier else {
+        return Ok(play_watched(schedule, endpoints, net, options, watch)?.end);
+    };
+    let (out, timed_from) =
+        benchmark_loop::play_after_barrier(schedule, barrier, endpoints, net, options, watch)?;
+    Ok(SimTime::from_ps(
+        out.end.as_ps() - out.ops[timed_from.0 as usize].end.as_ps(),
+    ))
 }
 
 #[cfg(test)]

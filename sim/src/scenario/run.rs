@@ -492,8 +492,9 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
     // whose times bound what a launch does (see `library::mpi`).
     let mut exchange_opts: Option<library::LibraryOptions> = None;
     let mut placed: Vec<(String, DeviceId)> = Vec::new();
-    // Timed after the same call and the library's barrier: that barrier's schedule.
-    let mut barrier: Option<Schedule> = None;
+    // Timed after the same call and the library's barrier: that barrier's schedule, one per play
+    // of the call where its wake-ups are drawn (each play after a barrier of its own draws).
+    let mut barriers: Vec<Schedule> = Vec::new();
     let timing = s
         .file
         .collective
@@ -520,7 +521,7 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
                 algorithm: crate::collective::Algorithm::Direct,
                 slices: 1,
             };
-            barrier = Some(generate(&spec, n, &fabric).map_err(collective_error)?);
+            barriers.push(generate(&spec, n, &fabric).map_err(collective_error)?);
         }
         generate(&spec, n, &fabric).map_err(collective_error)?
     } else {
@@ -547,15 +548,24 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
             );
         let plan = plan_with(model.as_mut(), &opts)?;
         if timing == CallTiming::AfterBarrier {
-            // The harness's barrier: the library's default, whatever the call forces.
-            // One play of it: every play of the call runs after the same barrier.
+            // The harness's barrier: the library's default, whatever the call forces. A play of
+            // it per play of the call, drawn from a seed of their own: which rank leaves the
+            // barrier late is a draw like the call's own, and one barrier shared by every play
+            // moved all of them together (the 1:1 leaves' 16 MiB multiring -3.8% or -14.9% by
+            // the seed alone).
             let barrier_opts = library::LibraryOptions {
                 algorithm: None,
                 ring_orders: Vec::new(),
                 ..opts.clone()
             }
-            .with_wake_ups(&prep.profile, s.file.seed, 1);
-            barrier = Some(plan_request(model.as_mut(), &barrier_request, &barrier_opts)?.schedule);
+            .with_wake_ups(
+                &prep.profile,
+                s.file.seed ^ super::plays::BARRIER_SEED,
+                1 + plan.alternatives.len(),
+            );
+            let played = plan_request(model.as_mut(), &barrier_request, &barrier_opts)?;
+            barriers.push(played.schedule);
+            barriers.extend(played.alternatives);
         }
         if library == Library::Mpi
             && matches!(opts.mpi_exchanges, Exchanges::Median | Exchanges::Expected)
@@ -620,11 +630,13 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
         max_bytes,
         ..Watch::default()
     };
-    let time_on_own_network = |schedule: &Schedule| -> Result<SimTime, RunError> {
+    // Play i's barrier (the barrier's plays as many as the call's, or one for all).
+    let barrier_of = |i: usize| (!barriers.is_empty()).then(|| &barriers[i % barriers.len()]);
+    let time_on_own_network = |schedule: &Schedule, i: usize| -> Result<SimTime, RunError> {
         let mut m = network_model(s, &prep)?;
-        play_timed(
+        super::plays::play_timed(
             schedule,
-            barrier.as_ref(),
+            barrier_of(i),
             &endpoints,
             m.as_mut(),
             play_options,
@@ -642,7 +654,7 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
             let played: Vec<Result<(SimTime, usize), RunError>> = plays
                 .par_iter()
                 .enumerate()
-                .map(|(i, play)| time_on_own_network(play).map(|end| (end, i)))
+                .map(|(i, play)| time_on_own_network(play, i).map(|end| (end, i)))
                 .collect();
             played.into_iter().collect()
         };
@@ -653,6 +665,7 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
     // far apart meet at their medians' mean and not at the draws' extremes. An estimate
     // (--dry-run) is the first play's alone.
     let mut schedule = schedule;
+    let mut median_index = 0;
     let mut median_of: Option<(usize, SimTime, SimTime, SimTime)> = None;
     if !alternatives.is_empty() && !watch.estimate_only {
         let ends = play_all(&schedule, &alternatives)?;
@@ -661,6 +674,7 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
         let fastest = ends.iter().map(|e| e.0).min().unwrap_or(median);
         let slowest = ends.iter().map(|e| e.0).max().unwrap_or(median);
         median_of = Some((k, median, fastest, slowest));
+        median_index = lo;
         if lo > 0 {
             schedule = alternatives.swap_remove(lo - 1);
         }
@@ -671,7 +685,7 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
     // Timed in its loop: the report's times and timeline are the timed call's; the traffic
     // and the link series stay the call's alone (the loop's would count the call twice).
     let mut alone_end: Option<SimTime> = None;
-    if let Some(barrier) = barrier.as_ref().filter(|_| !watch.estimate_only) {
+    if let Some(barrier) = barrier_of(median_index).filter(|_| !watch.estimate_only) {
         alone_end = Some(outcome.end);
         // The call in its loop (the median play's, where there are several): its timeline.
         let mut m = network_model(s, &prep)?;
@@ -780,24 +794,4 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
     }
     report.link_series = series;
     Ok(report)
-}
-
-/// When `schedule` ends played on `net`: alone, or with a `barrier`, as the second of two calls
-/// a barrier apart, from the barrier's end ([`benchmark_loop`]).
-fn play_timed(
-    schedule: &Schedule,
-    barrier: Option<&Schedule>,
-    endpoints: &[DeviceId],
-    net: &mut dyn NetworkModel,
-    options: PlayOptions,
-    watch: Watch,
-) -> Result<SimTime, PlayError> {
-    let Some(barrier) = barrier else {
-        return Ok(play_watched(schedule, endpoints, net, options, watch)?.end);
-    };
-    let (out, timed_from) =
-        benchmark_loop::play_after_barrier(schedule, barrier, endpoints, net, options, watch)?;
-    Ok(SimTime::from_ps(
-        out.end.as_ps() - out.ops[timed_from.0 as usize].end.as_ps(),
-    ))
 }

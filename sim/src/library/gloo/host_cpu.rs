@@ -42,11 +42,30 @@ use super::PREAMBLE_BYTES;
 use crate::collective::{OpId, OpKind, PatternId, Schedule};
 use crate::engine::{SimRng, SimTime};
 
-/// Plays of a call whose receivers draw their wake-ups (a run reports the median one). The
-/// median of the plays is a sample too: over five seeds the testbed's 123 groups scored 65-74
-/// within the bar at 25 and 49 plays and 67-72 at 101, so more plays buy little for their
-/// cost (each is a whole play of the call).
-pub const WAKE_UP_PLAYS: usize = 25;
+/// Plays of a call whose receivers draw their wake-ups (a run reports the median one), at
+/// most. The median of the plays is a sample too, and a small call's plays spread wide (the
+/// star's 256 KiB all_gather at 400 Mbit/s: 2.6-8.4 ms, where a few long wake-ups on its
+/// path decide): at 25 plays drawn independently, five seeds put that row's error at +2% to
+/// +34% and the testbed's 188 groups at 107-116 within the bar. Drawn stratified
+/// ([`WakeUps::draws`]), each play after its own barrier, at 101 plays: 114-115 in all five,
+/// a row's error across seeds 0.15 points apart on average (0.77 before), the largest 13.
+pub const WAKE_UP_PLAYS: usize = 101;
+
+/// The fewest plays of a call with wake-ups, however large ([`plays_for`]).
+pub const WAKE_UP_PLAYS_AT_LEAST: usize = 25;
+
+/// Flows (a transfer's pairs, summed over a play's transfers) that a call's plays may carry
+/// together before they are cut below [`WAKE_UP_PLAYS`]: a large call's plays spread less
+/// (its many draws average out) and each costs more.
+pub const WAKE_UP_PLAY_FLOWS: usize = 2_000_000;
+
+/// Plays of a call whose one play carries `flows` flows, asked for `asked`: all of them while
+/// the plays carry at most [`WAKE_UP_PLAY_FLOWS`] together, fewer beyond, never under
+/// [`WAKE_UP_PLAYS_AT_LEAST`] (or `asked`, where it asked for fewer).
+pub fn plays_for(asked: usize, flows: usize) -> usize {
+    let affordable = WAKE_UP_PLAY_FLOWS / flows.max(1);
+    asked.min(affordable.max(WAKE_UP_PLAYS_AT_LEAST)).max(1)
+}
 
 /// The wake-up delays a message's receiver draws (the profile's `network.host_wake_up`) and
 /// the seed its plays draw from.
@@ -54,20 +73,53 @@ pub const WAKE_UP_PLAYS: usize = 25;
 pub struct WakeUps {
     /// Evenly spaced quantiles of the extra delay, seconds, ascending.
     pub extra_secs_quantiles: Arc<[f64]>,
-    /// The scenario's seed: play `k` draws from its stream `k`.
+    /// The scenario's seed (a harness barrier's plays: a seed of their own).
     pub seed: u64,
-    /// Plays of each call (at least 1): a run's, [`WAKE_UP_PLAYS`]; a training step plays one.
+    /// Plays of each call asked for (at least 1): a run's, [`WAKE_UP_PLAYS`]; a training step
+    /// plays one.
     pub plays: usize,
 }
 
 impl WakeUps {
-    /// The draws of play `play`: each a quantile picked uniformly.
-    pub fn draws(&self, play: u64) -> impl FnMut() -> SimTime + '_ {
-        // A seed of the wake-ups' own (fork ignores the stream), then the play's stream of it.
-        let own_seed = SimRng::new(self.seed, 0).fork("gloo wake-ups").next_u64();
-        let mut rng = SimRng::new(own_seed, play);
+    /// The draws of play `play` of `plays`, stratified (Latin hypercube sampling): the
+    /// quantiles' range is cut into `plays` equal strata, and the `j`-th draw of each play
+    /// falls in a stratum of its own, a permutation of the plays (`a·play + b mod plays`, `a`
+    /// prime to `plays`, both drawn per `j`) deciding which, uniform within it. Each message's
+    /// wake-up then covers its distribution evenly over the plays, its tail included in one of
+    /// them, where independent draws leave some plays with several long wake-ups and others
+    /// with none, and the plays' median less steady (see [`WAKE_UP_PLAYS`]). A single play
+    /// draws from the whole range.
+    pub fn draws(&self, play: u64, plays: u64) -> impl FnMut() -> SimTime + '_ {
+        // A seed of the wake-ups' own (fork ignores the stream), then the play's stream of it;
+        // the permutations come from a stream shared by every play.
+        let own = SimRng::new(self.seed, 0).fork("gloo wake-ups");
+        let mut strata = own.fork("strata");
+        let mut rng = SimRng::new(own.clone().next_u64(), play);
         let q = &self.extra_secs_quantiles;
-        move || SimTime::from_secs_f64(q[rng.below(q.len() as u64) as usize])
+        let plays = plays.max(1);
+        let play = play % plays;
+        move || {
+            let stratum = if plays > 1 {
+                let mut a = 1 + strata.below(plays - 1);
+                while gcd(a, plays) != 1 {
+                    a = a % (plays - 1) + 1;
+                }
+                (a * play + strata.below(plays)) % plays
+            } else {
+                0
+            };
+            let u = (stratum as f64 + rng.unit_f64()) / plays as f64;
+            let i = ((u * q.len() as f64) as usize).min(q.len() - 1);
+            SimTime::from_secs_f64(q[i])
+        }
+    }
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
     }
 }
 
@@ -225,8 +277,47 @@ mod tests {
     }
 
     fn first_draws(w: &WakeUps, play: u64) -> Vec<SimTime> {
-        let mut draw = w.draws(play);
+        let mut draw = w.draws(play, w.plays as u64);
         (0..64).map(|_| draw()).collect()
+    }
+
+    #[test]
+    fn over_the_plays_each_draw_meets_every_stratum_of_its_distribution_once() {
+        // 25 quantiles, 1 ms apart, and 25 plays: a stratum is one quantile, so the j-th
+        // draws of the 25 plays are the 25 quantiles in some order, another for each j.
+        let w = WakeUps {
+            extra_secs_quantiles: (0..25).map(|i| i as f64 * 1e-3).collect(),
+            seed: 3,
+            plays: 25,
+        };
+        let per_play: Vec<Vec<SimTime>> = (0..25).map(|k| first_draws(&w, k)).collect();
+        let all: Vec<SimTime> = (0..25)
+            .map(|i| SimTime::from_secs_f64(i as f64 * 1e-3))
+            .collect();
+        for j in 0..64 {
+            let mut column: Vec<SimTime> = per_play.iter().map(|p| p[j]).collect();
+            column.sort();
+            assert_eq!(column, all, "draw {j}");
+        }
+        let orders: std::collections::BTreeSet<Vec<SimTime>> = (0..64)
+            .map(|j| per_play.iter().map(|p| p[j]).collect())
+            .collect();
+        assert!(
+            orders.len() > 32,
+            "the permutations differ from draw to draw"
+        );
+        // One play alone draws from the whole range.
+        let mut one = w.draws(0, 1);
+        let alone: std::collections::BTreeSet<SimTime> = (0..400).map(|_| one()).collect();
+        assert!(alone.len() > 20);
+    }
+
+    #[test]
+    fn a_large_call_is_played_fewer_times_but_never_under_the_floor() {
+        assert_eq!(plays_for(WAKE_UP_PLAYS, 2_000), WAKE_UP_PLAYS);
+        assert_eq!(plays_for(WAKE_UP_PLAYS, WAKE_UP_PLAY_FLOWS / 50), 50);
+        assert_eq!(plays_for(WAKE_UP_PLAYS, 522_240), WAKE_UP_PLAYS_AT_LEAST);
+        assert_eq!(plays_for(1, 2_000), 1, "a training step's one play");
     }
 
     #[test]

@@ -98,18 +98,24 @@ pub fn plan(
     };
     // Every way the call runs (one, or one per entry order), each charged its host work; with
     // wake-ups drawn, played often enough that the ways stay equally likely and there are at
-    // least `plays` plays, each its own draws.
+    // least as many plays as the call affords (`host_cpu::plays_for`), each its own draws.
     let ways = 1 + plan.alternatives.len();
+    let flows: usize = std::iter::once(&plan.schedule)
+        .chain(&plan.alternatives)
+        .map(transfer_flows)
+        .max()
+        .unwrap_or(0);
     let copies = opts
         .wake_ups
         .as_ref()
-        .map_or(1, |w| w.plays.max(1).div_ceil(ways));
+        .map_or(1, |w| host_cpu::plays_for(w.plays, flows).div_ceil(ways));
+    let total = (ways * copies) as u64;
     let mut plays: Vec<Schedule> = std::iter::once(plan.schedule)
         .chain(plan.alternatives)
         .flat_map(|way| std::iter::repeat_n(way, copies))
         .collect();
     for (k, s) in plays.iter_mut().enumerate() {
-        let mut draws = opts.wake_ups.as_ref().map(|w| w.draws(k as u64));
+        let mut draws = opts.wake_ups.as_ref().map(|w| w.draws(k as u64, total));
         let draw = draws
             .as_mut()
             .map(|d| d as &mut dyn FnMut() -> crate::engine::SimTime);
@@ -126,6 +132,17 @@ pub fn plan(
         };
     }
     Ok(plan)
+}
+
+/// Flows one play of `s` carries: its transfers' pairs, summed.
+fn transfer_flows(s: &Schedule) -> usize {
+    s.ops
+        .iter()
+        .map(|op| match op.kind {
+            OpKind::Transfer { pattern, .. } => s.patterns[pattern.0 as usize].pairs.len(),
+            _ => 0,
+        })
+        .sum()
 }
 
 /// The messages gloo sends for `req`, before their host work is charged.
