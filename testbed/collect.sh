@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Records the testbed datasets in data/runs/ and the testbed profiles in data/profiles/ (root).
 # Usage: testbed/collect.sh [link|collectives|mpi|training|trace|heldout|slow_host|three_leaf_200|
-#   barrier|all]
+#   two_leaf_200|barrier|all]
 # (default all)
 # The link profiles come from `calibrate import iperf3` on the testbed's own iperf3 --json and
 # ping-pong logs (suite.py link; logs in data/runs/calibration/). The host0-host1 path is two
@@ -90,6 +90,20 @@ held_out_collectives() {
       --out data/runs/testbed_mpi_${name}_heldout.csv --profile $prof --algorithms $2 \
       --bytes 262144 1048576 4194304 --repeats 5 --launches 5
   done
+}
+# A held-out topology recorded whole: its profile (held_out_profile, the fanout at the sizes every
+# held-out topology's is measured at), its FIFO head (own_egress) and its collectives
+# (held_out_collectives). Usage: held_out_topology TOPOLOGY_NAME MBPS PING THROUGH BESIDE NAME
+# BCAST_ALGS (TOPOLOGY_NAME: testbed/topologies/TOPOLOGY_NAME.toml, profile
+# data/profiles/testbed_TOPOLOGY_NAME.json).
+held_out_topology() {
+  local t=$1 mbps=$2 ping=$3 through=$4 beside=$5 name=$6 bcast=$7
+  local topo=testbed/topologies/$t.toml prof=data/profiles/testbed_$t.json
+  CAL=${DTSIM_CALIBRATE_BIN:-target/debug/calibrate}
+  held_out_profile $topo $prof ${mbps}Mbps \
+    262144 393216 524288 786432 1048576 1572864 2097152 4194304
+  own_egress $t $mbps $ping $through $beside $prof
+  held_out_collectives $topo $prof $name $bcast
 }
 what=${1:-all}
 R=${REPEATS:-10}
@@ -608,13 +622,7 @@ if [[ $what == all || $what == heldout || $what == slow_host ]]; then
   # every held-out topology's (host 0 to host 1, both at 200 Mbit/s), the FIFO head by host 2
   # pinging host 0 while it streams to host 1 (both phases: a stream to the slow host would not
   # fill host 2's link), then the held-out collectives. `slow_host` records only this.
-  SLOW=testbed/topologies/star4_slow_host.toml
-  PSLOW=data/profiles/testbed_star4_slow_host.json
-  CAL=${DTSIM_CALIBRATE_BIN:-target/debug/calibrate}
-  held_out_profile $SLOW $PSLOW 200Mbps \
-    262144 393216 524288 786432 1048576 1572864 2097152 4194304
-  own_egress star4_slow_host 200 2:0 1 1 $PSLOW
-  held_out_collectives $SLOW $PSLOW slow_host 0,6
+  held_out_topology star4_slow_host 200 2:0 1 1 slow_host 0,6
 fi
 if [[ $what == all || $what == heldout || $what == three_leaf_200 ]]; then
   # A ninth topology, recorded on 2026-11-30 (the thirty-eighth session) with the models as
@@ -623,12 +631,7 @@ if [[ $what == all || $what == heldout || $what == three_leaf_200 ]]; then
   # head by host 2 pinging its leaf's other host while it streams to host 0 across the uplinks,
   # then the held-out collectives. `three_leaf_200` records only this.
   LEAF3_200=testbed/topologies/three_leaf_200mbit.toml
-  P3_200=data/profiles/testbed_three_leaf_200mbit.json
-  CAL=${DTSIM_CALIBRATE_BIN:-target/debug/calibrate}
-  held_out_profile $LEAF3_200 $P3_200 200Mbps \
-    262144 393216 524288 786432 1048576 1572864 2097152 4194304
-  own_egress three_leaf_200mbit 200 2:3 0 4 $P3_200
-  held_out_collectives $LEAF3_200 $P3_200 three_leaf_200 0,6
+  held_out_topology three_leaf_200mbit 200 2:3 0 4 three_leaf_200 0,6
   # What its OpenMPI rings' answers wait for between the leaves, every host and switch port
   # captured (docs/testbed.md, "Held out: three leaves at 200 Mbit/s").
   $TB run --prefix mp $LEAF3_200 -- $PY $S capture_mpi --op allgather --algorithms 4 \
@@ -638,6 +641,14 @@ if [[ $what == all || $what == heldout || $what == three_leaf_200 ]]; then
     $TB run $t -- $PY $S capture_mpi --gloo-method allgather --bytes 1048576 --repeats 10 \
       --name allgather_1m
   done
+fi
+if [[ $what == all || $what == heldout || $what == two_leaf_200 ]]; then
+  # A tenth topology, recorded on 2026-11-30 (the thirty-ninth session) with the models as they
+  # were: two leaves of 3 hosts, every link at 200 Mbit/s (each leaf 3:1). Its profile measured
+  # as every held-out topology's, the FIFO head by host 2 pinging host 0 while it streams to
+  # host 1 (its own leaf, so that its link is theirs to fill), then the held-out collectives.
+  # `two_leaf_200` records only this.
+  held_out_topology two_leaf_200mbit 200 2:0 1 1 two_leaf_200 0,6
 fi
 if [[ $what == all || $what == barrier ]]; then
   # Barriers, recorded after dtsim's barrier was built and scored as they are
