@@ -47,8 +47,9 @@ use crate::engine::{SimRng, SimTime};
 /// star's 256 KiB all_gather at 400 Mbit/s: 2.6-8.4 ms, where a few long wake-ups on its
 /// path decide): at 25 plays drawn independently, five seeds put that row's error at +2% to
 /// +34% and the testbed's 188 groups at 107-116 within the bar. Drawn stratified
-/// ([`WakeUps::draws`]), each play after its own barrier, at 101 plays: 114-115 in all five,
-/// a row's error across seeds 0.15 points apart on average (0.77 before), the largest 13.
+/// ([`WakeUps::draws`]), each play after its own barrier, at 101 plays: 113-116 over the five,
+/// a row's error across seeds 0.14 points apart on average (0.77 before), the largest 5.5
+/// (`docs/testbed.md`, "The plays made steadier").
 pub const WAKE_UP_PLAYS: usize = 101;
 
 /// The fewest plays of a call with wake-ups, however large ([`plays_for`]).
