@@ -605,9 +605,11 @@ def capture_mpi(a):
     the receiver (matched by the connection's byte count, the same stream seen at both ends),
     and for each answer when it left every switch port it crossed (the egress of the veth
     end `PREFIX-<k>a` carries link k of the topology file from its first device to its
-    second, `PREFIX-<k>b` back). What it shows: how long an answer takes to cross (behind which queues), and how long a
-    sender takes to send once its answer is in. With --gloo-method M it captures gloo's
-    collective M (gloo_collectives.py) instead, its 48-byte notifications (the receiver's
+    second, `PREFIX-<k>b` back). What it shows: how long an answer takes to cross (behind
+    which queues), and how long a sender takes to send once its answer is in; each data
+    message also lists its packets (when each left the sender's host, and its bytes: a GSO
+    packet is one). With --gloo-method M it captures gloo's collective M
+    (gloo_collectives.py) instead, its 48-byte notifications (the receiver's
     NOTIFY_RECV_READY, which the payload waits for) in the answers' place."""
     import re
     n = int(os.environ["DTSIM_TESTBED_RANKS"])
@@ -677,9 +679,13 @@ def capture_mpi(a):
             if kind == "data" and cur is not None and cur["kind"] == "data":
                 cur["bytes"] += size
                 cur["end_offset"] = offset
+                cur["packets"].append([round(t - t0, 6), size])
                 continue
             cur = {"src": src, "dst": dst, "kind": kind, "bytes": size,
                    "sent_secs": round(t - t0, 6), "end_offset": offset}
+            if kind == "data":
+                # Each packet as the sender's host handed it to its link (a GSO packet is one).
+                cur["packets"] = [[round(t - t0, 6), size]]
             messages.append(cur)
     for msg in messages:
         arrived_at = None
