@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Records the testbed datasets in data/runs/ and the testbed profiles in data/profiles/ (root).
 # Usage: testbed/collect.sh [link|collectives|mpi|training|trace|heldout|slow_host|three_leaf_200|
-#   two_leaf_200|barrier|all]
+#   two_leaf_200|two_leaf_mixed|barrier|all]
 # (default all)
 # The link profiles come from `calibrate import iperf3` on the testbed's own iperf3 --json and
 # ping-pong logs (suite.py link; logs in data/runs/calibration/). The host0-host1 path is two
@@ -649,6 +649,14 @@ if [[ $what == all || $what == heldout || $what == two_leaf_200 ]]; then
   # host 1 (its own leaf, so that its link is theirs to fill), then the held-out collectives.
   # `two_leaf_200` records only this.
   held_out_topology two_leaf_200mbit 200 2:0 1 1 two_leaf_200 0,6
+fi
+if [[ $what == all || $what == heldout || $what == two_leaf_mixed ]]; then
+  # An eleventh topology, recorded on 2026-11-30 (the thirty-ninth session) with the models as
+  # they were: two leaves of 3 hosts joined at 200 Mbit/s, leaf 0's hosts at 200 Mbit/s and leaf
+  # 1's at 100 (half the nodes on slower NICs). Its profile measured as every held-out
+  # topology's (host 0 to host 1 on leaf 0), the FIFO head by host 2 pinging host 0 while it
+  # streams to host 1, then the held-out collectives. `two_leaf_mixed` records only this.
+  held_out_topology two_leaf_mixed 200 2:0 1 1 two_leaf_mixed 0,6
 fi
 if [[ $what == all || $what == barrier ]]; then
   # Barriers, recorded after dtsim's barrier was built and scored as they are
