@@ -303,16 +303,20 @@ if [[ $what == all || $what == mpi ]]; then
         --out ${CAL_P2P}_4ranks_copy${c}_launch$l.json
     done
   done
+  # One launch of the 4 MiB pairwise exchange on N hosts of the star after a copy of C bytes.
+  copy_exchange() {
+    local n=$1 c=$2 k=$3
+    $TB run --prefix mp --set generator.n=$n $STAR -- $PY $P2P --ranks $n --bytes 4194304 \
+      --copy-first $c --out ${CAL_P2P}_${n}ranks_copy${c}_launch$k.json
+  }
   for k in 1 2 3 4 5; do
     for c in 0 16777216; do
-      $TB run --prefix mp --set generator.n=8 $STAR -- $PY $P2P --ranks 8 --bytes 4194304 \
-        --copy-first $c --out ${CAL_P2P}_8ranks_copy${c}_launch$k.json
+      copy_exchange 8 $c $k
     done
   done
   for k in 1 2 3 4 5; do
     for c in 0 16777216; do
-      $TB run --prefix mp --set generator.n=6 $STAR -- $PY $P2P --ranks 6 --bytes 4194304 \
-        --copy-first $c --out ${CAL_P2P}_6ranks_copy${c}_launch$k.json
+      copy_exchange 6 $c $k
       $TB run --prefix mp $STAR -- $PY $P2P --ranks 4 --bytes 4194304 --copy-first $c \
         --bind share --out ${CAL_P2P}_4ranks_bind_share_copy${c}_launch$k.json
     done
