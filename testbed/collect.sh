@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Records the testbed datasets in data/runs/ and the testbed profiles in data/profiles/ (root).
 # Usage: testbed/collect.sh [link|collectives|mpi|training|trace|heldout|slow_host|three_leaf_200|
-#   two_leaf_200|two_leaf_mixed|barrier|all]
+#   two_leaf_200|two_leaf_mixed|captures|barrier|all]
 # (default all)
 # The link profiles come from `calibrate import iperf3` on the testbed's own iperf3 --json and
 # ping-pong logs (suite.py link; logs in data/runs/calibration/). The host0-host1 path is two
@@ -661,6 +661,31 @@ if [[ $what == all || $what == heldout || $what == two_leaf_mixed ]]; then
   # topology's (host 0 to host 1 on leaf 0), the FIFO head by host 2 pinging host 0 while it
   # streams to host 1, then the held-out collectives. `two_leaf_mixed` records only this.
   held_out_topology two_leaf_mixed 200 2:0 1 1 two_leaf_mixed 0,6
+fi
+if [[ $what == all || $what == captures ]]; then
+  # Captures that explain single misses (docs/testbed.md, "Captured to explain single misses",
+  # and the sections they name): every host's packets (capture_mpi: and every switch port's) over
+  # a short loop of one collective, written to data/runs/calibration/testbed_<topology>*.capture_*.
+  # OpenMPI's 6-rank ring all-reduce of 256 KiB on the star (which messages TCP sends as one packet).
+  $TB run --prefix mp --set generator.n=6 $STAR -- $PY $S capture_mpi --op allreduce \
+    --algorithms 4 --bytes 262144 --repeats 10 --name ring_ar_256k
+  # OpenMPI's 4 MiB ring all-reduce on the mixed-rate two leaves (the slow leaf's answers).
+  $TB run --prefix mp testbed/topologies/two_leaf_mixed.toml -- $PY $S capture_mpi --op allreduce \
+    --algorithms 4 --bytes 4194304 --repeats 5 --name ring_ar_4m
+  # gloo's broadcast of 256 KiB on five hosts at 100 Mbit/s (which child the root serves first).
+  $TB run --prefix gb testbed/topologies/star5_100mbit.toml -- $PY $S capture_mpi \
+    --gloo-method broadcast --bytes 262144 --repeats 10 --name bc256k
+  # gloo's all_gather of 256 KiB on six hosts of the star: its half blocks, and each rank's call.
+  $TB run --prefix gb --set generator.n=6 $STAR -- $PY $S capture_mpi --gloo-method allgather \
+    --bytes 262144 --repeats 20 --name ag256k_6
+  $TB run --prefix gc --set generator.n=6 $STAR -- $PY $S capture --methods allgather \
+    --bytes 262144 --repeats 20 --name ag256k_6_marks
+  # gloo's reduce of 1 MiB on the two leaves at 150 Mbit/s (its ring and its gather).
+  $TB run --prefix gr testbed/topologies/two_leaf_150mbit.toml -- $PY $S capture --methods reduce \
+    --bytes 1048576 --repeats 10 --name reduce_1m
+  # OpenMPI's recursive doubling all_gather of 256 KiB on the star's 4 hosts (its two exchanges).
+  $TB run --prefix mp $STAR -- $PY $S capture_mpi --op allgather --algorithms 3 --bytes 262144 \
+    --repeats 20 --name rd_ag_256k
 fi
 if [[ $what == all || $what == barrier ]]; then
   # Barriers, recorded after dtsim's barrier was built and scored as they are
