@@ -136,6 +136,43 @@ fn the_same_scenario_and_seed_write_byte_identical_files() {
 }
 
 #[test]
+fn the_rank_timeline_names_each_send_and_receive_peer() {
+    // The quickstart's ring all-reduce on 10 ranks: every rank sends to the next and receives
+    // from the one before, 18 steps each way.
+    let dir = scratch("rank-timeline");
+    let o = dtsim(&[
+        "run",
+        "scenarios/quickstart.toml",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(dir.join("rank_timeline.csv")).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("endpoint,op,role,peer,phase,start_us,end_us")
+    );
+    let (mut sends, mut recvs) = (0, 0);
+    for line in lines {
+        let f: Vec<&str> = line.split(',').collect();
+        let (rank, peer): (u32, u32) = (f[0].parse().unwrap(), f[3].parse().unwrap());
+        match f[2] {
+            "send" => {
+                assert_eq!(peer, (rank + 1) % 10, "{line}");
+                sends += 1;
+            }
+            "recv" => {
+                assert_eq!(peer, (rank + 9) % 10, "{line}");
+                recvs += 1;
+            }
+            other => panic!("role {other} in {line}"),
+        }
+    }
+    assert_eq!((sends, recvs), (10 * 18, 10 * 18));
+}
+
+#[test]
 fn overrides_change_the_run() {
     let o = dtsim(&[
         "run",

@@ -120,8 +120,9 @@ pub struct RunReport {
     pub endpoints: Vec<(String, String)>,
     pub traffic: BTreeMap<TrafficKey, u128>,
     pub timeline: Vec<TimelineRow>,
-    /// (endpoint, op) pairs for the per-rank timeline, or `None` when too large to write.
-    pub rank_timeline: Option<Vec<(u32, u32, &'static str)>>,
+    /// The per-rank timeline's rows: (endpoint, op, its role there, the peer it sent to or
+    /// received from), or `None` when too large to write.
+    pub rank_timeline: Option<Vec<(u32, u32, &'static str, u32)>>,
     /// Per-port buffer statistics (packet model only).
     pub ports: Option<Vec<ports::PortRow>>,
     /// The per-rank timeline as a Chrome / Perfetto trace.
@@ -263,8 +264,8 @@ impl RunReport {
             for (i, op) in schedule.ops.iter().enumerate() {
                 if let OpKind::Transfer { pattern, .. } = op.kind {
                     for &(a, b) in schedule.patterns[pattern.0 as usize].pairs.iter() {
-                        v.push((a, i as u32, "send"));
-                        v.push((b, i as u32, "recv"));
+                        v.push((a, i as u32, "send", b));
+                        v.push((b, i as u32, "recv", a));
                     }
                 }
             }

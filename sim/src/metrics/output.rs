@@ -2,11 +2,11 @@
 //!
 //! Files: `summary.json`, `links.csv` (per directed link), `traffic.csv` (endpoint×endpoint
 //! bytes per phase, one row per pair that exchanged data), `timeline.csv` (per op),
-//! `rank_timeline.csv` (per endpoint and op, when small enough), `trace.json` (the per-rank
-//! timeline as a Chrome / Perfetto trace), `endpoints.csv` (which device
-//! holds each endpoint), `ports.csv` (per output port buffer statistics, packet model only),
-//! `link_series.csv` (utilization per time bin of the busiest links, and buffer occupancy
-//! per bin for the packet model).
+//! `rank_timeline.csv` (per endpoint and op: sent or received, to or from whom, when; when
+//! small enough), `trace.json` (the per-rank timeline as a Chrome / Perfetto trace),
+//! `endpoints.csv` (which device holds each endpoint), `ports.csv` (per output port buffer
+//! statistics, packet model only), `link_series.csv` (utilization per time bin of the busiest
+//! links, and buffer occupancy per bin for the packet model).
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -147,13 +147,16 @@ impl RunReport {
         put("timeline.csv", t.finish())?;
 
         if let Some(rows) = &self.rank_timeline {
-            let mut t = CsvText::new(["endpoint", "op", "role", "phase", "start_us", "end_us"]);
-            for &(e, op, role) in rows {
+            let mut t = CsvText::new([
+                "endpoint", "op", "role", "peer", "phase", "start_us", "end_us",
+            ]);
+            for &(e, op, role, peer) in rows {
                 let r = &self.timeline[op as usize];
                 t.row([
                     e.to_string(),
                     op.to_string(),
                     role.to_string(),
+                    peer.to_string(),
                     r.phase.to_string(),
                     r.start_us.to_string(),
                     r.end_us.to_string(),
