@@ -35,7 +35,10 @@ def captured(path):
         log = json.load(f)
     per = collections.defaultdict(list)
     for m in log["messages"]:
-        per[(m["src"], m["dst"], m["kind"])].append((m["bytes"], m["arrived_secs"] - m["sent_secs"]))
+        # A message whose arrival the capture could not match has no crossing time.
+        arrived = m.get("arrived_secs")
+        secs = None if arrived is None else arrived - m["sent_secs"]
+        per[(m["src"], m["dst"], m["kind"])].append((m["bytes"], secs))
     calls = log.get("call_secs_median_min_max", {})
     median = next(iter(calls.values()))[0] if calls else None
     library = "gloo" if ANSWER_BYTES["gloo"] in {m["bytes"] for m in log["messages"]
@@ -70,7 +73,8 @@ def played(run_dir, library):
 
 
 def median_ms(rows):
-    return statistics.median(s for _, s in rows) * 1e3 if rows else float("nan")
+    secs = [s for _, s in rows if s is not None]
+    return statistics.median(secs) * 1e3 if secs else float("nan")
 
 
 def main():
