@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Records the testbed datasets in data/runs/ and the testbed profiles in data/profiles/ (root).
 # Usage: testbed/collect.sh [link|collectives|mpi|training|trace|heldout|slow_host|three_leaf_200|
-#   two_leaf_200|two_leaf_mixed|captures|barrier|all]
+#   two_leaf_200|two_leaf_mixed|star3|captures|barrier|all]
 # (default all)
 # The link profiles come from `calibrate import iperf3` on the testbed's own iperf3 --json and
 # ping-pong logs (suite.py link; logs in data/runs/calibration/). The host0-host1 path is two
@@ -662,6 +662,23 @@ if [[ $what == all || $what == heldout || $what == two_leaf_mixed ]]; then
   # streams to host 1, then the held-out collectives. `two_leaf_mixed` records only this.
   held_out_topology two_leaf_mixed 200 2:0 1 1 two_leaf_mixed 0,6
 fi
+if [[ $what == all || $what == heldout || $what == star3 ]]; then
+  # A twelfth held-out set, recorded on 2026-11-30 (the fortieth session) with the models as
+  # they were: three hosts of the star (the smallest count that is not a power of two; 2, 4, 5,
+  # 6, 8 and 16 were recorded), predicted with the star's profile as it is. `star3` records
+  # only this.
+  $TB run --set generator.n=3 $STAR -- $PY $S collectives \
+    --out data/runs/testbed_gloo_star3_heldout.csv --profile data/profiles/testbed_star4_200mbit.json \
+    --methods allreduce,broadcast,allgather,reduce --bytes 262144 1048576 4194304 --repeats 5 \
+    --launches 5
+  for op_algs in "allreduce 0,4" "allgather 0,4" "bcast 0" "reduce_scatter 0"; do
+    set -- $op_algs
+    $TB run --prefix mp --set generator.n=3 $STAR -- $PY $S mpi --op $1 \
+      --out data/runs/testbed_mpi_star3_heldout.csv \
+      --profile data/profiles/testbed_star4_200mbit.json --algorithms $2 \
+      --bytes 262144 1048576 4194304 --repeats 5 --launches 5
+  done
+fi
 if [[ $what == all || $what == captures ]]; then
   # Captures that explain single misses (docs/testbed.md, "Captured to explain single misses",
   # and the sections they name): every host's packets (capture_mpi: and every switch port's) over
@@ -683,6 +700,9 @@ if [[ $what == all || $what == captures ]]; then
   # gloo's reduce of 1 MiB on the two leaves at 150 Mbit/s (its ring and its gather).
   $TB run --prefix gr testbed/topologies/two_leaf_150mbit.toml -- $PY $S capture --methods reduce \
     --bytes 1048576 --repeats 10 --name reduce_1m
+  # OpenMPI's ring all-reduce of 1 MiB on three hosts of the star (its answers).
+  $TB run --prefix mp --set generator.n=3 $STAR -- $PY $S capture_mpi --op allreduce \
+    --algorithms 4 --bytes 1048576 --repeats 10 --name ring3_ar_1m
   # OpenMPI's recursive doubling all_gather of 256 KiB on the star's 4 hosts (its two exchanges).
   $TB run --prefix mp $STAR -- $PY $S capture_mpi --op allgather --algorithms 3 --bytes 262144 \
     --repeats 20 --name rd_ag_256k
