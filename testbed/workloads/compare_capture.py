@@ -8,11 +8,16 @@ CAPTURE.json is a `suite.py capture_mpi` log (OpenMPI's rendezvous messages, or 
 wrote for the same collective, size and topology (timeline.csv and rank_timeline.csv, whose
 `peer` column says who sent to whom). Per directed connection it prints how many messages of
 each kind it carried per call and their median time from sent to arrived, captured and played,
-and the calls' times.
+and the calls' times. For OpenMPI's answers also `answer*`: from the arrival of the request
+each answers to its own arrival, which holds what it waited at its sender (its host's queue
+behind the sender's own data, its reaction): captured, the request arrived last before the
+answer left; played, the answer op itself (it starts once its request arrived and its
+receive was posted, which may be later than the request's arrival).
 
 The two clocks differ at the sender: a captured message is `sent` when it left its host's
 shaper (tcpdump on the host's link sees it after the qdisc), a played one when it was posted,
-so a played answer's time includes what it waited behind its sender's own queue. And a
+so a played answer's time includes what it waited behind its sender's own queue and a
+captured one's does not (`answer*` holds it on both sides). And a
 capture merges messages that follow each other on a connection with no gap into one (the
 next request right behind a block's last byte): compare bytes per call where counts differ.
 """
@@ -39,6 +44,18 @@ def captured(path):
         arrived = m.get("arrived_secs")
         secs = None if arrived is None else arrived - m["sent_secs"]
         per[(m["src"], m["dst"], m["kind"])].append((m["bytes"], secs))
+    # An answer's time from the arrival of the request it answers (the last request the other
+    # way that arrived before it left): what it waited at its sender, its own queue included.
+    arrived = collections.defaultdict(list)
+    for m in log["messages"]:
+        if m["kind"] == "request" and m.get("arrived_secs") is not None:
+            arrived[(m["src"], m["dst"])].append(m["arrived_secs"])
+    for m in log["messages"]:
+        if m["kind"] != "answer" or m.get("arrived_secs") is None:
+            continue
+        before = [t for t in arrived[(m["dst"], m["src"])] if t <= m["sent_secs"]]
+        if before:
+            per[(m["src"], m["dst"], "answer*")].append((m["bytes"], m["arrived_secs"] - max(before)))
     calls = log.get("call_secs_median_min_max", {})
     median = next(iter(calls.values()))[0] if calls else None
     library = "gloo" if ANSWER_BYTES["gloo"] in {m["bytes"] for m in log["messages"]
@@ -67,6 +84,10 @@ def played(run_dir, library):
                 "answer" if b == ANSWER_BYTES[library] else "data")
         secs = (float(op["end_us"]) - float(op["start_us"])) * 1e-6
         per[(int(r["endpoint"]), int(r["peer"]), kind)].append((b, secs))
+        if kind == "answer" and library == "mpi":
+            # Played from its request's arrival: the op starts once the request arrived and
+            # the receive was posted.
+            per[(int(r["endpoint"]), int(r["peer"]), "answer*")].append((b, secs))
     with open(os.path.join(run_dir, "summary.json")) as f:
         summary = json.load(f)
     return per, summary.get("time_ps", 0) * 1e-12
