@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Records the testbed datasets in data/runs/ and the testbed profiles in data/profiles/ (root).
 # Usage: testbed/collect.sh [link|collectives|mpi|training|trace|heldout|slow_host|three_leaf_200|
-#   two_leaf_200|two_leaf_mixed|star3|captures|barrier|all]
+#   two_leaf_200|two_leaf_mixed|star3|star7|captures|barrier|all]
 # (default all)
 # The link profiles come from `calibrate import iperf3` on the testbed's own iperf3 --json and
 # ping-pong logs (suite.py link; logs in data/runs/calibration/). The host0-host1 path is two
@@ -662,22 +662,33 @@ if [[ $what == all || $what == heldout || $what == two_leaf_mixed ]]; then
   # streams to host 1, then the held-out collectives. `two_leaf_mixed` records only this.
   held_out_topology two_leaf_mixed 200 2:0 1 1 two_leaf_mixed 0,6
 fi
-if [[ $what == all || $what == heldout || $what == star3 ]]; then
-  # A twelfth held-out set, recorded on 2026-11-30 (the fortieth session) with the models as
-  # they were: three hosts of the star (the smallest count that is not a power of two; 2, 4, 5,
-  # 6, 8 and 16 were recorded), predicted with the star's profile as it is. `star3` records
-  # only this.
-  $TB run --set generator.n=3 $STAR -- $PY $S collectives \
-    --out data/runs/testbed_gloo_star3_heldout.csv --profile data/profiles/testbed_star4_200mbit.json \
+# Held-out collectives on N hosts of the star with the star's profile as it is: gloo's four and
+# OpenMPI's rules and rings at 256 KiB, 1 and 4 MiB, five launches of 5 (testbed_*_starN_heldout).
+star_hosts_collectives() {
+  local n=$1
+  $TB run --set generator.n=$n $STAR -- $PY $S collectives \
+    --out data/runs/testbed_gloo_star${n}_heldout.csv --profile data/profiles/testbed_star4_200mbit.json \
     --methods allreduce,broadcast,allgather,reduce --bytes 262144 1048576 4194304 --repeats 5 \
     --launches 5
+  local op_algs
   for op_algs in "allreduce 0,4" "allgather 0,4" "bcast 0" "reduce_scatter 0"; do
     set -- $op_algs
-    $TB run --prefix mp --set generator.n=3 $STAR -- $PY $S mpi --op $1 \
-      --out data/runs/testbed_mpi_star3_heldout.csv \
+    $TB run --prefix mp --set generator.n=$n $STAR -- $PY $S mpi --op $1 \
+      --out data/runs/testbed_mpi_star${n}_heldout.csv \
       --profile data/profiles/testbed_star4_200mbit.json --algorithms $2 \
       --bytes 262144 1048576 4194304 --repeats 5 --launches 5
   done
+}
+if [[ $what == all || $what == heldout || $what == star3 ]]; then
+  # A twelfth held-out set, recorded on 2026-11-30 (the fortieth session) with the models as
+  # they were: three hosts of the star (the smallest count that is not a power of two; 2, 4, 5,
+  # 6, 8 and 16 were recorded). `star3` records only this.
+  star_hosts_collectives 3
+fi
+if [[ $what == all || $what == heldout || $what == star7 ]]; then
+  # A thirteenth, the same night: seven hosts of the star (odd, between the six and eight
+  # recorded). `star7` records only this.
+  star_hosts_collectives 7
 fi
 if [[ $what == all || $what == captures ]]; then
   # Captures that explain single misses (docs/testbed.md, "Captured to explain single misses",
