@@ -173,6 +173,52 @@ fn the_rank_timeline_names_each_send_and_receive_peer() {
 }
 
 #[test]
+fn an_openmpi_run_is_told_how_far_off_dtsim_was_on_the_testbeds_runs_of_its_call() {
+    // OpenMPI's ring all-reduce on three hosts of the star, 1 MiB: the testbed recorded it on
+    // 3-8 ranks; the run prints the errors and writes them beside its other files.
+    let dir = scratch("track-record");
+    let o = dtsim(&[
+        "run",
+        "scenarios/testbed_openmpi_allreduce.toml",
+        "--set",
+        "collective.algorithm=ring",
+        "--set",
+        "topology.generator.n=3",
+        "--set",
+        "collective.bytes=1MiB",
+        "--force",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("track record  mpi ring all_reduce measured on the testbed"),
+        "{out}"
+    );
+    let t: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("track_record.json")).unwrap())
+            .unwrap();
+    assert_eq!(t["call"], "mpi ring all_reduce");
+    assert_eq!(t["all"]["ranks_min"], 3);
+    assert!(t["nearest"]["rows"].as_u64().unwrap() >= 10);
+    let complete = std::fs::read_to_string(dir.join("complete.json")).unwrap();
+    assert!(complete.contains("track_record.json"));
+    // The quickstart's ideal ring has no testbed rows: nothing said, no file.
+    let dir = scratch("no-track-record");
+    let o = dtsim(&[
+        "run",
+        "scenarios/quickstart.toml",
+        "--force",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("track record"));
+    assert!(!dir.join("track_record.json").exists());
+}
+
+#[test]
 fn overrides_change_the_run() {
     let o = dtsim(&[
         "run",

@@ -130,6 +130,9 @@ pub struct RunReport {
     /// Utilization (and buffer occupancy) over time of the busiest links, when the network
     /// model records it.
     pub link_series: Option<crate::net::series::LinkSeries>,
+    /// The library that ran the collective, as scenarios name it (`ideal`, `nccl`, `gloo`,
+    /// `mpi`): what a track record matches the run against.
+    pub library: &'static str,
 }
 
 /// The per-rank timeline is skipped above this many rows (it grows as ranks × steps).
@@ -308,6 +311,7 @@ impl RunReport {
             ports: None,
             trace,
             link_series: None,
+            library: "ideal",
         }
     }
 }

@@ -748,6 +748,7 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
         profile: &prep.profile.name,
     };
     let mut report = RunReport::new(run, &schedule, &endpoints, &outcome, &traffic, pairs);
+    report.library = library.as_str();
     report.summary.library = match decision {
         Some(d) => d,
         None => "ideal (dtsim's templates as configured)".into(),

@@ -29,7 +29,8 @@
 //!
 //! Here: reading datasets, filters, calibration and the run over every row; [`system`] reads
 //! what system a row ran on, [`nccl`] replays nccl-tests tables (and leave-one-system-out),
-//! `datasets` the other layouts, `tables` writes the outputs.
+//! `datasets` the other layouts, `tables` writes the outputs; [`track_record`] reads them back to
+//! tell a run how far off dtsim has been on measured runs of its call.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -41,6 +42,7 @@ pub mod nccl;
 mod p2p;
 pub mod system;
 mod tables;
+pub mod track_record;
 
 use datasets::{ddp_row, single_device_rows, testbed_row, tf_cnn_row};
 
@@ -195,6 +197,32 @@ pub struct Prediction {
     /// (`launch_medians_secs`: the testbed's rows since 2026-11-29): how far apart launches
     /// land, which a row's pooled median hides.
     pub launch_range_secs: Option<(f64, f64)>,
+    /// The call a testbed collective row measured, as the row describes it (`None` for other
+    /// datasets): what [`track_record`] matches a run against.
+    pub call: Option<RowCall>,
+}
+
+/// A testbed collective row's call: the scenario keys it is replayed with (its `sim_set`:
+/// library, algorithm, ...), op, rank count and bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowCall {
+    pub sim_set: String,
+    pub op: String,
+    pub ranks: u32,
+    pub bytes: u64,
+}
+
+/// The call of a testbed collective row (one with `sim_set`, `op`, `ranks` and `bytes`).
+fn row_call(row: &Row) -> Option<RowCall> {
+    if row.get("kind").map(String::as_str) == Some("training") {
+        return None;
+    }
+    Some(RowCall {
+        sim_set: row.get("sim_set")?.trim().to_string(),
+        op: row.get("op")?.trim().to_string(),
+        ranks: row.get("ranks")?.trim().parse().ok()?,
+        bytes: row.get("bytes")?.trim().parse().ok()?,
+    })
 }
 
 impl Prediction {
@@ -531,6 +559,7 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
                             scored,
                             measured_range_secs: measured_range(row, measured),
                             launch_range_secs: launch_range(row),
+                            call: row_call(row),
                             // The bounds where the prediction lies between them.
                             exchange_modes_secs: exchange_modes_secs
                                 .filter(|&(both, serial)| both <= sim && sim <= serial),

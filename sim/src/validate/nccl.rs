@@ -336,6 +336,7 @@ pub fn leave_one_out(datasets: &[PathBuf]) -> Result<Vec<super::Prediction>, Str
                 exchange_modes_secs: None,
                 plays_secs: None,
                 launch_range_secs: None,
+                call: None,
             });
         }
     }

@@ -27,6 +27,10 @@ impl Report {
             "launch_median_max_secs",
             "plays_fastest_secs",
             "plays_slowest_secs",
+            "sim_set",
+            "op",
+            "ranks",
+            "bytes",
         ]);
         for p in &self.predictions {
             let (lo, hi) = p
@@ -41,6 +45,7 @@ impl Report {
                 .launch_range_secs
                 .map(|(lo, hi)| (format!("{lo:.6e}"), format!("{hi:.6e}")))
                 .unwrap_or_default();
+            let call = p.call.as_ref();
             let plays = p
                 .plays_secs
                 .map(|(lo, hi)| (format!("{lo:.6e}"), format!("{hi:.6e}")))
@@ -67,6 +72,10 @@ impl Report {
                 launches.1,
                 plays.0,
                 plays.1,
+                call.map(|c| c.sim_set.clone()).unwrap_or_default(),
+                call.map(|c| c.op.clone()).unwrap_or_default(),
+                call.map(|c| c.ranks.to_string()).unwrap_or_default(),
+                call.map(|c| c.bytes.to_string()).unwrap_or_default(),
             ]);
         }
         t.finish()

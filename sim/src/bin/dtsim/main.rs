@@ -289,15 +289,25 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             progress.finish();
             let report = report?;
             let wall = started.elapsed();
+            let track = track_record(&s, &path, &report);
             if json {
                 print!("{}", report.summary_json());
             } else {
                 println!("{report}");
+                if let Some(t) = &track {
+                    println!("{t}");
+                }
             }
             if let Some(dir) = out {
                 let files = report
                     .write_dir(&dir)
-                    .and_then(|files| {
+                    .and_then(|mut files| {
+                        if let Some(t) = &track {
+                            let file = dir.join("track_record.json");
+                            let text = serde_json::to_string_pretty(t)? + "\n";
+                            sim::metrics::output::write_atomic(&file, text.as_bytes())?;
+                            files.push(file);
+                        }
                         run_dir::mark_complete(&dir, "collective", &files).map(|()| files)
                     })
                     .with_context(|| format!("writing results to {}", dir.display()))?;
@@ -493,6 +503,35 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// How far off dtsim has been on measured testbed runs of the call `report` played (gloo's and
+/// OpenMPI's, the testbed's libraries), from the repository's validation outputs
+/// ([`sim::validate::track_record`]); `None` where there are none. A folder that cannot be
+/// read is said on stderr and does not fail the run.
+fn track_record(
+    s: &scenario::Scenario,
+    path: &std::path::Path,
+    report: &sim::metrics::RunReport,
+) -> Option<sim::validate::track_record::TrackRecord> {
+    use sim::validate::track_record as tr;
+    let c = s.file.collective.as_ref()?;
+    if !matches!(report.library, "gloo" | "mpi") {
+        return None;
+    }
+    let source = tr::find_source(path)?;
+    let rows = tr::read(&source)
+        .map_err(|e| eprintln!("warning: no track record: {e}"))
+        .ok()?;
+    let call = tr::Call {
+        library: report.library.to_string(),
+        algorithm: c.algorithm.clone(),
+        orders: c.orders.is_some(),
+        op: report.summary.collective.clone(),
+        ranks: report.summary.ranks,
+        bytes: report.summary.bytes,
+    };
+    tr::of(&call, &rows, &source)
 }
 
 fn trace_format(f: Option<String>) -> anyhow::Result<Option<sim::workload::trace::Format>> {

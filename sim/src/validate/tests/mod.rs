@@ -175,12 +175,21 @@ fn rows_say_whether_the_prediction_lies_within_their_measured_repetitions() {
     assert!(rows.lines().next().unwrap().ends_with(
         "measured_min_secs,measured_max_secs,within_measured_range,both_ways_secs,\
              one_way_first_secs,launch_median_min_secs,launch_median_max_secs,\
-             plays_fastest_secs,plays_slowest_secs"
+             plays_fastest_secs,plays_slowest_secs,sim_set,op,ranks,bytes"
     ));
     // The ideal template exchanges nothing OpenMPI's way: no modes; nor launches given; one
-    // play.
-    assert!(rows.lines().nth(1).unwrap().ends_with(",true,,,,,,"));
-    assert!(rows.lines().nth(3).unwrap().ends_with(",,,,,,,"));
+    // play. Each row names its call (what `dtsim run` reads back as its track record).
+    let call = ",collective.algorithm=ring,all_reduce,4,4194304";
+    assert!(rows
+        .lines()
+        .nth(1)
+        .unwrap()
+        .ends_with(&format!(",true,,,,,,{call}")));
+    assert!(rows
+        .lines()
+        .nth(3)
+        .unwrap()
+        .ends_with(&format!(",,,,,,,{call}")));
     assert!(r.errors_csv().lines().nth(1).unwrap().ends_with(",1"));
     assert!(r.to_string().contains("1/2"), "{r}");
     std::fs::remove_dir_all(&dir).unwrap();
@@ -362,6 +371,7 @@ fn a_group_outside_misses_within_the_launch_spread_when_every_row_off_lies_betwe
         exchange_modes_secs: None,
         plays_secs: None,
         launch_range_secs: launches.map(|(lo, hi)| (lo / 1e3, hi / 1e3)),
+        call: None,
     };
     let report = Report {
         predictions: vec![

@@ -1,0 +1,402 @@
+//! dtsim's track record: how far off it has been on measured runs of the call it just played.
+//!
+//! `dtsim validate --out DIR` writes, for every testbed collective row it replays, the call the
+//! row measured (`sim_set`: the library, algorithm and other scenario keys it is replayed with;
+//! `op`, `ranks`, `bytes`) beside its error in `predictions.csv`. The repository keeps those
+//! folders for every testbed dataset (`data/runs/validation/`, regenerated with the model of
+//! the commit). A run whose call has the same library, algorithm and op as rows there is told
+//! their errors: over all of them (every topology, rank count and size recorded) and over the
+//! nearest (rank count within a factor of 2, bytes within a factor of 4), so that a what-if
+//! comes with the error dtsim has shown on real runs of the same call.
+//!
+//! What the numbers are: today's model on rows no calibration was fitted to (the profiles are
+//! measured by `calibrate`, nothing is fitted to the scored rows), but the model was developed
+//! looking at most of them; the held-out sets, recorded after the model that first scored them,
+//! scored worse at first (README, "Where dtsim stands"). They say how far off dtsim is on the
+//! testbed's CPU hosts and tc-shaped links, not on another cluster.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::read_csv;
+
+/// The call a run played, as a track record matches it against the rows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    /// `gloo`, `mpi`, `nccl` or `ideal`.
+    pub library: String,
+    /// The scenario's `collective.algorithm`, where it forces one.
+    pub algorithm: Option<String>,
+    /// Whether the scenario gives explicit ring orders (`collective.orders`: gloo's multiring).
+    pub orders: bool,
+    /// `all_reduce`, `all_gather`, ...
+    pub op: String,
+    pub ranks: u32,
+    pub bytes: u64,
+}
+
+/// One measured row's call and dtsim's error on it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub dataset: String,
+    /// The row's scenario keys (`collective.library` = `mpi`, ...).
+    pub keys: BTreeMap<String, String>,
+    pub op: String,
+    pub ranks: u32,
+    pub bytes: u64,
+    /// (predicted − measured) / measured, percent.
+    pub error_pct: f64,
+}
+
+/// The errors over a set of rows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Errors {
+    pub rows: usize,
+    pub datasets: usize,
+    pub ranks_min: u32,
+    pub ranks_max: u32,
+    pub bytes_min: u64,
+    pub bytes_max: u64,
+    pub median_abs_error_pct: f64,
+    /// The 90th percentile of |error| (nearest rank).
+    pub p90_abs_error_pct: f64,
+    pub max_abs_error_pct: f64,
+    /// The signed errors' mean: positive where dtsim predicts slower than measured.
+    pub mean_error_pct: f64,
+}
+
+/// What a run is told: its call, the errors over every row of the same call and over the
+/// nearest ones, and where they were read.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TrackRecord {
+    pub call: String,
+    pub all: Errors,
+    /// Rank count within a factor of 2 and bytes within a factor of 4 of the run's.
+    pub nearest: Option<Errors>,
+    pub source: PathBuf,
+}
+
+/// Reads every `*/predictions.csv` under `dir` that describes its rows' calls; folders written
+/// before the columns existed, and rows that are not scored collectives, are left out.
+pub fn read(dir: &Path) -> Result<Vec<Row>, String> {
+    let mut folders: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path().join("predictions.csv")))
+        .filter(|p| p.is_file())
+        .collect();
+    // Directory order is the file system's: sort for the same output everywhere.
+    folders.sort();
+    let mut out = Vec::new();
+    for file in folders {
+        for r in read_csv(&file)? {
+            let get = |c: &str| r.get(c).map(|v| v.trim()).filter(|v| !v.is_empty());
+            let (Some(set), Some(op), Some(ranks), Some(bytes), Some(err)) = (
+                get("sim_set"),
+                get("op"),
+                get("ranks").and_then(|v| v.parse().ok()),
+                get("bytes").and_then(|v| v.parse().ok()),
+                get("error_pct").and_then(|v| v.parse::<f64>().ok()),
+            ) else {
+                continue;
+            };
+            if get("scored") != Some("true") || get("calibration") == Some("true") {
+                continue;
+            }
+            out.push(Row {
+                dataset: get("dataset").unwrap_or_default().to_string(),
+                keys: scenario_keys(set),
+                op: op.to_string(),
+                ranks,
+                bytes,
+                error_pct: err,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// `a.b=x;c=y` as a map (whitespace trimmed; an entry without `=` is left out).
+fn scenario_keys(set: &str) -> BTreeMap<String, String> {
+    set.split(';')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// Whether a row measured the same call as `call` (any rank count and size): the same op,
+/// library and forced algorithm (or none), and explicit ring orders on both or neither.
+pub fn same_call(row: &Row, call: &Call) -> bool {
+    row.op == call.op
+        && row.keys.get("collective.library").map(String::as_str) == Some(call.library.as_str())
+        && row.keys.get("collective.algorithm") == call.algorithm.as_ref()
+        && row.keys.contains_key("collective.orders") == call.orders
+}
+
+/// Whether a row is near the call: rank count within a factor of 2, bytes within 4.
+fn near(row: &Row, call: &Call) -> bool {
+    let ranks = f64::from(row.ranks) / f64::from(call.ranks.max(1));
+    let bytes = row.bytes as f64 / (call.bytes.max(1) as f64);
+    (0.5..=2.0).contains(&ranks) && (0.25..=4.0).contains(&bytes)
+}
+
+/// The errors over `rows` (`None` when there are none).
+pub fn errors(rows: &[&Row]) -> Option<Errors> {
+    if rows.is_empty() {
+        return None;
+    }
+    let mut abs: Vec<f64> = rows.iter().map(|r| r.error_pct.abs()).collect();
+    abs.sort_by(f64::total_cmp);
+    let n = abs.len();
+    let median = if n % 2 == 1 {
+        abs[n / 2]
+    } else {
+        (abs[n / 2 - 1] + abs[n / 2]) / 2.0
+    };
+    // Nearest rank: the smallest value with at least 90% of the rows at or below it.
+    let p90 = abs[((0.9 * n as f64).ceil() as usize).clamp(1, n) - 1];
+    let mut datasets: Vec<&str> = rows.iter().map(|r| r.dataset.as_str()).collect();
+    datasets.sort_unstable();
+    datasets.dedup();
+    Some(Errors {
+        rows: n,
+        datasets: datasets.len(),
+        ranks_min: rows.iter().map(|r| r.ranks).min().unwrap_or(0),
+        ranks_max: rows.iter().map(|r| r.ranks).max().unwrap_or(0),
+        bytes_min: rows.iter().map(|r| r.bytes).min().unwrap_or(0),
+        bytes_max: rows.iter().map(|r| r.bytes).max().unwrap_or(0),
+        median_abs_error_pct: median,
+        p90_abs_error_pct: p90,
+        max_abs_error_pct: abs[n - 1],
+        mean_error_pct: rows.iter().map(|r| r.error_pct).sum::<f64>() / n as f64,
+    })
+}
+
+/// The track record of `call` over `rows` read from `source` (`None`: no row measured it).
+pub fn of(call: &Call, rows: &[Row], source: &Path) -> Option<TrackRecord> {
+    let same: Vec<&Row> = rows.iter().filter(|r| same_call(r, call)).collect();
+    let all = errors(&same)?;
+    let nearest: Vec<&Row> = same.iter().copied().filter(|r| near(r, call)).collect();
+    let algorithm = call
+        .algorithm
+        .as_deref()
+        .map(|a| format!(" {a}"))
+        .unwrap_or_else(|| {
+            if call.orders {
+                " (given ring orders)".into()
+            } else {
+                " (the library's own choice)".into()
+            }
+        });
+    Some(TrackRecord {
+        call: format!("{}{algorithm} {}", call.library, call.op),
+        all,
+        nearest: errors(&nearest),
+        source: source.to_path_buf(),
+    })
+}
+
+/// The folder of validation outputs for a run of `scenario`: `data/runs/validation` in the
+/// nearest ancestor of the scenario file, or of the working directory, that has one; relative
+/// to the working directory where it lies under it (the run's files then name it the same on
+/// every machine).
+pub fn find_source(scenario: &Path) -> Option<PathBuf> {
+    let abs = std::fs::canonicalize(scenario).unwrap_or_else(|_| scenario.to_path_buf());
+    let cwd = std::env::current_dir()
+        .and_then(std::fs::canonicalize)
+        .unwrap_or_default();
+    let found = |p: &Path| {
+        p.ancestors()
+            .map(|a| a.join("data/runs/validation"))
+            .find(|d| d.is_dir())
+    };
+    let dir = found(&abs).or_else(|| found(&cwd))?;
+    Some(match dir.strip_prefix(&cwd) {
+        Ok(rel) if !cwd.as_os_str().is_empty() => rel.to_path_buf(),
+        _ => dir,
+    })
+}
+
+fn size(bytes: u64) -> String {
+    crate::units::fmt_bytes(bytes as f64)
+}
+
+impl fmt::Display for Errors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} rows ({}-{} ranks, {}-{}): |error| median {:.1}%, 90% within {:.1}%, max {:.1}%; \
+             mean {:+.1}% ({})",
+            self.rows,
+            self.ranks_min,
+            self.ranks_max,
+            size(self.bytes_min),
+            size(self.bytes_max),
+            self.median_abs_error_pct,
+            self.p90_abs_error_pct,
+            self.max_abs_error_pct,
+            self.mean_error_pct,
+            if self.mean_error_pct >= 0.0 {
+                "dtsim slower on average"
+            } else {
+                "dtsim faster on average"
+            }
+        )
+    }
+}
+
+impl fmt::Display for TrackRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "\ntrack record  {} measured on the testbed, {} datasets ({}):",
+            self.call,
+            self.all.datasets,
+            self.source.display()
+        )?;
+        writeln!(f, "  all      {}", self.all)?;
+        match &self.nearest {
+            Some(n) => writeln!(f, "  nearest  {n}"),
+            None => writeln!(
+                f,
+                "  nearest  none within 2x the ranks and 4x the bytes: the error above may not hold"
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(set: &str, op: &str, ranks: u32, bytes: u64, err: f64) -> Row {
+        Row {
+            dataset: format!("d{ranks}"),
+            keys: scenario_keys(set),
+            op: op.into(),
+            ranks,
+            bytes,
+            error_pct: err,
+        }
+    }
+
+    fn mpi_ring(ranks: u32, bytes: u64) -> Call {
+        Call {
+            library: "mpi".into(),
+            algorithm: Some("ring".into()),
+            orders: false,
+            op: "all_reduce".into(),
+            ranks,
+            bytes,
+        }
+    }
+
+    #[test]
+    fn a_call_matches_rows_of_its_library_algorithm_and_op_only() {
+        let rows = [
+            row(
+                "collective.library=mpi;collective.algorithm=ring",
+                "all_reduce",
+                4,
+                1 << 20,
+                5.0,
+            ),
+            row("collective.library=mpi", "all_reduce", 4, 1 << 20, 50.0),
+            row(
+                "collective.library=mpi;collective.algorithm=ring",
+                "all_gather",
+                4,
+                1 << 20,
+                50.0,
+            ),
+            row("collective.library=gloo", "all_reduce", 4, 1 << 20, 50.0),
+        ];
+        let t = of(&mpi_ring(4, 1 << 20), &rows, Path::new("v")).unwrap();
+        assert_eq!(t.all.rows, 1);
+        assert_eq!(t.all.max_abs_error_pct, 5.0);
+        let rules = Call {
+            algorithm: None,
+            ..mpi_ring(4, 1 << 20)
+        };
+        assert_eq!(of(&rules, &rows, Path::new("v")).unwrap().all.rows, 1);
+        let gloo_multiring = Call {
+            library: "gloo".into(),
+            algorithm: None,
+            orders: true,
+            ..mpi_ring(4, 1 << 20)
+        };
+        assert!(of(&gloo_multiring, &rows, Path::new("v")).is_none());
+    }
+
+    #[test]
+    fn the_errors_are_the_median_90th_percentile_max_and_signed_mean() {
+        let set = "collective.library=mpi;collective.algorithm=ring";
+        // |errors| 1..=10, signs alternating: median 5.5, nearest-rank p90 9, max 10.
+        let rows: Vec<Row> = (1..=10)
+            .map(|i| {
+                let sign = if i % 2 == 0 { 1.0 } else { -1.0 };
+                row(set, "all_reduce", 4, 1 << 20, sign * f64::from(i))
+            })
+            .collect();
+        let t = of(&mpi_ring(4, 1 << 20), &rows, Path::new("v")).unwrap();
+        assert_eq!(t.all.median_abs_error_pct, 5.5);
+        assert_eq!(t.all.p90_abs_error_pct, 9.0);
+        assert_eq!(t.all.max_abs_error_pct, 10.0);
+        assert!((t.all.mean_error_pct - 0.5).abs() < 1e-12);
+        assert_eq!(t.all.datasets, 1);
+    }
+
+    #[test]
+    fn the_repositorys_validation_outputs_describe_every_testbed_collective_row() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/runs/validation");
+        let rows = read(&dir).unwrap();
+        // Every testbed collective row scored in the folders, none left out for want of its
+        // call (a folder written before the columns would be).
+        let mut collective_rows = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let file = entry.unwrap().path().join("predictions.csv");
+            let name = file
+                .parent()
+                .unwrap()
+                .file_name()
+                .unwrap()
+                .to_string_lossy();
+            if !name.starts_with("testbed_") || name == "testbed_training" || !file.is_file() {
+                continue;
+            }
+            collective_rows += read_csv(&file).unwrap().len();
+        }
+        assert!(
+            collective_rows > 600,
+            "{collective_rows} testbed collective rows"
+        );
+        assert_eq!(rows.len(), collective_rows);
+        // OpenMPI's ring all-reduce was recorded on 3 to 8 ranks; the three-host star's 1 MiB
+        // row is among the nearest to a 3-rank 1 MiB call.
+        let t = of(&mpi_ring(3, 1 << 20), &rows, &dir).unwrap();
+        assert!(t.all.rows >= 40 && t.all.ranks_min == 3, "{:?}", t.all);
+        let n = t.nearest.unwrap();
+        assert!(n.rows >= 10 && n.max_abs_error_pct <= t.all.max_abs_error_pct);
+    }
+
+    #[test]
+    fn the_nearest_rows_are_within_twice_the_ranks_and_four_times_the_bytes() {
+        let set = "collective.library=mpi;collective.algorithm=ring";
+        let rows = [
+            row(set, "all_reduce", 8, 4 << 20, 1.0),
+            row(set, "all_reduce", 4, 1 << 20, 2.0),
+            row(set, "all_reduce", 17, 1 << 20, 30.0),
+            row(set, "all_reduce", 8, 64 << 10, 40.0),
+        ];
+        let t = of(&mpi_ring(8, 1 << 20), &rows, Path::new("v")).unwrap();
+        assert_eq!(t.all.rows, 4);
+        let n = t.nearest.unwrap();
+        assert_eq!(n.rows, 2);
+        assert_eq!(n.max_abs_error_pct, 2.0);
+        assert_eq!((n.ranks_min, n.ranks_max), (4, 8));
+        let far = of(&mpi_ring(64, 1 << 30), &rows, Path::new("v")).unwrap();
+        assert!(far.nearest.is_none());
+    }
+}
