@@ -193,7 +193,7 @@ fn an_openmpi_run_is_told_how_far_off_dtsim_was_on_the_testbeds_runs_of_its_call
     assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
-        out.contains("track record  mpi ring all_reduce measured on the testbed"),
+        out.contains("track record  mpi ring all_reduce: measured runs in"),
         "{out}"
     );
     let t: serde_json::Value =
@@ -204,7 +204,7 @@ fn an_openmpi_run_is_told_how_far_off_dtsim_was_on_the_testbeds_runs_of_its_call
     assert!(t["nearest"]["rows"].as_u64().unwrap() >= 10);
     let complete = std::fs::read_to_string(dir.join("complete.json")).unwrap();
     assert!(complete.contains("track_record.json"));
-    // The quickstart's ideal ring has no testbed rows: nothing said, no file.
+    // The quickstart's ideal ring is no library's: nothing said, no file.
     let dir = scratch("no-track-record");
     let o = dtsim(&[
         "run",

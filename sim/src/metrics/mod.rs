@@ -133,6 +133,9 @@ pub struct RunReport {
     /// The library that ran the collective, as scenarios name it (`ideal`, `nccl`, `gloo`,
     /// `mpi`): what a track record matches the run against.
     pub library: &'static str,
+    /// The GPU model of the topology, by the name dtsim's table gives it (`H100`), where it
+    /// names one.
+    pub gpu: Option<String>,
 }
 
 /// The per-rank timeline is skipped above this many rows (it grows as ranks × steps).
@@ -312,6 +315,7 @@ impl RunReport {
             trace,
             link_series: None,
             library: "ideal",
+            gpu: None,
         }
     }
 }

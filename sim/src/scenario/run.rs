@@ -749,6 +749,12 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
     };
     let mut report = RunReport::new(run, &schedule, &endpoints, &outcome, &traffic, pairs);
     report.library = library.as_str();
+    report.gpu = prep
+        .topology
+        .gpu
+        .as_deref()
+        .and_then(crate::topology::gpu_models::by_name)
+        .map(|g| g.name.to_string());
     report.summary.library = match decision {
         Some(d) => d,
         None => "ideal (dtsim's templates as configured)".into(),

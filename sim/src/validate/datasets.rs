@@ -5,7 +5,9 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::{num, resolve, simulate, simulate_collective, toml_str, Replay, Replayed, Row};
+use super::{
+    num, resolve, simulate, simulate_collective, toml_str, Replay, Replayed, Row, RowCall,
+};
 use crate::workload::catalog::TransformerConfig;
 
 /// A testbed row (a collective or a training step) replayed as the scenario its columns
@@ -85,9 +87,20 @@ pub(super) fn testbed_row(row: &Row, root: &Path, extra: &[String]) -> Replayed 
     } else {
         format!("{topo_name} ({overrides})")
     };
+    let call = (!workload).then(|| RowCall {
+        sim_set: sim_set.trim().to_string(),
+        op: row
+            .get("op")
+            .map(|o| o.trim().to_string())
+            .unwrap_or_else(|| "all_reduce".into()),
+        ranks,
+        bytes,
+        gpu: None,
+    });
     Ok(Replay {
         exchange_modes_secs,
         plays_secs,
+        call,
         ..Replay::new(
             format!("{method} @ {topo_name}"),
             label,

@@ -63,6 +63,9 @@ pub struct Replay {
     /// Where the run played the call several ways: its fastest and slowest play (the run's
     /// `plays`).
     pub plays_secs: Option<(f64, f64)>,
+    /// The collective call the row measured, where the replayer knows it (testbed collectives,
+    /// nccl-tests rows).
+    pub call: Option<RowCall>,
 }
 
 impl Replay {
@@ -74,6 +77,7 @@ impl Replay {
             simulated_secs,
             exchange_modes_secs: None,
             plays_secs: None,
+            call: None,
         }
     }
 }
@@ -197,32 +201,22 @@ pub struct Prediction {
     /// (`launch_medians_secs`: the testbed's rows since 2026-11-29): how far apart launches
     /// land, which a row's pooled median hides.
     pub launch_range_secs: Option<(f64, f64)>,
-    /// The call a testbed collective row measured, as the row describes it (`None` for other
-    /// datasets): what [`track_record`] matches a run against.
+    /// The collective call the row measured (`None` for training steps and copies): what
+    /// [`track_record`] matches a run against.
     pub call: Option<RowCall>,
 }
 
-/// A testbed collective row's call: the scenario keys it is replayed with (its `sim_set`:
-/// library, algorithm, ...), op, rank count and bytes.
+/// A measured collective call: the scenario keys it is replayed with (a testbed row's
+/// `sim_set`: library, algorithm, ...; `collective.library=nccl` for nccl-tests rows), op, rank
+/// count, bytes, and the GPU model where it ran on GPUs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RowCall {
     pub sim_set: String,
     pub op: String,
     pub ranks: u32,
     pub bytes: u64,
-}
-
-/// The call of a testbed collective row (one with `sim_set`, `op`, `ranks` and `bytes`).
-fn row_call(row: &Row) -> Option<RowCall> {
-    if row.get("kind").map(String::as_str) == Some("training") {
-        return None;
-    }
-    Some(RowCall {
-        sim_set: row.get("sim_set")?.trim().to_string(),
-        op: row.get("op")?.trim().to_string(),
-        ranks: row.get("ranks")?.trim().parse().ok()?,
-        bytes: row.get("bytes")?.trim().parse().ok()?,
-    })
+    /// The GPU model's name as dtsim's table has it (`H100`, `2080`), where it ran on GPUs.
+    pub gpu: Option<String>,
 }
 
 impl Prediction {
@@ -527,6 +521,7 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
                         simulated_secs: sim,
                         exchange_modes_secs,
                         plays_secs,
+                        call,
                     }) => {
                         let calibration = match &opts.calibrate_on {
                             Some(f) => f
@@ -559,7 +554,7 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
                             scored,
                             measured_range_secs: measured_range(row, measured),
                             launch_range_secs: launch_range(row),
-                            call: row_call(row),
+                            call,
                             // The bounds where the prediction lies between them.
                             exchange_modes_secs: exchange_modes_secs
                                 .filter(|&(both, serial)| both <= sim && sim <= serial),

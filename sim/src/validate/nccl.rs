@@ -46,6 +46,8 @@ pub struct Case {
     pub profile: PathBuf,
     /// What the row is replayed on, for the report ([`super::system::Replay::describe`]).
     pub replayed_on: String,
+    /// The call the row measured (a track record's row).
+    pub call: super::RowCall,
 }
 
 impl Case {
@@ -135,7 +137,19 @@ pub fn case(row: &Row, root: &Path) -> Result<Case, String> {
             group.push_str(" (labelled NVLS, not runnable here: NCCL's default choice)");
         }
     }
+    let mut sim_set = "collective.library=nccl".to_string();
+    if forced_nvls && nvls_capable {
+        sim_set.push_str(";collective.algorithm=nvls");
+    }
+    let call = super::RowCall {
+        sim_set,
+        op: op.as_str().to_string(),
+        ranks: gpus,
+        bytes: bytes as u64,
+        gpu: Some(spec.gpu.name.to_string()),
+    };
     Ok(Case {
+        call,
         system,
         op,
         group,
@@ -209,7 +223,10 @@ pub fn replay(row: &Row, root: &Path) -> super::Replayed {
     let c = case(row, root)?;
     let text = c.scenario_text();
     let sim = super::simulate(&text, &c.set, false)?;
-    Ok(super::Replay::new(c.group, c.label, c.measured_secs, sim))
+    Ok(super::Replay {
+        call: Some(c.call),
+        ..super::Replay::new(c.group, c.label, c.measured_secs, sim)
+    })
 }
 
 /// Which rows the bundled profiles were fitted on, each profile read once.

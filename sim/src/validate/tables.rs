@@ -31,6 +31,7 @@ impl Report {
             "op",
             "ranks",
             "bytes",
+            "gpu",
         ]);
         for p in &self.predictions {
             let (lo, hi) = p
@@ -76,6 +77,7 @@ impl Report {
                 call.map(|c| c.op.clone()).unwrap_or_default(),
                 call.map(|c| c.ranks.to_string()).unwrap_or_default(),
                 call.map(|c| c.bytes.to_string()).unwrap_or_default(),
+                call.and_then(|c| c.gpu.clone()).unwrap_or_default(),
             ]);
         }
         t.finish()

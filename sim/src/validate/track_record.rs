@@ -1,19 +1,20 @@
 //! dtsim's track record: how far off it has been on measured runs of the call it just played.
 //!
-//! `dtsim validate --out DIR` writes, for every testbed collective row it replays, the call the
-//! row measured (`sim_set`: the library, algorithm and other scenario keys it is replayed with;
-//! `op`, `ranks`, `bytes`) beside its error in `predictions.csv`. The repository keeps those
-//! folders for every testbed dataset (`data/runs/validation/`, regenerated with the model of
-//! the commit). A run whose call has the same library, algorithm and op as rows there is told
-//! their errors: over all of them (every topology, rank count and size recorded) and over the
-//! nearest (rank count within a factor of 2, bytes within a factor of 4), so that a what-if
-//! comes with the error dtsim has shown on real runs of the same call.
+//! `dtsim validate --out DIR` writes, for every collective row it replays (the testbed's runs,
+//! nccl-tests tables), the call the row measured (`sim_set`: the library, algorithm and other
+//! scenario keys it is replayed with; `op`, `ranks`, `bytes`, and `gpu` on GPUs) beside its
+//! error in `predictions.csv`. The repository keeps those folders (`data/runs/validation/`,
+//! regenerated with the model of the commit). A run whose call has the same library, algorithm
+//! and op as rows there is told their errors: over all of them (every system, rank count and
+//! size measured) and over the nearest (the same GPU model where the run has one, rank count
+//! within a factor of 2, bytes within a factor of 4), so that a what-if comes with the error
+//! dtsim has shown on real runs of the same call.
 //!
-//! What the numbers are: today's model on rows no calibration was fitted to (the profiles are
-//! measured by `calibrate`, nothing is fitted to the scored rows), but the model was developed
-//! looking at most of them; the held-out sets, recorded after the model that first scored them,
-//! scored worse at first (README, "Where dtsim stands"). They say how far off dtsim is on the
-//! testbed's CPU hosts and tc-shaped links, not on another cluster.
+//! What the numbers are: today's model on rows it was not fitted to (testbed profiles are
+//! measured by `calibrate`; the nccl-tests rows a bundled profile was fitted on are not
+//! scored), but the model was developed looking at most of them; the testbed's held-out sets,
+//! recorded after the model that first scored them, scored worse at first (README, "Where
+//! dtsim stands"). They say how far off dtsim was on the systems measured, not on another.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -36,6 +37,8 @@ pub struct Call {
     pub op: String,
     pub ranks: u32,
     pub bytes: u64,
+    /// The GPU model's name in dtsim's table (`H100`), where the run's topology names one.
+    pub gpu: Option<String>,
 }
 
 /// One measured row's call and dtsim's error on it.
@@ -47,6 +50,7 @@ pub struct Row {
     pub op: String,
     pub ranks: u32,
     pub bytes: u64,
+    pub gpu: Option<String>,
     /// (predicted − measured) / measured, percent.
     pub error_pct: f64,
 }
@@ -74,7 +78,8 @@ pub struct Errors {
 pub struct TrackRecord {
     pub call: String,
     pub all: Errors,
-    /// Rank count within a factor of 2 and bytes within a factor of 4 of the run's.
+    /// The same GPU model where the run has one, rank count within a factor of 2 and bytes
+    /// within a factor of 4 of the run's.
     pub nearest: Option<Errors>,
     pub source: PathBuf,
 }
@@ -111,6 +116,7 @@ pub fn read(dir: &Path) -> Result<Vec<Row>, String> {
                 op: op.to_string(),
                 ranks,
                 bytes,
+                gpu: get("gpu").map(str::to_string),
                 error_pct: err,
             });
         }
@@ -135,11 +141,12 @@ pub fn same_call(row: &Row, call: &Call) -> bool {
         && row.keys.contains_key("collective.orders") == call.orders
 }
 
-/// Whether a row is near the call: rank count within a factor of 2, bytes within 4.
+/// Whether a row is near the call: the same GPU model (or neither on GPUs), rank count within a
+/// factor of 2, bytes within 4.
 fn near(row: &Row, call: &Call) -> bool {
     let ranks = f64::from(row.ranks) / f64::from(call.ranks.max(1));
     let bytes = row.bytes as f64 / (call.bytes.max(1) as f64);
-    (0.5..=2.0).contains(&ranks) && (0.25..=4.0).contains(&bytes)
+    row.gpu == call.gpu && (0.5..=2.0).contains(&ranks) && (0.25..=4.0).contains(&bytes)
 }
 
 /// The errors over `rows` (`None` when there are none).
@@ -223,17 +230,33 @@ fn size(bytes: u64) -> String {
     crate::units::fmt_bytes(bytes as f64)
 }
 
+/// `n thing` or `n things`.
+fn count(n: usize, thing: &str) -> String {
+    if n == 1 {
+        format!("1 {thing}")
+    } else {
+        format!("{n} {thing}s")
+    }
+}
+
+/// `lo-hi`, or `lo` alone where they are equal.
+fn span(lo: String, hi: String) -> String {
+    if lo == hi {
+        lo
+    } else {
+        format!("{lo}-{hi}")
+    }
+}
+
 impl fmt::Display for Errors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} rows ({}-{} ranks, {}-{}): |error| median {:.1}%, 90% within {:.1}%, max {:.1}%; \
+            "{} ({} ranks, {}): |error| median {:.1}%, 90% within {:.1}%, max {:.1}%; \
              mean {:+.1}% ({})",
-            self.rows,
-            self.ranks_min,
-            self.ranks_max,
-            size(self.bytes_min),
-            size(self.bytes_max),
+            count(self.rows, "row"),
+            span(self.ranks_min.to_string(), self.ranks_max.to_string()),
+            span(size(self.bytes_min), size(self.bytes_max)),
             self.median_abs_error_pct,
             self.p90_abs_error_pct,
             self.max_abs_error_pct,
@@ -251,9 +274,9 @@ impl fmt::Display for TrackRecord {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "\ntrack record  {} measured on the testbed, {} datasets ({}):",
+            "\ntrack record  {}: measured runs in {} ({}):",
             self.call,
-            self.all.datasets,
+            count(self.all.datasets, "dataset"),
             self.source.display()
         )?;
         writeln!(f, "  all      {}", self.all)?;
@@ -261,7 +284,8 @@ impl fmt::Display for TrackRecord {
             Some(n) => writeln!(f, "  nearest  {n}"),
             None => writeln!(
                 f,
-                "  nearest  none within 2x the ranks and 4x the bytes: the error above may not hold"
+                "  nearest  none on the same GPU model within 2x the ranks and 4x the bytes: \
+                 the error above may not hold"
             ),
         }
     }
@@ -278,6 +302,7 @@ mod tests {
             op: op.into(),
             ranks,
             bytes,
+            gpu: None,
             error_pct: err,
         }
     }
@@ -290,6 +315,7 @@ mod tests {
             op: "all_reduce".into(),
             ranks,
             bytes,
+            gpu: None,
         }
     }
 
@@ -349,7 +375,7 @@ mod tests {
     }
 
     #[test]
-    fn the_repositorys_validation_outputs_describe_every_testbed_collective_row() {
+    fn the_repositorys_validation_outputs_describe_every_collective_row() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/runs/validation");
         let rows = read(&dir).unwrap();
         // Every testbed collective row scored in the folders, none left out for want of its
@@ -372,13 +398,40 @@ mod tests {
             collective_rows > 600,
             "{collective_rows} testbed collective rows"
         );
-        assert_eq!(rows.len(), collective_rows);
+        let testbed = rows.iter().filter(|r| r.dataset.starts_with("testbed_"));
+        assert_eq!(testbed.count(), collective_rows);
+        // The nccl-tests tables' scored rows, each on its GPU model.
+        let nccl: Vec<&Row> = rows
+            .iter()
+            .filter(|r| r.keys["collective.library"] == "nccl")
+            .collect();
+        assert!(nccl.len() > 100 && nccl.iter().all(|r| r.gpu.is_some()));
         // OpenMPI's ring all-reduce was recorded on 3 to 8 ranks; the three-host star's 1 MiB
         // row is among the nearest to a 3-rank 1 MiB call.
         let t = of(&mpi_ring(3, 1 << 20), &rows, &dir).unwrap();
         assert!(t.all.rows >= 40 && t.all.ranks_min == 3, "{:?}", t.all);
         let n = t.nearest.unwrap();
         assert!(n.rows >= 10 && n.max_abs_error_pct <= t.all.max_abs_error_pct);
+    }
+
+    #[test]
+    fn nccl_calls_are_nearest_on_their_own_gpu_model() {
+        let set = "collective.library=nccl";
+        let on = |gpu: &str, err: f64| Row {
+            gpu: Some(gpu.into()),
+            ..row(set, "all_reduce", 8, 1 << 20, err)
+        };
+        let rows = [on("H100", 3.0), on("2080", 30.0), on("H100", 5.0)];
+        let call = Call {
+            library: "nccl".into(),
+            algorithm: None,
+            gpu: Some("H100".into()),
+            ..mpi_ring(8, 1 << 20)
+        };
+        let t = of(&call, &rows, Path::new("v")).unwrap();
+        assert_eq!(t.all.rows, 3);
+        let n = t.nearest.unwrap();
+        assert_eq!((n.rows, n.max_abs_error_pct), (2, 5.0));
     }
 
     #[test]

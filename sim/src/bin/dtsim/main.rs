@@ -505,8 +505,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-/// How far off dtsim has been on measured testbed runs of the call `report` played (gloo's and
-/// OpenMPI's, the testbed's libraries), from the repository's validation outputs
+/// How far off dtsim has been on measured runs of the call `report` played (the testbed's gloo
+/// and OpenMPI runs, nccl-tests tables), from the repository's validation outputs
 /// ([`sim::validate::track_record`]); `None` where there are none. A folder that cannot be
 /// read is said on stderr and does not fail the run.
 fn track_record(
@@ -516,7 +516,7 @@ fn track_record(
 ) -> Option<sim::validate::track_record::TrackRecord> {
     use sim::validate::track_record as tr;
     let c = s.file.collective.as_ref()?;
-    if !matches!(report.library, "gloo" | "mpi") {
+    if report.library == "ideal" {
         return None;
     }
     let source = tr::find_source(path)?;
@@ -530,6 +530,7 @@ fn track_record(
         op: report.summary.collective.clone(),
         ranks: report.summary.ranks,
         bytes: report.summary.bytes,
+        gpu: report.gpu.clone(),
     };
     tr::of(&call, &rows, &source)
 }
