@@ -415,6 +415,39 @@ mod tests {
     }
 
     #[test]
+    fn folders_without_the_call_columns_are_left_out_and_a_broken_file_is_named() {
+        let dir = std::env::temp_dir().join(format!("dtsim-track-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for (folder, text) in [
+            // Written before the columns: nothing to match, no error.
+            (
+                "old",
+                "dataset,group,row,error_pct,scored\nd,g,1,5.0,true\n",
+            ),
+            (
+                "new",
+                "dataset,error_pct,scored,calibration,sim_set,op,ranks,bytes,gpu\n\
+                 d,-2.5,true,false,collective.library=gloo,all_reduce,4,1024,\n\
+                 d,9.0,false,false,collective.library=gloo,all_reduce,4,1024,\n",
+            ),
+        ] {
+            std::fs::create_dir_all(dir.join(folder)).unwrap();
+            std::fs::write(dir.join(folder).join("predictions.csv"), text).unwrap();
+        }
+        // The scored row only.
+        let rows = read(&dir).unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!((rows[0].error_pct, rows[0].gpu.clone()), (-2.5, None));
+        std::fs::write(dir.join("new/predictions.csv"), "a,b\n1,2,3\n").unwrap();
+        let err = read(&dir).unwrap_err();
+        assert!(
+            err.contains("new/predictions.csv") && err.contains("row 1"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn nccl_calls_are_nearest_on_their_own_gpu_model() {
         let set = "collective.library=nccl";
         let on = |gpu: &str, err: f64| Row {
