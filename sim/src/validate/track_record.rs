@@ -107,7 +107,12 @@ pub fn read(dir: &Path) -> Result<Vec<Row>, String> {
             ) else {
                 continue;
             };
-            if get("scored") != Some("true") || get("calibration") == Some("true") {
+            // Scored rows of a plain replay only: a prediction calibrated on other rows of its
+            // group (`--calibrate-on`) is not what a run predicts.
+            if get("scored") != Some("true")
+                || get("calibration") == Some("true")
+                || get("predicted_secs") != get("simulated_secs")
+            {
                 continue;
             }
             out.push(Row {
@@ -426,15 +431,17 @@ mod tests {
             ),
             (
                 "new",
-                "dataset,error_pct,scored,calibration,sim_set,op,ranks,bytes,gpu\n\
-                 d,-2.5,true,false,collective.library=gloo,all_reduce,4,1024,\n\
-                 d,9.0,false,false,collective.library=gloo,all_reduce,4,1024,\n",
+                "dataset,simulated_secs,predicted_secs,error_pct,scored,calibration,sim_set,op,\
+                 ranks,bytes,gpu\n\
+                 d,1e-3,1e-3,-2.5,true,false,collective.library=gloo,all_reduce,4,1024,\n\
+                 d,1e-3,1e-3,9.0,false,false,collective.library=gloo,all_reduce,4,1024,\n\
+                 d,1e-3,2e-3,7.0,true,false,collective.library=gloo,all_reduce,4,1024,\n",
             ),
         ] {
             std::fs::create_dir_all(dir.join(folder)).unwrap();
             std::fs::write(dir.join(folder).join("predictions.csv"), text).unwrap();
         }
-        // The scored row only.
+        // The scored, uncalibrated row only.
         let rows = read(&dir).unwrap();
         assert_eq!(rows.len(), 1);
         assert_eq!((rows[0].error_pct, rows[0].gpu.clone()), (-2.5, None));
