@@ -374,3 +374,68 @@ fn a_second_sweep_into_the_same_folder_is_refused_and_force_never_mixes_the_two(
     let unique: std::collections::BTreeSet<&str> = indexes.iter().copied().collect();
     assert_eq!((indexes.len(), unique.len()), (48, 48), "{table}");
 }
+
+#[test]
+fn a_sweep_of_a_library_collective_merges_its_track_record_per_point() {
+    // OpenMPI's ring all-reduce on 3 and 8 hosts of the testbed's star: each point carries how
+    // far off dtsim has been on the testbed's runs of that call, nearest to the point's size.
+    let dir = scratch("track");
+    let p = dir.join("sweep.toml");
+    std::fs::write(
+        &p,
+        format!(
+            r#"
+name = "mpi-ring"
+profile = "{}"
+[topology]
+file = "{}"
+[collective]
+op = "all_reduce"
+library = "mpi"
+algorithm = "ring"
+bytes = "1MiB"
+[sweep]
+"topology.generator.n" = [3, 8]
+"#,
+            repo()
+                .join("data/profiles/testbed_star4_200mbit.json")
+                .display(),
+            repo()
+                .join("testbed/topologies/star4_200mbit.toml")
+                .display()
+        ),
+    )
+    .unwrap();
+    let out = dir.join("out");
+    json(&dtsim(&[
+        "sweep",
+        p.to_str().unwrap(),
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]));
+    let text = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .unwrap_or_else(|| panic!("no {name} in {header:?}"))
+    };
+    let (call, rows, nearest_min) = (
+        col("track_record_call"),
+        col("track_record_all_rows"),
+        col("track_record_nearest_ranks_min"),
+    );
+    let points: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(points.len(), 2);
+    for pt in &points {
+        assert_eq!(pt[call], "mpi ring all_reduce");
+        assert!(pt[rows].parse::<u32>().unwrap() >= 40);
+    }
+    // Nearest to 3 ranks: from 3 up; to 8 ranks: 4 up (within a factor of 2).
+    let mut mins: Vec<&str> = points.iter().map(|pt| pt[nearest_min]).collect();
+    mins.sort();
+    assert_eq!(mins, ["3", "4"]);
+}

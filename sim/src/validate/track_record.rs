@@ -23,6 +23,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::read_csv;
+use crate::metrics::RunReport;
+use crate::scenario::Scenario;
 
 /// The call a run played, as a track record matches it against the rows.
 #[derive(Debug, Clone, PartialEq)]
@@ -208,6 +210,31 @@ pub fn of(call: &Call, rows: &[Row], source: &Path) -> Option<TrackRecord> {
         nearest: errors(&nearest),
         source: source.to_path_buf(),
     })
+}
+
+/// How far off dtsim has been on measured runs of the call `report` played (a library's
+/// collective: NCCL, gloo, OpenMPI), from the validation outputs [`find_source`] finds for
+/// the scenario; `None` where there are none. A folder that cannot be read is said on stderr
+/// and does not fail the run.
+pub fn for_run(s: &Scenario, report: &RunReport) -> Option<TrackRecord> {
+    let c = s.file.collective.as_ref()?;
+    if report.library == "ideal" {
+        return None;
+    }
+    let source = find_source(&s.path)?;
+    let rows = read(&source)
+        .map_err(|e| eprintln!("warning: no track record: {e}"))
+        .ok()?;
+    let call = Call {
+        library: report.library.to_string(),
+        algorithm: c.algorithm.clone(),
+        orders: c.orders.is_some(),
+        op: report.summary.collective.clone(),
+        ranks: report.summary.ranks,
+        bytes: report.summary.bytes,
+        gpu: report.gpu.clone(),
+    };
+    of(&call, &rows, &source)
 }
 
 /// The folder of validation outputs for a run of `scenario`: `data/runs/validation` in the

@@ -289,7 +289,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             progress.finish();
             let report = report?;
             let wall = started.elapsed();
-            let track = track_record(&s, &path, &report);
+            let track = sim::validate::track_record::for_run(&s, &report);
             if json {
                 print!("{}", report.summary_json());
             } else {
@@ -503,36 +503,6 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
     }
-}
-
-/// How far off dtsim has been on measured runs of the call `report` played (the testbed's gloo
-/// and OpenMPI runs, nccl-tests tables), from the repository's validation outputs
-/// ([`sim::validate::track_record`]); `None` where there are none. A folder that cannot be
-/// read is said on stderr and does not fail the run.
-fn track_record(
-    s: &scenario::Scenario,
-    path: &std::path::Path,
-    report: &sim::metrics::RunReport,
-) -> Option<sim::validate::track_record::TrackRecord> {
-    use sim::validate::track_record as tr;
-    let c = s.file.collective.as_ref()?;
-    if report.library == "ideal" {
-        return None;
-    }
-    let source = tr::find_source(path)?;
-    let rows = tr::read(&source)
-        .map_err(|e| eprintln!("warning: no track record: {e}"))
-        .ok()?;
-    let call = tr::Call {
-        library: report.library.to_string(),
-        algorithm: c.algorithm.clone(),
-        orders: c.orders.is_some(),
-        op: report.summary.collective.clone(),
-        ranks: report.summary.ranks,
-        bytes: report.summary.bytes,
-        gpu: report.gpu.clone(),
-    };
-    tr::of(&call, &rows, &source)
 }
 
 fn trace_format(f: Option<String>) -> anyhow::Result<Option<sim::workload::trace::Format>> {

@@ -423,7 +423,15 @@ pub fn run_point(sweep: &Sweep, p: &Point, out: &Path, all_files: bool) -> anyho
         if all_files {
             report.write_dir(&dir)?;
         }
-        ("collective", serde_json::to_value(&report.summary)?)
+        let mut summary = serde_json::to_value(&report.summary)?;
+        // How far off dtsim has been on measured runs of the point's call: merged as columns.
+        if let (Some(t), serde_json::Value::Object(m)) = (
+            crate::validate::track_record::for_run(&s, &report),
+            &mut summary,
+        ) {
+            m.insert("track_record".into(), serde_json::to_value(t)?);
+        }
+        ("collective", summary)
     };
     if let serde_json::Value::Object(m) = &mut summary {
         m.insert("kind".into(), kind.into());
