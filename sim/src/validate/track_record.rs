@@ -164,11 +164,6 @@ pub fn errors(rows: &[&Row]) -> Option<Errors> {
     let mut abs: Vec<f64> = rows.iter().map(|r| r.error_pct.abs()).collect();
     abs.sort_by(f64::total_cmp);
     let n = abs.len();
-    let median = if n % 2 == 1 {
-        abs[n / 2]
-    } else {
-        (abs[n / 2 - 1] + abs[n / 2]) / 2.0
-    };
     // Nearest rank: the smallest value with at least 90% of the rows at or below it.
     let p90 = abs[((0.9 * n as f64).ceil() as usize).clamp(1, n) - 1];
     let mut datasets: Vec<&str> = rows.iter().map(|r| r.dataset.as_str()).collect();
@@ -181,7 +176,7 @@ pub fn errors(rows: &[&Row]) -> Option<Errors> {
         ranks_max: rows.iter().map(|r| r.ranks).max().unwrap_or(0),
         bytes_min: rows.iter().map(|r| r.bytes).min().unwrap_or(0),
         bytes_max: rows.iter().map(|r| r.bytes).max().unwrap_or(0),
-        median_abs_error_pct: median,
+        median_abs_error_pct: crate::stats::median(&abs),
         p90_abs_error_pct: p90,
         max_abs_error_pct: abs[n - 1],
         mean_error_pct: rows.iter().map(|r| r.error_pct).sum::<f64>() / n as f64,
