@@ -207,20 +207,26 @@ pub fn of(call: &Call, rows: &[Row], source: &Path) -> Option<TrackRecord> {
     })
 }
 
+/// The validation outputs a track record reads: the folder [`find_source`] found, and its
+/// rows ([`read`]).
+pub type Source = (PathBuf, Vec<Row>);
+
 /// How far off dtsim has been on measured runs of the call `report` played (a library's
-/// collective: NCCL, gloo, OpenMPI), from the validation outputs [`find_source`] finds for
-/// the scenario; `None` where there are none. A folder that cannot be read is said on stderr
-/// and does not fail the run.
+/// collective: NCCL, gloo, OpenMPI), from the validation outputs found for the scenario;
+/// `None` where there are none.
 pub fn for_run(s: &Scenario, report: &RunReport) -> Option<TrackRecord> {
+    let call = call_of(s, report)?;
+    let (source, rows) = load(&s.path)?;
+    of(&call, &rows, &source)
+}
+
+/// The call `report` played, as a track record matches it (`None`: no library's collective).
+pub fn call_of(s: &Scenario, report: &RunReport) -> Option<Call> {
     let c = s.file.collective.as_ref()?;
     if report.library == "ideal" {
         return None;
     }
-    let source = find_source(&s.path)?;
-    let rows = read(&source)
-        .map_err(|e| eprintln!("warning: no track record: {e}"))
-        .ok()?;
-    let call = Call {
+    Some(Call {
         library: report.library.to_string(),
         algorithm: c.algorithm.clone(),
         orders: c.orders.is_some(),
@@ -228,8 +234,17 @@ pub fn for_run(s: &Scenario, report: &RunReport) -> Option<TrackRecord> {
         ranks: report.summary.ranks,
         bytes: report.summary.bytes,
         gpu: report.gpu.clone(),
-    };
-    of(&call, &rows, &source)
+    })
+}
+
+/// The validation outputs for a run of `scenario`, read: `None` where there are none. A folder
+/// that cannot be read is said on stderr and does not fail the run.
+pub fn load(scenario: &Path) -> Option<Source> {
+    let source = find_source(scenario)?;
+    let rows = read(&source)
+        .map_err(|e| eprintln!("warning: no track record: {e}"))
+        .ok()?;
+    Some((source, rows))
 }
 
 /// The folder of validation outputs for a run of `scenario`: `data/runs/validation` in the

@@ -108,6 +108,9 @@ pub struct Sweep {
     /// `--set` overrides applied to every point.
     pub base_overrides: Vec<String>,
     pub points: Vec<Point>,
+    /// The validation outputs the points' track records read, read once for the whole sweep
+    /// at its first point of a library's collective (`None` inside: there are none).
+    pub track_source: std::sync::OnceLock<Option<crate::validate::track_record::Source>>,
 }
 
 #[derive(Deserialize)]
@@ -291,6 +294,7 @@ pub fn expand(path: &Path, overrides: &[String]) -> Result<Sweep, ScenarioError>
         spec,
         base_overrides: overrides.to_vec(),
         points,
+        track_source: std::sync::OnceLock::new(),
     })
 }
 
@@ -425,10 +429,15 @@ pub fn run_point(sweep: &Sweep, p: &Point, out: &Path, all_files: bool) -> anyho
         }
         let mut summary = serde_json::to_value(&report.summary)?;
         // How far off dtsim has been on measured runs of the point's call: merged as columns.
-        if let (Some(t), serde_json::Value::Object(m)) = (
-            crate::validate::track_record::for_run(&s, &report),
-            &mut summary,
-        ) {
+        use crate::validate::track_record as tr;
+        let track = tr::call_of(&s, &report).and_then(|call| {
+            let (source, rows) = sweep
+                .track_source
+                .get_or_init(|| tr::load(&sweep.scenario_path))
+                .as_ref()?;
+            tr::of(&call, rows, source)
+        });
+        if let (Some(t), serde_json::Value::Object(m)) = (track, &mut summary) {
             m.insert("track_record".into(), serde_json::to_value(t)?);
         }
         ("collective", summary)
