@@ -429,15 +429,37 @@ pub fn fit(points: &[(f64, f64)]) -> Option<(f64, f64)> {
 /// How a dataset's rows are replayed (a row can stand for several, as a single-device table's).
 type ReplayFn<'a> = dyn Fn(&Row, &Path) -> Vec<Replayed> + 'a;
 
+/// Where a replay stands, reported before each row is replayed ([`validate_with_progress`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowProgress<'a> {
+    /// The dataset's name, as its rows' `dataset` column will say.
+    pub dataset: &'a str,
+    /// 1-based: which dataset of `datasets`, and which of its rows.
+    pub dataset_index: usize,
+    pub datasets: usize,
+    pub row: usize,
+    pub rows: usize,
+}
+
 /// Replays every row of every dataset, calibrates if asked, and computes the errors.
 pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> {
+    validate_with_progress(datasets, opts, &|_| {})
+}
+
+/// [`validate`], calling `progress` before each row is replayed: a packet-model replay of
+/// every testbed dataset takes minutes, and the command line shows where it is.
+pub fn validate_with_progress(
+    datasets: &[PathBuf],
+    opts: &Options,
+    progress: &dyn Fn(RowProgress),
+) -> Result<Report, String> {
     let mut report = Report::default();
     let stem = |p: &Path| {
         p.file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default()
     };
-    for path in datasets {
+    for (dataset_index, path) in datasets.iter().enumerate() {
         let rows = read_csv(path)?;
         // A dataset is named by its file; files of one name (torch_bench.py's step_times.csv
         // of several runs) by their folder too.
@@ -489,6 +511,13 @@ pub fn validate(datasets: &[PathBuf], opts: &Options) -> Result<Report, String> 
         let mut preds: Vec<Prediction> = Vec::new();
         let mut fitted_rows = nccl::FittedOn::default();
         for (i, row) in rows.iter().enumerate() {
+            progress(RowProgress {
+                dataset: &name,
+                dataset_index: dataset_index + 1,
+                datasets: datasets.len(),
+                row: i + 1,
+                rows: rows.len(),
+            });
             // Never score (nor simulate) a row the row's profile was fitted on.
             if is_nccl_table && fitted_rows.contains(row, &root, &file_name, i + 1) {
                 report.skipped.push((
@@ -653,18 +682,35 @@ pub struct Gates {
     pub max_error_pct: Option<f64>,
 }
 
+/// `dtsim validate`'s flags that say how rows are replayed and scored, as given.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Flags<'a> {
+    /// `--calibrate-on`, `--score-on`: filters of rows.
+    pub calibrate_on: Option<&'a str>,
+    pub score_on: Option<&'a str>,
+    /// `--leave-one-out`: `system` or nothing.
+    pub leave_one_out: Option<&'a str>,
+    /// `--set`: scenario keys every testbed row is replayed with after its own.
+    pub set: &'a [String],
+}
+
 /// `dtsim validate`: parses the filters, validates, prints the tables, writes `--out`, and
 /// fails when a scored group is outside the `gates` (naming every such group), or when a gate
-/// is given and no row was scored.
+/// is given and no row was scored. `progress` hears of each row before it is replayed, then
+/// `None` once the replay is over (before anything is printed).
 pub fn run_cli(
     datasets: &[PathBuf],
-    calibrate_on: Option<&str>,
-    score_on: Option<&str>,
+    flags: Flags,
     gates: Gates,
     out: Option<&Path>,
-    leave_one_out: Option<&str>,
-    set: &[String],
+    progress: &dyn Fn(Option<RowProgress>),
 ) -> anyhow::Result<()> {
+    let Flags {
+        calibrate_on,
+        score_on,
+        leave_one_out,
+        set,
+    } = flags;
     if datasets.is_empty() {
         anyhow::bail!("validate: at least one dataset (CSV) to replay");
     }
@@ -686,7 +732,9 @@ pub fn run_cli(
             ),
         },
     };
-    let report = validate(datasets, &opts).map_err(|e| anyhow::anyhow!(e))?;
+    let report = validate_with_progress(datasets, &opts, &|at| progress(Some(at)));
+    progress(None);
+    let report = report.map_err(|e| anyhow::anyhow!(e))?;
     println!("{report}");
     if let Some(dir) = &opts.out {
         report

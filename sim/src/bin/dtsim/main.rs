@@ -419,18 +419,32 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             out,
             leave_one_out,
             set,
-        } => sim::validate::run_cli(
-            &datasets,
-            calibrate_on.as_deref(),
-            score_on.as_deref(),
-            sim::validate::Gates {
-                max_median_error_pct: max_median_error,
-                max_error_pct: max_error,
-            },
-            out.as_deref(),
-            leave_one_out.as_deref(),
-            &set,
-        ),
+        } => {
+            // Shown only where a replay takes over a second (the packet model's, minutes).
+            let progress = Progress::new(false, "replaying");
+            let report_row = |at: Option<sim::validate::RowProgress>| match at {
+                Some(at) => progress.bar.set_message(format!(
+                    "replaying {} ({} of {}): row {} of {}",
+                    at.dataset, at.dataset_index, at.datasets, at.row, at.rows
+                )),
+                None => progress.finish(),
+            };
+            sim::validate::run_cli(
+                &datasets,
+                sim::validate::Flags {
+                    calibrate_on: calibrate_on.as_deref(),
+                    score_on: score_on.as_deref(),
+                    leave_one_out: leave_one_out.as_deref(),
+                    set: &set,
+                },
+                sim::validate::Gates {
+                    max_median_error_pct: max_median_error,
+                    max_error_pct: max_error,
+                },
+                out.as_deref(),
+                &report_row,
+            )
+        }
         Command::Topo {
             command: TopoCommand::Show { topology, set, dot },
         } => {

@@ -124,6 +124,44 @@ fn calibration_rows_are_never_scored() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+#[test]
+fn progress_hears_of_every_row_of_every_dataset_in_order() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let (topo, sim) = ring_all_reduce_on_star8();
+    let head = "kind,topology,topology_set,ranks,method,op,bytes,sim_set,profile,measured_secs\n";
+    let line = |m: f64| {
+        format!(
+            "collective,{},,4,ring,all_reduce,4194304,collective.algorithm=ring,,{m}\n",
+            topo.display()
+        )
+    };
+    let dir = repo
+        .join("target")
+        .join(format!("progress-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (a, b) = (dir.join("a.csv"), dir.join("b.csv"));
+    std::fs::write(&a, format!("{head}{}{}", line(sim), line(2.0 * sim))).unwrap();
+    std::fs::write(&b, format!("{head}{}", line(sim))).unwrap();
+    let heard = std::cell::RefCell::new(Vec::new());
+    let report = validate_with_progress(&[a, b], &Options::default(), &|at| {
+        heard.borrow_mut().push((
+            at.dataset.to_string(),
+            at.dataset_index,
+            at.datasets,
+            at.row,
+            at.rows,
+        ))
+    })
+    .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let d = |name: &str, i, row, rows| (name.to_string(), i, 2, row, rows);
+    assert_eq!(
+        heard.into_inner(),
+        vec![d("a", 1, 1, 2), d("a", 1, 2, 2), d("b", 2, 1, 1)]
+    );
+    assert_eq!(report.predictions.len(), 3);
+}
+
 /// The topology and simulated seconds of the rows the range tests build: a ring all-reduce of
 /// 4 MiB on 4 ranks of `topologies/star8_100g.toml`.
 fn ring_all_reduce_on_star8() -> (std::path::PathBuf, f64) {
