@@ -34,6 +34,7 @@
 //! what was expected.
 
 mod collective;
+mod fabric;
 pub mod fit_nccl;
 mod plays;
 pub mod run;
