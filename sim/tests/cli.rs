@@ -219,6 +219,38 @@ fn an_openmpi_run_is_told_how_far_off_dtsim_was_on_the_testbeds_runs_of_its_call
 }
 
 #[test]
+fn a_training_step_is_told_how_far_off_dtsim_was_on_measured_steps_like_it() {
+    // ResNet-50 in bf16 on H100s, eager and fused: the lent H100's one-GPU eager steps were
+    // measured with the same profile, its fused ones were not.
+    let dir = scratch("step-track-record");
+    let o = dtsim(&[
+        "run",
+        "scenarios/resnet50_eager_vs_compiled_h100.toml",
+        "--force",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("eager, batch 16:\ntrack record  training step resnet50 bf16 eager (profile h100_sxm_node)"),
+        "{out}"
+    );
+    assert!(!out.contains("fused, batch 16:"), "{out}");
+    let t: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("eager, batch 16/track_record.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(t["all"]["ranks_max"], 1);
+    assert!(t["all"]["rows"].as_u64().unwrap() >= 4);
+    // Eight GPUs against one-GPU rows: none is near.
+    assert!(t["nearest"].is_null());
+    assert!(!dir.join("fused, batch 16/track_record.json").exists());
+    let complete = std::fs::read_to_string(dir.join("complete.json")).unwrap();
+    assert!(complete.contains("track_record.json"));
+}
+
+#[test]
 fn overrides_change_the_run() {
     let o = dtsim(&[
         "run",

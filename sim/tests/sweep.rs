@@ -439,3 +439,80 @@ bytes = "1MiB"
     mins.sort();
     assert_eq!(mins, ["3", "4"]);
 }
+
+#[test]
+fn a_sweep_of_a_training_step_merges_its_track_record_per_point() {
+    // ResNet-50 eager in bf16 on one and on eight H100s: both points are the step the lent
+    // H100's one-GPU runs measured; only the one-GPU point has rows near it.
+    let dir = scratch("step-track");
+    let p = dir.join("sweep.toml");
+    std::fs::write(
+        &p,
+        format!(
+            r#"
+name = "resnet50-eager"
+profile = "{}"
+[topology]
+file = "{}"
+[workload]
+model = "resnet50"
+batch_per_gpu = 16
+dtype = "bf16"
+execution = "eager"
+[sweep]
+"placement.ranks" = [1, 8]
+"#,
+            repo().join("data/profiles/h100_sxm_node.json").display(),
+            repo().join("topologies/hgx_h100.toml").display()
+        ),
+    )
+    .unwrap();
+    let out = dir.join("out");
+    json(&dtsim(&[
+        "sweep",
+        p.to_str().unwrap(),
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]));
+    let text = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .unwrap_or_else(|| panic!("no {name} in {header:?}"))
+    };
+    let (call, ranks, batch, nearest) = (
+        col("track_record_call"),
+        col("ranks"),
+        col("track_record_all_batch_min"),
+        col("track_record_nearest_rows"),
+    );
+    // A workload's summary has quoted fields with commas (its library's decision).
+    let fields = |line: &str| -> Vec<String> {
+        let (mut out, mut cur, mut quoted) = (Vec::new(), String::new(), false);
+        for c in line.chars() {
+            match c {
+                '"' => quoted = !quoted,
+                ',' if !quoted => out.push(std::mem::take(&mut cur)),
+                c => cur.push(c),
+            }
+        }
+        out.push(cur);
+        out
+    };
+    let mut points: Vec<Vec<String>> = lines.map(fields).collect();
+    points.sort_by_key(|pt| pt[ranks].parse::<u32>().unwrap());
+    assert_eq!(points.len(), 2);
+    for pt in &points {
+        assert_eq!(
+            pt[call],
+            "training step resnet50 bf16 eager (profile h100_sxm_node)"
+        );
+        assert!(!pt[batch].is_empty());
+    }
+    assert!(points[0][nearest].parse::<u32>().unwrap() >= 1);
+    assert_eq!(points[1][nearest], "");
+}

@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use super::{
-    num, resolve, simulate, simulate_collective, toml_str, Replay, Replayed, Row, RowCall,
+    num, resolve, simulate, simulate_collective, simulate_step, toml_str, Replay, Replayed, Row,
+    RowCall,
 };
 use crate::workload::catalog::TransformerConfig;
 
@@ -70,10 +71,12 @@ pub(super) fn testbed_row(row: &Row, root: &Path, extra: &[String]) -> Replayed 
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let (sim, exchange_modes_secs, plays_secs) = if workload {
-        (simulate(&text, &set, true)?, None, None)
+    let (sim, exchange_modes_secs, plays_secs, step) = if workload {
+        let (secs, step) = simulate_step(&text, &set)?;
+        (secs, None, None, step)
     } else {
-        simulate_collective(&text, &set)?
+        let (secs, modes, plays) = simulate_collective(&text, &set)?;
+        (secs, modes, plays, None)
     };
     // Rows on the same topology file with other overrides (8 hosts instead of 4) are another
     // system: their own group.
@@ -87,16 +90,21 @@ pub(super) fn testbed_row(row: &Row, root: &Path, extra: &[String]) -> Replayed 
     } else {
         format!("{topo_name} ({overrides})")
     };
-    let call = (!workload).then(|| RowCall {
-        sim_set: sim_set.trim().to_string(),
-        op: row
-            .get("op")
-            .map(|o| o.trim().to_string())
-            .unwrap_or_else(|| "all_reduce".into()),
-        ranks,
-        bytes,
-        gpu: None,
-    });
+    let call = if workload {
+        step
+    } else {
+        Some(RowCall {
+            sim_set: sim_set.trim().to_string(),
+            op: row
+                .get("op")
+                .map(|o| o.trim().to_string())
+                .unwrap_or_else(|| "all_reduce".into()),
+            ranks,
+            bytes: Some(bytes),
+            batch: None,
+            gpu: None,
+        })
+    };
     Ok(Replay {
         exchange_modes_secs,
         plays_secs,
@@ -263,20 +271,26 @@ pub(super) fn single_device_rows(row: &Row, root: &Path) -> Vec<Replayed> {
                 toml_str(&path),
                 toml_str(&root.join("topologies/pcie_box_2gpu.toml")),
             );
-            let sim = simulate(&text, &[], true)?;
+            let (sim, call) = simulate_step(&text, &[])?;
+            // The GPU the row ran on (the replay's topology only carries the profile's GPU).
+            let gpu = crate::topology::gpu_models::by_name(get("device_name"))
+                .map(|g| g.name.to_string());
             let stem = Path::new(profile)
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            Ok(Replay::new(
-                format!(
-                    "{machine} {model} {dtype}{how}{} · {stem}",
-                    if eager { " eager" } else { "" }
-                ),
-                format!("{model} batch {batch} ({stem})"),
-                num(row, "step_secs_median")?,
-                sim,
-            ))
+            Ok(Replay {
+                call: call.map(|c| RowCall { gpu, ..c }),
+                ..Replay::new(
+                    format!(
+                        "{machine} {model} {dtype}{how}{} · {stem}",
+                        if eager { " eager" } else { "" }
+                    ),
+                    format!("{model} batch {batch} ({stem})"),
+                    num(row, "step_secs_median")?,
+                    sim,
+                )
+            })
         })
         .collect()
 }

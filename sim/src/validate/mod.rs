@@ -30,7 +30,7 @@
 //! Here: reading datasets, filters, calibration and the run over every row; [`system`] reads
 //! what system a row ran on, [`nccl`] replays nccl-tests tables (and leave-one-system-out),
 //! `datasets` the other layouts, `tables` writes the outputs; [`track_record`] reads them back to
-//! tell a run how far off dtsim has been on measured runs of its call.
+//! tell a run how far off dtsim has been on measured runs of its call or step.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -201,8 +201,8 @@ pub struct Prediction {
     /// (`launch_medians_secs`: the testbed's rows since 2026-11-29): how far apart launches
     /// land, which a row's pooled median hides.
     pub launch_range_secs: Option<(f64, f64)>,
-    /// The collective call the row measured (`None` for training steps and copies): what
-    /// [`track_record`] matches a run against.
+    /// The collective call or training step the row measured (`None` for copies and the
+    /// calibrated tables' steps): what [`track_record`] matches a run against.
     pub call: Option<RowCall>,
 }
 
@@ -214,7 +214,10 @@ pub struct RowCall {
     pub sim_set: String,
     pub op: String,
     pub ranks: u32,
-    pub bytes: u64,
+    /// A collective's bytes; `None` for a training step.
+    pub bytes: Option<u64>,
+    /// A training step's batch per GPU.
+    pub batch: Option<u64>,
     /// The GPU model's name as dtsim's table has it (`H100`, `2080`), where it ran on GPUs.
     pub gpu: Option<String>,
 }
@@ -376,6 +379,23 @@ fn simulate(text: &str, set: &[String], workload: bool) -> Result<f64, String> {
         scenario::parse(text, Path::new("validate-row.toml"), set).map_err(|e| e.to_string())?;
     let r = scenario::workload::run_workload(&s, Default::default()).map_err(|e| e.to_string())?;
     Ok(r.summary.metrics.step_secs)
+}
+
+/// [`simulate`] of a training step, with the step as a track record matches it (its keys,
+/// rank count and batch per GPU; `gpu` left for the caller, who knows what the row ran on).
+fn simulate_step(text: &str, set: &[String]) -> Result<(f64, Option<RowCall>), String> {
+    let s =
+        scenario::parse(text, Path::new("validate-row.toml"), set).map_err(|e| e.to_string())?;
+    let r = scenario::workload::run_workload(&s, Default::default()).map_err(|e| e.to_string())?;
+    let call = track_record::step_keys(&s).map(|keys| RowCall {
+        sim_set: track_record::keys_column(&keys),
+        op: track_record::STEP_OP.to_string(),
+        ranks: r.summary.ranks,
+        bytes: None,
+        batch: Some(r.summary.batch_per_gpu),
+        gpu: None,
+    });
+    Ok((r.summary.metrics.step_secs, call))
 }
 
 /// What [`simulate_collective`] gives: seconds, OpenMPI's exchange modes and the plays' span.

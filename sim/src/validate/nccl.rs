@@ -145,7 +145,8 @@ pub fn case(row: &Row, root: &Path) -> Result<Case, String> {
         sim_set,
         op: op.as_str().to_string(),
         ranks: gpus,
-        bytes: bytes as u64,
+        bytes: Some(bytes as u64),
+        batch: None,
         gpu: Some(spec.gpu.name.to_string()),
     };
     Ok(Case {

@@ -32,6 +32,7 @@ impl Report {
             "ranks",
             "bytes",
             "gpu",
+            "batch",
         ]);
         for p in &self.predictions {
             let (lo, hi) = p
@@ -76,8 +77,13 @@ impl Report {
                 call.map(|c| c.sim_set.clone()).unwrap_or_default(),
                 call.map(|c| c.op.clone()).unwrap_or_default(),
                 call.map(|c| c.ranks.to_string()).unwrap_or_default(),
-                call.map(|c| c.bytes.to_string()).unwrap_or_default(),
+                call.and_then(|c| c.bytes)
+                    .map(|b| b.to_string())
+                    .unwrap_or_default(),
                 call.and_then(|c| c.gpu.clone()).unwrap_or_default(),
+                call.and_then(|c| c.batch)
+                    .map(|b| b.to_string())
+                    .unwrap_or_default(),
             ]);
         }
         t.finish()

@@ -1,14 +1,22 @@
-//! dtsim's track record: how far off it has been on measured runs of the call it just played.
+//! dtsim's track record: how far off it has been on measured runs of the call (or training
+//! step) it just played.
 //!
 //! `dtsim validate --out DIR` writes, for every collective row it replays (the testbed's runs,
 //! nccl-tests tables), the call the row measured (`sim_set`: the library, algorithm and other
-//! scenario keys it is replayed with; `op`, `ranks`, `bytes`, and `gpu` on GPUs) beside its
+//! scenario keys it is replayed with; `op`, `ranks`, `bytes`, and `gpu` on GPUs; a training
+//! step's `op` is [`STEP_OP`], its `sim_set` its [`step_keys`] and it has a `batch`) beside its
 //! error in `predictions.csv`. The repository keeps those folders (`data/runs/validation/`,
 //! regenerated with the model of the commit). A run whose call has the same library, algorithm
 //! and op as rows there is told their errors: over all of them (every system, rank count and
 //! size measured) and over the nearest (the same GPU model where the run has one, rank count
 //! within a factor of 2, bytes within a factor of 4), so that a what-if comes with the error
 //! dtsim has shown on real runs of the same call.
+//!
+//! Training steps the same way: a row of measured steps (the testbed's, one GPU's
+//! `torch_bench.py` steps) names its step ([`step_keys`]: the model, dtype, execution, fused
+//! attention and the profile it is predicted with) and its batch per GPU, and a `dtsim run` of
+//! a training step is told the errors over the rows of the same step, the nearest being on the
+//! same GPU model with rank counts within 2x and batches within 4x.
 //!
 //! What the numbers are: today's model on rows it was not fitted to (testbed profiles are
 //! measured by `calibrate`; the nccl-tests rows a bundled profile was fitted on are not
@@ -23,25 +31,43 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::read_csv;
+use crate::metrics::workload::WorkloadReport;
 use crate::metrics::RunReport;
 use crate::scenario::Scenario;
 
 /// The call a run played, as a track record matches it against the rows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Call {
-    /// `gloo`, `mpi`, `nccl` or `ideal`.
-    pub library: String,
-    /// The scenario's `collective.algorithm`, where it forces one.
-    pub algorithm: Option<String>,
-    /// Whether the scenario gives explicit ring orders (`collective.orders`: gloo's multiring).
-    pub orders: bool,
-    /// `all_reduce`, `all_gather`, ...
-    pub op: String,
+    pub played: Played,
     pub ranks: u32,
-    pub bytes: u64,
     /// The GPU model's name in dtsim's table (`H100`), where the run's topology names one.
     pub gpu: Option<String>,
 }
+
+/// What a run played: a library's collective, or a training step.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Played {
+    Collective {
+        /// `gloo`, `mpi`, `nccl` or `ideal`.
+        library: String,
+        /// The scenario's `collective.algorithm`, where it forces one.
+        algorithm: Option<String>,
+        /// Whether the scenario gives explicit ring orders (`collective.orders`: gloo's
+        /// multiring).
+        orders: bool,
+        /// `all_reduce`, `all_gather`, ...
+        op: String,
+        bytes: u64,
+    },
+    /// A training step: what it is ([`step_keys`]) and its batch per GPU.
+    Step {
+        keys: BTreeMap<String, String>,
+        batch: u64,
+    },
+}
+
+/// The `op` of a measured training step's row in `predictions.csv`.
+pub const STEP_OP: &str = "training_step";
 
 /// One measured row's call and dtsim's error on it.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,7 +77,10 @@ pub struct Row {
     pub keys: BTreeMap<String, String>,
     pub op: String,
     pub ranks: u32,
+    /// A collective's bytes (0 for a training step).
     pub bytes: u64,
+    /// A training step's batch per GPU.
+    pub batch: Option<u64>,
     pub gpu: Option<String>,
     /// (predicted − measured) / measured, percent.
     pub error_pct: f64,
@@ -64,8 +93,16 @@ pub struct Errors {
     pub datasets: usize,
     pub ranks_min: u32,
     pub ranks_max: u32,
-    pub bytes_min: u64,
-    pub bytes_max: u64,
+    /// Collectives' sizes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_min: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_max: Option<u64>,
+    /// Training steps' batches per GPU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch_min: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch_max: Option<u64>,
     pub median_abs_error_pct: f64,
     /// The 90th percentile of |error| (nearest rank).
     pub p90_abs_error_pct: f64,
@@ -81,7 +118,7 @@ pub struct TrackRecord {
     pub call: String,
     pub all: Errors,
     /// The same GPU model where the run has one, rank count within a factor of 2 and bytes
-    /// within a factor of 4 of the run's.
+    /// (a step's batch) within a factor of 4 of the run's.
     pub nearest: Option<Errors>,
     pub source: PathBuf,
 }
@@ -100,14 +137,20 @@ pub fn read(dir: &Path) -> Result<Vec<Row>, String> {
     for file in folders {
         for r in read_csv(&file)? {
             let get = |c: &str| r.get(c).map(|v| v.trim()).filter(|v| !v.is_empty());
-            let (Some(set), Some(op), Some(ranks), Some(bytes), Some(err)) = (
+            let (Some(set), Some(op), Some(ranks), Some(err)) = (
                 get("sim_set"),
                 get("op"),
                 get("ranks").and_then(|v| v.parse().ok()),
-                get("bytes").and_then(|v| v.parse().ok()),
                 get("error_pct").and_then(|v| v.parse::<f64>().ok()),
             ) else {
                 continue;
+            };
+            // A collective has its bytes, a training step its batch per GPU.
+            let batch: Option<u64> = get("batch").and_then(|v| v.parse().ok());
+            let bytes = match (op == STEP_OP, get("bytes").and_then(|v| v.parse().ok())) {
+                (false, Some(b)) => b,
+                (true, _) if batch.is_some() => 0,
+                _ => continue,
             };
             // Scored rows of a plain replay only: a prediction calibrated on other rows of its
             // group (`--calibrate-on`) is not what a run predicts.
@@ -123,6 +166,7 @@ pub fn read(dir: &Path) -> Result<Vec<Row>, String> {
                 op: op.to_string(),
                 ranks,
                 bytes,
+                batch: batch.filter(|_| op == STEP_OP),
                 gpu: get("gpu").map(str::to_string),
                 error_pct: err,
             });
@@ -139,21 +183,38 @@ fn scenario_keys(set: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Whether a row measured the same call as `call` (any rank count and size): the same op,
-/// library and forced algorithm (or none), and explicit ring orders on both or neither.
+/// Whether a row measured the same call as `call` (any rank count and size): for a
+/// collective the same op, library and forced algorithm (or none), and explicit ring orders on
+/// both or neither; for a training step the same step ([`step_keys`]).
 pub fn same_call(row: &Row, call: &Call) -> bool {
-    row.op == call.op
-        && row.keys.get("collective.library").map(String::as_str) == Some(call.library.as_str())
-        && row.keys.get("collective.algorithm") == call.algorithm.as_ref()
-        && row.keys.contains_key("collective.orders") == call.orders
+    match &call.played {
+        Played::Collective {
+            library,
+            algorithm,
+            orders,
+            op,
+            ..
+        } => {
+            row.op == *op
+                && row.keys.get("collective.library") == Some(library)
+                && row.keys.get("collective.algorithm") == algorithm.as_ref()
+                && row.keys.contains_key("collective.orders") == *orders
+        }
+        Played::Step { keys, .. } => row.op == STEP_OP && row.keys == *keys,
+    }
 }
 
 /// Whether a row is near the call: the same GPU model (or neither on GPUs), rank count within a
-/// factor of 2, bytes within 4.
+/// factor of 2, bytes (a step's batch per GPU) within 4.
 fn near(row: &Row, call: &Call) -> bool {
-    let ranks = f64::from(row.ranks) / f64::from(call.ranks.max(1));
-    let bytes = row.bytes as f64 / (call.bytes.max(1) as f64);
-    row.gpu == call.gpu && (0.5..=2.0).contains(&ranks) && (0.25..=4.0).contains(&bytes)
+    let within = |a: f64, b: f64, f: f64| (1.0 / f..=f).contains(&(a / b.max(1.0)));
+    let size = match &call.played {
+        Played::Collective { bytes, .. } => within(row.bytes as f64, *bytes as f64, 4.0),
+        Played::Step { batch, .. } => row
+            .batch
+            .is_some_and(|b| within(b as f64, *batch as f64, 4.0)),
+    };
+    row.gpu == call.gpu && within(f64::from(row.ranks), f64::from(call.ranks), 2.0) && size
 }
 
 /// The errors over `rows` (`None` when there are none).
@@ -166,6 +227,7 @@ pub fn errors(rows: &[&Row]) -> Option<Errors> {
     let n = abs.len();
     // Nearest rank: the smallest value with at least 90% of the rows at or below it.
     let p90 = abs[((0.9 * n as f64).ceil() as usize).clamp(1, n) - 1];
+    let collectives = rows.iter().filter(|r| r.op != STEP_OP).map(|r| r.bytes);
     let mut datasets: Vec<&str> = rows.iter().map(|r| r.dataset.as_str()).collect();
     datasets.sort_unstable();
     datasets.dedup();
@@ -174,8 +236,10 @@ pub fn errors(rows: &[&Row]) -> Option<Errors> {
         datasets: datasets.len(),
         ranks_min: rows.iter().map(|r| r.ranks).min().unwrap_or(0),
         ranks_max: rows.iter().map(|r| r.ranks).max().unwrap_or(0),
-        bytes_min: rows.iter().map(|r| r.bytes).min().unwrap_or(0),
-        bytes_max: rows.iter().map(|r| r.bytes).max().unwrap_or(0),
+        bytes_min: collectives.clone().min(),
+        bytes_max: collectives.max(),
+        batch_min: rows.iter().filter_map(|r| r.batch).min(),
+        batch_max: rows.iter().filter_map(|r| r.batch).max(),
         median_abs_error_pct: crate::stats::median(&abs),
         p90_abs_error_pct: p90,
         max_abs_error_pct: abs[n - 1],
@@ -188,23 +252,47 @@ pub fn of(call: &Call, rows: &[Row], source: &Path) -> Option<TrackRecord> {
     let same: Vec<&Row> = rows.iter().filter(|r| same_call(r, call)).collect();
     let all = errors(&same)?;
     let nearest: Vec<&Row> = same.iter().copied().filter(|r| near(r, call)).collect();
-    let algorithm = call
-        .algorithm
-        .as_deref()
-        .map(|a| format!(" {a}"))
-        .unwrap_or_else(|| {
-            if call.orders {
-                " (given ring orders)".into()
-            } else {
-                " (the library's own choice)".into()
-            }
-        });
     Some(TrackRecord {
-        call: format!("{}{algorithm} {}", call.library, call.op),
+        call: describe(&call.played),
         all,
         nearest: errors(&nearest),
         source: source.to_path_buf(),
     })
+}
+
+/// `mpi ring all_reduce`, `training step resnet50 bf16 eager (profile h100_sxm_node)`.
+fn describe(played: &Played) -> String {
+    match played {
+        Played::Collective {
+            library,
+            algorithm,
+            orders,
+            op,
+            ..
+        } => {
+            let algorithm = match (algorithm, orders) {
+                (Some(a), _) => format!(" {a}"),
+                (None, true) => " (given ring orders)".into(),
+                (None, false) => " (the library's own choice)".into(),
+            };
+            format!("{library}{algorithm} {op}")
+        }
+        Played::Step { keys, .. } => {
+            let key = |k: &str| keys.get(k).map(String::as_str).unwrap_or("?");
+            let attention = if keys.contains_key(FUSED_ATTENTION) {
+                " fused-attention"
+            } else {
+                ""
+            };
+            format!(
+                "training step {}{attention} {} {} (profile {})",
+                key(MODEL),
+                key(DTYPE),
+                key(EXECUTION),
+                key(PROFILE)
+            )
+        }
+    }
 }
 
 /// The validation outputs a track record reads: the folder [`find_source`] found, and its
@@ -227,14 +315,90 @@ pub fn call_of(s: &Scenario, report: &RunReport) -> Option<Call> {
         return None;
     }
     Some(Call {
-        library: report.library.to_string(),
-        algorithm: c.algorithm.clone(),
-        orders: c.orders.is_some(),
-        op: report.summary.collective.clone(),
+        played: Played::Collective {
+            library: report.library.to_string(),
+            algorithm: c.algorithm.clone(),
+            orders: c.orders.is_some(),
+            op: report.summary.collective.clone(),
+            bytes: report.summary.bytes,
+        },
         ranks: report.summary.ranks,
-        bytes: report.summary.bytes,
         gpu: report.gpu.clone(),
     })
+}
+
+/// The training step `report` played, as a track record matches it (`None`: a step
+/// [`step_keys`] does not name, as a trace's).
+pub fn step_call_of(s: &Scenario, report: &WorkloadReport) -> Option<Call> {
+    Some(Call {
+        played: Played::Step {
+            keys: step_keys(s)?,
+            batch: report.summary.batch_per_gpu,
+        },
+        ranks: report.summary.ranks,
+        gpu: report
+            .topology
+            .gpu
+            .as_deref()
+            .and_then(crate::topology::gpu_models::by_name)
+            .map(|g| g.name.to_string()),
+    })
+}
+
+/// How far off dtsim has been on measured steps like the one `report` played; `None` where
+/// no validation outputs are found or none measured it.
+pub fn for_step(s: &Scenario, report: &WorkloadReport) -> Option<TrackRecord> {
+    let call = step_call_of(s, report)?;
+    let (source, rows) = load(&s.path)?;
+    of(&call, &rows, &source)
+}
+
+/// The keys of a step's identity (see [`step_keys`]).
+const MODEL: &str = "workload.model";
+const DTYPE: &str = "workload.dtype";
+const EXECUTION: &str = "workload.execution";
+const FUSED_ATTENTION: &str = "workload.transformer.flash_attention";
+const PROFILE: &str = "profile";
+
+/// What a training step is, as its track record matches it: the model (its catalog name, its
+/// transformer's name, or its model file's stem), dtype, execution (eager or fused), fused
+/// attention where the transformer has it, and the stem of the profile whose measurements
+/// predict it; the rank count, batch and GPU model say how near a row is. `None` without a
+/// workload, for a step replayed from a trace, and without a profile.
+pub fn step_keys(s: &Scenario) -> Option<BTreeMap<String, String>> {
+    let w = s.file.workload.as_ref()?;
+    let stem = |p: &Path| Some(p.file_stem()?.to_string_lossy().into_owned());
+    let model = match (&w.model, &w.transformer, &w.model_file) {
+        (Some(m), _, _) => m.clone(),
+        (None, Some(t), _) => t.name.clone(),
+        (None, None, Some(f)) => stem(Path::new(f))?,
+        _ => return None,
+    };
+    let name = |v: serde_json::Value| v.as_str().map(str::to_string);
+    let mut keys = BTreeMap::from([
+        (MODEL.to_string(), model),
+        (
+            DTYPE.to_string(),
+            name(serde_json::to_value(w.dtype).ok()?)?,
+        ),
+        (
+            EXECUTION.to_string(),
+            name(serde_json::to_value(w.execution).ok()?)?,
+        ),
+        (PROFILE.to_string(), stem(s.profile_path.as_deref()?)?),
+    ]);
+    if w.transformer.as_ref().is_some_and(|t| t.flash_attention) {
+        keys.insert(FUSED_ATTENTION.to_string(), "true".into());
+    }
+    Some(keys)
+}
+
+/// `keys` as a row's `sim_set` column (`a=x;b=y`), which [`read`] reads back.
+pub fn keys_column(keys: &BTreeMap<String, String>) -> String {
+    keys.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(";")
 }
 
 /// The validation outputs for a run of `scenario`, read: `None` where there are none. A folder
@@ -294,11 +458,24 @@ impl fmt::Display for Errors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} ({} ranks, {}): |error| median {:.1}%, 90% within {:.1}%, max {:.1}%; \
+            "{} ({}, {}): |error| median {:.1}%, 90% within {:.1}%, max {:.1}%; \
              mean {:+.1}% ({})",
             count(self.rows, "row"),
-            span(self.ranks_min.to_string(), self.ranks_max.to_string()),
-            span(size(self.bytes_min), size(self.bytes_max)),
+            match (self.ranks_min, self.ranks_max) {
+                (1, 1) => "1 rank".to_string(),
+                (lo, hi) => format!("{} ranks", span(lo.to_string(), hi.to_string())),
+            },
+            match (
+                self.bytes_min,
+                self.bytes_max,
+                self.batch_min,
+                self.batch_max
+            ) {
+                (Some(lo), Some(hi), _, _) => span(size(lo), size(hi)),
+                (_, _, Some(lo), Some(hi)) =>
+                    format!("batch {}", span(lo.to_string(), hi.to_string())),
+                _ => String::new(),
+            },
             self.median_abs_error_pct,
             self.p90_abs_error_pct,
             self.max_abs_error_pct,
@@ -326,7 +503,7 @@ impl fmt::Display for TrackRecord {
             Some(n) => writeln!(f, "  nearest  {n}"),
             None => writeln!(
                 f,
-                "  nearest  none on the same GPU model within 2x the ranks and 4x the bytes: \
+                "  nearest  none on the same GPU model within 2x the ranks and 4x the bytes (a step's batch): \
                  the error above may not hold"
             ),
         }
@@ -344,21 +521,29 @@ mod tests {
             op: op.into(),
             ranks,
             bytes,
+            batch: None,
             gpu: None,
             error_pct: err,
         }
     }
 
-    fn mpi_ring(ranks: u32, bytes: u64) -> Call {
+    /// A collective call of `library` (forced `algorithm`, or the library's own choice).
+    fn collective(library: &str, algorithm: Option<&str>, ranks: u32, bytes: u64) -> Call {
         Call {
-            library: "mpi".into(),
-            algorithm: Some("ring".into()),
-            orders: false,
-            op: "all_reduce".into(),
+            played: Played::Collective {
+                library: library.into(),
+                algorithm: algorithm.map(str::to_string),
+                orders: false,
+                op: "all_reduce".into(),
+                bytes,
+            },
             ranks,
-            bytes,
             gpu: None,
         }
+    }
+
+    fn mpi_ring(ranks: u32, bytes: u64) -> Call {
+        collective("mpi", Some("ring"), ranks, bytes)
     }
 
     #[test]
@@ -384,17 +569,12 @@ mod tests {
         let t = of(&mpi_ring(4, 1 << 20), &rows, Path::new("v")).unwrap();
         assert_eq!(t.all.rows, 1);
         assert_eq!(t.all.max_abs_error_pct, 5.0);
-        let rules = Call {
-            algorithm: None,
-            ..mpi_ring(4, 1 << 20)
-        };
+        let rules = collective("mpi", None, 4, 1 << 20);
         assert_eq!(of(&rules, &rows, Path::new("v")).unwrap().all.rows, 1);
-        let gloo_multiring = Call {
-            library: "gloo".into(),
-            algorithm: None,
-            orders: true,
-            ..mpi_ring(4, 1 << 20)
-        };
+        let mut gloo_multiring = collective("gloo", None, 4, 1 << 20);
+        if let Played::Collective { orders, .. } = &mut gloo_multiring.played {
+            *orders = true;
+        }
         assert!(of(&gloo_multiring, &rows, Path::new("v")).is_none());
     }
 
@@ -417,7 +597,7 @@ mod tests {
     }
 
     #[test]
-    fn the_repositorys_validation_outputs_describe_every_collective_row() {
+    fn the_repositorys_validation_outputs_describe_every_collective_row_and_step() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/runs/validation");
         let rows = read(&dir).unwrap();
         // Every testbed collective row scored in the folders, none left out for want of its
@@ -440,12 +620,31 @@ mod tests {
             collective_rows > 600,
             "{collective_rows} testbed collective rows"
         );
-        let testbed = rows.iter().filter(|r| r.dataset.starts_with("testbed_"));
+        let testbed = rows
+            .iter()
+            .filter(|r| r.dataset.starts_with("testbed_") && r.op != STEP_OP);
         assert_eq!(testbed.count(), collective_rows);
+        // The measured training steps: the testbed's three, and the lent GPUs' one-GPU steps,
+        // each with its batch, on its GPU model.
+        let steps: Vec<&Row> = rows.iter().filter(|r| r.op == STEP_OP).collect();
+        assert_eq!(
+            steps
+                .iter()
+                .filter(|r| r.dataset == "testbed_training")
+                .count(),
+            3
+        );
+        assert!(steps.iter().all(|r| r.batch.is_some() && r.bytes == 0));
+        let on_h100 = steps.iter().filter(|r| r.gpu.as_deref() == Some("H100"));
+        assert!(on_h100.count() >= 50);
         // The nccl-tests tables' scored rows, each on its GPU model.
         let nccl: Vec<&Row> = rows
             .iter()
-            .filter(|r| r.keys["collective.library"] == "nccl")
+            .filter(|r| {
+                r.keys
+                    .get("collective.library")
+                    .is_some_and(|l| l == "nccl")
+            })
             .collect();
         assert!(nccl.len() > 100 && nccl.iter().all(|r| r.gpu.is_some()));
         // OpenMPI's ring all-reduce was recorded on 3 to 8 ranks; the three-host star's 1 MiB
@@ -500,10 +699,8 @@ mod tests {
         };
         let rows = [on("H100", 3.0), on("2080", 30.0), on("H100", 5.0)];
         let call = Call {
-            library: "nccl".into(),
-            algorithm: None,
             gpu: Some("H100".into()),
-            ..mpi_ring(8, 1 << 20)
+            ..collective("nccl", None, 8, 1 << 20)
         };
         let t = of(&call, &rows, Path::new("v")).unwrap();
         assert_eq!(t.all.rows, 3);
@@ -528,5 +725,103 @@ mod tests {
         assert_eq!((n.ranks_min, n.ranks_max), (4, 8));
         let far = of(&mpi_ring(64, 1 << 30), &rows, Path::new("v")).unwrap();
         assert!(far.nearest.is_none());
+    }
+
+    /// A measured step of `model` on `profile`, batch `batch` on `ranks` ranks.
+    fn step_row(model: &str, profile: &str, ranks: u32, batch: u64, err: f64) -> Row {
+        let set = format!(
+            "profile={profile};workload.dtype=bf16;workload.execution=eager;workload.model={model}"
+        );
+        Row {
+            op: STEP_OP.into(),
+            batch: Some(batch),
+            gpu: Some("H100".into()),
+            ..row(&set, STEP_OP, ranks, 0, err)
+        }
+    }
+
+    fn step(model: &str, profile: &str, ranks: u32, batch: u64) -> Call {
+        let keys = scenario_keys(&format!(
+            "profile={profile};workload.dtype=bf16;workload.execution=eager;workload.model={model}"
+        ));
+        Call {
+            played: Played::Step { keys, batch },
+            ranks,
+            gpu: Some("H100".into()),
+        }
+    }
+
+    #[test]
+    fn a_step_matches_rows_of_the_same_model_dtype_execution_and_profile_nearest_by_batch() {
+        let rows = [
+            step_row("resnet50", "h100_sxm_node", 1, 16, -40.0),
+            step_row("resnet50", "h100_sxm_node", 1, 256, -20.0),
+            step_row("resnet50", "h100_torch_layers", 1, 16, 80.0),
+            step_row("gpt2", "h100_sxm_node", 1, 16, 60.0),
+            row("collective.library=nccl", "all_reduce", 1, 16, 1.0),
+        ];
+        let t = of(
+            &step("resnet50", "h100_sxm_node", 1, 32),
+            &rows,
+            Path::new("v"),
+        )
+        .unwrap();
+        assert_eq!(
+            t.call,
+            "training step resnet50 bf16 eager (profile h100_sxm_node)"
+        );
+        assert_eq!((t.all.rows, t.all.max_abs_error_pct), (2, 40.0));
+        assert_eq!((t.all.batch_min, t.all.batch_max), (Some(16), Some(256)));
+        assert_eq!(t.all.bytes_min, None);
+        // Batch 32: 16 is within 4x, 256 is not.
+        let n = t.nearest.unwrap();
+        assert_eq!((n.rows, n.max_abs_error_pct), (1, 40.0));
+        // Eight ranks: no one-GPU row is near.
+        let eight = of(
+            &step("resnet50", "h100_sxm_node", 8, 32),
+            &rows,
+            Path::new("v"),
+        )
+        .unwrap();
+        assert!(eight.nearest.is_none());
+        assert!(
+            eight.to_string().contains("(1 rank, batch 16-256)"),
+            "{eight}"
+        );
+        assert!(of(&step("bert", "h100_sxm_node", 1, 32), &rows, Path::new("v")).is_none());
+    }
+
+    #[test]
+    fn a_steps_keys_name_its_model_dtype_execution_attention_and_profile() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let parse = |workload: &str| {
+            let text = format!(
+                "name = \"t\"\nprofile = {:?}\n[topology]\nfile = {:?}\n[workload]\nbatch_per_gpu = 8\n{workload}",
+                root.join("data/profiles/h100_sxm_node.json"),
+                root.join("topologies/hgx_h100.toml"),
+            );
+            crate::scenario::parse(&text, Path::new("t.toml"), &[]).unwrap()
+        };
+        let named = step_keys(&parse(
+            "model = \"resnet50\"\ndtype = \"bf16\"\nexecution = \"eager\"\n",
+        ))
+        .unwrap();
+        assert_eq!(
+            keys_column(&named),
+            "profile=h100_sxm_node;workload.dtype=bf16;workload.execution=eager;\
+             workload.model=resnet50"
+        );
+        let file = step_keys(&parse(&format!(
+            "model_file = {:?}\n",
+            root.join("data/runs/models/testbed_mlp.toml")
+        )))
+        .unwrap();
+        assert_eq!(file[MODEL], "testbed_mlp");
+        assert_eq!(
+            (file[DTYPE].as_str(), file[EXECUTION].as_str()),
+            ("fp32", "fused")
+        );
+        // The keys a row's sim_set column carries read back as the same map.
+        assert_eq!(scenario_keys(&keys_column(&named)), named);
     }
 }

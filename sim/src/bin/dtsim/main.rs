@@ -601,6 +601,19 @@ fn run_workload(
     let started = std::time::Instant::now();
     let rows = scenario::workload::run_study(path, set, watch)?;
     let wall = started.elapsed();
+    // Each variant's track record: how far off dtsim has been on measured steps like it.
+    let tracks: Vec<Option<sim::validate::track_record::TrackRecord>> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let mut all = set.to_vec();
+            if let Some(c) = s.file.compare.get(i) {
+                all.extend(c.set.iter().cloned());
+            }
+            let v = scenario::load(path, &all).ok()?;
+            sim::validate::track_record::for_step(&v, &r.report)
+        })
+        .collect();
     if json {
         let v: Vec<_> = rows
             .iter()
@@ -616,11 +629,19 @@ fn run_workload(
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else if s.file.compare.is_empty() {
         println!("{}", rows[0].report);
+        if let Some(t) = &tracks[0] {
+            println!("{t}");
+        }
     } else {
         if !s.file.description.is_empty() {
             println!("{}\n", s.file.description.trim());
         }
         print!("{}", sim::metrics::workload::study_table(&rows));
+        for (r, t) in rows.iter().zip(&tracks) {
+            if let Some(t) = t {
+                print!("\n{}:{t}", r.label);
+            }
+        }
     }
     if let Some(dir) = out {
         let mut files = Vec::new();
@@ -635,6 +656,19 @@ fn run_workload(
                     .write_dir(&d)
                     .with_context(|| format!("writing results to {}", d.display()))?,
             );
+        }
+        for (r, t) in rows.iter().zip(&tracks) {
+            let Some(t) = t else { continue };
+            let d = if rows.len() == 1 {
+                dir.clone()
+            } else {
+                dir.join(&r.label)
+            };
+            let file = d.join("track_record.json");
+            let text = serde_json::to_string_pretty(t)? + "\n";
+            sim::metrics::output::write_atomic(&file, text.as_bytes())
+                .with_context(|| format!("writing {}", file.display()))?;
+            files.push(file);
         }
         let kind = if rows.len() == 1 {
             "workload"

@@ -416,32 +416,35 @@ fn point_json(sweep: &Sweep, p: &Point) -> serde_json::Value {
 pub fn run_point(sweep: &Sweep, p: &Point, out: &Path, all_files: bool) -> anyhow::Result<()> {
     let s: Scenario = load(&sweep.scenario_path, &p.overrides)?;
     let dir = p.dir(out);
-    let (kind, mut summary) = if s.file.workload.is_some() {
+    // How far off dtsim has been on measured runs of the point's call or step: merged into its
+    // summary, so results.csv has them as columns.
+    use crate::validate::track_record as tr;
+    let track_of = |call: Option<tr::Call>| {
+        let call = call?;
+        let (source, rows) = sweep
+            .track_source
+            .get_or_init(|| tr::load(&sweep.scenario_path))
+            .as_ref()?;
+        tr::of(&call, rows, source)
+    };
+    let (kind, mut summary, track) = if s.file.workload.is_some() {
         let report = super::workload::run_workload(&s, Watch::default())?;
         if all_files {
             report.write_dir(&dir)?;
         }
-        ("workload", serde_json::to_value(&report.summary)?)
+        let track = track_of(tr::step_call_of(&s, &report));
+        ("workload", serde_json::to_value(&report.summary)?, track)
     } else {
         let report = super::run::run(&s)?;
         if all_files {
             report.write_dir(&dir)?;
         }
-        let mut summary = serde_json::to_value(&report.summary)?;
-        // How far off dtsim has been on measured runs of the point's call: merged as columns.
-        use crate::validate::track_record as tr;
-        let track = tr::call_of(&s, &report).and_then(|call| {
-            let (source, rows) = sweep
-                .track_source
-                .get_or_init(|| tr::load(&sweep.scenario_path))
-                .as_ref()?;
-            tr::of(&call, rows, source)
-        });
-        if let (Some(t), serde_json::Value::Object(m)) = (track, &mut summary) {
-            m.insert("track_record".into(), serde_json::to_value(t)?);
-        }
-        ("collective", summary)
+        let track = track_of(tr::call_of(&s, &report));
+        ("collective", serde_json::to_value(&report.summary)?, track)
     };
+    if let (Some(t), serde_json::Value::Object(m)) = (track, &mut summary) {
+        m.insert("track_record".into(), serde_json::to_value(t)?);
+    }
     if let serde_json::Value::Object(m) = &mut summary {
         m.insert("kind".into(), kind.into());
         m.insert("sweep_point".into(), point_json(sweep, p));

@@ -213,11 +213,11 @@ fn rows_say_whether_the_prediction_lies_within_their_measured_repetitions() {
     assert!(rows.lines().next().unwrap().ends_with(
         "measured_min_secs,measured_max_secs,within_measured_range,both_ways_secs,\
              one_way_first_secs,launch_median_min_secs,launch_median_max_secs,\
-             plays_fastest_secs,plays_slowest_secs,sim_set,op,ranks,bytes,gpu"
+             plays_fastest_secs,plays_slowest_secs,sim_set,op,ranks,bytes,gpu,batch"
     ));
     // The ideal template exchanges nothing OpenMPI's way: no modes; nor launches given; one
     // play. Each row names its call (what `dtsim run` reads back as its track record).
-    let call = ",collective.algorithm=ring,all_reduce,4,4194304,";
+    let call = ",collective.algorithm=ring,all_reduce,4,4194304,,";
     assert!(rows
         .lines()
         .nth(1)
