@@ -375,37 +375,21 @@ fn a_second_sweep_into_the_same_folder_is_refused_and_force_never_mixes_the_two(
     assert_eq!((indexes.len(), unique.len()), (48, 48), "{table}");
 }
 
-#[test]
-fn a_sweep_of_a_library_collective_merges_its_track_record_per_point() {
-    // OpenMPI's ring all-reduce on 3 and 8 hosts of the testbed's star: each point carries how
-    // far off dtsim has been on the testbed's runs of that call, nearest to the point's size.
-    let dir = scratch("track");
+/// Sweeps `toml` (a scenario with its `[sweep]`, `{profile}` and `{topology}` standing for the
+/// repository's files of those names) in a scratch folder named `name`: `results.csv`'s header
+/// and its points' fields (quoted fields, which hold commas, unquoted).
+fn sweep_results(
+    name: &str,
+    toml: &str,
+    profile: &str,
+    topology: &str,
+) -> (Vec<String>, Vec<Vec<String>>) {
+    let dir = scratch(name);
     let p = dir.join("sweep.toml");
-    std::fs::write(
-        &p,
-        format!(
-            r#"
-name = "mpi-ring"
-profile = "{}"
-[topology]
-file = "{}"
-[collective]
-op = "all_reduce"
-library = "mpi"
-algorithm = "ring"
-bytes = "1MiB"
-[sweep]
-"topology.generator.n" = [3, 8]
-"#,
-            repo()
-                .join("data/profiles/testbed_star4_200mbit.json")
-                .display(),
-            repo()
-                .join("testbed/topologies/star4_200mbit.toml")
-                .display()
-        ),
-    )
-    .unwrap();
+    let text = toml
+        .replace("{profile}", &repo().join(profile).display().to_string())
+        .replace("{topology}", &repo().join(topology).display().to_string());
+    std::fs::write(&p, text).unwrap();
     let out = dir.join("out");
     json(&dtsim(&[
         "sweep",
@@ -414,83 +398,6 @@ bytes = "1MiB"
         "--out",
         out.to_str().unwrap(),
     ]));
-    let text = std::fs::read_to_string(out.join("results.csv")).unwrap();
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-    let col = |name: &str| {
-        header
-            .iter()
-            .position(|h| *h == name)
-            .unwrap_or_else(|| panic!("no {name} in {header:?}"))
-    };
-    let (call, rows, nearest_min) = (
-        col("track_record_call"),
-        col("track_record_all_rows"),
-        col("track_record_nearest_ranks_min"),
-    );
-    let points: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
-    assert_eq!(points.len(), 2);
-    for pt in &points {
-        assert_eq!(pt[call], "mpi ring all_reduce");
-        assert!(pt[rows].parse::<u32>().unwrap() >= 40);
-    }
-    // Nearest to 3 ranks: from 3 up; to 8 ranks: 4 up (within a factor of 2).
-    let mut mins: Vec<&str> = points.iter().map(|pt| pt[nearest_min]).collect();
-    mins.sort();
-    assert_eq!(mins, ["3", "4"]);
-}
-
-#[test]
-fn a_sweep_of_a_training_step_merges_its_track_record_per_point() {
-    // ResNet-50 eager in bf16 on one and on eight H100s: both points are the step the lent
-    // H100's one-GPU runs measured; only the one-GPU point has rows near it.
-    let dir = scratch("step-track");
-    let p = dir.join("sweep.toml");
-    std::fs::write(
-        &p,
-        format!(
-            r#"
-name = "resnet50-eager"
-profile = "{}"
-[topology]
-file = "{}"
-[workload]
-model = "resnet50"
-batch_per_gpu = 16
-dtype = "bf16"
-execution = "eager"
-[sweep]
-"placement.ranks" = [1, 8]
-"#,
-            repo().join("data/profiles/h100_sxm_node.json").display(),
-            repo().join("topologies/hgx_h100.toml").display()
-        ),
-    )
-    .unwrap();
-    let out = dir.join("out");
-    json(&dtsim(&[
-        "sweep",
-        p.to_str().unwrap(),
-        "--json",
-        "--out",
-        out.to_str().unwrap(),
-    ]));
-    let text = std::fs::read_to_string(out.join("results.csv")).unwrap();
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-    let col = |name: &str| {
-        header
-            .iter()
-            .position(|h| *h == name)
-            .unwrap_or_else(|| panic!("no {name} in {header:?}"))
-    };
-    let (call, ranks, batch, nearest) = (
-        col("track_record_call"),
-        col("ranks"),
-        col("track_record_all_batch_min"),
-        col("track_record_nearest_rows"),
-    );
-    // A workload's summary has quoted fields with commas (its library's decision).
     let fields = |line: &str| -> Vec<String> {
         let (mut out, mut cur, mut quoted) = (Vec::new(), String::new(), false);
         for c in line.chars() {
@@ -503,7 +410,88 @@ execution = "eager"
         out.push(cur);
         out
     };
-    let mut points: Vec<Vec<String>> = lines.map(fields).collect();
+    let text = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    let mut lines = text.lines();
+    let header = fields(lines.next().unwrap());
+    (header, lines.map(fields).collect())
+}
+
+/// The position of column `name` in `header`.
+fn column(header: &[String], name: &str) -> usize {
+    header
+        .iter()
+        .position(|h| h == name)
+        .unwrap_or_else(|| panic!("no {name} in {header:?}"))
+}
+
+#[test]
+fn a_sweep_of_a_library_collective_merges_its_track_record_per_point() {
+    // OpenMPI's ring all-reduce on 3 and 8 hosts of the testbed's star: each point carries how
+    // far off dtsim has been on the testbed's runs of that call, nearest to the point's size.
+    let (header, points) = sweep_results(
+        "track",
+        r#"
+name = "mpi-ring"
+profile = "{profile}"
+[topology]
+file = "{topology}"
+[collective]
+op = "all_reduce"
+library = "mpi"
+algorithm = "ring"
+bytes = "1MiB"
+[sweep]
+"topology.generator.n" = [3, 8]
+"#,
+        "data/profiles/testbed_star4_200mbit.json",
+        "testbed/topologies/star4_200mbit.toml",
+    );
+    let col = |name: &str| column(&header, name);
+    let (call, rows, nearest_min) = (
+        col("track_record_call"),
+        col("track_record_all_rows"),
+        col("track_record_nearest_ranks_min"),
+    );
+    assert_eq!(points.len(), 2);
+    for pt in &points {
+        assert_eq!(pt[call], "mpi ring all_reduce");
+        assert!(pt[rows].parse::<u32>().unwrap() >= 40);
+    }
+    // Nearest to 3 ranks: from 3 up; to 8 ranks: 4 up (within a factor of 2).
+    let mut mins: Vec<&str> = points.iter().map(|pt| pt[nearest_min].as_str()).collect();
+    mins.sort();
+    assert_eq!(mins, ["3", "4"]);
+}
+
+#[test]
+fn a_sweep_of_a_training_step_merges_its_track_record_per_point() {
+    // ResNet-50 eager in bf16 on one and on eight H100s: both points are the step the lent
+    // H100's one-GPU runs measured; only the one-GPU point has rows near it.
+    let (header, mut points) = sweep_results(
+        "step-track",
+        r#"
+name = "resnet50-eager"
+profile = "{profile}"
+[topology]
+file = "{topology}"
+[workload]
+model = "resnet50"
+batch_per_gpu = 16
+dtype = "bf16"
+execution = "eager"
+[sweep]
+"placement.ranks" = [1, 8]
+"#,
+        "data/profiles/h100_sxm_node.json",
+        "topologies/hgx_h100.toml",
+    );
+    let col = |name: &str| column(&header, name);
+    let (call, ranks, batch, nearest) = (
+        col("track_record_call"),
+        col("ranks"),
+        col("track_record_all_batch_min"),
+        col("track_record_nearest_rows"),
+    );
     points.sort_by_key(|pt| pt[ranks].parse::<u32>().unwrap());
     assert_eq!(points.len(), 2);
     for pt in &points {
