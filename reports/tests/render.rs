@@ -480,3 +480,52 @@ fn the_testbeds_what_if_pairs_every_method_and_size_of_the_two_leaves() {
         "{e}"
     );
 }
+
+#[test]
+fn a_run_with_a_track_record_shows_it_as_a_table() {
+    // OpenMPI's ring all-reduce of 1 MiB on three hosts of the testbed's star, written as
+    // `dtsim run --out` writes it, track record included.
+    let dir = scratch("track-record");
+    let s = sim::scenario::load(
+        &repo().join("scenarios/testbed_openmpi_allreduce.toml"),
+        &[
+            "collective.algorithm=ring".to_string(),
+            "topology.generator.n=3".to_string(),
+            "collective.bytes=1MiB".to_string(),
+        ],
+    )
+    .unwrap();
+    let report = sim::scenario::run::run(&s).unwrap();
+    let out = dir.join("run");
+    report.write_dir(&out).unwrap();
+    let t = sim::validate::track_record::for_run(&s, &report).unwrap();
+    std::fs::write(
+        out.join("track_record.json"),
+        serde_json::to_string_pretty(&t).unwrap(),
+    )
+    .unwrap();
+    let sections = reports::study::build(&[out]).unwrap();
+    let (title, table) = sections[0]
+        .tables
+        .iter()
+        .find(|(title, _)| title.starts_with("Track record"))
+        .unwrap();
+    assert!(title.contains("mpi ring all_reduce"), "{title}");
+    assert_eq!(table.rows.len(), 2);
+    assert_eq!(table.rows[0][0], "all");
+    assert_eq!(table.rows[0][1], t.all.rows.to_string());
+    assert_eq!(
+        table.rows[0][5],
+        format!("{:.1}", t.all.median_abs_error_pct)
+    );
+    assert_eq!(table.rows[1][0], "nearest");
+    // A run without one (the quickstart's ideal ring) has no such table.
+    let other = scratch("no-track-record");
+    let plain = reports::study::build(&[collective_run(&other)]).unwrap();
+    assert!(!plain[0]
+        .tables
+        .iter()
+        .any(|(title, _)| title.starts_with("Track record")));
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(&other).unwrap();
+}

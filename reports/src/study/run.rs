@@ -1,5 +1,5 @@
-//! The section of one run directory: traffic heatmaps, link utilization, buffer occupancy,
-//! utilization and occupancy over time, the per-rank timeline.
+//! The section of one run directory: its track record, traffic heatmaps, link utilization,
+//! buffer occupancy, utilization and occupancy over time, the per-rank timeline.
 
 use super::*;
 
@@ -12,6 +12,77 @@ fn matrices(rows: &[(usize, usize, String, f64)], n: usize) -> BTreeMap<String, 
         }
     }
     m
+}
+
+/// The run's track record (`track_record.json`, written by `dtsim run` for a library's
+/// collective or a training step): how far off dtsim has been on measured runs of the same call,
+/// over all of them and the nearest, as read; `None` where the run has none.
+fn track_record_table(dir: &Path) -> Result<Option<(String, Table)>, String> {
+    let path = dir.join("track_record.json");
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let t = read_json(&path)?;
+    let span = |e: &serde_json::Value, lo: &str, hi: &str, show: &dyn Fn(f64) -> String| match (
+        e[lo].as_f64(),
+        e[hi].as_f64(),
+    ) {
+        (Some(a), Some(b)) if a == b => show(a),
+        (Some(a), Some(b)) => format!("{}-{}", show(a), show(b)),
+        _ => String::new(),
+    };
+    let plain = |x: f64| format!("{x}");
+    let row = |which: &str, e: &serde_json::Value| {
+        let size = match e.get("bytes_min") {
+            Some(_) => span(e, "bytes_min", "bytes_max", &fmt::bytes),
+            None => format!("batch {}", span(e, "batch_min", "batch_max", &plain)),
+        };
+        let pct = |k: &str| format!("{:.1}", e[k].as_f64().unwrap_or(f64::NAN));
+        vec![
+            which.to_string(),
+            e["rows"].to_string(),
+            e["datasets"].to_string(),
+            span(e, "ranks_min", "ranks_max", &plain),
+            size,
+            pct("median_abs_error_pct"),
+            pct("p90_abs_error_pct"),
+            pct("max_abs_error_pct"),
+            format!("{:+.1}", e["mean_error_pct"].as_f64().unwrap_or(f64::NAN)),
+        ]
+    };
+    let mut rows = vec![row("all", &t["all"])];
+    match t.get("nearest").filter(|n| !n.is_null()) {
+        Some(n) => rows.push(row("nearest", n)),
+        None => rows.push(vec![
+            "nearest: none on the same GPU model within 2x the ranks and 4x the size".into(),
+        ]),
+    }
+    let width = rows[0].len();
+    for r in &mut rows {
+        r.resize(width, String::new());
+    }
+    let columns = [
+        "rows measured",
+        "rows",
+        "datasets",
+        "ranks",
+        "sizes",
+        "median |error| %",
+        "90% within %",
+        "max |error| %",
+        "mean error % (+: dtsim slower)",
+    ];
+    Ok(Some((
+        format!(
+            "Track record: how far off dtsim has been on measured runs of {} ({})",
+            t["call"].as_str().unwrap_or("this call"),
+            t["source"].as_str().unwrap_or("?")
+        ),
+        Table {
+            columns: columns.iter().map(|c| c.to_string()).collect(),
+            rows,
+        },
+    )))
 }
 
 pub(super) fn run_section(dir: &Path, tag: &str) -> Result<Section, String> {
@@ -45,6 +116,9 @@ pub(super) fn run_section(dir: &Path, tag: &str) -> Result<Section, String> {
             fmt::time_us(summary["time_us"].as_f64().unwrap_or(0.0)),
             fmt::gbytes_per_s(summary["busbw_gbytes_per_s"].as_f64().unwrap_or(0.0)),
         );
+    }
+    if let Some(t) = track_record_table(dir)? {
+        sec.tables.push(t);
     }
     // traffic heatmaps
     let (file, key_col, bytes_col, what) = if workload {
