@@ -38,8 +38,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run one scenario and print a summary (and, for a library's collective, dtsim's track record
-    /// on measured runs of the same call); write results with --out.
+    /// Run one scenario and print a summary (and, for a library's collective or a training step,
+    /// dtsim's track record on measured runs of the same call or step); write results with --out.
     Run {
         scenario: PathBuf,
         /// Override a scenario key, e.g. --set collective.bytes=64MiB (repeatable).
