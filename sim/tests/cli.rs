@@ -204,6 +204,20 @@ fn an_openmpi_run_is_told_how_far_off_dtsim_was_on_the_testbeds_runs_of_its_call
     assert!(t["nearest"]["rows"].as_u64().unwrap() >= 10);
     let complete = std::fs::read_to_string(dir.join("complete.json")).unwrap();
     assert!(complete.contains("track_record.json"));
+    // --json carries it in the summary.
+    let o = dtsim(&[
+        "run",
+        "scenarios/testbed_openmpi_allreduce.toml",
+        "--json",
+        "--set",
+        "collective.algorithm=ring",
+        "--set",
+        "topology.generator.n=3",
+        "--set",
+        "collective.bytes=1MiB",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["track_record"], t);
     // The quickstart's ideal ring is no library's: nothing said, no file.
     let dir = scratch("no-track-record");
     let o = dtsim(&[
@@ -246,6 +260,15 @@ fn a_training_step_is_told_how_far_off_dtsim_was_on_measured_steps_like_it() {
     // Eight GPUs against one-GPU rows: none is near.
     assert!(t["nearest"].is_null());
     assert!(!dir.join("fused, batch 16/track_record.json").exists());
+    // --json: each variant's, null where none.
+    let o = dtsim(&[
+        "run",
+        "scenarios/resnet50_eager_vs_compiled_h100.toml",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v[0]["track_record"], t);
+    assert!(v[1]["track_record"].is_null());
     let complete = std::fs::read_to_string(dir.join("complete.json")).unwrap();
     assert!(complete.contains("track_record.json"));
 }

@@ -293,7 +293,20 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             let wall = started.elapsed();
             let track = sim::validate::track_record::for_run(&s, &report);
             if json {
-                print!("{}", report.summary_json());
+                // The summary as summary.json has it, with the track record after it where the
+                // run has one (as a sweep's points carry it).
+                #[derive(serde::Serialize)]
+                struct WithTrack<'a, T: serde::Serialize> {
+                    #[serde(flatten)]
+                    summary: &'a T,
+                    #[serde(skip_serializing_if = "Option::is_none")]
+                    track_record: Option<&'a sim::validate::track_record::TrackRecord>,
+                }
+                let v = WithTrack {
+                    summary: &report.summary,
+                    track_record: track.as_ref(),
+                };
+                println!("{}", serde_json::to_string_pretty(&v)?);
             } else {
                 println!("{report}");
                 if let Some(t) = &track {

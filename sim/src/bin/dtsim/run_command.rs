@@ -38,12 +38,14 @@ pub(crate) fn run_workload(
     if json {
         let v: Vec<_> = rows
             .iter()
-            .map(|r| {
+            .zip(&tracks)
+            .map(|(r, t)| {
                 serde_json::json!({
                     "label": r.label,
                     "speedup": r.speedup,
                     "scaling_efficiency": r.scaling_efficiency,
                     "summary": r.report.summary,
+                    "track_record": t,
                 })
             })
             .collect();
