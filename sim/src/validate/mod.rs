@@ -376,13 +376,11 @@ fn toml_str(p: &Path) -> String {
 
 /// Simulates a scenario given as text (paths absolute) with `set` overrides; seconds.
 fn simulate(text: &str, set: &[String], workload: bool) -> Result<f64, String> {
-    if !workload {
-        return simulate_collective(text, set).map(|(secs, _, _)| secs);
+    if workload {
+        simulate_step(text, set).map(|(secs, _)| secs)
+    } else {
+        simulate_collective(text, set).map(|(secs, _, _)| secs)
     }
-    let s =
-        scenario::parse(text, Path::new("validate-row.toml"), set).map_err(|e| e.to_string())?;
-    let r = scenario::workload::run_workload(&s, Default::default()).map_err(|e| e.to_string())?;
-    Ok(r.summary.metrics.step_secs)
 }
 
 /// [`simulate`] of a training step, with the step as a track record matches it (its keys,

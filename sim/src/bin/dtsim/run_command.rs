@@ -25,12 +25,8 @@ pub(crate) fn run_workload(
     // Each variant's track record: how far off dtsim has been on measured steps like it.
     let tracks: Vec<Option<sim::validate::track_record::TrackRecord>> = rows
         .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let mut all = set.to_vec();
-            if let Some(c) = s.file.compare.get(i) {
-                all.extend(c.set.iter().cloned());
-            }
+        .zip(scenario::workload::variants(s, set))
+        .map(|(r, (_, all))| {
             let v = scenario::load(path, &all).ok()?;
             sim::validate::track_record::for_step(&v, &r.report)
         })
@@ -68,7 +64,7 @@ pub(crate) fn run_workload(
     }
     if let Some(dir) = out {
         let mut files = Vec::new();
-        for r in &rows {
+        for (r, t) in rows.iter().zip(&tracks) {
             let d = if rows.len() == 1 {
                 dir.clone()
             } else {
@@ -79,19 +75,13 @@ pub(crate) fn run_workload(
                     .write_dir(&d)
                     .with_context(|| format!("writing results to {}", d.display()))?,
             );
-        }
-        for (r, t) in rows.iter().zip(&tracks) {
-            let Some(t) = t else { continue };
-            let d = if rows.len() == 1 {
-                dir.clone()
-            } else {
-                dir.join(&r.label)
-            };
-            let file = d.join("track_record.json");
-            let text = serde_json::to_string_pretty(t)? + "\n";
-            sim::metrics::output::write_atomic(&file, text.as_bytes())
-                .with_context(|| format!("writing {}", file.display()))?;
-            files.push(file);
+            if let Some(t) = t {
+                let file = d.join("track_record.json");
+                let text = serde_json::to_string_pretty(t)? + "\n";
+                sim::metrics::output::write_atomic(&file, text.as_bytes())
+                    .with_context(|| format!("writing {}", file.display()))?;
+                files.push(file);
+            }
         }
         let kind = if rows.len() == 1 {
             "workload"
@@ -121,19 +111,11 @@ pub(crate) fn estimate(
         estimate_only: true,
         ..Watch::default()
     };
-    let mut variants: Vec<(String, Vec<String>)> = vec![(s.file.name.clone(), set.to_vec())];
-    if s.file.workload.is_some() && !s.file.compare.is_empty() {
-        variants = s
-            .file
-            .compare
-            .iter()
-            .map(|c| {
-                let mut all = set.to_vec();
-                all.extend(c.set.iter().cloned());
-                (c.label.clone(), all)
-            })
-            .collect();
-    }
+    let variants = if s.file.workload.is_some() {
+        scenario::workload::variants(s, set)
+    } else {
+        vec![(s.file.name.clone(), set.to_vec())]
+    };
     let mut rows = Vec::new();
     for (label, all) in variants {
         let v = scenario::load(path, &all)?;

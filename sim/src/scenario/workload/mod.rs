@@ -473,6 +473,23 @@ fn step_trace(
     )
 }
 
+/// A study's variants, each as its label and overrides: every `[[compare]]` entry (`overrides`,
+/// then its own `set`), or the scenario alone, named after it, where it has none.
+pub fn variants(base: &Scenario, overrides: &[String]) -> Vec<(String, Vec<String>)> {
+    if base.file.compare.is_empty() {
+        return vec![(base.file.name.clone(), overrides.to_vec())];
+    }
+    base.file
+        .compare
+        .iter()
+        .map(|c| {
+            let mut all = overrides.to_vec();
+            all.extend(c.set.iter().cloned());
+            (c.label.clone(), all)
+        })
+        .collect()
+}
+
 /// Runs the scenario at `path` and each of its `[[compare]]` variants; one row per variant
 /// (one row for a scenario without variants).
 pub fn run_study(
@@ -481,22 +498,12 @@ pub fn run_study(
     watch: Watch,
 ) -> Result<Vec<StudyRow>, RunError> {
     let base = super::load(path, overrides)?;
-    let variants: Vec<CompareEntry> = if base.file.compare.is_empty() {
-        vec![CompareEntry {
-            label: base.file.name.clone(),
-            set: Vec::new(),
-        }]
-    } else {
-        base.file.compare.clone()
-    };
     let mut rows: Vec<StudyRow> = Vec::new();
-    for v in &variants {
-        let mut all = overrides.to_vec();
-        all.extend(v.set.iter().cloned());
+    for (label, all) in variants(&base, overrides) {
         let s = super::load(path, &all)?;
         let report = run_workload(&s, watch)?;
         rows.push(StudyRow {
-            label: v.label.clone(),
+            label,
             report,
             speedup: 0.0,
             scaling_efficiency: 0.0,
