@@ -550,3 +550,50 @@ fn topo_show_prints_the_rings_nccls_search_finds_on_an_nvlink_mesh() {
     let o = dtsim(&["topo", "show", "topologies/hgx_h100.toml"]);
     assert!(!String::from_utf8_lossy(&o.stdout).contains("NCCL rings"));
 }
+
+#[test]
+fn validate_against_a_baseline_says_what_moved_and_refuses_a_missing_one_before_replaying() {
+    let dir = scratch("validate-baseline");
+    let before = dir.to_string_lossy().into_owned();
+    let dataset = "data/runs/testbed_mpi_reduce_heldout.csv";
+    // The first run into its own baseline folder becomes the baseline.
+    let o = dtsim(&["validate", dataset, "--out", &before, "--baseline", &before]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("this run becomes it"), "{}", stderr(&o));
+    // The same model again: nothing moves.
+    let o = dtsim(&["validate", dataset, "--baseline", &before]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("rows in both: 18; |error| smaller by more than 0.5 points in 0, larger in 0"),
+        "{out}"
+    );
+    // Each call timed alone instead of in its loop: the 256 KiB rows lose the loop's warm-up.
+    let o = dtsim(&[
+        "validate",
+        dataset,
+        "--baseline",
+        &before,
+        "--set",
+        "collective.timing=alone",
+        "--max-median-error",
+        "3",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("groups within median |error| <= 3%: 6 of 6 before"),
+        "{out}"
+    );
+    assert!(out.contains("rows that moved most"), "{out}");
+    assert!(!out.contains("larger in 0;"), "{out}");
+    // A baseline that is not there fails at once, naming the file it looked for.
+    let missing = dir.join("nothing here").to_string_lossy().into_owned();
+    let o = dtsim(&["validate", dataset, "--baseline", &missing]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("nothing here/errors.csv: a readable CSV file"),
+        "{}",
+        stderr(&o)
+    );
+}

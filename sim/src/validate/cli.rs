@@ -1,13 +1,14 @@
 //! `dtsim validate` on the command line: its flags and gates as given, the replay with its
-//! progress, the tables printed and written, and the exit that fails naming every group outside
-//! the gates.
+//! progress, the tables printed and written, what moved against a baseline, and the exit that
+//! fails naming every group outside the gates.
 
 use std::path::{Path, PathBuf};
 
+use super::baseline::{compare, Scores};
 use super::{validate_with_progress, Filter, Options, RowProgress};
 
 /// The limits `dtsim validate` holds every scored group to, in percent (none: it only reports).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Gates {
     /// `--max-median-error`: a group's median |error|.
     pub max_median_error_pct: Option<f64>,
@@ -15,7 +16,33 @@ pub struct Gates {
     pub max_error_pct: Option<f64>,
 }
 
-/// `dtsim validate`'s flags that say how rows are replayed and scored, as given.
+impl Gates {
+    /// Whether any limit is given.
+    pub fn any(&self) -> bool {
+        self.max_median_error_pct.is_some() || self.max_error_pct.is_some()
+    }
+
+    /// Whether a group of these errors (percent) is within every limit given.
+    pub fn admits(&self, median_abs_pct: f64, max_abs_pct: f64) -> bool {
+        let within = |v: f64, limit: Option<f64>| limit.is_none_or(|l| v <= l);
+        within(median_abs_pct, self.max_median_error_pct) && within(max_abs_pct, self.max_error_pct)
+    }
+
+    /// The limits in words: "median |error| <= 3% and max |error| <= 10%".
+    pub fn describe(&self) -> String {
+        let limits: Vec<String> = [
+            self.max_median_error_pct
+                .map(|l| format!("median |error| <= {l}%")),
+            self.max_error_pct.map(|l| format!("max |error| <= {l}%")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        limits.join(" and ")
+    }
+}
+
+/// `dtsim validate`'s flags that say how rows are replayed, scored and compared, as given.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Flags<'a> {
     /// `--calibrate-on`, `--score-on`: filters of rows.
@@ -25,11 +52,14 @@ pub struct Flags<'a> {
     pub leave_one_out: Option<&'a str>,
     /// `--set`: scenario keys every testbed row is replayed with after its own.
     pub set: &'a [String],
+    /// `--baseline`: an earlier `--out` folder to compare the run with.
+    pub baseline: Option<&'a Path>,
 }
 
-/// `dtsim validate`: parses the filters, validates, prints the tables, writes `--out`, and
-/// fails when a scored group is outside the `gates` (naming every such group), or when a gate
-/// is given and no row was scored. `progress` hears of each row before it is replayed, then
+/// `dtsim validate`: parses the filters, reads the baseline (before the replay, which may take
+/// minutes), validates, prints the tables, writes `--out`, prints what moved against the
+/// baseline, and fails when a scored group is outside the `gates` (naming every such group), or
+/// when a gate is given and no row was scored. `progress` hears of each row before it is replayed, then
 /// `None` once the replay is over (before anything is printed).
 pub fn run_cli(
     datasets: &[PathBuf],
@@ -43,6 +73,7 @@ pub fn run_cli(
         score_on,
         leave_one_out,
         set,
+        baseline,
     } = flags;
     if datasets.is_empty() {
         anyhow::bail!("validate: at least one dataset (CSV) to replay");
@@ -65,6 +96,18 @@ pub fn run_cli(
             ),
         },
     };
+    // `--baseline` the same as `--out` compares with the folder's previous contents; on the
+    // first run there are none, and this run becomes the baseline.
+    let first_of_its_own =
+        baseline.is_some_and(|b| out.is_some_and(|o| o == b) && !b.join("errors.csv").exists());
+    if first_of_its_own {
+        eprintln!("--baseline: no earlier run in the --out folder yet; this run becomes it");
+    }
+    let baseline = baseline
+        .filter(|_| !first_of_its_own)
+        .map(Scores::read)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--baseline: {e}"))?;
     let report = validate_with_progress(datasets, &opts, &|at| progress(Some(at)));
     progress(None);
     let report = report.map_err(|e| anyhow::anyhow!(e))?;
@@ -75,20 +118,22 @@ pub fn run_cli(
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", dir.display()))?;
         println!("wrote predictions.csv and errors.csv to {}", dir.display());
     }
-    if gates.max_median_error_pct.is_none() && gates.max_error_pct.is_none() {
+    let compared = match baseline {
+        Some(b) => Some(compare(
+            &b,
+            &Scores::of(&report).map_err(|e| anyhow::anyhow!("--baseline: this run's {e}"))?,
+            gates,
+        )),
+        None => None,
+    };
+    if !gates.any() {
+        if let Some(c) = compared {
+            print!("\n{c}");
+        }
         return Ok(());
     }
     let (outside, scored) = report.outside(gates.max_median_error_pct, gates.max_error_pct);
-    let limits: Vec<String> = [
-        gates
-            .max_median_error_pct
-            .map(|l| format!("median |error| <= {l}%")),
-        gates.max_error_pct.map(|l| format!("max |error| <= {l}%")),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    let limits = limits.join(" and ");
+    let limits = gates.describe();
     println!(
         "{} of {scored} scored groups within {limits}",
         scored - outside.len()
@@ -108,6 +153,9 @@ pub fn run_cli(
                 spread.join("; ")
             );
         }
+    }
+    if let Some(c) = compared {
+        print!("\n{c}");
     }
     if !outside.is_empty() {
         anyhow::bail!(

@@ -29,7 +29,8 @@
 //!
 //! Here: reading datasets, filters, calibration and the run over every row; [`system`] reads
 //! what system a row ran on, [`nccl`] replays nccl-tests tables (and leave-one-system-out),
-//! `datasets` the other layouts, `tables` writes the outputs; [`track_record`] reads them back to
+//! `datasets` the other layouts, `tables` writes the outputs, [`baseline`] compares them with an
+//! earlier run's; [`track_record`] reads them back to
 //! tell a run how far off dtsim has been on measured runs of its call or step; `cli` is the
 //! command (`dtsim validate`: its flags, gates and printing).
 
@@ -38,6 +39,7 @@ use std::path::{Path, PathBuf};
 
 use crate::scenario;
 
+pub mod baseline;
 mod cli;
 mod datasets;
 pub mod nccl;

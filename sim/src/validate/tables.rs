@@ -124,7 +124,6 @@ impl Report {
         t.finish()
     }
 
-    /// The largest median absolute error over groups with scored rows.
     /// The scored groups (label `dataset method`) whose median |error| exceeds
     /// `max_median_pct` or whose max |error| exceeds `max_pct` (either limit optional), and how
     /// many groups were scored.
@@ -133,11 +132,14 @@ impl Report {
         max_median_pct: Option<f64>,
         max_pct: Option<f64>,
     ) -> (Vec<String>, usize) {
+        let gates = Gates {
+            max_median_error_pct: max_median_pct,
+            max_error_pct: max_pct,
+        };
         let scored: Vec<&GroupError> = self.groups.iter().filter(|g| g.rows > 0).collect();
-        let over = |v: f64, limit: Option<f64>| limit.is_some_and(|l| v > l);
         let outside = scored
             .iter()
-            .filter(|g| over(g.median_abs_pct, max_median_pct) || over(g.max_abs_pct, max_pct))
+            .filter(|g| !gates.admits(g.median_abs_pct, g.max_abs_pct))
             .map(|g| format!("{} {}", g.dataset, g.group))
             .collect();
         (outside, scored.len())

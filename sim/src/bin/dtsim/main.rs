@@ -138,6 +138,11 @@ enum Command {
         /// --set network.model=packet --set network.congestion_control=cubic); repeatable.
         #[arg(long, value_name = "KEY=VALUE")]
         set: Vec<String>,
+        /// Compare with an earlier --out DIR of validate (its errors.csv and predictions.csv):
+        /// groups that came within the gates or left them, rows closer or further, mean
+        /// |error| before and now. The same DIR as --out compares with its previous contents.
+        #[arg(long, value_name = "DIR")]
+        baseline: Option<PathBuf>,
     },
     /// Run every point of a scenario's [sweep] (and [[compare]]) in parallel; resumes where an
     /// earlier call stopped.
@@ -433,6 +438,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             out,
             leave_one_out,
             set,
+            baseline,
         } => {
             // Shown only where a replay takes over a second (the packet model's, minutes).
             let progress = Progress::new(false, "replaying");
@@ -450,6 +456,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                     score_on: score_on.as_deref(),
                     leave_one_out: leave_one_out.as_deref(),
                     set: &set,
+                    baseline: baseline.as_deref(),
                 },
                 sim::validate::Gates {
                     max_median_error_pct: max_median_error,
