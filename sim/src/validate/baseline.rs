@@ -542,6 +542,7 @@ mod tests {
             exchange_modes_secs: None,
             plays_secs: None,
             launch_range_secs: None,
+            launch_medians_secs: Vec::new(),
             call: None,
         };
         Report {

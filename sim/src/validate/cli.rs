@@ -138,6 +138,17 @@ pub fn run_cli(
         "{} of {scored} scored groups within {limits}",
         scored - outside.len()
     );
+    if let Some((expected, rarely)) = report.exact_model_within(&gates) {
+        println!(
+            "re-recorded from their own launches ({} bootstrap draws per group), a model exact to \
+             every row's median would be within {limits} in {expected:.1} of {scored} groups on \
+             average; {} within less than half the time{}{}",
+            super::launch_noise::REPLICATES,
+            rarely.len(),
+            if rarely.is_empty() { "" } else { ": " },
+            rarely.join("; ")
+        );
+    }
     if scored == 0 {
         anyhow::bail!("no rows were scored, so none is within {limits}");
     }

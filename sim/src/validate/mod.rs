@@ -29,8 +29,8 @@
 //!
 //! Here: reading datasets, filters, calibration and the run over every row; [`system`] reads
 //! what system a row ran on, [`nccl`] replays nccl-tests tables (and leave-one-system-out),
-//! `datasets` the other layouts, `tables` writes the outputs, [`baseline`] compares them with an
-//! earlier run's; [`track_record`] reads them back to
+//! `datasets` the other layouts, `tables` writes the outputs, [`launch_noise`] says how far a re-recording of
+//! the rows' launches would move them, [`baseline`] compares them with an earlier run's; [`track_record`] reads them back to
 //! tell a run how far off dtsim has been on measured runs of its call or step; `cli` is the
 //! command (`dtsim validate`: its flags, gates and printing).
 
@@ -42,6 +42,7 @@ use crate::scenario;
 pub mod baseline;
 mod cli;
 mod datasets;
+pub mod launch_noise;
 pub mod nccl;
 mod p2p;
 pub mod system;
@@ -207,6 +208,9 @@ pub struct Prediction {
     /// (`launch_medians_secs`: the testbed's rows since 2026-11-29): how far apart launches
     /// land, which a row's pooled median hides.
     pub launch_range_secs: Option<(f64, f64)>,
+    /// Every launch's median where the row pools two or more (else empty): what
+    /// [`launch_noise`] re-records the row from.
+    pub launch_medians_secs: Vec<f64>,
     /// The collective call or training step the row measured (`None` for copies and the
     /// calibrated tables' steps): what [`track_record`] matches a run against.
     pub call: Option<RowCall>,
@@ -242,15 +246,27 @@ impl Prediction {
     }
 }
 
-/// The range of the row's launch medians (`launch_medians_secs`, `;`-separated seconds), when
-/// it pools two or more launches.
-fn launch_range(row: &Row) -> Option<(f64, f64)> {
+/// The row's launch medians (`launch_medians_secs`, `;`-separated seconds), when it pools two
+/// or more launches (else none).
+fn launch_medians(row: &Row) -> Vec<f64> {
     let medians: Vec<f64> = row
-        .get("launch_medians_secs")?
-        .split(';')
-        .filter_map(|v| v.trim().parse::<f64>().ok())
-        .filter(|v| *v > 0.0 && v.is_finite())
-        .collect();
+        .get("launch_medians_secs")
+        .map(|v| {
+            v.split(';')
+                .filter_map(|v| v.trim().parse::<f64>().ok())
+                .filter(|v| *v > 0.0 && v.is_finite())
+                .collect()
+        })
+        .unwrap_or_default();
+    if medians.len() >= 2 {
+        medians
+    } else {
+        Vec::new()
+    }
+}
+
+/// The fastest and slowest of some launch medians (none: fewer than two).
+fn launch_range(medians: &[f64]) -> Option<(f64, f64)> {
     let lo = medians.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = medians.iter().copied().fold(0.0, f64::max);
     (medians.len() >= 2).then_some((lo, hi))
@@ -595,6 +611,7 @@ pub fn validate_with_progress(
                             ));
                             continue;
                         }
+                        let launches = launch_medians(row);
                         preds.push(Prediction {
                             dataset: name.clone(),
                             group,
@@ -606,7 +623,8 @@ pub fn validate_with_progress(
                             calibration,
                             scored,
                             measured_range_secs: measured_range(row, measured),
-                            launch_range_secs: launch_range(row),
+                            launch_range_secs: launch_range(&launches),
+                            launch_medians_secs: launches,
                             call,
                             // The bounds where the prediction lies between them.
                             exchange_modes_secs: exchange_modes_secs

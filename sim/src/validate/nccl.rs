@@ -354,6 +354,7 @@ pub fn leave_one_out(datasets: &[PathBuf]) -> Result<Vec<super::Prediction>, Str
                 exchange_modes_secs: None,
                 plays_secs: None,
                 launch_range_secs: None,
+                launch_medians_secs: Vec::new(),
                 call: None,
             });
         }

@@ -1,6 +1,7 @@
 //! A validation's outputs: `predictions.csv`, the per-group error table, and the report as
 //! text.
 
+use super::launch_noise::{self, LaunchNoise};
 use super::*;
 use crate::metrics::output::CsvText;
 
@@ -101,8 +102,10 @@ impl Report {
             "fit_a_secs",
             "fit_b",
             "scored_rows_within_measured_range",
+            "launch_noise_median_abs_pct",
+            "launch_noise_max_abs_pct",
         ]);
-        for g in &self.groups {
+        for (g, noise) in self.groups.iter().zip(self.launch_noise()) {
             let (a, b) = g
                 .fit
                 .map(|(a, b)| (format!("{a:.6e}"), format!("{b:.6}")))
@@ -119,9 +122,59 @@ impl Report {
                 g.within_range
                     .map(|(n, _)| n.to_string())
                     .unwrap_or_default(),
+                noise
+                    .as_ref()
+                    .map(|n| format!("{:.3}", n.median_abs_pct))
+                    .unwrap_or_default(),
+                noise
+                    .as_ref()
+                    .map(|n| format!("{:.3}", n.max_abs_pct))
+                    .unwrap_or_default(),
             ]);
         }
         t.finish()
+    }
+
+    /// Each group's launch noise ([`launch_noise`]: what re-recording its scored rows'
+    /// launches does to a model exact to their medians), in the order of `groups`; `None` where
+    /// no scored row names its launches.
+    pub fn launch_noise(&self) -> Vec<Option<LaunchNoise>> {
+        self.groups
+            .iter()
+            .map(|g| {
+                let rows: Vec<&Prediction> = self
+                    .predictions
+                    .iter()
+                    .filter(|p| p.scored && !p.calibration)
+                    .filter(|p| p.dataset == g.dataset && p.group == g.group)
+                    .collect();
+                launch_noise::of_group(&rows, &format!("{} {}", g.dataset, g.group))
+            })
+            .collect()
+    }
+
+    /// Under `gates`, re-recorded from their launches ([`launch_noise`]): how many scored
+    /// groups a model exact to every row's median would have within them on average (a group
+    /// without launches counts whole), and those it would have within less than half the time
+    /// (`dataset group`), when any scored group names its launches.
+    pub fn exact_model_within(&self, gates: &Gates) -> Option<(f64, Vec<String>)> {
+        let mut expected = 0.0;
+        let mut rarely = Vec::new();
+        let mut any = false;
+        for (g, noise) in self.groups.iter().zip(self.launch_noise()) {
+            if g.rows == 0 {
+                continue;
+            }
+            let share = noise.map_or(1.0, |n| {
+                any = true;
+                n.within_share(gates)
+            });
+            expected += share;
+            if share < 0.5 {
+                rarely.push(format!("{} {}", g.dataset, g.group));
+            }
+        }
+        any.then_some((expected, rarely))
     }
 
     /// The scored groups (label `dataset method`) whose median |error| exceeds

@@ -228,7 +228,8 @@ fn rows_say_whether_the_prediction_lies_within_their_measured_repetitions() {
         .nth(3)
         .unwrap()
         .ends_with(&format!(",,,,,,,{call}")));
-    assert!(r.errors_csv().lines().nth(1).unwrap().ends_with(",1"));
+    // One of the group's two rows within its repetitions; no launches named, so no launch noise.
+    assert!(r.errors_csv().lines().nth(1).unwrap().ends_with(",1,,"));
     assert!(r.to_string().contains("1/2"), "{r}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -265,6 +266,14 @@ fn rows_pooling_launches_show_the_range_of_their_launch_medians() {
     assert!(close(ranges[0], 0.8, 1.3), "{ranges:?}");
     assert!(close(ranges[1], 1.1, 1.3), "{ranges:?}");
     assert_eq!(ranges[2], None);
+    assert_eq!(r.predictions[2].launch_medians_secs, Vec::<f64>::new());
+    assert_eq!(r.predictions[1].launch_medians_secs.len(), 2);
+    // Re-recorded from those launches, a model exact to each row's median of them misses.
+    let noise = r.launch_noise();
+    assert!(
+        noise[0].as_ref().is_some_and(|n| n.max_abs_pct > 0.0),
+        "{noise:?}"
+    );
     let shown = r.to_string();
     assert_eq!(shown.matches("launch medians").count(), 2, "{shown}");
     assert_eq!(shown.matches("ms: within)").count(), 1, "{shown}");
@@ -409,6 +418,9 @@ fn a_group_outside_misses_within_the_launch_spread_when_every_row_off_lies_betwe
         exchange_modes_secs: None,
         plays_secs: None,
         launch_range_secs: launches.map(|(lo, hi)| (lo / 1e3, hi / 1e3)),
+        launch_medians_secs: launches
+            .map(|(lo, hi)| vec![lo / 1e3, hi / 1e3])
+            .unwrap_or_default(),
         call: None,
     };
     let report = Report {
