@@ -408,14 +408,21 @@ fn the_bar_table_of_a_validation_folder_agrees_with_validates_own_gates() {
         format!("{} of {scored}", scored - outside.len()),
         "{table:?}"
     );
+    // What an exact model would have within, re-recorded from the launches: validate's count.
+    let gates = sim::validate::Gates {
+        max_median_error_pct: Some(3.0),
+        max_error_pct: Some(10.0),
+    };
+    let (exact, _) = report.exact_model_within(&gates).unwrap();
+    assert_eq!(row[2], format!("{exact:.1} of {scored}"), "{table:?}");
     let rows_scored = report.predictions.iter().filter(|p| p.scored).count();
-    assert_eq!(row[2], rows_scored.to_string());
+    assert_eq!(row[3], rows_scored.to_string());
     for o in &outside {
         let group = o.trim_start_matches("testbed_mpi_butterfly_heldout ");
-        assert!(row[4].contains(group), "{group} missing from {}", row[4]);
+        assert!(row[5].contains(group), "{group} missing from {}", row[5]);
     }
     // The groups it marks as missing within their launches' spread are validate's.
-    let marked: Vec<&str> = row[4]
+    let marked: Vec<&str> = row[5]
         .split("; ")
         .filter(|g| g.ends_with(", within launches)"))
         .collect();

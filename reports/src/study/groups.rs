@@ -11,10 +11,17 @@
 //! over all. A group outside is marked "within launches" where every scored row off by more
 //! than the bar's median predicts between its fastest and its slowest launch's median (the
 //! `launch_median_*_secs` columns), as `dtsim validate` names them: misses that more launches
-//! might settle but a better model of the mean call cannot.
+//! might settle but a better model of the mean call cannot. Where the rows name their launches'
+//! medians (`launch_medians_secs`), each dataset also says how many of its groups a model exact
+//! to every row's median would have within the bar on average when the launches are recorded
+//! again (`sim::validate::launch_noise`, the same draws as `dtsim validate`'s; a row without
+//! launches counts as exact): how much of the bar the recordings themselves allow.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+use sim::validate::launch_noise;
+use sim::validate::Gates;
 
 use super::Section;
 use crate::data::{f64s, has, read_table, strings};
@@ -61,6 +68,13 @@ impl Bar {
     fn holds(self, g: &Group) -> bool {
         g.median_pct <= self.median_pct && g.max_pct <= self.max_pct
     }
+
+    fn gates(self) -> Gates {
+        Gates {
+            max_median_error_pct: Some(self.median_pct),
+            max_error_pct: Some(self.max_pct),
+        }
+    }
 }
 
 /// True when `cols` are those of `dtsim validate`'s `errors.csv`.
@@ -83,19 +97,52 @@ struct Group {
     max_pct: f64,
 }
 
+/// A scored row: its |error|, whether the prediction lies between the fastest and the slowest
+/// launch's median (`None`: no launches recorded apart), and its launches' medians (seconds;
+/// empty where not named).
+#[derive(Debug, Clone)]
+struct RowEntry {
+    error_pct: f64,
+    within_launches: Option<bool>,
+    launches: Vec<f64>,
+}
+
 /// A dataset's groups, in the order met, and its scored rows.
 #[derive(Debug, Default)]
 struct Dataset {
+    name: String,
     groups: Vec<Group>,
-    /// Per group, its scored rows' |error| and whether the prediction lies between the
-    /// fastest and the slowest launch's median (`None`: no launches recorded apart).
-    rows_by_group: BTreeMap<String, Vec<(f64, Option<bool>)>>,
+    rows_by_group: BTreeMap<String, Vec<RowEntry>>,
 }
 
 impl Dataset {
     /// Every scored row's |error|.
     fn row_errors_pct(&self) -> impl Iterator<Item = f64> + '_ {
-        self.rows_by_group.values().flatten().map(|&(e, _)| e)
+        self.rows_by_group.values().flatten().map(|r| r.error_pct)
+    }
+
+    /// How many of its groups a model exact to every row's median would have within `bar` on
+    /// average over re-recordings of the launches (a group whose rows name none counts whole),
+    /// and whether any row named its launches.
+    fn exact_model_within(&self, bar: Bar) -> (f64, bool) {
+        let mut any = false;
+        let within = self
+            .groups
+            .iter()
+            .map(|g| {
+                let rows: Vec<&[f64]> = self
+                    .rows_by_group
+                    .get(&g.name)
+                    .map(|rows| rows.iter().map(|r| r.launches.as_slice()).collect())
+                    .unwrap_or_default();
+                let label = format!("{} {}", self.name, g.name);
+                launch_noise::of_group(&rows, &label).map_or(1.0, |n| {
+                    any = true;
+                    n.within_share(&bar.gates())
+                })
+            })
+            .sum();
+        (within, any)
     }
 
     /// Whether `group` misses only within its launches' spread: a row off by more than
@@ -104,8 +151,11 @@ impl Dataset {
         let Some(rows) = self.rows_by_group.get(group) else {
             return false;
         };
-        let mut off = rows.iter().filter(|(e, _)| *e > row_limit_pct).peekable();
-        off.peek().is_some() && off.all(|(_, within)| *within == Some(true))
+        let mut off = rows
+            .iter()
+            .filter(|r| r.error_pct > row_limit_pct)
+            .peekable();
+        off.peek().is_some() && off.all(|r| r.within_launches == Some(true))
     }
 }
 
@@ -134,7 +184,13 @@ pub(super) fn groups_section(paths: &[PathBuf], bar: Bar) -> Result<Section, Str
                 ));
             };
             let k = *index.entry(names[i].clone()).or_insert_with(|| {
-                datasets.push((names[i].clone(), Dataset::default()));
+                datasets.push((
+                    names[i].clone(),
+                    Dataset {
+                        name: names[i].clone(),
+                        ..Dataset::default()
+                    },
+                ));
                 datasets.len() - 1
             });
             datasets[k].1.groups.push(Group {
@@ -146,11 +202,8 @@ pub(super) fn groups_section(paths: &[PathBuf], bar: Bar) -> Result<Section, Str
         for (name, rows) in scored_rows(&path.with_file_name("predictions.csv"))? {
             if let Some(&k) = index.get(&name) {
                 let d = &mut datasets[k].1;
-                for (group, error_pct, within) in rows {
-                    d.rows_by_group
-                        .entry(group)
-                        .or_default()
-                        .push((error_pct, within));
+                for (group, entry) in rows {
+                    d.rows_by_group.entry(group).or_default().push(entry);
                 }
             }
         }
@@ -167,11 +220,23 @@ pub(super) fn groups_section(paths: &[PathBuf], bar: Bar) -> Result<Section, Str
     }
     let table = bar_table(&datasets, bar);
     let (within, all) = count(datasets.iter().map(|(_, d)| d), bar);
+    let (exact, any) = datasets
+        .iter()
+        .map(|(_, d)| d.exact_model_within(bar))
+        .fold((0.0, false), |(w, a), (dw, da)| (w + dw, a || da));
+    let exact = if any {
+        format!(
+            " Re-recorded from their launches, a model exact to every row's median would have \
+             {exact:.1} of them within on average (the recordings' own spread)."
+        )
+    } else {
+        String::new()
+    };
     Ok(Section {
         heading: "Validation groups".to_string(),
         text: format!(
             "{within} of {all} method groups within median |error| <= {}% and max |error| <= \
-             {}%, over {} datasets (a group is a method on a system or topology).",
+             {}%, over {} datasets (a group is a method on a system or topology).{exact}",
             bar.median_pct,
             bar.max_pct,
             datasets.len()
@@ -181,9 +246,9 @@ pub(super) fn groups_section(paths: &[PathBuf], bar: Bar) -> Result<Section, Str
     })
 }
 
-/// Per dataset, each scored row of `predictions` (none where it is absent): its group, its
-/// |error|, and whether it predicts between its launches' medians where it gives them.
-type ScoredRow = (String, f64, Option<bool>);
+/// Per dataset, each scored row of `predictions` (none where it is absent): its group and its
+/// [`RowEntry`].
+type ScoredRow = (String, RowEntry);
 
 fn scored_rows(predictions: &Path) -> Result<BTreeMap<String, Vec<ScoredRow>>, String> {
     let mut out: BTreeMap<String, Vec<ScoredRow>> = BTreeMap::new();
@@ -208,6 +273,7 @@ fn scored_rows(predictions: &Path) -> Result<BTreeMap<String, Vec<ScoredRow>>, S
         column("launch_median_min_secs"),
         column("launch_median_max_secs"),
     );
+    let launches = has(&df, "launch_medians_secs").then(|| strings(&df, "launch_medians_secs"));
     for i in 0..df.height() {
         if scored.as_ref().is_some_and(|s| s[i] != "true") {
             continue;
@@ -217,10 +283,23 @@ fn scored_rows(predictions: &Path) -> Result<BTreeMap<String, Vec<ScoredRow>>, S
             (Some(p), Some(lo), Some(hi)) => Some((lo..=hi).contains(&p)),
             _ => None,
         };
+        let launches = launches
+            .as_ref()
+            .map(|l| {
+                l[i].split(';')
+                    .filter_map(|v| v.trim().parse::<f64>().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
         if let Some(e) = errors[i] {
-            out.entry(names[i].clone())
-                .or_default()
-                .push((groups[i].clone(), e.abs(), within));
+            out.entry(names[i].clone()).or_default().push((
+                groups[i].clone(),
+                RowEntry {
+                    error_pct: e.abs(),
+                    within_launches: within,
+                    launches,
+                },
+            ));
         }
     }
     Ok(out)
@@ -254,6 +333,18 @@ fn bar_table(datasets: &[(String, Dataset)], bar: Bar) -> Table {
         Some(m) => (errors.len().to_string(), pct(m)),
         None => (String::new(), String::new()),
     };
+    let exact = |members: &[&Dataset]| {
+        let (w, any) = members
+            .iter()
+            .map(|d| d.exact_model_within(bar))
+            .fold((0.0, false), |(w, a), (dw, da)| (w + dw, a || da));
+        let all: usize = members.iter().map(|d| d.groups.len()).sum();
+        if any {
+            format!("{w:.1} of {all}")
+        } else {
+            String::new()
+        }
+    };
     let mut rows = Vec::new();
     for (name, d) in datasets {
         let (within, all) = count(std::iter::once(d), bar);
@@ -279,6 +370,7 @@ fn bar_table(datasets: &[(String, Dataset)], bar: Bar) -> Table {
         rows.push(vec![
             name.clone(),
             format!("{within} of {all}"),
+            exact(&[d]),
             n,
             m,
             outside.join("; "),
@@ -297,6 +389,7 @@ fn bar_table(datasets: &[(String, Dataset)], bar: Bar) -> Table {
         rows.push(vec![
             label,
             format!("{within} of {all}"),
+            exact(&members),
             n,
             m,
             String::new(),
@@ -320,6 +413,7 @@ fn bar_table(datasets: &[(String, Dataset)], bar: Bar) -> Table {
         columns: [
             "dataset",
             "groups within",
+            "an exact model's, re-recorded",
             "rows",
             "mean |error|",
             "groups outside (median / max)",
@@ -398,22 +492,30 @@ mod tests {
             vec![
                 "testbed_gloo_a",
                 "1 of 3",
+                "",
                 "2",
                 "3.0%",
                 "tree @ star (3.5% / 4.0%); bcast @ star (1.0% / 12.0%)"
             ]
         );
-        assert_eq!(t.rows[1], vec!["testbed_mpi_b", "1 of 1", "2", "2.0%", ""]);
+        // No row names its launches: nothing to say of an exact model.
+        assert_eq!(
+            t.rows[1],
+            vec!["testbed_mpi_b", "1 of 1", "", "2", "2.0%", ""]
+        );
         // A total per family, then over all.
         assert_eq!(
-            t.rows[2][..4],
-            ["all testbed_gloo (1)", "1 of 3", "2", "3.0%"]
+            t.rows[2][..5],
+            ["all testbed_gloo (1)", "1 of 3", "", "2", "3.0%"]
         );
         assert_eq!(
-            t.rows[3][..4],
-            ["all testbed_mpi (1)", "1 of 1", "2", "2.0%"]
+            t.rows[3][..5],
+            ["all testbed_mpi (1)", "1 of 1", "", "2", "2.0%"]
         );
-        assert_eq!(t.rows[4][..4], ["all datasets (2)", "2 of 4", "4", "2.5%"]);
+        assert_eq!(
+            t.rows[4][..5],
+            ["all datasets (2)", "2 of 4", "", "4", "2.5%"]
+        );
         // A looser bar lets the tree in.
         let loose = Bar::parse("4, 10").unwrap();
         let s = groups_section(
@@ -451,7 +553,7 @@ mod tests {
         .unwrap();
         let s = groups_section(&[d.join("errors.csv")], Bar::default()).unwrap();
         assert_eq!(
-            s.tables[0].1.rows[0][4],
+            s.tables[0].1.rows[0][5],
             "noisy (4.5% / 8.0%, within launches); biased (6.5% / 8.0%); pooled (8.0% / 8.0%)"
         );
     }

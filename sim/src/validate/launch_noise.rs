@@ -19,7 +19,6 @@
 //! named by its dataset and group, whatever else is validated beside it.
 
 use super::cli::Gates;
-use super::Prediction;
 use crate::engine::SimRng;
 
 /// Re-recordings drawn per group.
@@ -61,14 +60,11 @@ fn median(values: &mut [f64]) -> f64 {
     }
 }
 
-/// The launch noise of one group's scored rows, drawn from the stream named `label` (the
-/// group's dataset and name); `None` where no row names two launches or more.
-pub fn of_group(rows: &[&Prediction], label: &str) -> Option<LaunchNoise> {
-    let launches: Vec<&[f64]> = rows
-        .iter()
-        .map(|p| p.launch_medians_secs.as_slice())
-        .filter(|l| l.len() >= 2)
-        .collect();
+/// The launch noise of one group's scored rows, each given by its launch medians (seconds; a
+/// row with fewer than two counts as exact), drawn from the stream named `label` (the group's
+/// dataset and name); `None` where no row names two launches or more.
+pub fn of_group(rows: &[&[f64]], label: &str) -> Option<LaunchNoise> {
+    let launches: Vec<&[f64]> = rows.iter().copied().filter(|l| l.len() >= 2).collect();
     if launches.is_empty() {
         return None;
     }
@@ -105,26 +101,6 @@ pub fn of_group(rows: &[&Prediction], label: &str) -> Option<LaunchNoise> {
 mod tests {
     use super::*;
 
-    fn row(launches: &[f64]) -> Prediction {
-        Prediction {
-            dataset: "d".into(),
-            group: "g".into(),
-            row: 1,
-            label: "r".into(),
-            measured_secs: 1.0,
-            simulated_secs: 1.0,
-            predicted_secs: 1.0,
-            calibration: false,
-            scored: true,
-            measured_range_secs: None,
-            exchange_modes_secs: None,
-            plays_secs: None,
-            launch_range_secs: None,
-            launch_medians_secs: launches.to_vec(),
-            call: None,
-        }
-    }
-
     const GATES: Gates = Gates {
         max_median_error_pct: Some(3.0),
         max_error_pct: Some(10.0),
@@ -132,11 +108,11 @@ mod tests {
 
     #[test]
     fn launches_that_agree_leave_no_noise_and_rows_without_launches_none_to_measure() {
-        let agree = row(&[0.2, 0.2, 0.2, 0.2, 0.2]);
+        let agree = [0.2, 0.2, 0.2, 0.2, 0.2];
         let noise = of_group(&[&agree], "d g").unwrap();
         assert_eq!((noise.median_abs_pct, noise.max_abs_pct), (0.0, 0.0));
         assert_eq!(noise.within_share(&GATES), 1.0);
-        assert_eq!(of_group(&[&row(&[]), &row(&[0.3])], "d g"), None);
+        assert_eq!(of_group(&[&[], &[0.3]], "d g"), None);
     }
 
     #[test]
@@ -144,7 +120,7 @@ mod tests {
         // Three launches fast (1.0 s), two slow (2.0 s): a re-recording of five draws has a
         // slow median when three or more are slow, with probability 0.317 at 2 in 5; the exact
         // model (1.0 s) is then 50% fast, else exact.
-        let modes = row(&[1.0, 1.0, 1.0, 2.0, 2.0]);
+        let modes = [1.0, 1.0, 1.0, 2.0, 2.0];
         let noise = of_group(&[&modes], "d g").unwrap();
         let share = noise.within_share(&GATES);
         assert!((share - (1.0 - 0.317)).abs() < 0.03, "{share}");
@@ -157,11 +133,10 @@ mod tests {
 
     #[test]
     fn a_group_is_scored_as_validate_scores_it_median_and_max_over_its_rows() {
-        // One row in two modes 10% apart, two exact rows (no launches): the group's median is
-        // always 0, its max 0 or ~10%.
-        let rows = [row(&[1.0, 1.0, 1.0, 1.1, 1.1]), row(&[]), row(&[0.5, 0.5])];
-        let refs: Vec<&Prediction> = rows.iter().collect();
-        let noise = of_group(&refs, "d g").unwrap();
+        // One row in two modes 10% apart, one with no launches (exact), one whose two launches
+        // agree: the group's median is always 0, its max 0 or ~10%.
+        let rows: [&[f64]; 3] = [&[1.0, 1.0, 1.0, 1.1, 1.1], &[], &[0.5, 0.5]];
+        let noise = of_group(&rows, "d g").unwrap();
         assert!(noise.replicates.iter().all(|&(m, _)| m == 0.0));
         assert!(noise
             .replicates
@@ -177,7 +152,7 @@ mod tests {
 
     #[test]
     fn the_draws_are_the_groups_own_whatever_is_validated_beside_it() {
-        let modes = row(&[1.0, 1.0, 2.0, 2.0, 2.0]);
+        let modes = [1.0, 1.0, 2.0, 2.0, 2.0];
         let a = of_group(&[&modes], "d g").unwrap();
         let b = of_group(&[&modes], "d g").unwrap();
         assert_eq!(a, b);

@@ -34,6 +34,7 @@ impl Report {
             "bytes",
             "gpu",
             "batch",
+            "launch_medians_secs",
         ]);
         for p in &self.predictions {
             let (lo, hi) = p
@@ -85,6 +86,11 @@ impl Report {
                 call.and_then(|c| c.batch)
                     .map(|b| b.to_string())
                     .unwrap_or_default(),
+                p.launch_medians_secs
+                    .iter()
+                    .map(|v| format!("{v:.6e}"))
+                    .collect::<Vec<_>>()
+                    .join(";"),
             ]);
         }
         t.finish()
@@ -142,11 +148,12 @@ impl Report {
         self.groups
             .iter()
             .map(|g| {
-                let rows: Vec<&Prediction> = self
+                let rows: Vec<&[f64]> = self
                     .predictions
                     .iter()
                     .filter(|p| p.scored && !p.calibration)
                     .filter(|p| p.dataset == g.dataset && p.group == g.group)
+                    .map(|p| p.launch_medians_secs.as_slice())
                     .collect();
                 launch_noise::of_group(&rows, &format!("{} {}", g.dataset, g.group))
             })

@@ -213,11 +213,12 @@ fn rows_say_whether_the_prediction_lies_within_their_measured_repetitions() {
     assert!(rows.lines().next().unwrap().ends_with(
         "measured_min_secs,measured_max_secs,within_measured_range,both_ways_secs,\
              one_way_first_secs,launch_median_min_secs,launch_median_max_secs,\
-             plays_fastest_secs,plays_slowest_secs,sim_set,op,ranks,bytes,gpu,batch"
+             plays_fastest_secs,plays_slowest_secs,sim_set,op,ranks,bytes,gpu,batch,\
+             launch_medians_secs"
     ));
     // The ideal template exchanges nothing OpenMPI's way: no modes; nor launches given; one
     // play. Each row names its call (what `dtsim run` reads back as its track record).
-    let call = ",collective.algorithm=ring,all_reduce,4,4194304,,";
+    let call = ",collective.algorithm=ring,all_reduce,4,4194304,,,";
     assert!(rows
         .lines()
         .nth(1)
@@ -268,6 +269,12 @@ fn rows_pooling_launches_show_the_range_of_their_launch_medians() {
     assert_eq!(ranges[2], None);
     assert_eq!(r.predictions[2].launch_medians_secs, Vec::<f64>::new());
     assert_eq!(r.predictions[1].launch_medians_secs.len(), 2);
+    // predictions.csv names each row's launches (the last column), none for the third.
+    let csv = r.predictions_csv();
+    let last = |line: &str| line.rsplit(',').next().unwrap().to_string();
+    let launches: Vec<String> = csv.lines().skip(1).map(last).collect();
+    assert_eq!(launches[0].split(';').count(), 3, "{csv}");
+    assert_eq!(launches[2], "");
     // Re-recorded from those launches, a model exact to each row's median of them misses.
     let noise = r.launch_noise();
     assert!(
