@@ -307,28 +307,41 @@ impl std::fmt::Display for Report {
                 p.error_pct()
             )?;
         }
-        // "in runs": scored rows predicted within the range of their measured repetitions.
+        // "in runs": scored rows predicted within the range of their measured repetitions;
+        // "launch noise": the median and max |error| of a model exact to every row's median,
+        // re-recorded from the launches (`launch_noise`).
         let any_range = self.groups.iter().any(|g| g.within_range.is_some());
+        let noise = self.launch_noise();
+        let any_noise = noise.iter().any(Option::is_some);
         writeln!(
             f,
-            "\n{:<wd$} {:<wg$} {:>5} {:>5} {:>9} {:>9}{}",
+            "\n{:<wd$} {:<wg$} {:>5} {:>5} {:>9} {:>9}{}{}",
             "dataset",
             "method",
             "rows",
             "calib",
             "median|e|",
             "max|e|",
-            if any_range { "   in runs" } else { "" }
+            if any_range { "   in runs" } else { "" },
+            if any_noise { "   launch noise" } else { "" }
         )?;
-        for g in &self.groups {
+        for (g, noise) in self.groups.iter().zip(&noise) {
             let in_runs = match (any_range, g.within_range) {
                 (false, _) => String::new(),
                 (true, Some((n, of))) => format!(" {:>9}", format!("{n}/{of}")),
                 (true, None) => format!(" {:>9}", "-"),
             };
+            let noise = match (any_noise, noise) {
+                (false, _) => String::new(),
+                (true, Some(n)) => format!(
+                    " {:>14}",
+                    format!("{:.2}% {:.2}%", n.median_abs_pct, n.max_abs_pct)
+                ),
+                (true, None) => format!(" {:>14}", "-"),
+            };
             writeln!(
                 f,
-                "{:<wd$} {:<wg$} {:>5} {:>5} {:>8.2}% {:>8.2}%{in_runs}",
+                "{:<wd$} {:<wg$} {:>5} {:>5} {:>8.2}% {:>8.2}%{in_runs}{noise}",
                 g.dataset, g.group, g.rows, g.calibration_rows, g.median_abs_pct, g.max_abs_pct
             )?;
         }
