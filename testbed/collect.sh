@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Records the testbed datasets in data/runs/ and the testbed profiles in data/profiles/ (root).
 # Usage: testbed/collect.sh [link|collectives|mpi|training|trace|heldout|slow_host|three_leaf_200|
-#   two_leaf_200|two_leaf_mixed|star3|star7|captures|barrier|all]
+#   two_leaf_200|two_leaf_mixed|star3|star7|star5_10|captures|barrier|all]
 # (default all)
 # The link profiles come from `calibrate import iperf3` on the testbed's own iperf3 --json and
 # ping-pong logs (suite.py link; logs in data/runs/calibration/). The host0-host1 path is two
@@ -665,16 +665,16 @@ fi
 # Held-out collectives on N hosts of the star with the star's profile as it is: gloo's four and
 # OpenMPI's rules and rings at 256 KiB, 1 and 4 MiB, five launches of 5 (testbed_*_starN_heldout).
 star_hosts_collectives() {
-  local n=$1
+  local n=$1 name=${2:-star$1}
   $TB run --set generator.n=$n $STAR -- $PY $S collectives \
-    --out data/runs/testbed_gloo_star${n}_heldout.csv --profile data/profiles/testbed_star4_200mbit.json \
+    --out data/runs/testbed_gloo_${name}_heldout.csv --profile data/profiles/testbed_star4_200mbit.json \
     --methods allreduce,broadcast,allgather,reduce --bytes 262144 1048576 4194304 --repeats 5 \
     --launches 5
   local op_algs
   for op_algs in "allreduce 0,4" "allgather 0,4" "bcast 0" "reduce_scatter 0"; do
     set -- $op_algs
     $TB run --prefix mp --set generator.n=$n $STAR -- $PY $S mpi --op $1 \
-      --out data/runs/testbed_mpi_star${n}_heldout.csv \
+      --out data/runs/testbed_mpi_${name}_heldout.csv \
       --profile data/profiles/testbed_star4_200mbit.json --algorithms $2 \
       --bytes 262144 1048576 4194304 --repeats 5 --launches 5
   done
@@ -689,6 +689,14 @@ if [[ $what == all || $what == heldout || $what == star7 ]]; then
   # A thirteenth, the same night: seven hosts of the star (odd, between the six and eight
   # recorded). `star7` records only this.
   star_hosts_collectives 7
+fi
+if [[ $what == all || $what == heldout || $what == star5_10 ]]; then
+  # A fourteenth and fifteenth, recorded on 2026-12-01 with the models as they were, after the
+  # launch noise was built: five hosts of the star at 200 Mbit/s (five were recorded only at
+  # 100 Mbit/s, star5_100mbit) and ten (more processes on the 2 cores than any count but 12 and
+  # 16). `star5_10` records only these.
+  star_hosts_collectives 5 star5_200
+  star_hosts_collectives 10
 fi
 if [[ $what == all || $what == captures ]]; then
   # Captures that explain single misses (docs/testbed.md, "Captured to explain single misses",
