@@ -5,13 +5,18 @@
 /// The median of `values`: the middle one, or the mean of the two middle ones for an even
 /// count; NaN when empty. NaNs sort last (`f64::total_cmp`).
 pub fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
+    median_in_place(&mut values.to_vec())
+}
+
+/// [`median`] without the copy: sorts `values` (a hot loop's scratch buffer) and takes its
+/// middle.
+pub fn median_in_place(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
     match n {
         0 => f64::NAN,
-        _ if n % 2 == 1 => v[n / 2],
-        _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+        _ if n % 2 == 1 => values[n / 2],
+        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
     }
 }
 

@@ -20,6 +20,7 @@
 
 use super::cli::Gates;
 use crate::engine::SimRng;
+use crate::stats::{median, median_in_place};
 
 /// Re-recordings drawn per group.
 pub const REPLICATES: usize = 2000;
@@ -50,16 +51,6 @@ impl LaunchNoise {
     }
 }
 
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
-}
-
 /// The launch noise of one group's scored rows, each given by its launch medians (seconds; a
 /// row with fewer than two counts as exact), drawn from the stream named `label` (the group's
 /// dataset and name); `None` where no row names two launches or more.
@@ -68,7 +59,7 @@ pub fn of_group(rows: &[&[f64]], label: &str) -> Option<LaunchNoise> {
     if launches.is_empty() {
         return None;
     }
-    let exact: Vec<f64> = launches.iter().map(|l| median(&mut l.to_vec())).collect();
+    let exact: Vec<f64> = launches.iter().map(|l| median(l)).collect();
     // Rows without launches are exact: a 0 in every re-recording's list.
     let exact_rows = rows.len() - launches.len();
     let mut rng = SimRng::new(SEED, 0).fork(label);
@@ -81,18 +72,18 @@ pub fn of_group(rows: &[&[f64]], label: &str) -> Option<LaunchNoise> {
             for (l, exact) in launches.iter().zip(&exact) {
                 drawn.clear();
                 drawn.extend((0..l.len()).map(|_| l[rng.below(l.len() as u64) as usize]));
-                let again = median(&mut drawn);
+                let again = median_in_place(&mut drawn);
                 errors.push((exact - again).abs() / again * 100.0);
             }
             let max = errors.iter().copied().fold(0.0, f64::max);
-            (median(&mut errors), max)
+            (median_in_place(&mut errors), max)
         })
         .collect();
     let mut medians: Vec<f64> = replicates.iter().map(|r| r.0).collect();
     let mut maxima: Vec<f64> = replicates.iter().map(|r| r.1).collect();
     Some(LaunchNoise {
-        median_abs_pct: median(&mut medians),
-        max_abs_pct: median(&mut maxima),
+        median_abs_pct: median_in_place(&mut medians),
+        max_abs_pct: median_in_place(&mut maxima),
         replicates,
     })
 }
