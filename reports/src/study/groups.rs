@@ -113,6 +113,8 @@ struct Dataset {
     name: String,
     groups: Vec<Group>,
     rows_by_group: BTreeMap<String, Vec<RowEntry>>,
+    /// [`Dataset::exact_model_within`] under the section's bar, drawn once.
+    exact_within: Option<f64>,
 }
 
 impl Dataset {
@@ -122,9 +124,9 @@ impl Dataset {
     }
 
     /// How many of its groups a model exact to every row's median would have within `bar` on
-    /// average over re-recordings of the launches (a group whose rows name none counts whole),
-    /// and whether any row named its launches.
-    fn exact_model_within(&self, bar: Bar) -> (f64, bool) {
+    /// average over re-recordings of the launches (a group whose rows name none counts whole);
+    /// `None` where no row names its launches.
+    fn exact_model_within(&self, bar: Bar) -> Option<f64> {
         let mut any = false;
         let within = self
             .groups
@@ -142,7 +144,7 @@ impl Dataset {
                 })
             })
             .sum();
-        (within, any)
+        any.then_some(within)
     }
 
     /// Whether `group` misses only within its launches' spread: a row off by more than
@@ -218,19 +220,18 @@ pub(super) fn groups_section(paths: &[PathBuf], bar: Bar) -> Result<Section, Str
                 .join(", ")
         ));
     }
+    for (_, d) in &mut datasets {
+        d.exact_within = d.exact_model_within(bar);
+    }
     let table = bar_table(&datasets, bar);
     let (within, all) = count(datasets.iter().map(|(_, d)| d), bar);
-    let (exact, any) = datasets
-        .iter()
-        .map(|(_, d)| d.exact_model_within(bar))
-        .fold((0.0, false), |(w, a), (dw, da)| (w + dw, a || da));
-    let exact = if any {
-        format!(
+    let members: Vec<&Dataset> = datasets.iter().map(|(_, d)| d).collect();
+    let exact = match exact_total(&members) {
+        Some(exact) => format!(
             " Re-recorded from their launches, a model exact to every row's median would have \
              {exact:.1} of them within on average (the recordings' own spread)."
-        )
-    } else {
-        String::new()
+        ),
+        None => String::new(),
     };
     Ok(Section {
         heading: "Validation groups".to_string(),
@@ -305,6 +306,17 @@ fn scored_rows(predictions: &Path) -> Result<BTreeMap<String, Vec<ScoredRow>>, S
     Ok(out)
 }
 
+/// What an exact model would have within over `members` (a dataset whose rows name no
+/// launches counts whole), where any of them names its launches.
+fn exact_total(members: &[&Dataset]) -> Option<f64> {
+    members.iter().any(|d| d.exact_within.is_some()).then(|| {
+        members
+            .iter()
+            .map(|d| d.exact_within.unwrap_or(d.groups.len() as f64))
+            .sum()
+    })
+}
+
 /// (groups within, groups) over `datasets`.
 fn count<'a>(datasets: impl Iterator<Item = &'a Dataset>, bar: Bar) -> (usize, usize) {
     datasets.fold((0, 0), |(w, n), d| {
@@ -334,16 +346,10 @@ fn bar_table(datasets: &[(String, Dataset)], bar: Bar) -> Table {
         None => (String::new(), String::new()),
     };
     let exact = |members: &[&Dataset]| {
-        let (w, any) = members
-            .iter()
-            .map(|d| d.exact_model_within(bar))
-            .fold((0.0, false), |(w, a), (dw, da)| (w + dw, a || da));
         let all: usize = members.iter().map(|d| d.groups.len()).sum();
-        if any {
-            format!("{w:.1} of {all}")
-        } else {
-            String::new()
-        }
+        exact_total(members)
+            .map(|w| format!("{w:.1} of {all}"))
+            .unwrap_or_default()
     };
     let mut rows = Vec::new();
     for (name, d) in datasets {

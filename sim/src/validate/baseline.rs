@@ -560,6 +560,7 @@ mod tests {
                 max_abs_pct: 10.0,
                 fit: None,
                 within_range: None,
+                launch_noise: None,
             }],
             skipped: Vec::new(),
             replayed_on: Vec::new(),

@@ -293,6 +293,9 @@ pub struct GroupError {
     /// Scored rows whose prediction lies within their measured range, of the scored rows that
     /// give one (`None`: none does).
     pub within_range: Option<(usize, usize)>,
+    /// What re-recording its scored rows' launches does to a model exact to their medians
+    /// ([`launch_noise`]; `None`: no scored row names its launches).
+    pub launch_noise: Option<launch_noise::LaunchNoise>,
 }
 
 /// [`GroupError::within_range`] over some scored predictions.
@@ -681,6 +684,14 @@ pub fn validate_with_progress(
                         .iter()
                         .filter(|p| p.group == g && !p.calibration && p.scored),
                 ),
+                launch_noise: launch_noise::of_group(
+                    &preds
+                        .iter()
+                        .filter(|p| p.group == g && !p.calibration && p.scored)
+                        .map(|p| p.launch_medians_secs.as_slice())
+                        .collect::<Vec<_>>(),
+                    &format!("{name} {g}"),
+                ),
             });
         }
         report.predictions.extend(preds);
@@ -708,6 +719,7 @@ pub fn validate_with_progress(
                 max_abs_pct: errs.iter().cloned().fold(f64::NAN, f64::max),
                 fit: None,
                 within_range: None,
+                launch_noise: None,
             });
         }
         report.predictions.extend(preds);

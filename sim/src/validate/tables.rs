@@ -1,7 +1,6 @@
 //! A validation's outputs: `predictions.csv`, the per-group error table, and the report as
 //! text.
 
-use super::launch_noise::{self, LaunchNoise};
 use super::*;
 use crate::metrics::output::CsvText;
 
@@ -111,7 +110,8 @@ impl Report {
             "launch_noise_median_abs_pct",
             "launch_noise_max_abs_pct",
         ]);
-        for (g, noise) in self.groups.iter().zip(self.launch_noise()) {
+        for g in &self.groups {
+            let noise = &g.launch_noise;
             let (a, b) = g
                 .fit
                 .map(|(a, b)| (format!("{a:.6e}"), format!("{b:.6}")))
@@ -141,25 +141,6 @@ impl Report {
         t.finish()
     }
 
-    /// Each group's launch noise ([`launch_noise`]: what re-recording its scored rows'
-    /// launches does to a model exact to their medians), in the order of `groups`; `None` where
-    /// no scored row names its launches.
-    pub fn launch_noise(&self) -> Vec<Option<LaunchNoise>> {
-        self.groups
-            .iter()
-            .map(|g| {
-                let rows: Vec<&[f64]> = self
-                    .predictions
-                    .iter()
-                    .filter(|p| p.scored && !p.calibration)
-                    .filter(|p| p.dataset == g.dataset && p.group == g.group)
-                    .map(|p| p.launch_medians_secs.as_slice())
-                    .collect();
-                launch_noise::of_group(&rows, &format!("{} {}", g.dataset, g.group))
-            })
-            .collect()
-    }
-
     /// Under `gates`, re-recorded from their launches ([`launch_noise`]): how many scored
     /// groups a model exact to every row's median would have within them on average (a group
     /// without launches counts whole), and those it would have within less than half the time
@@ -168,11 +149,11 @@ impl Report {
         let mut expected = 0.0;
         let mut rarely = Vec::new();
         let mut any = false;
-        for (g, noise) in self.groups.iter().zip(self.launch_noise()) {
+        for g in &self.groups {
             if g.rows == 0 {
                 continue;
             }
-            let share = noise.map_or(1.0, |n| {
+            let share = g.launch_noise.as_ref().map_or(1.0, |n| {
                 any = true;
                 n.within_share(gates)
             });
@@ -311,8 +292,7 @@ impl std::fmt::Display for Report {
         // "launch noise": the median and max |error| of a model exact to every row's median,
         // re-recorded from the launches (`launch_noise`).
         let any_range = self.groups.iter().any(|g| g.within_range.is_some());
-        let noise = self.launch_noise();
-        let any_noise = noise.iter().any(Option::is_some);
+        let any_noise = self.groups.iter().any(|g| g.launch_noise.is_some());
         writeln!(
             f,
             "\n{:<wd$} {:<wg$} {:>5} {:>5} {:>9} {:>9}{}{}",
@@ -325,13 +305,13 @@ impl std::fmt::Display for Report {
             if any_range { "   in runs" } else { "" },
             if any_noise { "   launch noise" } else { "" }
         )?;
-        for (g, noise) in self.groups.iter().zip(&noise) {
+        for g in &self.groups {
             let in_runs = match (any_range, g.within_range) {
                 (false, _) => String::new(),
                 (true, Some((n, of))) => format!(" {:>9}", format!("{n}/{of}")),
                 (true, None) => format!(" {:>9}", "-"),
             };
-            let noise = match (any_noise, noise) {
+            let noise = match (any_noise, &g.launch_noise) {
                 (false, _) => String::new(),
                 (true, Some(n)) => format!(
                     " {:>14}",

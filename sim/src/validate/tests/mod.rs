@@ -276,7 +276,7 @@ fn rows_pooling_launches_show_the_range_of_their_launch_medians() {
     assert_eq!(launches[0].split(';').count(), 3, "{csv}");
     assert_eq!(launches[2], "");
     // Re-recorded from those launches, a model exact to each row's median of them misses.
-    let noise = r.launch_noise();
+    let noise: Vec<_> = r.groups.iter().map(|g| g.launch_noise.clone()).collect();
     assert!(
         noise[0].as_ref().is_some_and(|n| n.max_abs_pct > 0.0),
         "{noise:?}"
@@ -387,6 +387,7 @@ fn the_gates_name_every_scored_group_outside_them_and_ignore_unscored_ones() {
         max_abs_pct: max,
         fit: None,
         within_range: None,
+        launch_noise: None,
     };
     let report = Report {
         predictions: Vec::new(),
