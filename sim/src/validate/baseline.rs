@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use super::{parse_rows, Gates, Report, Row};
+use super::{num, parse_rows, Gates, Report, Row};
 
 /// A row's |error| moves when it changes by more than this many percentage points; smaller
 /// changes are the replay's own noise (a stratified draw landing elsewhere) and count as none.
@@ -138,13 +138,14 @@ fn text(r: &Row, col: &str) -> Result<String, String> {
         .ok_or_else(|| format!("column {col:?}: missing"))
 }
 
+/// A finite number (validate's own [`num`], which lets NaN and infinities through).
 fn number(r: &Row, col: &str) -> Result<f64, String> {
-    let v = text(r, col)?;
-    v.trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|x| x.is_finite())
-        .ok_or_else(|| format!("column {col:?}: a number, got {v:?}"))
+    let v = num(r, col)?;
+    if v.is_finite() {
+        Ok(v)
+    } else {
+        Err(format!("column {col:?}: a number, got {:?}", r[col]))
+    }
 }
 
 fn flag(r: &Row, col: &str) -> Result<bool, String> {
