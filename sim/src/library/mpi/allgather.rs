@@ -26,7 +26,7 @@ use super::{
     exchange, exchange_in_step, message, message_on, reversed, LibraryError, LibraryOptions, Plan,
     Request, System,
 };
-use super::{oriented_ways, CallExchanges, Partners, StepPairs};
+use super::{exchanges_pair_by_pair, oriented_ways, CallExchanges, Partners, Ready, StepPairs};
 use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
 
 algorithms! {
@@ -196,24 +196,26 @@ pub(super) fn plan(
 
 /// Partners at `distance` exchange `distance` blocks, distance 1, 2, 4 ... (n a power of two).
 fn recursive_doubling(s: &mut Schedule, block: u64, n: u32, x: &CallExchanges) {
-    let mut last: Vec<OpId> = Vec::new();
+    let mut ready = Ready::new(n);
     let (mut distance, mut step) = (1u32, 0u32);
     while distance < n {
         let pairs: Vec<(Endpoint, Endpoint)> = (0..n)
             .filter(|r| r & distance == 0)
             .map(|r| (r, r ^ distance))
             .collect();
+        let mix = StepPairs::all(Partners::at_step(step), pairs.len() as u32);
         let bytes = block * u64::from(distance);
-        last = vec![exchange(
+        exchanges_pair_by_pair(
             s,
-            &pairs,
+            &mut ready,
+            (&pairs, mix),
             bytes,
             n,
-            (x, Partners::at_step(step)),
-            last,
+            x,
+            None,
             Phase::AllGather,
             step,
-        )];
+        );
         distance <<= 1;
         step += 1;
     }
@@ -310,28 +312,29 @@ fn neighbor_exchange(s: &mut Schedule, block: u64, n: u32, x: &CallExchanges) {
     let with_next: Vec<(Endpoint, Endpoint)> = (0..n).step_by(2).map(|r| (r, r + 1)).collect();
     let with_prev: Vec<(Endpoint, Endpoint)> =
         (1..n).step_by(2).map(|r| (r, (r + 1) % n)).collect();
-    let mut last = vec![exchange(
-        s,
-        &with_next,
-        block,
-        n,
-        (x, Partners::Entering),
-        Vec::new(),
-        Phase::AllGather,
-        0,
-    )];
-    for i in 1..n / 2 {
-        let pairs = if i % 2 == 1 { &with_prev } else { &with_next };
-        last = vec![exchange(
+    let mut ready = Ready::new(n);
+    for i in 0..n / 2 {
+        let (pairs, bytes) = match i {
+            0 => (&with_next, block),
+            _ if i % 2 == 1 => (&with_prev, 2 * block),
+            _ => (&with_next, 2 * block),
+        };
+        let partners = if i == 0 {
+            Partners::Entering
+        } else {
+            Partners::at_step(i)
+        };
+        exchanges_pair_by_pair(
             s,
-            pairs,
-            2 * block,
+            &mut ready,
+            (pairs, StepPairs::all(partners, pairs.len() as u32)),
+            bytes,
             n,
-            (x, Partners::at_step(i)),
-            last,
+            x,
+            None,
             Phase::AllGather,
             i,
-        )];
+        );
     }
 }
 

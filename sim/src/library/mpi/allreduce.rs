@@ -2,10 +2,12 @@
 
 use super::Algorithm as _;
 use super::{
-    exchange, exchange_in_step, is_eager, message, message_on, reduce, transfer, LibraryError,
-    LibraryOptions, Plan, Request, System, ACK_BYTES, ELEMENT_BYTES, REQUEST_BYTES,
+    exchanges_pair_by_pair, oriented_ways, CallExchanges, Histories, Partners, Ready, StepPairs,
 };
-use super::{oriented_ways, CallExchanges, Histories, Partners};
+use super::{
+    is_eager, message, message_on, reduce, transfer, LibraryError, LibraryOptions, Plan, Request,
+    System, ACK_BYTES, ELEMENT_BYTES, REQUEST_BYTES,
+};
 use crate::collective::steps::split_even;
 use crate::collective::{Collective, Endpoint, OpId, OpKind, Phase, Schedule};
 use crate::engine::SimTime;
@@ -247,12 +249,15 @@ fn recursive_doubling(s: &mut Schedule, m: u64, n: u32, x: &CallExchanges) {
     let adj = 1u32 << (31 - n.leading_zeros());
     let extra = n - adj;
     let real = |v: u32| if v < extra { 2 * v + 1 } else { v + extra };
-    let mut last: Vec<OpId> = Vec::new();
+    let mut ready = Ready::new(n);
     let mut step = 0;
     if extra > 0 {
-        let pairs: Vec<(Endpoint, Endpoint)> = (0..extra).map(|k| (2 * k, 2 * k + 1)).collect();
-        let got = message(s, &pairs, m, vec![], Phase::Reduce, step);
-        last = vec![reduce(s, extra, m, got, Phase::Reduce, step)];
+        for k in 0..extra {
+            let (even, odd) = (2 * k, 2 * k + 1);
+            let got = message(s, &[(even, odd)], m, vec![], Phase::Reduce, step);
+            let reduced = reduce(s, 1, m, got, Phase::Reduce, step);
+            ready.set(&[even, odd], reduced);
+        }
         step += 1;
     }
     // The odd ranks of the fold reduced their neighbour's buffer first; the others entered.
@@ -264,23 +269,30 @@ fn recursive_doubling(s: &mut Schedule, m: u64, n: u32, x: &CallExchanges) {
             .map(|v| (real(v), real(v ^ distance)))
             .collect();
         let mix = histories.step(&pairs, Partners::Entering);
-        let done = exchange_in_step(
+        exchanges_pair_by_pair(
             s,
+            &mut ready,
             (&pairs, mix),
             m,
             n,
             x,
-            last.clone(),
+            Some(m),
             Phase::ReduceScatter,
             step,
         );
-        last = vec![reduce(s, adj, m, done, Phase::ReduceScatter, step)];
         distance <<= 1;
         step += 1;
     }
-    if extra > 0 {
-        let pairs: Vec<(Endpoint, Endpoint)> = (0..extra).map(|k| (2 * k + 1, 2 * k)).collect();
-        message(s, &pairs, m, last, Phase::Broadcast, step);
+    for k in 0..extra {
+        let (even, odd) = (2 * k, 2 * k + 1);
+        message(
+            s,
+            &[(odd, even)],
+            m,
+            ready.of(&[odd]),
+            Phase::Broadcast,
+            step,
+        );
     }
 }
 
@@ -421,32 +433,33 @@ fn rabenseifner(s: &mut Schedule, m: u64, n: u32, x: &CallExchanges) {
     let pof2 = 1u32 << (31 - n.leading_zeros());
     let rem = n - pof2;
     let real = |v: u32| if v < rem { 2 * v } else { v + rem };
-    let mut last: Vec<OpId> = Vec::new();
+    let mut ready = Ready::new(n);
     let mut step = 0;
     let half = count.div_ceil(2) * ELEMENT_BYTES;
     if rem > 0 {
         let pairs: Vec<(Endpoint, Endpoint)> = (0..rem).map(|k| (2 * k, 2 * k + 1)).collect();
-        let entering = (x, Partners::Entering);
-        let swapped = exchange(
+        exchanges_pair_by_pair(
             s,
-            &pairs,
+            &mut ready,
+            (&pairs, StepPairs::all(Partners::Entering, rem)),
             half,
             n,
-            entering,
-            vec![],
+            x,
+            Some(half),
             Phase::ReduceScatter,
             step,
         );
-        let reduced = reduce(s, 2 * rem, half, swapped, Phase::ReduceScatter, step);
-        let back: Vec<(Endpoint, Endpoint)> = (0..rem).map(|k| (2 * k + 1, 2 * k)).collect();
-        last = vec![message(
-            s,
-            &back,
-            half,
-            vec![reduced],
-            Phase::ReduceScatter,
-            step,
-        )];
+        for &(even, odd) in &pairs {
+            let back = message(
+                s,
+                &[(odd, even)],
+                half,
+                ready.of(&[odd]),
+                Phase::ReduceScatter,
+                step,
+            );
+            ready.set(&[even, odd], back);
+        }
         step += 1;
     }
     // Window sizes: halved each step (the larger half is the one kept, as rcount/scount).
@@ -471,17 +484,17 @@ fn rabenseifner(s: &mut Schedule, m: u64, n: u32, x: &CallExchanges) {
         let bytes = kept * ELEMENT_BYTES;
         let pairs = pairs_at(mask);
         let mix = histories.step(&pairs, Partners::Entering);
-        let done = exchange_in_step(
+        exchanges_pair_by_pair(
             s,
+            &mut ready,
             (&pairs, mix),
             bytes,
             n,
             x,
-            last.clone(),
+            Some(bytes),
             Phase::ReduceScatter,
             step,
         );
-        last = vec![reduce(s, pof2, bytes, done, Phase::ReduceScatter, step)];
         step += 1;
     }
     // The all-gather's first step follows the last reduction; the others, its own steps.
@@ -489,21 +502,29 @@ fn rabenseifner(s: &mut Schedule, m: u64, n: u32, x: &CallExchanges) {
         let bytes = kept * ELEMENT_BYTES;
         let pairs = pairs_at(mask);
         let mix = histories.step(&pairs, Partners::at_step(i));
-        last = vec![exchange_in_step(
+        exchanges_pair_by_pair(
             s,
+            &mut ready,
             (&pairs, mix),
             bytes,
             n,
             x,
-            last.clone(),
+            None,
             Phase::AllGather,
             step,
-        )];
+        );
         step += 1;
     }
-    if rem > 0 {
-        let pairs: Vec<(Endpoint, Endpoint)> = (0..rem).map(|k| (2 * k, 2 * k + 1)).collect();
-        message(s, &pairs, m, last, Phase::Broadcast, step);
+    for k in 0..rem {
+        let (even, odd) = (2 * k, 2 * k + 1);
+        message(
+            s,
+            &[(even, odd)],
+            m,
+            ready.of(&[even]),
+            Phase::Broadcast,
+            step,
+        );
     }
 }
 
@@ -734,5 +755,23 @@ mod tests {
         .unwrap();
         let head = head_bytes(6, 4 << 20, Exchanges::Expected, polling);
         assert!(has(&p.schedule, head), "a head of {head} B");
+    }
+
+    #[test]
+    fn the_ranks_rabenseifners_fold_leaves_out_start_halving_at_once() {
+        // Six ranks: 0-1 and 2-3 swap halves and 1, 3 send theirs back while 4 and 5, which
+        // the fold leaves out, already run the halving's first step (OpenMPI's sendrecvs do
+        // not wait for each other); 0 and 2 meet once both their folds are done.
+        use super::super::exchanges::tests::{ancestors, between};
+        let p = plan(&req(4 << 20), &sys(6), &forced("rabenseifner")).unwrap();
+        let s = &p.schedule;
+        s.validate().unwrap();
+        assert!(s.ops[between(s, 4, 5)[0]].deps.is_empty());
+        let waits = ancestors(s, between(s, 0, 2)[0]);
+        let fold = |a, b| between(s, a, b).into_iter().filter(|&o| s.ops[o].step == 0);
+        for (a, b) in [(0, 1), (2, 3)] {
+            assert!(fold(a, b).all(|o| waits.contains(&o)), "{a}-{b}");
+        }
+        assert!(between(s, 4, 5).iter().all(|o| !waits.contains(o)));
     }
 }

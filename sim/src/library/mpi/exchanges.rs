@@ -6,8 +6,9 @@
 //! as slow as its slowest ([`StepPairs`]), a call's steps slow from the first that ran
 //! slow to its end ([`CallExchanges`]), and which partner's data goes first in a slow
 //! exchange: the one that posts first ([`Lead`]), a coin between partners that stand alike,
-//! the call played every way its coins fall, each as likely ([`oriented_ways`]). The messages
-//! themselves are the parent module's.
+//! the call played every way its coins fall, each as likely ([`oriented_ways`]); and a call's
+//! exchanges played pair by pair, each once its two partners are done with their last
+//! ([`Ready`], [`exchanges_pair_by_pair`]). The messages themselves are the parent module's.
 
 use std::cell::{Cell, RefCell};
 
@@ -511,8 +512,78 @@ pub(super) fn exchange_in_step(
     join(s, done, phase, step)
 }
 
+/// What each rank of a call waits for before its next step where the call's exchanges are
+/// played pair by pair: `coll/base` runs each step as a sendrecv with no synchronisation
+/// between steps, so a pair starts its exchange once both partners are done with their own
+/// previous steps (and reductions), whatever the other pairs do. A rank a non-power-of-two
+/// fold leaves out starts the halving at once, while the fold's ranks still swap; partners
+/// on slower links fall behind without holding up pairs that never meet them.
+#[derive(Debug, Clone)]
+pub(super) struct Ready(Vec<Vec<OpId>>);
+
+impl Ready {
+    /// `n` ranks entering together.
+    pub(super) fn new(n: u32) -> Ready {
+        Ready(vec![Vec::new(); n as usize])
+    }
+
+    /// What a message or exchange between `ranks` waits for.
+    pub(super) fn of(&self, ranks: &[Endpoint]) -> Vec<OpId> {
+        let mut deps: Vec<OpId> = Vec::new();
+        for &r in ranks {
+            for &d in &self.0[r as usize] {
+                if !deps.contains(&d) {
+                    deps.push(d);
+                }
+            }
+        }
+        deps
+    }
+
+    /// `ranks` go on once `op` is done.
+    pub(super) fn set(&mut self, ranks: &[Endpoint], op: OpId) {
+        for &r in ranks {
+            self.0[r as usize] = vec![op];
+        }
+    }
+}
+
+/// One step of exchanges played pair by pair ([`Ready`]): each pair of `pairs` (the step's
+/// pairs being `step_pairs`) exchanges `bytes` as [`exchange_in_step`] plays it once both
+/// partners are ready, then, where `reduced` gives bytes, each partner reduces that many.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn exchanges_pair_by_pair(
+    s: &mut Schedule,
+    ready: &mut Ready,
+    (pairs, step_pairs): (&[(Endpoint, Endpoint)], StepPairs),
+    bytes: u64,
+    ranks: u32,
+    x: &CallExchanges,
+    reduced: Option<u64>,
+    phase: Phase,
+    step: u32,
+) {
+    for &(a, b) in pairs {
+        let deps = ready.of(&[a, b]);
+        let mut done = exchange_in_step(
+            s,
+            (&[(a, b)], step_pairs),
+            bytes,
+            ranks,
+            x,
+            deps,
+            phase,
+            step,
+        );
+        if let Some(r) = reduced {
+            done = super::reduce(s, 2, r, done, phase, step);
+        }
+        ready.set(&[a, b], done);
+    }
+}
+
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::collective::{Collective, OpKind};
 
@@ -786,5 +857,90 @@ mod tests {
         let s = one_exchange(4, 80 << 10);
         assert_back_request(&s, 2, 1, "the way back waits only for the answer");
         assert_eq!(data_bytes(&s), 2 * (80 << 10));
+    }
+
+    /// Every op `op` waits for, directly or not.
+    pub(in crate::library::mpi) fn ancestors(
+        s: &Schedule,
+        op: usize,
+    ) -> std::collections::BTreeSet<usize> {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut todo = vec![op];
+        while let Some(o) = todo.pop() {
+            for d in &s.ops[o].deps {
+                if seen.insert(d.0 as usize) {
+                    todo.push(d.0 as usize);
+                }
+            }
+        }
+        seen
+    }
+
+    /// The ops that move bytes between ranks `a` and `b`, either way, in order.
+    pub(in crate::library::mpi) fn between(s: &Schedule, a: Endpoint, b: Endpoint) -> Vec<usize> {
+        (0..s.ops.len())
+            .filter(|&i| match s.ops[i].kind {
+                OpKind::Transfer { pattern, .. } => s.patterns[pattern.0 as usize]
+                    .pairs
+                    .iter()
+                    .any(|&p| p == (a, b) || p == (b, a)),
+                _ => false,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pairs_exchange_once_both_partners_are_ready_not_once_the_whole_step_is() {
+        // Three steps of recursive doubling on eight ranks, pair by pair: the second step's
+        // pair 0-2 waits for 0-1 and 2-3 (its partners' first steps), never for 4-5 or 6-7.
+        let x = CallExchanges::new(Exchanges::Median);
+        let mut s = Schedule::new(Collective::AllGather, "t", 8, 1 << 20);
+        let mut ready = Ready::new(8);
+        for (step, distance) in [1u32, 2, 4].into_iter().enumerate() {
+            let pairs: Vec<(Endpoint, Endpoint)> = (0..8)
+                .filter(|r| r & distance == 0)
+                .map(|r| (r, r ^ distance))
+                .collect();
+            let mix = StepPairs::all(Partners::at_step(step as u32), pairs.len() as u32);
+            let reduced = Some(1 << 20);
+            exchanges_pair_by_pair(
+                &mut s,
+                &mut ready,
+                (&pairs, mix),
+                1 << 20,
+                8,
+                &x,
+                reduced,
+                Phase::ReduceScatter,
+                step as u32,
+            );
+        }
+        s.validate().unwrap();
+        let first_of_0_2 = between(&s, 0, 2)[0];
+        let waits = ancestors(&s, first_of_0_2);
+        for (a, b) in [(0, 1), (2, 3)] {
+            assert!(
+                between(&s, a, b).iter().all(|o| waits.contains(o)),
+                "{a}-{b}"
+            );
+        }
+        for (a, b) in [(4, 5), (6, 7)] {
+            assert!(
+                between(&s, a, b).iter().all(|o| !waits.contains(o)),
+                "{a}-{b}"
+            );
+        }
+        // The last step's pair 0-4 waits for everything 0 and 4 did, so for all four pairs
+        // of the first step, but not for 1-3, which it never met.
+        let waits = ancestors(&s, between(&s, 0, 4)[0]);
+        assert!(between(&s, 4, 5).iter().all(|o| waits.contains(o)));
+        assert!(between(&s, 1, 3).iter().all(|o| !waits.contains(o)));
+        // Both partners reduce what they received: one reduction of two ranks per pair and step.
+        let reductions = s
+            .ops
+            .iter()
+            .filter(|op| matches!(op.kind, OpKind::Reduce { endpoints: 2, .. }))
+            .count();
+        assert_eq!(reductions, 3 * 4);
     }
 }

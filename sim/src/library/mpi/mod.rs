@@ -93,7 +93,8 @@ pub use allreduce::{allreduce_fixed, AllReduceAlg, RANK_BY_RANK_MAX};
 pub use barrier::{barrier_fixed, BarrierAlg};
 pub use bcast::{bcast_fixed, BcastAlg};
 use exchanges::{
-    exchange, exchange_in_step, oriented_ways, CallExchanges, Histories, Partners, StepPairs,
+    exchange, exchange_in_step, exchanges_pair_by_pair, oriented_ways, CallExchanges, Histories,
+    Partners, Ready, StepPairs,
 };
 pub use exchanges::{
     Exchanges, EXCHANGES, ORIENTATION, ORIENTATION_WAYS, ORIENTED_RANKS_MAX, PAIRS_PER_REPETITION,

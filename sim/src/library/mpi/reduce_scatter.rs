@@ -23,12 +23,12 @@
 use super::allreduce::ring_steps;
 use super::Algorithm as _;
 use super::{
-    exchange, exchange_in_step, message, reduce, LibraryError, LibraryOptions, Plan, Request,
-    System, ELEMENT_BYTES,
+    exchange_in_step, exchanges_pair_by_pair, message, reduce, LibraryError, LibraryOptions, Plan,
+    Ready, Request, System, ELEMENT_BYTES,
 };
-use super::{oriented_ways, CallExchanges, Histories, Partners};
+use super::{oriented_ways, CallExchanges, Histories, Partners, StepPairs};
 use crate::collective::steps::split_even;
-use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
+use crate::collective::{Collective, Endpoint, Phase, Schedule};
 
 algorithms! {
     /// `coll_tuned_reduce_scatter_algorithm` numbers and names.
@@ -159,9 +159,6 @@ pub(super) fn plan(
     ))
 }
 
-/// Blocks the lower and the upper position of a pair send each other in one halving step.
-type Shape = (u64, u64);
-
 /// The power of two below `n` that recursive halving and butterfly run on: (positions, ranks
 /// folded into their odd neighbours).
 fn fold_sizes(n: u32) -> (u32, u32) {
@@ -180,32 +177,43 @@ fn real(v: u32, remain: u32) -> u32 {
 }
 
 /// The first `remain` even ranks send their whole vector (`n` blocks) to their odd neighbour,
-/// which reduces it: what the halving waits for (nothing without a fold).
-fn fold(s: &mut Schedule, block: u64, n: u32, remain: u32) -> Vec<OpId> {
-    if remain == 0 {
-        return Vec::new();
-    }
-    let pairs: Vec<(Endpoint, Endpoint)> = (0..remain).map(|k| (2 * k, 2 * k + 1)).collect();
+/// which reduces it: what each rank of the halving waits for (nothing without a fold, and
+/// nothing for the ranks above the fold).
+fn fold(s: &mut Schedule, block: u64, n: u32, remain: u32) -> Ready {
+    let mut ready = Ready::new(n);
     let whole = block * u64::from(n);
-    let got = message(s, &pairs, whole, Vec::new(), Phase::ReduceScatter, 0);
-    vec![reduce(s, remain, whole, got, Phase::ReduceScatter, 0)]
+    for k in 0..remain {
+        let (even, odd) = (2 * k, 2 * k + 1);
+        let got = message(
+            s,
+            &[(even, odd)],
+            whole,
+            Vec::new(),
+            Phase::ReduceScatter,
+            0,
+        );
+        let reduced = reduce(s, 1, whole, got, Phase::ReduceScatter, 0);
+        ready.set(&[even, odd], reduced);
+    }
+    ready
 }
 
 /// The fold ([`fold`]), then the halving rounds of recursive halving and butterfly over the
 /// `pof2` positions (block `b` holds two ranks' blocks when `b < remain`), partners `v ^ mask`
 /// for each mask in turn: each keeps the half of its window of blocks that its `mask` bit says
 /// (clear: the lower), swaps the other half with its partner and reduces what it received.
-/// Returns the last reduction, every position's final window's first block, and the step
-/// after the rounds.
+/// Pair by pair ([`Ready`]): a pair swaps once both partners are done with their own last
+/// round. Returns what each rank waits for after the rounds, every position's final window's
+/// first block, and the step after the rounds.
 fn fold_and_halve(
     s: &mut Schedule,
     block: u64,
     n: u32,
     masks: impl Iterator<Item = u32>,
     x: &CallExchanges,
-) -> (Vec<OpId>, Vec<u32>, u32) {
+) -> (Ready, Vec<u32>, u32) {
     let (pof2, remain) = fold_sizes(n);
-    let mut last = fold(s, block, n, remain);
+    let mut ready = fold(s, block, n, remain);
     let mut step = u32::from(remain > 0);
     // The odd ranks of the fold reduced a whole vector first; the others entered the halving.
     let mut histories = Histories::new(n, (0..remain).map(|k| 2 * k + 1));
@@ -219,7 +227,7 @@ fn fold_and_halve(
     // Each position's window of blocks [lo, hi); partners keep opposite halves.
     let mut windows: Vec<(u32, u32)> = vec![(0, pof2); pof2 as usize];
     for mask in masks {
-        // Blocks each position sends this step, and the pairs (lower position first).
+        // Blocks each position sends this step.
         let mut sends = vec![0u64; pof2 as usize];
         for v in 0..pof2 {
             let (lo, hi) = windows[v as usize];
@@ -233,47 +241,40 @@ fn fold_and_halve(
             sends[v as usize] = (send.0..send.1).map(blocks_of).sum();
             windows[v as usize] = keep;
         }
-        // Pairs whose two sides send the same exchange it; where a folded position holds
-        // more, the larger side's surplus follows one way. Pairs of one shape go as a batch.
-        let mut shapes: Vec<(Shape, Vec<(Endpoint, Endpoint)>)> = Vec::new();
-        for v in (0..pof2).filter(|v| v & mask == 0) {
-            let shape = (sends[v as usize], sends[(v ^ mask) as usize]);
-            let pair = (real(v, remain), real(v ^ mask, remain));
-            match shapes.iter_mut().find(|(sh, _)| *sh == shape) {
-                Some((_, pairs)) => pairs.push(pair),
-                None => shapes.push((shape, vec![pair])),
-            }
-        }
-        let mut done = Vec::new();
-        let everyone: Vec<(Endpoint, Endpoint)> =
-            shapes.iter().flat_map(|(_, p)| p.iter().copied()).collect();
-        let step_pairs = histories.step(&everyone, Partners::Entering);
-        for ((up, down), pairs) in shapes {
+        let lower: Vec<u32> = (0..pof2).filter(|v| v & mask == 0).collect();
+        let pairs: Vec<(Endpoint, Endpoint)> = lower
+            .iter()
+            .map(|&v| (real(v, remain), real(v ^ mask, remain)))
+            .collect();
+        let step_pairs = histories.step(&pairs, Partners::Entering);
+        // Partners that send the same exchange it; where a folded position holds more, the
+        // larger side's surplus follows one way.
+        for (&v, &(a, b)) in lower.iter().zip(&pairs) {
+            let (up, down) = (sends[v as usize], sends[(v ^ mask) as usize]);
             let common = up.min(down);
             let swapped = exchange_in_step(
                 s,
-                (&pairs, step_pairs),
+                (&[(a, b)], step_pairs),
                 block * common,
                 n,
                 x,
-                last.clone(),
+                ready.of(&[a, b]),
                 Phase::ReduceScatter,
                 step,
             );
-            done.push(if up > common {
+            let done = if up > common {
                 message(
                     s,
-                    &pairs,
+                    &[(a, b)],
                     block * (up - common),
                     vec![swapped],
                     Phase::ReduceScatter,
                     step,
                 )
             } else if down > common {
-                let back = super::reversed(&pairs);
                 message(
                     s,
-                    &back,
+                    &[(b, a)],
                     block * (down - common),
                     vec![swapped],
                     Phase::ReduceScatter,
@@ -281,14 +282,16 @@ fn fold_and_halve(
                 )
             } else {
                 swapped
-            });
+            };
+            // Each reduces what its partner sent it.
+            for (r, got) in [(a, down), (b, up)] {
+                let reduced = reduce(s, 1, got * block, done, Phase::ReduceScatter, step);
+                ready.set(&[r], reduced);
+            }
         }
-        let received = sends.iter().copied().max().unwrap_or(0) * block;
-        let all = super::join(s, done, Phase::ReduceScatter, step);
-        last = vec![reduce(s, pof2, received, all, Phase::ReduceScatter, step)];
         step += 1;
     }
-    (last, windows.iter().map(|w| w.0).collect(), step)
+    (ready, windows.iter().map(|w| w.0).collect(), step)
 }
 
 /// Recursive halving over blocks of `block` bytes (see the module): partners at distance
@@ -297,10 +300,17 @@ fn fold_and_halve(
 fn recursive_halving(s: &mut Schedule, block: u64, n: u32, x: &CallExchanges) {
     let (pof2, remain) = fold_sizes(n);
     let masks = std::iter::successors(Some(pof2 >> 1), |m| Some(m >> 1)).take_while(|&m| m > 0);
-    let (last, _, step) = fold_and_halve(s, block, n, masks, x);
-    if remain > 0 {
-        let pairs: Vec<(Endpoint, Endpoint)> = (0..remain).map(|k| (2 * k + 1, 2 * k)).collect();
-        message(s, &pairs, block, last, Phase::ReduceScatter, step);
+    let (ready, _, step) = fold_and_halve(s, block, n, masks, x);
+    for k in 0..remain {
+        let (even, odd) = (2 * k, 2 * k + 1);
+        message(
+            s,
+            &[(odd, even)],
+            block,
+            ready.of(&[odd]),
+            Phase::ReduceScatter,
+            step,
+        );
     }
 }
 
@@ -320,40 +330,37 @@ fn butterfly(s: &mut Schedule, block: u64, n: u32, x: &CallExchanges) {
     let (pof2, remain) = fold_sizes(n);
     let bits = pof2.trailing_zeros();
     let masks = std::iter::successors(Some(1u32), |m| Some(m << 1)).take_while(|&m| m < pof2);
-    let (last, held, step) = fold_and_halve(s, block, n, masks, x);
+    let (mut ready, held, step) = fold_and_halve(s, block, n, masks, x);
     // Folded blocks' even halves to the ranks that dropped out (blocking sends, first).
-    let to_excluded: Vec<(Endpoint, Endpoint)> = (0..pof2)
-        .filter(|&v| held[v as usize] < remain)
-        .map(|v| (real(v, remain), 2 * held[v as usize]))
-        .collect();
-    let mut before = last;
-    if !to_excluded.is_empty() {
-        before.push(message(
+    for v in (0..pof2).filter(|&v| held[v as usize] < remain) {
+        let (from, to) = (real(v, remain), 2 * held[v as usize]);
+        let sent = message(
             s,
-            &to_excluded,
+            &[(from, to)],
             block,
-            before.clone(),
+            ready.of(&[from]),
             Phase::ReduceScatter,
             step,
-        ));
+        );
+        ready.set(&[from], sent);
     }
     debug_assert!((0..pof2).all(|v| held[v as usize] == mirror(v, bits)));
     let swaps: Vec<(Endpoint, Endpoint)> = (0..pof2)
         .filter(|&v| v < mirror(v, bits))
         .map(|v| (real(v, remain), real(mirror(v, bits), remain)))
         .collect();
-    if !swaps.is_empty() {
-        exchange(
-            s,
-            &swaps,
-            block,
-            n,
-            (x, Partners::Entering),
-            before,
-            Phase::ReduceScatter,
-            step,
-        );
-    }
+    let all = StepPairs::all(Partners::Entering, swaps.len() as u32);
+    exchanges_pair_by_pair(
+        s,
+        &mut ready,
+        (&swaps, all),
+        block,
+        n,
+        x,
+        None,
+        Phase::ReduceScatter,
+        step,
+    );
 }
 
 #[cfg(test)]
