@@ -672,7 +672,9 @@ fn a_call_timed_in_its_benchmark_loop_starts_with_the_buckets_the_last_one_left(
 #[test]
 fn a_call_timed_in_its_loop_reports_the_timed_calls_timeline() {
     // The summary's time and the timeline are the same call's: the last op of the timeline
-    // ends at the reported time, and the first starts at zero (the barrier's end).
+    // ends at the reported time, and the first starts at or after zero (the barrier's end,
+    // after the time the longest-timed rank waited there: each rank is timed from its own
+    // exit of the barrier).
     let r = star_report(
         4,
         "op = \"all_reduce\"\nbytes = \"256KiB\"\nlibrary = \"gloo\"\ntiming = \"after_barrier\"\n",
@@ -690,7 +692,10 @@ fn a_call_timed_in_its_loop_reports_the_timed_calls_timeline() {
         "{last_us} against {}",
         r.summary.time_us
     );
-    assert!(first_us.abs() < 1e-6, "{first_us}");
+    assert!(
+        first_us >= 0.0 && first_us < 0.1 * last_us,
+        "{first_us} of {last_us}"
+    );
     assert!(
         r.summary.library.contains("(alone: "),
         "{}",

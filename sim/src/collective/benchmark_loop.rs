@@ -11,22 +11,106 @@
 //! `data/runs/calibration/testbed_star4_200mbit{,.mpi}_call_gaps.json`), on the links the
 //! previous call used last, and full on those it used early.
 //!
-//! [`after_barrier`] lays the loop out as one schedule: the call once, the barrier once every
-//! op of it is done, then the call again once the barrier is done; the timed call is the last
-//! copy, from the barrier's end to the schedule's end. [`timed_call`] cuts that copy's op
-//! times out of the loop's play, on the timed call's own clock.
+//! The harness times each rank on its own clock, from its own exit of the barrier to its own
+//! end of the call, and reports the longest (`tb.timed`, then an all-reduce with `MAX`): a
+//! rank that leaves the barrier early counts its wait for the last one. Measured
+//! (`testbed_star4_200mbit{,_8hosts}.call_gaps.json`, gloo, ten calls per size): the ranks left
+//! the barrier a median 0.4-1.9 ms apart on 4 hosts and 1.4-5.1 ms on 8, and the harness's time
+//! exceeded the last rank's, from its start to the last end, by a median 0.2-0.6 ms on 4 hosts
+//! at 256 KiB (all-reduce 0.6, all_gather 0.5, broadcast 0.2, reduce 0.26) and on 8 by 4.1,
+//! 5.0, 1.6 and 0.33 ms (the reduce's longest clock is the root's, which ends last and left
+//! the barrier anywhere in the spread). dtsim's own barrier, with the hosts' wake-ups drawn,
+//! lets its ranks out a median 0.19 ms apart on 4 hosts (mean 1.0, 90th percentile 3.2), 1.8
+//! on 6 and 2.5 on 8.
+//!
+//! [`after_barrier`] lays the loop out as one schedule ([`BenchmarkLoop`]): the call once, the
+//! barrier once every op of it is done, each rank's exit (once every op of the barrier it waits
+//! for is done: the messages it receives, their host work, its wake-ups), then the call again
+//! once the whole barrier is done; the timed call is that last copy, and up to
+//! [`PER_RANK_ENTRY_MAX`] ranks it is timed as the harness times it
+//! ([`BenchmarkLoop::timed`]; above, from the barrier's end to the copy's last op). The
+//! ranks still start the call together, at the barrier's end: the libraries' own entry skews
+//! (OpenMPI's ring's last rank, gloo's rank 0) stand for who starts first, and played from
+//! their own exits instead (tried 2026-12-01) the OpenMPI rings' step order moved with the
+//! barrier's exit order, some 20% either way. [`timed_call`] cuts the copy's op times out of
+//! the loop's play, on the timed call's own clock (its last op ending at the harness's time).
 
 use super::play::{play_watched, OpTiming, PlayError, PlayOptions, PlayOutcome, Watch};
-use super::{OpId, OpKind, Phase, Schedule};
+use super::{Endpoint, OpId, OpKind, Phase, Schedule};
 use crate::engine::SimTime;
 use crate::net::NetworkModel;
 use crate::topology::DeviceId;
 
-/// `call`, then `barrier` once all of it is done, then `call` again once the barrier is;
-/// returns that schedule and the op after which the timed (second) call starts. The barrier
-/// is the communicator's: its endpoints are the call's ranks, the call's first endpoints (a
-/// parameter server's extra endpoints take no part in it).
-pub fn after_barrier(call: &Schedule, barrier: &Schedule) -> (Schedule, OpId) {
+/// Most ranks whose timed call is timed per rank ([`BenchmarkLoop::timed`]): the ranks each of
+/// the call's ops delivers to are kept, a few per op rank by rank but every rank for each op
+/// of a lockstep batch.
+pub const PER_RANK_ENTRY_MAX: u32 = 256;
+
+/// A call's benchmark loop laid out as one schedule ([`after_barrier`]).
+#[derive(Debug, Clone)]
+pub struct BenchmarkLoop {
+    pub schedule: Schedule,
+    /// The op after which every rank has left the barrier.
+    pub barrier_done: OpId,
+    /// Per rank: the op after which it has left the barrier. Empty above
+    /// [`PER_RANK_ENTRY_MAX`] ranks (all leave at `barrier_done`).
+    pub exits: Vec<OpId>,
+    /// The timed copy's first op.
+    pub first: usize,
+    /// Per op of the timed copy: the ranks whose end of the call waits for it (a transfer's
+    /// receivers; for other ops, the ranks of what it waits for). Empty with `exits`.
+    ranks_of: Vec<Vec<Endpoint>>,
+}
+
+impl BenchmarkLoop {
+    /// Where the timed call's own clock starts in `played`: its time ([`Self::timed`]) before
+    /// its last op's end. That is the barrier's end where every rank left it at once; where
+    /// the longest clock started earlier, the ops start that much after zero.
+    pub fn origin(&self, played: &PlayOutcome) -> SimTime {
+        SimTime::from_ps(
+            played
+                .end
+                .as_ps()
+                .saturating_sub(self.timed(played).as_ps()),
+        )
+    }
+
+    /// The timed call's time in `played` as the harness measures it: the longest over the
+    /// ranks from its own exit of the barrier to the end of its own last op (above
+    /// [`PER_RANK_ENTRY_MAX`] ranks: from the barrier's end to the call's last op).
+    pub fn timed(&self, played: &PlayOutcome) -> SimTime {
+        let since =
+            |from: SimTime, to: SimTime| SimTime::from_ps(to.as_ps().saturating_sub(from.as_ps()));
+        if self.exits.is_empty() {
+            return since(played.ops[self.barrier_done.0 as usize].end, played.end);
+        }
+        let mut ends: Vec<SimTime> = self
+            .exits
+            .iter()
+            .map(|e| played.ops[e.0 as usize].end)
+            .collect();
+        let starts = ends.clone();
+        for (i, ranks) in self.ranks_of.iter().enumerate() {
+            let end = played.ops[self.first + i].end;
+            for &r in ranks {
+                let e = &mut ends[r as usize];
+                *e = (*e).max(end);
+            }
+        }
+        starts
+            .iter()
+            .zip(&ends)
+            .map(|(&s, &e)| since(s, e))
+            .max()
+            .unwrap_or(SimTime::ZERO)
+    }
+}
+
+/// `call`, then `barrier` once all of it is done, then `call` again once the barrier is, with
+/// each rank's exit of the barrier noted (see the module). The barrier is the communicator's:
+/// its endpoints are the call's ranks, the call's first endpoints (a parameter server's extra
+/// endpoints take no part in it).
+pub fn after_barrier(call: &Schedule, barrier: &Schedule) -> BenchmarkLoop {
     let mut s = call.clone();
     let endpoints: Vec<u32> = (0..call.endpoints()).collect();
     let ranks: Vec<u32> = (0..barrier.ranks.min(call.ranks)).collect();
@@ -37,17 +121,136 @@ pub fn after_barrier(call: &Schedule, barrier: &Schedule) -> (Schedule, OpId) {
         &Schedule::new(barrier.collective, "none", ranks.len() as u32, 0)
     };
     let call_done = join(&mut s, (0..call.ops.len() as u32).map(OpId).collect());
+    let barrier_first = s.ops.len();
     let mut barrier_ends = s.embed(barrier, &[&ranks], &[call_done], &|op| op.kind.clone());
     if barrier_ends.is_empty() {
         barrier_ends.push(call_done);
     }
+    let barrier_ops = barrier_first..s.ops.len();
     let barrier_done = join(&mut s, barrier_ends);
+    let per_rank = !ranks.is_empty() && ranks.len() as u32 <= PER_RANK_ENTRY_MAX;
+    // Each rank leaves once every op of the barrier it waits for is done: the messages it
+    // receives, their host work and its wake-ups.
+    let exits: Vec<OpId> = if per_rank {
+        let mut mine: Vec<Vec<OpId>> = vec![Vec::new(); ranks.len()];
+        let of = ranks_of_ops(&s, barrier_ops.clone(), ranks.len());
+        for (i, rs) in barrier_ops.zip(&of) {
+            for &r in rs {
+                mine[r as usize].push(OpId(i as u32));
+            }
+        }
+        mine.into_iter()
+            .map(|ops| {
+                if ops.is_empty() {
+                    barrier_done
+                } else {
+                    join(&mut s, ops)
+                }
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let first = s.ops.len();
     s.embed(call, &[&endpoints], &[barrier_done], &|op| op.kind.clone());
-    (s, barrier_done)
+    let ranks_of = if per_rank {
+        ranks_of_ops(&s, first..s.ops.len(), exits.len())
+    } else {
+        Vec::new()
+    };
+    BenchmarkLoop {
+        schedule: s,
+        barrier_done,
+        exits,
+        first,
+        ranks_of,
+    }
 }
 
-/// `call`'s loop ([`after_barrier`]) played on `net`: the loop's outcome and the op after
-/// which the timed call starts.
+/// The endpoints op `i` of `s` delivers to (none for other ops), ascending: a message's
+/// receiver waits for it to arrive, its sender only until it has handed it on (a send's own
+/// end is the answer or notification it waited for, a transfer to the sender).
+fn receivers(s: &Schedule, i: usize) -> Vec<Endpoint> {
+    let OpKind::Transfer { pattern, .. } = s.ops[i].kind else {
+        return Vec::new();
+    };
+    let mut ranks: Vec<Endpoint> = s.patterns[pattern.0 as usize]
+        .pairs
+        .iter()
+        .map(|&(_, b)| b)
+        .collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    ranks
+}
+
+/// Per op of `s` in `ops`: the ranks (below `ranks`) whose part of the call waits for it. A
+/// transfer's receivers ([`receivers`]); an op that takes time (a reduction, host work, a
+/// wake-up), the ranks common to the ops it waits for within `ops`, or the first's where they
+/// have none in common; a join (no time of its own), the ranks common to what it waits
+/// for, or none: it ends with them. Deps may point forward (a library's host work rewires
+/// them), so the ops are taken in dependency order.
+fn ranks_of_ops(s: &Schedule, ops: std::ops::Range<usize>, ranks: usize) -> Vec<Vec<Endpoint>> {
+    let first = ops.start;
+    let n = ops.len();
+    let mut of: Vec<Option<Vec<Endpoint>>> = vec![None; n];
+    for root in 0..n {
+        // Depth-first over the deps within `ops`; an op is attributed once all of its are.
+        let mut stack = vec![(root, false)];
+        while let Some((i, expanded)) = stack.pop() {
+            if of[i].is_some() {
+                continue;
+            }
+            let op = &s.ops[first + i];
+            let within = op
+                .deps
+                .iter()
+                .map(|d| d.0 as usize)
+                .filter(|d| ops.contains(d))
+                .map(|d| d - first);
+            if !expanded {
+                stack.push((i, true));
+                stack.extend(within.filter(|&d| of[d].is_none()).map(|d| (d, false)));
+                continue;
+            }
+            let mine = match op.kind {
+                OpKind::Transfer { .. } => {
+                    let mut mine = receivers(s, first + i);
+                    mine.retain(|&r| (r as usize) < ranks);
+                    mine
+                }
+                ref kind => {
+                    let theirs: Vec<&Vec<Endpoint>> =
+                        within.filter_map(|d| of[d].as_ref()).collect();
+                    let joins = op.pushed_of.is_some()
+                        || matches!(kind, OpKind::Compute { duration, .. } if *duration == SimTime::ZERO);
+                    common_or_first(&theirs, !joins)
+                }
+            };
+            of[i] = Some(mine);
+        }
+    }
+    of.into_iter().map(Option::unwrap_or_default).collect()
+}
+
+/// The ranks every one of `theirs` holds; where none, the first's if `first_else` (what an op
+/// charged after a message waits for first is that message: its wake-up is its receiver's).
+fn common_or_first(theirs: &[&Vec<Endpoint>], first_else: bool) -> Vec<Endpoint> {
+    let Some((head, rest)) = theirs.split_first() else {
+        return Vec::new();
+    };
+    let common: Vec<Endpoint> = head
+        .iter()
+        .copied()
+        .filter(|r| rest.iter().all(|o| o.contains(r)))
+        .collect();
+    if common.is_empty() && first_else {
+        return head.to_vec();
+    }
+    common
+}
+
+/// `call`'s loop ([`after_barrier`]) played on `net`: the loop's outcome and its layout.
 pub fn play_after_barrier(
     call: &Schedule,
     barrier: &Schedule,
@@ -55,30 +258,31 @@ pub fn play_after_barrier(
     net: &mut dyn NetworkModel,
     options: PlayOptions,
     watch: Watch,
-) -> Result<(PlayOutcome, OpId), PlayError> {
-    let (looped, timed_from) = after_barrier(call, barrier);
+) -> Result<(PlayOutcome, BenchmarkLoop), PlayError> {
+    let looped = after_barrier(call, barrier);
     Ok((
-        play_watched(&looped, endpoints, net, options, watch)?,
-        timed_from,
+        play_watched(&looped.schedule, endpoints, net, options, watch)?,
+        looped,
     ))
 }
 
-/// The timed call of a loop laid out by [`after_barrier`] (`timed_from` is what it returned)
-/// and played as `looped`: the second copy's `call_ops` op times, from the barrier's end. The
-/// rest (bytes per pattern, counters) is `alone`'s, the call played by itself: the loop's
-/// would count the first call and the barrier too.
+/// The timed call of a loop laid out by [`after_barrier`] and played as `played`: the second
+/// copy's `call_ops` op times on the call's own clock ([`BenchmarkLoop::origin`]: its last op
+/// ends at the harness's time, [`BenchmarkLoop::timed`]). The rest (bytes per
+/// pattern, counters) is `alone`'s, the call played by itself: the loop's would count the
+/// first call and the barrier too.
 pub fn timed_call(
-    looped: &PlayOutcome,
-    timed_from: OpId,
+    played: &PlayOutcome,
+    looped: &BenchmarkLoop,
     call_ops: usize,
     alone: &PlayOutcome,
 ) -> PlayOutcome {
-    let start = looped.ops[timed_from.0 as usize].end;
+    let start = looped.origin(played);
     let since = |t: SimTime| SimTime::from_ps(t.as_ps().saturating_sub(start.as_ps()));
-    let first = timed_from.0 as usize + 1;
+    let first = looped.first;
     PlayOutcome {
-        end: since(looped.end),
-        ops: looped.ops[first..first + call_ops]
+        end: looped.timed(played),
+        ops: played.ops[first..first + call_ops]
             .iter()
             .map(|o| OpTiming {
                 start: since(o.start),
@@ -144,20 +348,144 @@ mod tests {
     fn the_timed_call_waits_for_the_first_and_the_barrier() {
         let call = one_send(1000);
         let barrier = one_message_barrier();
-        let (s, start) = after_barrier(&call, &barrier);
-        // send, join, barrier message, join, send.
-        assert_eq!(s.ops.len(), 5);
+        let l = after_barrier(&call, &barrier);
+        let s = &l.schedule;
+        // send, join, barrier message, join (the barrier's end), rank 0's exit (the message it
+        // receives; rank 1 waits for none of the barrier's: its exit is the end), send.
+        assert_eq!(s.ops.len(), 6);
         assert_eq!(s.ops[1].deps, vec![OpId(0)]);
         assert_eq!(s.ops[2].deps, vec![OpId(1)]);
-        assert_eq!(start, OpId(3));
+        assert_eq!(l.barrier_done, OpId(3));
         assert_eq!(s.ops[3].deps, vec![OpId(2)]);
-        assert_eq!(s.ops[4].deps, vec![start]);
+        assert_eq!(l.exits, vec![OpId(4), OpId(3)]);
+        assert_eq!(s.ops[4].deps, vec![OpId(2)]);
+        assert_eq!(l.first, 5);
+        assert_eq!(s.ops[5].deps, vec![l.barrier_done]);
         assert_eq!(s.total_transfer_bytes(), 2001);
+    }
+
+    /// `l`'s ops played at the given ends (every other op at time zero).
+    fn played(l: &BenchmarkLoop, ends_ms: &[(OpId, f64)]) -> PlayOutcome {
+        let mut ops = vec![
+            OpTiming {
+                start: SimTime::ZERO,
+                end: SimTime::ZERO,
+            };
+            l.schedule.ops.len()
+        ];
+        for &(op, ms) in ends_ms {
+            ops[op.0 as usize].end = SimTime::from_secs_f64(ms * 1e-3);
+        }
+        let end = ops.iter().map(|o| o.end).max().unwrap_or(SimTime::ZERO);
+        PlayOutcome {
+            end,
+            ops,
+            pattern_bytes: Vec::new(),
+            events: 0,
+            net: Default::default(),
+        }
+    }
+
+    #[test]
+    fn each_rank_is_timed_from_its_own_exit_and_the_longest_clock_reported() {
+        // The barrier: rank 1 tells rank 0, which then tells rank 1, so rank 0 leaves first.
+        let mut barrier = Schedule::new(Collective::Barrier, "test", 2, 0);
+        let to_0 = barrier.add_pattern(vec![(1 as Endpoint, 0 as Endpoint)]);
+        let to_1 = barrier.add_pattern(vec![(0 as Endpoint, 1 as Endpoint)]);
+        let transfer = |pattern| OpKind::Transfer { pattern, bytes: 1 };
+        let told = barrier.push(transfer(to_0), vec![], Phase::Barrier, 0, 0);
+        barrier.push(transfer(to_1), vec![told], Phase::Barrier, 0, 1);
+        // The call: rank 1 sends rank 0 its data; rank 0's clock runs until it arrives.
+        let mut call = Schedule::new(Collective::AllReduce, "test", 2, 1000);
+        let p = call.add_pattern(vec![(1 as Endpoint, 0 as Endpoint)]);
+        call.push(transfer(p), vec![], Phase::SendRecv, 0, 0);
+        let l = after_barrier(&call, &barrier);
+        let data = OpId(l.first as u32);
+        let (told, answered) = (OpId(2), OpId(3));
+        let out = played(
+            &l,
+            &[
+                (told, 1.0),
+                (answered, 3.0),
+                (l.barrier_done, 3.0),
+                (l.exits[0], 1.0),
+                (l.exits[1], 3.0),
+                (data, 10.0),
+            ],
+        );
+        // Rank 0 left at 1 ms and got its data at 10: 9 ms, where the barrier's end says 7.
+        assert_eq!(l.timed(&out), SimTime::from_secs_f64(9e-3));
+        // Its clock: the call's message at 2 ms, ending at 9.
+        assert_eq!(l.origin(&out), SimTime::from_secs_f64(1e-3));
+        // The data delivered to rank 1 instead: its clock from 3 ms, rank 0's empty.
+        let mut call = Schedule::new(Collective::AllReduce, "test", 2, 1000);
+        let p = call.add_pattern(vec![(0 as Endpoint, 1 as Endpoint)]);
+        call.push(transfer(p), vec![], Phase::SendRecv, 0, 0);
+        let l = after_barrier(&call, &barrier);
+        let out = played(
+            &l,
+            &[
+                (told, 1.0),
+                (answered, 3.0),
+                (l.barrier_done, 3.0),
+                (l.exits[0], 1.0),
+                (l.exits[1], 3.0),
+                (OpId(l.first as u32), 10.0),
+            ],
+        );
+        assert_eq!(l.timed(&out), SimTime::from_secs_f64(7e-3));
+    }
+
+    #[test]
+    fn an_op_that_takes_time_after_a_message_is_its_receivers_and_a_join_ends_with_its_own() {
+        // Four ranks: 0 -> 1 and 2 -> 3 in one batch, then a wake-up after it (a delay of
+        // its own: the ranks the batch delivers to), and a join of both (none of its own).
+        let mut s = Schedule::new(Collective::AllReduce, "test", 4, 10);
+        let p = s.add_pattern(vec![(0 as Endpoint, 1 as Endpoint), (2, 3)]);
+        let q = s.add_pattern(vec![(1 as Endpoint, 0 as Endpoint)]);
+        let batch = s.push(
+            OpKind::Transfer {
+                pattern: p,
+                bytes: 10,
+            },
+            vec![],
+            Phase::SendRecv,
+            0,
+            0,
+        );
+        let back = s.push(
+            OpKind::Transfer {
+                pattern: q,
+                bytes: 10,
+            },
+            vec![],
+            Phase::SendRecv,
+            0,
+            0,
+        );
+        let delay = |d: f64| OpKind::Compute {
+            endpoints: 0,
+            duration: SimTime::from_secs_f64(d),
+        };
+        s.push(delay(1e-4), vec![batch], Phase::SendRecv, 0, 1);
+        s.push(delay(1e-4), vec![back, batch], Phase::SendRecv, 0, 1);
+        s.push(delay(0.0), vec![back, batch], Phase::SendRecv, 0, 1);
+        let of = ranks_of_ops(&s, 0..s.ops.len(), 4);
+        assert_eq!(of[0], vec![1, 3]);
+        assert_eq!(of[1], vec![0]);
+        assert_eq!(of[2], vec![1, 3], "after the batch: its receivers");
+        assert_eq!(
+            of[3],
+            vec![0],
+            "nothing in common: what it waited for first"
+        );
+        assert!(of[4].is_empty(), "a join ends with what it joins");
     }
 
     #[test]
     fn a_parameter_servers_extra_endpoint_takes_no_part_in_the_barrier() {
-        // Two ranks and a server (endpoint 2): the barrier's message stays between the ranks.
+        // Two ranks and a server (endpoint 2): the barrier's message stays between the ranks,
+        // and the server's part counts on the clock of the rank it delivers to.
         let mut call = one_send(10);
         call.extra_endpoints.push("ps0".into());
         let p = call.add_pattern(vec![(1 as Endpoint, 2 as Endpoint)]);
@@ -172,20 +500,28 @@ mod tests {
             1,
         );
         let barrier = one_message_barrier();
-        let (s, start) = after_barrier(&call, &barrier);
+        let l = after_barrier(&call, &barrier);
+        let (s, start) = (&l.schedule, l.barrier_done);
         let OpKind::Transfer { pattern, .. } = s.ops[start.0 as usize - 1].kind else {
             panic!("the barrier's message: {:?}", s.ops);
         };
         assert_eq!(&*s.patterns[pattern.0 as usize].pairs, &[(1, 0)]);
         assert_eq!(s.total_transfer_bytes(), 2 * 20 + 1);
+        assert_eq!(l.exits.len(), 2, "the ranks' exits, not the server's");
     }
 
     #[test]
     fn an_empty_barrier_still_orders_the_calls() {
         let call = one_send(10);
         let barrier = Schedule::new(Collective::Barrier, "test", 2, 0);
-        let (s, start) = after_barrier(&call, &barrier);
+        let l = after_barrier(&call, &barrier);
+        let (s, start) = (&l.schedule, l.barrier_done);
         assert_eq!(s.ops[start.0 as usize].deps, vec![OpId(1)]);
         assert_eq!(s.ops.last().unwrap().deps, vec![start]);
+        assert_eq!(
+            l.exits,
+            vec![start, start],
+            "every rank leaves at the barrier's end"
+        );
     }
 }

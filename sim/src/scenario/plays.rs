@@ -54,11 +54,9 @@ pub(super) fn play_timed(
     let Some(barrier) = barrier else {
         return Ok(play_watched(schedule, endpoints, net, options, watch)?.end);
     };
-    let (out, timed_from) =
+    let (out, looped) =
         benchmark_loop::play_after_barrier(schedule, barrier, endpoints, net, options, watch)?;
-    Ok(SimTime::from_ps(
-        out.end.as_ps() - out.ops[timed_from.0 as usize].end.as_ps(),
-    ))
+    Ok(looped.timed(&out))
 }
 
 #[cfg(test)]

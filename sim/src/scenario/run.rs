@@ -580,7 +580,7 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
         alone_end = Some(outcome.end);
         // The call in its loop (the median play's, where there are several): its timeline.
         let mut m = network_model(s, &prep)?;
-        let (played, timed_from) = benchmark_loop::play_after_barrier(
+        let (played, looped) = benchmark_loop::play_after_barrier(
             &schedule,
             barrier,
             &endpoints,
@@ -589,7 +589,7 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
             limits(),
         )
         .map_err(play_error)?;
-        outcome = benchmark_loop::timed_call(&played, timed_from, schedule.ops.len(), &outcome);
+        outcome = benchmark_loop::timed_call(&played, &looped, schedule.ops.len(), &outcome);
     }
     // One mode at a time.
     let mut exchange_modes: Option<([SimTime; 2], Exchanges)> = None;
