@@ -395,45 +395,30 @@ mod tests {
         let transfer = |pattern| OpKind::Transfer { pattern, bytes: 1 };
         let told = barrier.push(transfer(to_0), vec![], Phase::Barrier, 0, 0);
         barrier.push(transfer(to_1), vec![told], Phase::Barrier, 0, 1);
-        // The call: rank 1 sends rank 0 its data; rank 0's clock runs until it arrives.
-        let mut call = Schedule::new(Collective::AllReduce, "test", 2, 1000);
-        let p = call.add_pattern(vec![(1 as Endpoint, 0 as Endpoint)]);
-        call.push(transfer(p), vec![], Phase::SendRecv, 0, 0);
-        let l = after_barrier(&call, &barrier);
-        let data = OpId(l.first as u32);
+        // The call: one rank sends the other its data, which arrives at 10 ms.
         let (told, answered) = (OpId(2), OpId(3));
-        let out = played(
-            &l,
-            &[
-                (told, 1.0),
-                (answered, 3.0),
-                (l.barrier_done, 3.0),
-                (l.exits[0], 1.0),
-                (l.exits[1], 3.0),
-                (data, 10.0),
-            ],
-        );
-        // Rank 0 left at 1 ms and got its data at 10: 9 ms, where the barrier's end says 7.
-        assert_eq!(l.timed(&out), SimTime::from_secs_f64(9e-3));
-        // Its clock: the call's message at 2 ms, ending at 9.
-        assert_eq!(l.origin(&out), SimTime::from_secs_f64(1e-3));
-        // The data delivered to rank 1 instead: its clock from 3 ms, rank 0's empty.
-        let mut call = Schedule::new(Collective::AllReduce, "test", 2, 1000);
-        let p = call.add_pattern(vec![(0 as Endpoint, 1 as Endpoint)]);
-        call.push(transfer(p), vec![], Phase::SendRecv, 0, 0);
-        let l = after_barrier(&call, &barrier);
-        let out = played(
-            &l,
-            &[
+        let timed = |from: Endpoint, to: Endpoint| {
+            let mut call = Schedule::new(Collective::AllReduce, "test", 2, 1000);
+            let p = call.add_pattern(vec![(from, to)]);
+            call.push(transfer(p), vec![], Phase::SendRecv, 0, 0);
+            let l = after_barrier(&call, &barrier);
+            let ends = [
                 (told, 1.0),
                 (answered, 3.0),
                 (l.barrier_done, 3.0),
                 (l.exits[0], 1.0),
                 (l.exits[1], 3.0),
                 (OpId(l.first as u32), 10.0),
-            ],
-        );
-        assert_eq!(l.timed(&out), SimTime::from_secs_f64(7e-3));
+            ];
+            let out = played(&l, &ends);
+            (l.timed(&out), l.origin(&out))
+        };
+        let ms = |v: f64| SimTime::from_secs_f64(v * 1e-3);
+        // To rank 0, which left at 1 ms: 9 ms, where the barrier's end says 7; on the call's
+        // own clock, from 1 ms, the message ends at the reported 9.
+        assert_eq!(timed(1, 0), (ms(9.0), ms(1.0)));
+        // To rank 1, which left at 3 ms: 7 ms (rank 0's clock stops when it has sent).
+        assert_eq!(timed(0, 1), (ms(7.0), ms(3.0)));
     }
 
     #[test]
