@@ -1,7 +1,7 @@
 //! OpenMPI 4.1 as it runs its collectives: `coll/tuned`'s fixed decision rules, the `coll/base`
 //! algorithms they pick, and the ob1 PML's eager and rendezvous messages over the TCP BTL.
 //! Facts read from OpenMPI v4.1.4's sources (no code taken). This module holds the messages
-//! and the dispatch; `exchanges.rs` the exchanges between partners (their modes and how often
+//! and the dispatch; `exchanges/` the exchanges between partners (their modes and how often
 //! each runs); each collective's rules and algorithms are in its own: `allreduce.rs`
 //! (described here, the first modelled), `bcast.rs`, `allgather.rs`, `reduce_scatter.rs`,
 //! `reduce.rs`, `barrier.rs`.
@@ -37,7 +37,7 @@
 //!   but ~82 KB delivered (1.35× at 128 KiB, 1.67× at 256 KiB, 2.0× from 4 MiB), 181 of 320
 //!   repetitions the slow way, and a launch tends to keep one mode; 1.0× every time when one
 //!   rank of each pair enters 0.5 ms after the other. How often a step runs slow depends on
-//!   what its partners did just before (`exchanges.rs`): entered the call or reduced what they
+//!   what its partners did just before (`exchanges/`): entered the call or reduced what they
 //!   received (that share), or waited on the call's own previous step, which ran the slow way
 //!   95 of 106 times in five captured all_gathers ([`POLLING_SLOW_EXCHANGES`]): the late
 //!   partner, polling, had read the early one's request and answered it before writing its
@@ -47,7 +47,7 @@
 //!   A slow exchange's first way goes from the partner that posts first: the way back's
 //!   sender of its previous slow exchange, a coin where both stand alike; the call is played
 //!   every way its coins fall (at most 16, sampled beyond; one way past 64 ranks) and the
-//!   median way reported (`exchanges.rs`, [`ORIENTATION`]).
+//!   median way reported (`exchanges/`, [`ORIENTATION`]).
 //!   This is the less certain part of the model, and a single launch lands on either side of
 //!   it: recursive doubling of 4 MiB on 4 ranks took 352-354 ms in three launches and 694-697
 //!   ms in two (`data/runs/testbed_mpi_allreduce.csv` pools five).
