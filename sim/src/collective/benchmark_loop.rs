@@ -63,18 +63,6 @@ pub struct BenchmarkLoop {
 }
 
 impl BenchmarkLoop {
-    /// Where the timed call's own clock starts in `played`: its time ([`Self::timed`]) before
-    /// its last op's end. That is the barrier's end where every rank left it at once; where
-    /// the longest clock started earlier, the ops start that much after zero.
-    pub fn origin(&self, played: &PlayOutcome) -> SimTime {
-        SimTime::from_ps(
-            played
-                .end
-                .as_ps()
-                .saturating_sub(self.timed(played).as_ps()),
-        )
-    }
-
     /// The timed call's time in `played` as the harness measures it: the longest over the
     /// ranks from its own exit of the barrier to the end of its own last op (above
     /// [`PER_RANK_ENTRY_MAX`] ranks: from the barrier's end to the call's last op).
@@ -267,8 +255,9 @@ pub fn play_after_barrier(
 }
 
 /// The timed call of a loop laid out by [`after_barrier`] and played as `played`: the second
-/// copy's `call_ops` op times on the call's own clock ([`BenchmarkLoop::origin`]: its last op
-/// ends at the harness's time, [`BenchmarkLoop::timed`]). The rest (bytes per
+/// copy's `call_ops` op times on the call's own clock, whose last op ends at the harness's time
+/// ([`BenchmarkLoop::timed`]): the barrier's end where every rank left it at once; where the
+/// longest clock started earlier, the ops start that much after zero. The rest (bytes per
 /// pattern, counters) is `alone`'s, the call played by itself: the loop's would count the
 /// first call and the barrier too.
 pub fn timed_call(
@@ -277,11 +266,12 @@ pub fn timed_call(
     call_ops: usize,
     alone: &PlayOutcome,
 ) -> PlayOutcome {
-    let start = looped.origin(played);
+    let time = looped.timed(played);
+    let start = SimTime::from_ps(played.end.as_ps().saturating_sub(time.as_ps()));
     let since = |t: SimTime| SimTime::from_ps(t.as_ps().saturating_sub(start.as_ps()));
     let first = looped.first;
     PlayOutcome {
-        end: looped.timed(played),
+        end: time,
         ops: played.ops[first..first + call_ops]
             .iter()
             .map(|o| OpTiming {
@@ -411,14 +401,16 @@ mod tests {
                 (OpId(l.first as u32), 10.0),
             ];
             let out = played(&l, &ends);
-            (l.timed(&out), l.origin(&out))
+            // The call's message on the call's own clock, and the call's time.
+            let timed = timed_call(&out, &l, 1, &out);
+            (timed.end, timed.ops[0].end)
         };
         let ms = |v: f64| SimTime::from_secs_f64(v * 1e-3);
         // To rank 0, which left at 1 ms: 9 ms, where the barrier's end says 7; on the call's
         // own clock, from 1 ms, the message ends at the reported 9.
-        assert_eq!(timed(1, 0), (ms(9.0), ms(1.0)));
+        assert_eq!(timed(1, 0), (ms(9.0), ms(9.0)));
         // To rank 1, which left at 3 ms: 7 ms (rank 0's clock stops when it has sent).
-        assert_eq!(timed(0, 1), (ms(7.0), ms(3.0)));
+        assert_eq!(timed(0, 1), (ms(7.0), ms(7.0)));
     }
 
     #[test]

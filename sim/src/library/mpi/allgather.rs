@@ -23,8 +23,7 @@
 use super::allreduce::{entering, ring_steps, RANK_BY_RANK_MAX};
 use super::Algorithm as _;
 use super::{
-    exchange, exchange_in_step, message, message_on, reversed, LibraryError, LibraryOptions, Plan,
-    Request, System,
+    exchange, message, message_on, reversed, LibraryError, LibraryOptions, Plan, Request, System,
 };
 use super::{exchanges_pair_by_pair, oriented_ways, CallExchanges, Partners, Ready, StepPairs};
 use crate::collective::{Collective, Endpoint, OpId, Phase, Schedule};
@@ -230,11 +229,11 @@ fn recursive_doubling(s: &mut Schedule, block: u64, n: u32, x: &CallExchanges) {
 /// the last rank enters late ([`entering`]).
 fn bruck(s: &mut Schedule, block: u64, n: u32, x: &CallExchanges) {
     let rank_by_rank = n <= RANK_BY_RANK_MAX;
-    let mut ready = if rank_by_rank {
+    let mut ready = Ready::waiting(if rank_by_rank {
         entering(s, n, Phase::AllGather)
     } else {
         Vec::new()
-    };
+    });
     let mut last: Vec<OpId> = Vec::new();
     let (mut distance, mut step) = (1u32, 0u32);
     while distance < n {
@@ -259,25 +258,20 @@ fn bruck(s: &mut Schedule, block: u64, n: u32, x: &CallExchanges) {
                 message(s, &pairs, bytes, last, Phase::AllGather, step)
             }];
         } else if 2 * distance == n {
-            for r in 0..distance {
-                let (a, b) = (r as usize, (r + distance) as usize);
-                let deps = [ready[a].clone(), ready[b].clone()].concat();
-                let done = exchange_in_step(
-                    s,
-                    (
-                        &[(r, r + distance)],
-                        StepPairs::all(Partners::at_step(step), distance),
-                    ),
-                    bytes,
-                    n,
-                    x,
-                    deps,
-                    Phase::AllGather,
-                    step,
-                );
-                ready[a] = vec![done];
-                ready[b] = vec![done];
-            }
+            let pairs: Vec<(Endpoint, Endpoint)> =
+                (0..distance).map(|r| (r, r + distance)).collect();
+            let mix = StepPairs::all(Partners::at_step(step), distance);
+            exchanges_pair_by_pair(
+                s,
+                &mut ready,
+                (&pairs, mix),
+                bytes,
+                n,
+                x,
+                None,
+                Phase::AllGather,
+                step,
+            );
         } else {
             let sent: Vec<OpId> = (0..n)
                 .map(|r| {
@@ -290,15 +284,18 @@ fn bruck(s: &mut Schedule, block: u64, n: u32, x: &CallExchanges) {
                         s,
                         patterns,
                         bytes,
-                        ready[r as usize].clone(),
-                        ready[to(r) as usize].clone(),
+                        ready.rank(r).to_vec(),
+                        ready.rank(to(r)).to_vec(),
                         Phase::AllGather,
                         step,
                     )
                 })
                 .collect();
             for r in 0..n {
-                ready[r as usize] = vec![sent[r as usize], sent[((r + distance) % n) as usize]];
+                ready.set_all(
+                    r,
+                    vec![sent[r as usize], sent[((r + distance) % n) as usize]],
+                );
             }
         }
         distance <<= 1;

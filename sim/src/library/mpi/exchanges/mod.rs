@@ -527,6 +527,21 @@ impl Ready {
         Ready(vec![Vec::new(); n as usize])
     }
 
+    /// Ranks that wait for `ops[r]` before their first step (`allreduce::entering`'s).
+    pub(super) fn waiting(ops: Vec<Vec<OpId>>) -> Ready {
+        Ready(ops)
+    }
+
+    /// What rank `r` waits for before its next step.
+    pub(super) fn rank(&self, r: Endpoint) -> &[OpId] {
+        &self.0[r as usize]
+    }
+
+    /// Rank `r` goes on once all of `ops` are done.
+    pub(super) fn set_all(&mut self, r: Endpoint, ops: Vec<OpId>) {
+        self.0[r as usize] = ops;
+    }
+
     /// What a message or exchange between `ranks` waits for.
     pub(super) fn of(&self, ranks: &[Endpoint]) -> Vec<OpId> {
         let mut deps: Vec<OpId> = Vec::new();
