@@ -725,6 +725,22 @@ if [[ $what == all || $what == captures ]]; then
   # OpenMPI's recursive doubling all_gather of 256 KiB on the star's 4 hosts (its two exchanges).
   $TB run --prefix mp $STAR -- $PY $S capture_mpi --op allgather --algorithms 3 --bytes 262144 \
     --repeats 20 --name rd_ag_256k
+  # The largest packet TCP handed the shapers in these captures (a message no larger passes a
+  # shaper out of debt whole: docs/testbed.md, "htb's debt, played"), into every testbed
+  # profile with a token bucket: the kernel's GSO limit at the testbed's MSS, not a link's.
+  C=data/runs/calibration
+  CAL=${DTSIM_CALIBRATE_BIN:-target/debug/calibrate}
+  for p in data/profiles/testbed_*.json; do
+    grep -q '"shaper_burst"' $p || continue
+    $CAL import shaper-packet $C/testbed_star4_200mbit.capture_mpi_ring_ar_256k.json \
+      $C/testbed_two_leaf_mixed.capture_mpi_ring_ar_4m.json \
+      $C/testbed_star5_100mbit.capture_gloo_bc256k.json \
+      $C/testbed_star4_200mbit.capture_gloo_ag256k_6.json \
+      $C/testbed_star4_200mbit.capture_mpi_ring3_ar_1m.json \
+      $C/testbed_star4_200mbit.capture_mpi_rd_ag_256k.json \
+      --measured-on "the dtsim testbed (tcpdump at each host's egress; star4_200mbit, two_leaf_mixed and star5_100mbit, shaper htb)" \
+      --out $p
+  done
 fi
 if [[ $what == all || $what == barrier ]]; then
   # Barriers, recorded after dtsim's barrier was built and scored as they are

@@ -542,3 +542,50 @@ fn import_own_egress_rebuilds_the_testbed_profiles_fifo_head() {
         "{e}"
     );
 }
+
+/// `import shaper-packet` reads the largest packet TCP handed the shapers out of the committed
+/// captures and rebuilds the bundled profiles' value; a capture that lists no packets (made
+/// before suite.py listed them) is refused, naming the file and the field.
+#[test]
+fn import_shaper_packet_rebuilds_the_testbed_profiles_packet() {
+    let root = format!("{}/..", env!("CARGO_MANIFEST_DIR"));
+    let cal = format!("{root}/data/runs/calibration");
+    let captures = [
+        "testbed_star4_200mbit.capture_mpi_ring_ar_256k.json",
+        "testbed_two_leaf_mixed.capture_mpi_ring_ar_4m.json",
+        "testbed_star5_100mbit.capture_gloo_bc256k.json",
+    ]
+    .map(|c| format!("{cal}/{c}"));
+    let dir = tmp("shaper-packet");
+    let out = dir.join("p.json");
+    let mut args = vec!["import", "shaper-packet"];
+    args.extend(captures.iter().map(String::as_str));
+    args.extend(["--out", out.to_str().unwrap()]);
+    let o = calibrate(&args);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let packet = |p: &std::path::Path| {
+        let prof = sim::profile::Profile::load(p).unwrap();
+        let m = &prof.network.shaper_packet[&sim::topology::LinkClass::Ethernet];
+        (m.value.0, m.provenance.detail.clone())
+    };
+    let (bytes, detail) = packet(&out);
+    let bundled = format!("{root}/data/profiles/testbed_star4_200mbit.json");
+    assert_eq!(bytes, packet(std::path::Path::new(&bundled)).0);
+    assert_eq!(bytes, 65_160);
+    assert!(detail.contains("43714, 65160, 65160"), "{detail}");
+
+    let without = format!("{cal}/testbed_star4_200mbit.capture_mpi_rd_4m.json");
+    let o = calibrate(&[
+        "import",
+        "shaper-packet",
+        &without,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = text(&o.stderr);
+    assert!(
+        e.contains("capture_mpi_rd_4m.json") && e.contains("packets"),
+        "{e}"
+    );
+}

@@ -23,7 +23,7 @@ use crate::fit::Holdout;
 use crate::gpu;
 use crate::import::{
     cpu_costs, eager, fanout, gpu_measurements, host_costs, iperf3, kineto, layer_times,
-    nccl_tests, p2p, packet_wait, shaper, torch_device, validation_csv, wake_ups,
+    nccl_tests, p2p, packet_wait, shaper, shaper_packet, torch_device, validation_csv, wake_ups,
 };
 
 /// Exit status: bad input (unreadable log, bad option, invalid profile).
@@ -316,6 +316,15 @@ enum ImportCmd {
     /// log measured), in place of the shaper's setting.
     Shaper {
         file: PathBuf,
+        #[command(flatten)]
+        at: LinkMeasurementArgs,
+    },
+    /// `suite.py capture_mpi` / `capture_gloo` logs (tcpdump at each host's egress): the
+    /// largest packet TCP handed the shaper (network.shaper_packet): a message no larger
+    /// passes a shaper out of debt whole and puts it in debt. Several captures are pooled.
+    ShaperPacket {
+        #[arg(required = true, num_args = 1..)]
+        file: Vec<PathBuf>,
         #[command(flatten)]
         at: LinkMeasurementArgs,
     },

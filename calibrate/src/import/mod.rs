@@ -12,6 +12,7 @@ pub mod nccl_tests;
 pub mod p2p;
 pub mod packet_wait;
 pub mod shaper;
+pub mod shaper_packet;
 pub mod torch_device;
 pub mod validation_csv;
 pub mod wake_ups;

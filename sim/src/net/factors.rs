@@ -47,6 +47,11 @@ pub struct EfficiencyFactors {
     /// on sends crossing a link behind another connection's packet.
     #[serde(default)]
     pub shaper_packet_wait_secs: Vec<(LinkClass, f64)>,
+    /// Largest packet TCP hands the shaper of a link of a class at once, bytes (none for a
+    /// class not listed): see [`crate::net::flow`] on one-packet messages and the shaper's
+    /// debt.
+    #[serde(default)]
+    pub shaper_packet_bytes: Vec<(LinkClass, f64)>,
 }
 
 impl EfficiencyFactors {
@@ -94,6 +99,15 @@ impl EfficiencyFactors {
             .map_or(0.0, |&(_, s)| s)
     }
 
+    /// Largest packet TCP hands the shaper of a link of `class`; 0 when not measured (no
+    /// message passes whole).
+    pub fn shaper_packet_bytes(&self, class: LinkClass) -> f64 {
+        self.shaper_packet_bytes
+            .iter()
+            .find(|(c, _)| *c == class)
+            .map_or(0.0, |&(_, b)| b)
+    }
+
     /// (bandwidth factor, latency factor) of `class` when they do not depend on the size;
     /// `None` when its table gives sizes different factors.
     pub fn size_independent(&self, class: LinkClass) -> Option<(f64, f64)> {
@@ -121,6 +135,7 @@ impl EfficiencyFactors {
             && self.fifo_head.iter().all(|&(_, b)| b == 0.0)
             && self.shaper_burst_secs.iter().all(|&(_, s)| s == 0.0)
             && self.shaper_packet_wait_secs.iter().all(|&(_, s)| s == 0.0)
+            && self.shaper_packet_bytes.iter().all(|&(_, b)| b == 0.0)
     }
 
     /// Checks bandwidth factors are in (0, 1], latency factors non-negative and rows sorted.

@@ -98,6 +98,12 @@ pub struct NetworkCalibration {
     /// [`crate::net::flow`]; the packet model does not play it).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub shaper_packet_wait: BTreeMap<LinkClass, MeasuredDuration>,
+    /// Largest packet TCP hands the shaper of a link of a class at once (a GSO packet): a
+    /// message no larger passes whole while the shaper is not in debt, and the shaper then
+    /// holds the link's next packets until its debt is paid (`calibrate import
+    /// shaper-packet`; see [`crate::net::flow`]; the packet model does not play it).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub shaper_packet: BTreeMap<LinkClass, MeasuredBytes>,
     /// Rate at which one GPU (or one host, for gloo) reduces received data when reductions
     /// are not fused into copies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -421,6 +427,20 @@ impl Profile {
                 return Err(err(&format!("network.link_efficiency.{class}.value"), why));
             }
         }
+        for (class, h) in &p.network.shaper_packet {
+            if h.provenance.detail.trim().is_empty() {
+                return Err(err(
+                    &format!("network.shaper_packet.{class}.provenance.detail"),
+                    "where this packet size was captured (calibrate import shaper-packet)".into(),
+                ));
+            }
+            if h.value.0 == 0 || h.value.0 > 1 << 20 {
+                return Err(err(
+                    &format!("network.shaper_packet.{class}.value"),
+                    format!("1 byte to 1 MiB (a packet), got {} bytes", h.value.0),
+                ));
+            }
+        }
         for (class, h) in &p.network.fifo_head_bytes {
             if h.provenance.detail.trim().is_empty() {
                 return Err(err(
@@ -601,6 +621,12 @@ impl Profile {
                 .shaper_packet_wait
                 .iter()
                 .map(|(c, w)| (*c, w.value.0.as_secs_f64()))
+                .collect(),
+            shaper_packet_bytes: self
+                .network
+                .shaper_packet
+                .iter()
+                .map(|(c, b)| (*c, b.value.0 as f64))
                 .collect(),
         }
     }

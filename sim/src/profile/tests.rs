@@ -181,6 +181,35 @@ fn shaper_waits_and_buckets_reach_the_factors_and_are_refused_by_field_when_wron
 }
 
 #[test]
+fn the_shapers_packet_reaches_the_factors_and_is_refused_by_field_when_wrong() {
+    let text = r#"{
+      "schema_version": 1, "name": "x",
+      "provenance": {"source": "measured", "detail": "capture_mpi"},
+      "network": {
+        "shaper_packet": {"ethernet": {"value": 65160,
+          "provenance": {"source": "measured", "detail": "tcpdump at the hosts"}}}}}"#;
+    let p = Profile::parse(text, "p.json").unwrap();
+    let f = p.efficiency_factors();
+    assert_eq!(f.shaper_packet_bytes(LinkClass::Ethernet), 65160.0);
+    assert_eq!(f.shaper_packet_bytes(LinkClass::Ib), 0.0);
+    assert!(!f.is_identity());
+    let again = Profile::parse(&serde_json::to_string(&p).unwrap(), "q.json").unwrap();
+    assert_eq!(again, p);
+    for wrong in ["0", "2000000"] {
+        let e = Profile::parse(&text.replace("65160", wrong), "p.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("network.shaper_packet.ethernet.value"), "{e}");
+    }
+    let nowhere = text.replace("tcpdump at the hosts", " ");
+    let e = Profile::parse(&nowhere, "p.json").unwrap_err().to_string();
+    assert!(
+        e.contains("network.shaper_packet.ethernet.provenance.detail"),
+        "{e}"
+    );
+}
+
+#[test]
 fn wrong_schema_version_and_unknown_fields_are_refused() {
     let text =
         r#"{"schema_version": 9, "name": "x", "provenance": {"source": "a", "detail": "b"}}"#;

@@ -165,6 +165,39 @@ pub(super) fn import_packet_wait(
     })
 }
 
+/// `calibrate import shaper-packet`: tcpdump captures of the testbed's hosts: the largest packet.
+pub(super) fn import_shaper_packet(
+    file: Vec<PathBuf>,
+    at: LinkMeasurementArgs,
+) -> Result<(), Failure> {
+    let LinkMeasurementArgs {
+        link_class,
+        measured_on,
+        out,
+    } = at;
+    let fit = shaper_packet::load_all(&file)?;
+    let per_capture: Vec<String> = fit.per_capture.iter().map(u64::to_string).collect();
+    let detail = format!(
+        "largest packet TCP handed the shaper: {} B ({} of the {} data packets the captures \
+         list; each capture's largest {} B); {}calibrate import shaper-packet {}",
+        fit.bytes,
+        fit.at_largest,
+        fit.packets,
+        per_capture.join(", "),
+        measured_on_phrase(&measured_on),
+        list(&file)
+    );
+    save_link_measurement(link_class, &measured_on, &out, detail, |p, prov| {
+        p.network.shaper_packet.insert(
+            link_class,
+            sim::profile::MeasuredBytes {
+                value: sim::units::Bytes(fit.bytes),
+                provenance: prov,
+            },
+        );
+    })
+}
+
 /// `calibrate import own-egress`: `suite.py packet_wait` logs of a host pinging behind its own stream: the FIFO head.
 pub(super) fn import_own_egress(
     file: Vec<PathBuf>,

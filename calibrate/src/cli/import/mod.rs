@@ -247,6 +247,7 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
         ImportCmd::Fanout { file, at } => links::import_fanout(file, at),
         ImportCmd::Shaper { file, at } => links::import_shaper(file, at),
         ImportCmd::PacketWait { file, at } => links::import_packet_wait(file, at),
+        ImportCmd::ShaperPacket { file, at } => links::import_shaper_packet(file, at),
         ImportCmd::OwnEgress {
             file,
             nominal_bw,

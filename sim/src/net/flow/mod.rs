@@ -45,12 +45,13 @@
 //!
 //! Layout: this file holds the model's state and the life of a batch (start, activation,
 //! re-solve, finishing flows, completion), which read and write the same per-batch state and
-//! are easiest to follow together (~1,080 lines); `fifo` says how long a batch waits behind
+//! are easiest to follow together (~1,110 lines); `fifo` says how long a batch waits behind
 //! FIFO queues when it is posted, `component` finds which
 //! batches share links, `changed` flags the links a re-solve must look at, `replay` records
 //! and replays trajectories, `traffic` integrates what links carried, `burst` gives transfers
-//! that start on idle shaped links their token buckets' bytes at once, `push` says when a
-//! batch's bytes have all left their senders' hosts.
+//! that start on idle shaped links their token buckets' bytes at once (and one-packet messages
+//! all of theirs, leaving the links in debt, which a batch waits out before it starts), `push`
+//! says when a batch's bytes have all left their senders' hosts.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -238,6 +239,9 @@ pub struct FlowModel {
     changed_parts_only: bool,
     /// Shapers' token buckets (module `burst`), and the head starts of a starting batch.
     buckets: Buckets,
+    /// Batches posted and waiting for their links' shaper debt to be paid (module `burst`):
+    /// their bytes are queued on their first links already.
+    debt_waiting: Vec<u32>,
     head_bytes: Vec<f64>,
     // Scratch for building problems.
     p_offsets: Vec<u32>,
@@ -275,7 +279,12 @@ impl FlowModel {
             .iter()
             .map(|l| factors.shaper_burst_secs(l.class))
             .collect();
-        let buckets = Buckets::new(&burst_secs, &link_capacity_bps);
+        let packet_bytes: Vec<f64> = topo
+            .links()
+            .iter()
+            .map(|l| factors.shaper_packet_bytes(l.class))
+            .collect();
+        let buckets = Buckets::new(&burst_secs, &packet_bytes, &link_capacity_bps);
         let fifo_head_bytes: Vec<f64> = topo
             .links()
             .iter()
@@ -329,6 +338,7 @@ impl FlowModel {
             changed_parts_only: true,
             buckets,
             head_bytes: Vec::new(),
+            debt_waiting: Vec::new(),
             p_offsets: Vec::new(),
             p_links: Vec::new(),
             p_caps: Vec::new(),
@@ -448,8 +458,24 @@ impl FlowModel {
     /// Puts a started batch among the active ones: from now on it sends.
     fn activate(&mut self, ctx: &mut dyn NetContext, slot: u32) {
         let now = ctx.now();
-        let b = &mut self.batches[slot as usize];
+        let b = &self.batches[slot as usize];
         let (pattern, bytes, factor_signature) = (b.pattern, b.bytes, b.factor_signature);
+        if self.buckets.enabled() {
+            let pat = &self.patterns[pattern as usize];
+            let wait = self
+                .buckets
+                .debt_wait_secs(now, (0..pat.flows()).map(|f| pat.path(f)));
+            if wait > 0.0 {
+                if !self.debt_waiting.contains(&slot) {
+                    self.debt_waiting.push(slot);
+                }
+                let generation = self.batches[slot as usize].generation;
+                let _ = ctx.schedule(secs_after(now, wait), NetEvent::Start { slot, generation });
+                return;
+            }
+            self.debt_waiting.retain(|&s| s != slot);
+        }
+        let b = &mut self.batches[slot as usize];
         b.last_update = now;
         b.deliver_at = now;
         b.started = now;

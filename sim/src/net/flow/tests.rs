@@ -551,13 +551,92 @@ fn a_two_phase_schedule_moves_the_load_from_one_link_to_another_when_the_phase_c
 /// Shapers with buckets of `burst_secs` on every link of a 3-GPU star of 8 Gbit/s (1 GB/s)
 /// links with 1 us hops: the end of every op, in seconds.
 fn with_buckets(burst_secs: f64, ops: &[OpSpec]) -> (Vec<f64>, Vec<LinkTraffic>) {
+    with_shapers(
+        EfficiencyFactors {
+            shaper_burst_secs: vec![(LinkClass::Ethernet, burst_secs)],
+            ..Default::default()
+        },
+        ops,
+    )
+}
+
+/// As [`with_buckets`], with the shapers (and queues) `factors` gives.
+fn with_shapers(factors: EfficiencyFactors, ops: &[OpSpec]) -> (Vec<f64>, Vec<LinkTraffic>) {
     let t = star(3, 8e9, SimTime::from_us(1));
-    let factors = EfficiencyFactors {
-        shaper_burst_secs: vec![(LinkClass::Ethernet, burst_secs)],
-        ..Default::default()
-    };
     let (out, traffic) = run(&t, &schedule(3, ops), factors);
     (out.ops.iter().map(|o| secs(o.end)).collect(), traffic)
+}
+
+/// Buckets of 1 ms (1 MB) whose shapers pass messages of up to 1.5 MB whole, and FIFO
+/// heads of `fifo_head_bytes` (0: none).
+fn one_packet_shapers(fifo_head_bytes: f64) -> EfficiencyFactors {
+    EfficiencyFactors {
+        shaper_burst_secs: vec![(LinkClass::Ethernet, 1e-3)],
+        shaper_packet_bytes: vec![(LinkClass::Ethernet, 1.5e6)],
+        fifo_head: vec![(LinkClass::Ethernet, fifo_head_bytes)],
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_message_of_one_packet_passes_whole_and_the_links_next_message_waits_out_its_debt() {
+    // 1.2 MB from full 1 MB buckets: one packet, so it leaves whole (delivered after the two
+    // hops' 2 us) and leaves its links 0.2 MB in debt. The 40-byte answer that follows on
+    // the same links waits until they are paid (0.2 ms less the 2 us they refilled), then
+    // passes. Without the packet rule the 1.2 MB streams its last 0.2 MB at the rate and
+    // the answer passes at once.
+    let ops = [
+        (vec![(0, 1)], 1_200_000, vec![]),
+        (vec![(0, 1)], 40, vec![0]),
+    ];
+    let (ends, _) = with_shapers(one_packet_shapers(0.0), &ops);
+    assert!((ends[0] - 2e-6).abs() < 1e-9, "{ends:?}");
+    assert!((ends[1] - (0.2e-3 + 2e-6)).abs() < 1e-9, "{ends:?}");
+    let (plain, _) = with_buckets(1e-3, &ops);
+    assert!((plain[0] - (0.2e-3 + 2e-6)).abs() < 1e-9, "{plain:?}");
+    assert!((plain[1] - (0.2e-3 + 4e-6)).abs() < 1e-9, "{plain:?}");
+}
+
+#[test]
+fn a_message_larger_than_a_packet_streams_from_the_bucket_as_before() {
+    let ops = [(vec![(0, 1)], 1_600_000, vec![])];
+    let (ends, _) = with_shapers(one_packet_shapers(0.0), &ops);
+    assert!((ends[0] - (0.6e-3 + 2e-6)).abs() < 1e-9, "{ends:?}");
+}
+
+#[test]
+fn of_messages_starting_together_on_a_link_the_second_passes_whole_once_the_first_is_paid() {
+    // gpu0 sends 1.2 MB to gpu1 and to gpu2 at the same instant, as two messages: the first
+    // passes whole and puts gpu0's link 0.2 MB in debt; the second waits that out (0.2 ms),
+    // then passes whole in turn. Flows of one batch instead start together: one passes whole
+    // and the other streams from what the link has left (none), 1.2 ms at the rate.
+    let apart = [
+        (vec![(0, 1)], 1_200_000, vec![]),
+        (vec![(0, 2)], 1_200_000, vec![]),
+    ];
+    let (ends, _) = with_shapers(one_packet_shapers(0.0), &apart);
+    assert!((ends[0] - 2e-6).abs() < 1e-9, "{ends:?}");
+    assert!((ends[1] - (0.2e-3 + 2e-6)).abs() < 1e-9, "{ends:?}");
+    let together = [(vec![(0, 1), (0, 2)], 1_200_000, vec![])];
+    let (ends, _) = with_shapers(one_packet_shapers(0.0), &together);
+    assert!((ends[0] - (1.2e-3 + 2e-6)).abs() < 1e-9, "{ends:?}");
+}
+
+#[test]
+fn a_message_waiting_out_a_debt_is_queued_ahead_of_sends_posted_after_it() {
+    // gpu0's 1.2 MB to gpu1 passes whole; its 1.2 MB to gpu2, posted once that arrived, waits
+    // out the debt (0.2 ms) in gpu0's queue. A 40-byte message gpu0 posts 2 us later (after
+    // gpu1's answer) finds it queued there: it waits behind it and behind the debt it leaves
+    // (1.2 ms), not only for the first debt.
+    let ops = [
+        (vec![(0, 1)], 1_200_000, vec![]),
+        (vec![(0, 2)], 1_200_000, vec![0]),
+        (vec![(1, 2)], 40, vec![0]),
+        (vec![(0, 1)], 40, vec![2]),
+    ];
+    let (ends, _) = with_shapers(one_packet_shapers(100_000.0), &ops);
+    assert!((ends[1] - (0.2e-3 + 2e-6)).abs() < 1e-9, "{ends:?}");
+    assert!(ends[3] >= ends[1] + 1.2e-3 - 1e-9, "{ends:?}");
 }
 
 #[test]

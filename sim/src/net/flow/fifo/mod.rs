@@ -214,16 +214,31 @@ impl FlowModel {
     }
 
     /// Bytes the connections sending on `link` (flows that enter their path there, in batches
-    /// posted before `now`) keep queued in its FIFO egress queue: `min(bytes left, H)` each.
+    /// posted before `now`) keep queued in its FIFO egress queue: `min(bytes left, H)` each,
+    /// those of batches waiting there for a shaper's debt to be paid (module `burst`) included.
     fn standing_queue_bytes(&self, link: usize, now: SimTime) -> f64 {
         let head = self.fifo_head_bytes[link];
-        self.sending_on(link, now)
+        let sending: f64 = self
+            .sending_on(link, now)
             .filter(|(_, _, path, _, _)| path.first() == Some(&(link as u32)))
             .map(|(_, b, _, f, rate)| {
                 let left = b.remaining[f] - rate / 8.0 * (now - b.last_update).as_secs_f64();
                 left.clamp(0.0, head)
             })
-            .sum()
+            .sum();
+        let waiting: f64 = self
+            .debt_waiting
+            .iter()
+            .map(|&slot| &self.batches[slot as usize])
+            .map(|b| {
+                let pat = &self.patterns[b.pattern as usize];
+                let entering = (0..pat.flows())
+                    .filter(|&f| pat.path(f).first() == Some(&(link as u32)))
+                    .count();
+                entering as f64 * (b.bytes as f64).min(head)
+            })
+            .sum();
+        sending + waiting
     }
 
     /// Bytes queued at `link` at time `at` (projected from `now` at the rates in force) by the
