@@ -733,3 +733,21 @@ fn the_memory_estimate_follows_the_pairs_routed_not_every_ops_flows() {
     let bytes = m.estimate_flow_bytes(&a2a);
     assert!(bytes > 1_400_000_000 - 42_000_000, "{bytes}");
 }
+
+#[test]
+fn a_message_posted_with_one_that_waits_out_a_debt_counts_it_once() {
+    // 1.01 MB passes whole (10 kB of debt). Once it arrived gpu0 posts 1.2 MB to gpu2, which
+    // waits out the rest of that debt, and 40 bytes to gpu1 at the same instant, behind it in
+    // gpu0's queue (its FIFO head covers all 1.2 MB): the 40 bytes wait for the 1.2 MB's bytes
+    // once (1.2 ms, by which its debt is paid too), not once as posted together and again as
+    // waiting.
+    let ops = [
+        (vec![(0, 1)], 1_010_000, vec![]),
+        (vec![(0, 2)], 1_200_000, vec![0]),
+        (vec![(0, 1)], 40, vec![0]),
+    ];
+    let (ends, _) = with_shapers(one_packet_shapers(10e6), &ops);
+    assert!((ends[1] - (10e-6 + 2e-6)).abs() < 1e-9, "{ends:?}");
+    let debt_paid = ends[1] - 2e-6 + 1.2e-3;
+    assert!((ends[2] - (debt_paid + 2e-6)).abs() < 1e-8, "{ends:?}");
+}

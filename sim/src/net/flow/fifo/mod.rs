@@ -230,6 +230,8 @@ impl FlowModel {
             .debt_waiting
             .iter()
             .map(|&slot| &self.batches[slot as usize])
+            // Those posted at this instant are counted as posted together, above.
+            .filter(|b| b.posted != now)
             .map(|b| {
                 let pat = &self.patterns[b.pattern as usize];
                 let entering = (0..pat.flows())
