@@ -23,9 +23,11 @@
 //! links idle and out of debt, passes whole: it is delivered after its path latency and leaves
 //! each shaped link of its path that much poorer, below zero if it took more than the bucket
 //! held. Of the flows of one batch, the first on a link passes whole there and the others take
-//! what is left. A batch due to start on an idle link in debt waits until the debt is paid
-//! (checked again then: another message may have passed first), and while it waits its bytes
-//! count as queued at its first link for sends posted after it (module `fifo`). Captured
+//! what is left. A batch due to start on an idle link in debt waits until the debt is paid (an
+//! instant computed from the link's state alone, so the batches waiting on one link start in
+//! the order posted; checked again then: the one before may have left a debt of its own),
+//! and while it waits its bytes count as queued at its first link for sends posted after it
+//! (module `fifo`). Captured
 //! (`suite.py capture_mpi`, tcpdump at the hosts): every eager message of OpenMPI's 6-rank ring
 //! all-reduce of 256 KiB on the star left as one 43,7xx-byte packet and the connection's next
 //! one 1.83 ms later, its bytes at the rate; a ring of S steps takes S - 1 messages at the
@@ -257,29 +259,40 @@ impl Buckets {
 }
 
 impl Buckets {
-    /// How long a batch over `paths` must wait at `now` for its idle links' debts to be paid.
-    pub(super) fn debt_wait_secs<'a>(
+    /// When the debts of the idle links a batch over `paths` crosses are paid, if any is
+    /// owed at `now`. The instant is the link's, computed from its state alone (when it went
+    /// idle and what it owed then), so batches waiting on one link are due at the same instant
+    /// and start in the order they were posted (the event queue keeps that order).
+    pub(super) fn debt_paid_at<'a>(
         &self,
         now: SimTime,
         paths: impl Iterator<Item = &'a [u32]>,
-    ) -> f64 {
-        let mut wait: f64 = 0.0;
+    ) -> Option<SimTime> {
+        let mut paid: Option<SimTime> = None;
         for path in paths {
             for &l in path {
                 let l = l as usize;
                 // A link that carries flows has no debt to wait for, unless they started at
                 // this very instant (a message that passed whole and left it in debt).
-                let busy = self.flows_on[l] > 0 && self.busy_since_secs[l] != now.as_secs_f64();
+                let now_secs = now.as_secs_f64();
+                let busy = self.flows_on[l] > 0 && self.busy_since_secs[l] != now_secs;
                 if self.depth_bytes[l] <= 0.0 || busy {
                     continue;
                 }
-                let tokens = self.tokens(l, now);
-                if tokens < -DEBT_TOLERANCE_BYTES {
-                    wait = wait.max(-tokens / self.refill_bytes_per_s[l]);
+                if self.tokens(l, now) >= -DEBT_TOLERANCE_BYTES {
+                    continue;
                 }
+                let owed_since = if self.flows_on[l] > 0 {
+                    now_secs
+                } else {
+                    self.idle_since_secs[l]
+                };
+                let at_secs = owed_since - self.level_bytes[l] / self.refill_bytes_per_s[l];
+                let at = SimTime::from_ps((at_secs * 1e12).ceil() as u64).max(now);
+                paid = Some(paid.map_or(at, |p| p.max(at)));
             }
         }
-        wait
+        paid
     }
 }
 

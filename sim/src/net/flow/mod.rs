@@ -462,15 +462,15 @@ impl FlowModel {
         let (pattern, bytes, factor_signature) = (b.pattern, b.bytes, b.factor_signature);
         if self.buckets.enabled() {
             let pat = &self.patterns[pattern as usize];
-            let wait = self
+            let paid = self
                 .buckets
-                .debt_wait_secs(now, (0..pat.flows()).map(|f| pat.path(f)));
-            if wait > 0.0 {
+                .debt_paid_at(now, (0..pat.flows()).map(|f| pat.path(f)));
+            if let Some(at) = paid.filter(|&at| at > now) {
                 if !self.debt_waiting.contains(&slot) {
                     self.debt_waiting.push(slot);
                 }
                 let generation = self.batches[slot as usize].generation;
-                let _ = ctx.schedule(secs_after(now, wait), NetEvent::Start { slot, generation });
+                let _ = ctx.schedule(at, NetEvent::Start { slot, generation });
                 return;
             }
             self.debt_waiting.retain(|&s| s != slot);

@@ -751,3 +751,24 @@ fn a_message_posted_with_one_that_waits_out_a_debt_counts_it_once() {
     let debt_paid = ends[1] - 2e-6 + 1.2e-3;
     assert!((ends[2] - (debt_paid + 2e-6)).abs() < 1e-8, "{ends:?}");
 }
+
+#[test]
+fn messages_waiting_out_one_debt_pass_in_the_order_posted() {
+    // 1.2 MB passes whole (0.2 ms of debt on gpu0's link). Once it arrived gpu0 posts 40
+    // bytes to gpu2; 2 us later (after gpu2's answer to it) another 1.2 MB to gpu1. Both
+    // wait out the debt; the 40 bytes, posted first, pass first, and the 1.2 MB after them
+    // (it waits their 40 bytes' debt, 0.04 us), not the other way round, which would hold the
+    // 40 bytes another 1.2 ms.
+    let ops = [
+        (vec![(0, 1)], 1_200_000, vec![]),
+        (vec![(0, 2)], 40, vec![0]),
+        (vec![(2, 0)], 40, vec![0]),
+        (vec![(0, 1)], 1_200_000, vec![2]),
+    ];
+    let (ends, _) = with_shapers(one_packet_shapers(0.0), &ops);
+    assert!((ends[1] - (0.2e-3 + 2e-6)).abs() < 1e-9, "{ends:?}");
+    assert!(
+        (ends[3] - (0.2e-3 + 0.04e-6 + 2e-6)).abs() < 1e-9,
+        "{ends:?}"
+    );
+}
