@@ -716,6 +716,19 @@ if [[ $what == all || $what == captures ]]; then
     --bytes 262144 --repeats 20 --name ag256k_6
   $TB run --prefix gc --set generator.n=6 $STAR -- $PY $S capture --methods allgather \
     --bytes 262144 --repeats 20 --name ag256k_6_marks
+  # gloo's all_gather of 256 KiB on five hosts at 100 Mbit/s and on the two leaves at 150:
+  # halves streaming at the link rate, notifications waiting at the receiver's downlink only
+  # (docs/testbed.md, "A debt waited out hop by hop").
+  $TB run --prefix gb testbed/topologies/star5_100mbit.toml -- $PY $S capture_mpi \
+    --gloo-method allgather --bytes 262144 --repeats 10 --name ag256k
+  $TB run --prefix gb testbed/topologies/two_leaf_150mbit.toml -- $PY $S capture_mpi \
+    --gloo-method allgather --bytes 262144 --repeats 10 --name ag256k
+  # gloo's reduce of 256 KiB on five hosts at 100 Mbit/s and on eight of the star: how the
+  # gather's messages to the root leave (cut by TCP's window on the five, whole on the eight).
+  $TB run --prefix gr testbed/topologies/star5_100mbit.toml -- $PY $S capture_mpi \
+    --gloo-method reduce --bytes 262144 --repeats 10 --name red256k
+  $TB run --prefix gr --set generator.n=8 $STAR -- $PY $S capture_mpi --gloo-method reduce \
+    --bytes 262144 --repeats 10 --name red256k
   # gloo's reduce of 1 MiB on the two leaves at 150 Mbit/s (its ring and its gather).
   $TB run --prefix gr testbed/topologies/two_leaf_150mbit.toml -- $PY $S capture --methods reduce \
     --bytes 1048576 --repeats 10 --name reduce_1m

@@ -181,6 +181,9 @@ struct Batch {
     started: SimTime,
     /// When the batch was posted (`started` is when it began to send).
     posted: SimTime,
+    /// Shaped links the batch has already passed while it waits for a debt further along its
+    /// paths (module `burst`): a debt left there later, by a message behind it, is not its.
+    debt_passed: Vec<u32>,
     /// Segments so far while the batch has run alone since its start.
     recording: Option<Recording>,
     /// Set while the batch replays a recorded trajectory (per-flow state not maintained).
@@ -462,9 +465,12 @@ impl FlowModel {
         let (pattern, bytes, factor_signature) = (b.pattern, b.bytes, b.factor_signature);
         if self.buckets.enabled() {
             let pat = &self.patterns[pattern as usize];
-            let paid = self
-                .buckets
-                .debt_paid_at(now, (0..pat.flows()).map(|f| pat.path(f)));
+            let b = &mut self.batches[slot as usize];
+            let paid = self.buckets.debt_paid_at(
+                now,
+                (0..pat.flows()).map(|f| pat.path(f)),
+                &mut b.debt_passed,
+            );
             if let Some(at) = paid.filter(|&at| at > now) {
                 if !self.debt_waiting.contains(&slot) {
                     self.debt_waiting.push(slot);
@@ -997,6 +1003,7 @@ impl NetworkModel for FlowModel {
         b.deliver_at = now;
         b.started = now;
         b.posted = now;
+        b.debt_passed.clear();
         b.recording = None;
         b.replay = None;
         b.mark = false;

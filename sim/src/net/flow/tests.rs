@@ -772,3 +772,21 @@ fn messages_waiting_out_one_debt_pass_in_the_order_posted() {
         "{ends:?}"
     );
 }
+
+#[test]
+fn a_message_waiting_at_a_later_link_is_not_held_by_a_debt_left_behind_it() {
+    // gpu2's 1.2 MB to gpu1 passes whole: gpu1's downlink owes 0.2 MB (paid at 0.2 ms). gpu0's
+    // 40 bytes to gpu1, posted next, pass gpu0's idle uplink and wait at gpu1's downlink.
+    // gpu0's 1.5 MB to gpu2, posted after them, passes whole and leaves gpu0's uplink 0.5 MB
+    // in debt: behind the 40 bytes, which left that link before it, so they go at 0.2 ms and
+    // not at 0.5 (what waiting until every link of the path is out of debt at once gives).
+    let ops = [
+        (vec![(2, 1)], 1_200_000, vec![]),
+        (vec![(0, 1)], 40, vec![]),
+        (vec![(0, 2)], 1_500_000, vec![]),
+    ];
+    let (ends, _) = with_shapers(one_packet_shapers(0.0), &ops);
+    assert!((ends[0] - 2e-6).abs() < 1e-9, "{ends:?}");
+    assert!((ends[2] - 2e-6).abs() < 1e-9, "{ends:?}");
+    assert!((ends[1] - (0.2e-3 + 2e-6)).abs() < 1e-9, "{ends:?}");
+}
