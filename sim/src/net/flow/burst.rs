@@ -281,30 +281,23 @@ impl Buckets {
         passed: &mut Vec<u32>,
     ) -> Option<SimTime> {
         let mut paid: Option<SimTime> = None;
-        let mut newly_passed = Vec::new();
         for path in paths {
-            let mut path_passed = Vec::new();
-            let mut path_blocked = false;
+            // The links this path crossed stay passed only if it waits further on.
+            let kept = passed.len();
+            let mut blocked = false;
             for &l in path {
                 if passed.contains(&l) {
                     continue;
                 }
                 if let Some(at) = self.link_debt_paid_at(l as usize, now) {
                     paid = Some(paid.map_or(at, |p| p.max(at)));
-                    path_blocked = true;
+                    blocked = true;
                     break;
                 }
-                path_passed.push(l);
+                passed.push(l);
             }
-            if path_blocked {
-                newly_passed.extend(path_passed);
-            }
-        }
-        if paid.is_some() {
-            for l in newly_passed {
-                if !passed.contains(&l) {
-                    passed.push(l);
-                }
+            if !blocked {
+                passed.truncate(kept);
             }
         }
         paid
