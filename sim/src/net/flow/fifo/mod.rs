@@ -56,7 +56,11 @@
 //! stream less beside one: `suite.py packet_wait`, `calibrate import packet-wait`; 2.1 ms at
 //! 200 Mbit/s on the star), every link of a batch's path after its first (the first link's
 //! queue is the FIFO head's) where other connections fill the link adds `W` to its wait, at
-//! most what the longest of them has left at the link's rate. Only where they fill it: a
+//! most what the longest of them has left at the link's rate. Both are judged at the instant
+//! the message reaches the link, after what it waited before it (its own link's queue): a
+//! connection whose last bytes have gone by then has no packet there to wait for (an answer
+//! held 3.5 ms behind its own 131 KB block does not wait at the next link for a block that
+//! started with its own and is done). Only where they fill it: a
 //! shaper holds packets only while in debt, and a link carrying less than its rate is not
 //! (measured on the three leaves: a ping through a 300 Mbit/s host link that a 100 Mbit/s
 //! stream crosses waits 0.01 ms, against 3.10 ms through the 100 Mbit/s link it fills). The
@@ -116,7 +120,8 @@ impl FlowModel {
                         / self.link_capacity_bps[l];
                 }
                 if self.packet_wait_secs[l] > 0.0 {
-                    w += self.packet_in_service_secs(l, path, now, &mut met);
+                    let at = now + SimTime::from_secs_f64(w);
+                    w += self.packet_in_service_secs(l, path, now, at, &mut met);
                 }
             }
             wait_secs = wait_secs.max(w);
@@ -159,11 +164,13 @@ impl FlowModel {
         })
     }
 
-    /// How long a message on path `own` waits at `link` behind the packet other connections
-    /// have in service there (see "Sends crossing a link behind another connection's packet"):
-    /// the link's packet wait, at most the longest of them has left at the link's rate; none
-    /// when they do not fill the link, or when every connection sending there was waited for
-    /// at an earlier link (`met`, to which this link's are added once they fill it).
+    /// How long a message on path `own` posted `now` waits at `link`, which it reaches `at`,
+    /// behind the packet other connections have in service there (see "Sends crossing a link
+    /// behind another connection's packet"): the link's packet wait, at most the longest of
+    /// them has left at the link's rate by then; none when they do not fill the link, when
+    /// they have sent their last bytes by then (projected at the rates in force), or when
+    /// every connection sending there was waited for at an earlier link (`met`, to which this
+    /// link's are added once they fill it).
     ///
     /// They fill it when together they can take its whole rate: a shaper holds packets only
     /// while it is in debt, and a link that carries less than its rate keeps tokens enough for
@@ -175,6 +182,7 @@ impl FlowModel {
         link: usize,
         own: &[u32],
         now: SimTime,
+        at: SimTime,
         met: &mut Vec<(u32, usize)>,
     ) -> f64 {
         let capacity = self.link_capacity_bps[link];
@@ -185,12 +193,16 @@ impl FlowModel {
             if path == own {
                 continue;
             }
+            // Its bytes left when the message gets here: none, and it has no packet here.
+            let left = b.remaining[f] - rate / 8.0 * (at - b.last_update).as_secs_f64();
+            if left <= 0.0 {
+                continue;
+            }
             takes_bps += self.most_it_takes(link, path, now);
             if met.contains(&(slot, f)) {
                 continue;
             }
             here.push((slot, f));
-            let left = b.remaining[f] - rate / 8.0 * (now - b.last_update).as_secs_f64();
             left_most = left_most.max(left);
         }
         if takes_bps < capacity * (1.0 - FILL_TOLERANCE) {

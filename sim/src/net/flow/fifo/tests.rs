@@ -300,6 +300,44 @@ fn a_connection_whose_sharer_just_ended_counts_at_the_rate_it_takes_next() {
     assert!((end - (0.022 + 1.6e-7)).abs() < 1e-9, "{end}");
 }
 
+/// g1 streams 250 MB to g2 from the start (20 ms alone at 100 Gb/s) while g0 sends 1.25 GB to
+/// g1; once g2's 125 MB to g0 has ended (10 ms), g0 posts 1 kB to g2: it waits behind its own
+/// link's standing queue (FIFO head `h` bytes of g0's bulk), then reaches g2's downlink, where
+/// g1's stream flows while it lasts. Its end time, with a packet wait of 2 ms.
+fn held_at_its_first_link(h: f64) -> f64 {
+    let t = star(3, 100.0 * GBPS, SimTime::ZERO);
+    let sched = schedule(
+        3,
+        &[
+            (vec![(1, 2)], 250_000_000, vec![]),
+            (vec![(0, 1)], 1_250_000_000, vec![]),
+            (vec![(2, 0)], 125_000_000, vec![]),
+            (vec![(0, 2)], 1_000, vec![2]),
+        ],
+    );
+    let factors = EfficiencyFactors {
+        fifo_head: vec![(LinkClass::Ethernet, h)],
+        shaper_packet_wait_secs: vec![(LinkClass::Ethernet, 0.002)],
+        ..Default::default()
+    };
+    let (out, _) = run(&t, &sched, factors);
+    secs(out.ops[3].end)
+}
+
+#[test]
+fn a_message_waits_for_the_packets_of_a_link_as_it_reaches_it() {
+    // Behind 62.5 MB of its own link's queue (5 ms), the message reaches g2's downlink at 15
+    // ms, while g1's stream still flows there (to 20 ms): it waits 2 ms for its packet, then
+    // shares g0's link (1 kB at 50 Gb/s).
+    let streaming = held_at_its_first_link(62.5e6);
+    assert!((streaming - (0.017 + 1.6e-7)).abs() < 1e-9, "{streaming}");
+    // Behind 150 MB (12 ms), it reaches the downlink at 22 ms, after the stream's last packet
+    // has gone: nothing in service there to wait for, though the stream was sending when the
+    // message was posted.
+    let after = held_at_its_first_link(150e6);
+    assert!((after - (0.022 + 1.6e-7)).abs() < 1e-9, "{after}");
+}
+
 /// g0 sends 1.25 GB to `to` on the two leaves, and an op waits for its bytes to have left g0
 /// (`Schedule::push_pushed`): (that op's end, the transfer's end), with FIFO heads of `h`.
 fn pushed_and_arrived(to: u32, h: Option<f64>) -> (f64, f64) {
