@@ -18,6 +18,11 @@ S=testbed/workloads/suite.py
 STAR=testbed/topologies/star4_200mbit.toml
 TWO=testbed/topologies/two_level_2to1.toml
 LEAF3=testbed/topologies/three_leaf_100mbit_uplinks.toml
+# A gloo message's core time inside gloo's own collectives (docs/testbed.md, "A message's core
+# time inside a collective"): all-reduces back to back on 4, 6 and 8 hosts of the star
+# (recorded in the link section), imported into every profile that carries host costs.
+COLL_CPU_LOGS=$(printf 'data/runs/calibration/testbed_star4_200mbit.cpu_costs_all_reduce_%shosts.json ' 4 6 8)
+COLL_CPU_ON="the machine that runs the dtsim testbed's hosts (2 cores), $STAR with 4, 6 and 8 hosts"
 # A held-out topology's profile, measured as every testbed profile is (README, "A testbed
 # topology's profile"): link rate and latency, the FIFO head, the token bucket, the packet wait,
 # then the machine's host and CPU costs. Usage: held_out_profile TOPOLOGY PROFILE NOMINAL_BW
@@ -46,6 +51,7 @@ held_out_profile() {
     --measured-on "the machine that runs the dtsim testbed's hosts ($(nproc) cores), one process, torch on one thread" \
     --out $prof
   $CAL import cpu-costs data/runs/calibration/testbed_star4_200mbit.cpu_costs.json --out $prof
+  $CAL import collective-cpu-costs $COLL_CPU_LOGS --measured-on "$COLL_CPU_ON" --out $prof
   $CAL import wake-ups data/runs/calibration/testbed_star4_200mbit_4hosts.wakeup_load.json \
     data/runs/calibration/testbed_star4_200mbit_8hosts.wakeup_load.json \
     --measured-on "the machine that runs the dtsim testbed's hosts ($(nproc) cores), $STAR with 4 and 8 hosts" \
@@ -185,6 +191,16 @@ if [[ $what == all || $what == link || $what == collectives ]]; then
     $CAL import host-costs data/runs/calibration/testbed_host_costs.json \
       --measured-on "the machine that runs the dtsim testbed's hosts ($(nproc) cores), one process, torch on one thread" \
       --out data/profiles/$p.json
+  done
+  # gloo's messages inside its all-reduce: the machine's core-seconds per call, back to back.
+  for n in 4 6 8; do
+    $TB run --set generator.n=$n $STAR -- $PY $S cpu_costs --collective all_reduce --repeats 2 \
+      --bytes 65536 131072 262144 524288 1048576 4194304
+  done
+  for p in data/profiles/testbed_*.json; do
+    if grep -q '"host_cpu"' "$p"; then
+      $CAL import collective-cpu-costs $COLL_CPU_LOGS --measured-on "$COLL_CPU_ON" --out "$p"
+    fi
   done
 fi
 if [[ $what == all || $what == collectives ]]; then

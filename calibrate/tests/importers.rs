@@ -525,6 +525,45 @@ fn the_testbed_profiles_host_cpu_is_the_fit_of_the_log_their_provenance_names() 
 }
 
 #[test]
+fn the_testbed_profiles_cost_a_collectives_message_as_their_own_logs_fit_it() {
+    // gloo's all-reduces run back to back on 4, 6 and 8 hosts of the star: the fit of their
+    // core time per payload message is what every testbed profile with host costs carries in
+    // network.host_cpu.in_collectives, and it is below the isend/irecv stream's, message for
+    // message (no python per message).
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let logs: Vec<_> = [4, 6, 8]
+        .iter()
+        .map(|n| {
+            calibrate::import::cpu_costs::load_collectives(&root.join(format!(
+                "data/runs/calibration/testbed_star4_200mbit.cpu_costs_all_reduce_{n}hosts.json"
+            )))
+            .unwrap()
+        })
+        .collect();
+    let fit = calibrate::import::cpu_costs::fit_collectives(&logs).unwrap();
+    for name in ["testbed_star4_200mbit", "testbed_three_leaf_200mbit"] {
+        let p =
+            sim::profile::Profile::load(&root.join(format!("data/profiles/{name}.json"))).unwrap();
+        let h = p.network.host_cpu.as_ref().unwrap();
+        let c = h.in_collectives.as_ref().expect("in_collectives");
+        assert!(c
+            .provenance
+            .detail
+            .contains("calibrate import collective-cpu-costs"));
+        assert!((c.per_message.0.as_secs_f64() - fit.per_message_secs).abs() < 1e-12);
+        assert!((c.per_byte_ns * 1e-9 - fit.per_byte_secs).abs() < 1e-18);
+        for bytes in [4096.0, 65536.0, 1048576.0] {
+            let stream = h.per_message.0.as_secs_f64() + h.per_byte_ns * 1e-9 * bytes;
+            let inside = fit.per_message_secs + fit.per_byte_secs * bytes;
+            assert!(
+                inside < stream,
+                "{name}: {bytes} B {inside} against {stream}"
+            );
+        }
+    }
+}
+
+#[test]
 fn the_testbed_profiles_carry_the_shaper_bucket_fitted_from_their_own_logs() {
     // Each topology's suite.py shaper_gap log, fitted by `calibrate import shaper`, is what its
     // profiles say, and the fit finds the shaper's setting (2 ms) within 1.1%.

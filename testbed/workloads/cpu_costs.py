@@ -11,6 +11,12 @@ side) and once around an idle second. What a stream's messages cost: the busy co
 over the stream less the idle machine's, per message. The hosts' kernels (TCP, veth, bridge,
 shaper, soft interrupts) and gloo's threads on both sides are all in it, as they are in a
 collective. Prints one JSON line on rank 0.
+
+With `--collective all_reduce` (or all_gather, broadcast, reduce) every rank instead runs that
+collective on a tensor of each size back to back, as the benchmark harness does but without its
+barrier per call, and the log gives the busy core-seconds per call: what gloo's own messages
+cost inside a collective, where no python runs per message (its isend/irecv stream pays a
+python call and a work object per message).
 """
 import argparse
 import json
@@ -30,6 +36,9 @@ def main():
     ap.add_argument("--rate-bytes-per-s", type=float, default=25e6)
     ap.add_argument("--in-flight", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=3, help="every size this many times, in turn")
+    ap.add_argument("--collective", default="",
+                    choices=["", "all_reduce", "all_gather", "broadcast", "reduce"],
+                    help="every rank runs this collective back to back instead of the stream")
     ap.add_argument("--pairs", type=int, default=1,
                     help="this many pairs stream at once (0-1, 2-3, ...): the cost per message "
                          "when that many hosts' threads share the cores")
@@ -43,7 +52,9 @@ def main():
     b1, t1 = tb.busy_core_secs()
     idle_cores = (b1 - b0) / (t1 - t0)
     results = []
-    for nbytes in [b for _ in range(a.rounds) for b in a.bytes]:
+    if a.collective:
+        results = collective_costs(a, me, idle_cores)
+    for nbytes in [b for _ in range(a.rounds) for b in a.bytes if not a.collective]:
         k = a.in_flight
         bufs = [torch.ones(nbytes // 4) for _ in range(k)]
         batches = max(4, int(a.stream_secs * a.rate_bytes_per_s / nbytes / k))
@@ -77,6 +88,38 @@ def main():
         print(json.dumps({"idle_busy_cores": idle_cores, "cpus": os.cpu_count(),
                           "results": results}), flush=True)
     dist.destroy_process_group()
+
+
+def collective_costs(a, me, idle_cores):
+    """Busy core-seconds per call of `a.collective`, every size `a.rounds` times in turn."""
+    n = dist.get_world_size()
+    results = []
+    for nbytes in [b for _ in range(a.rounds) for b in a.bytes]:
+        t = torch.ones(nbytes // 4)
+        outs = [torch.empty_like(t) for _ in range(n)]
+
+        def call():
+            if a.collective == "all_reduce":
+                dist.all_reduce(t)
+            elif a.collective == "all_gather":
+                dist.all_gather(outs, t)
+            elif a.collective == "broadcast":
+                dist.broadcast(t, 0)
+            else:
+                dist.reduce(t, 0)
+
+        calls = max(8, int(a.stream_secs * a.rate_bytes_per_s / nbytes))
+        call()  # warm the connections
+        dist.barrier()
+        b0, t0 = tb.busy_core_secs()
+        for _ in range(calls):
+            call()
+        dist.barrier()
+        b1, t1 = tb.busy_core_secs()
+        results.append({"collective": a.collective, "bytes": nbytes, "ranks": n, "calls": calls,
+                        "secs": t1 - t0, "busy_core_secs": b1 - b0,
+                        "core_secs_per_call": (b1 - b0 - idle_cores * (t1 - t0)) / calls})
+    return results
 
 
 if __name__ == "__main__":

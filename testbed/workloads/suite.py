@@ -439,11 +439,20 @@ def cpu_costs(a):
     topo = tb.topology_stem()
     args = ["--in-flight", str(a.in_flight), "--rounds", str(a.repeats), "--pairs",
             str(a.pairs_streaming), "--bytes"] + [str(b) for b in a.bytes]
+    if a.collective:
+        args += ["--collective", a.collective]
     load0 = tb.load1()
     out = tb.launch("cpu_costs.py", args, n, timeout=900)
     out["ranks"] = n
-    log = a.out or calibration_log(f"testbed_{topo}.cpu_costs.json")
+    name = f"cpu_costs_{a.collective}_{n}hosts" if a.collective else "cpu_costs"
+    log = a.out or calibration_log(f"testbed_{topo}.{name}.json")
     write_log(log, out, load0, "cpu_costs.py " + " ".join(args))
+    if a.collective:
+        for r in out["results"]:
+            print(f"{r['collective']} {r['bytes']:>10} B on {n}: {r['calls']:5} calls "
+                  f"{r['secs'] / r['calls'] * 1e3:8.3f} ms each, "
+                  f"{r['core_secs_per_call'] * 1e3:8.3f} core-ms per call", flush=True)
+        return
     for r in out["results"]:
         print(f"{r['bytes']:>10} B  {r['messages']:5} messages  {r['secs']:.2f} s  "
               f"{r['core_secs_per_message'] * 1e6:8.1f} core-us per message", flush=True)
@@ -975,6 +984,9 @@ def main():
                     help="packet_wait: a stream whose path shares a link with the ping's way in")
     ap.add_argument("--beside", default="2:3",
                     help="packet_wait: a stream off the ping's path (the host CPU control)")
+    ap.add_argument("--collective", default="",
+                    help="cpu_costs: every rank runs this collective (all_reduce, all_gather, "
+                         "broadcast, reduce) back to back: core-seconds per call")
     ap.add_argument("--in-flight", type=int, default=8,
                     help="cpu_costs: messages posted at a time (1: python wakes per message)")
     ap.add_argument("--skew-ms", type=float, default=0.0,

@@ -366,6 +366,19 @@ enum ImportCmd {
         #[command(flatten)]
         out: OutArgs,
     },
+    /// `suite.py cpu_costs --collective` logs (testbed/workloads/cpu_costs.py): a gloo
+    /// message's core time inside gloo's own collectives (network.host_cpu.in_collectives),
+    /// fitted over every row of every log, into a profile whose host_cpu `cpu-costs` wrote;
+    /// without it the stream's costs stand for every message.
+    CollectiveCpuCosts {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Where it was measured, kept in the provenance (e.g. "this testbed's machine").
+        #[arg(long)]
+        measured_on: Option<String>,
+        #[command(flatten)]
+        out: OutArgs,
+    },
     /// `suite.py wakeup_load` logs (testbed/workloads/wakeup_load.py): how much later than
     /// usual a thread a message wakes runs, where every host runs on one machine's cores
     /// (network.host_wake_up): each log's calls without load over their median, pooled.

@@ -110,8 +110,9 @@ pub struct LibraryOptions {
     /// `None`: nothing.
     pub host_copies: Option<gloo::StagingCopies>,
     /// What one message costs the hosts' cores where they share a machine's (the profile's
-    /// `network.host_cpu`): gloo charges it per message; `None`: nothing.
-    pub message_cpu: Option<gloo::host_cpu::MessageCpu>,
+    /// `network.host_cpu`), over send/recv and inside gloo's collectives: gloo charges it per
+    /// message; `None`: nothing.
+    pub message_cpu: Option<gloo::host_cpu::MessageCpus>,
     /// How late a woken host thread runs (the profile's `network.host_wake_up`) and the seed
     /// of its draws: gloo's receivers draw it where `message_cpu` is charged; `None`: never.
     pub wake_ups: Option<gloo::host_cpu::WakeUps>,
@@ -153,14 +154,22 @@ impl LibraryOptions {
                 .map(|h| h.value.0)
                 .max(),
             host_copies: gloo::StagingCopies::of(profile),
-            message_cpu: profile
-                .network
-                .host_cpu
-                .as_ref()
-                .map(|h| gloo::host_cpu::MessageCpu {
-                    per_message_secs: h.per_message.0.as_secs_f64(),
-                    per_byte_secs: h.per_byte_ns * 1e-9,
-                }),
+            message_cpu: profile.network.host_cpu.as_ref().map(|h| {
+                let cost = |per_message: &crate::units::Duration, per_byte_ns: f64| {
+                    gloo::host_cpu::MessageCpu {
+                        per_message_secs: per_message.0.as_secs_f64(),
+                        per_byte_secs: per_byte_ns * 1e-9,
+                    }
+                };
+                let send_recv = cost(&h.per_message, h.per_byte_ns);
+                gloo::host_cpu::MessageCpus {
+                    send_recv,
+                    in_collectives: h
+                        .in_collectives
+                        .as_ref()
+                        .map_or(send_recv, |c| cost(&c.per_message, c.per_byte_ns)),
+                }
+            }),
             ..self
         }
     }

@@ -151,6 +151,52 @@ pub struct HostCpu {
     /// Core nanoseconds per payload byte, both ends together (the hosts' network stacks).
     pub per_byte_ns: f64,
     pub provenance: Provenance,
+    /// A message's cost inside the library's own collectives, where it may differ from the
+    /// point-to-point messages `per_message` and `per_byte_ns` were measured on (torch's
+    /// isend/irecv pay a python call and a work object per message, gloo's all-reduce ring
+    /// none); `None`: those costs for every message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_collectives: Option<MessageCost>,
+}
+
+/// One message's core time, both ends together: `per_message + per_byte_ns × bytes`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MessageCost {
+    pub per_message: crate::units::Duration,
+    pub per_byte_ns: f64,
+    pub provenance: Provenance,
+}
+
+impl MessageCost {
+    /// Whether both parts are physical (per byte 0 to 10^6 ns, per message at most 1 s) and
+    /// the provenance says where they come from; else the field (under `at`) and what was
+    /// expected.
+    fn check(&self, at: &str) -> Result<(), (String, String)> {
+        if !(self.per_byte_ns >= 0.0 && self.per_byte_ns < 1e6) {
+            return Err((
+                format!("{at}.per_byte_ns"),
+                format!(
+                    "core nanoseconds per byte, 0 or more, got {}",
+                    self.per_byte_ns
+                ),
+            ));
+        }
+        let secs = self.per_message.0.as_secs_f64();
+        if secs > 1.0 {
+            return Err((
+                format!("{at}.per_message"),
+                format!("at most 1 s of core time per message, got {secs} s"),
+            ));
+        }
+        if self.provenance.detail.trim().is_empty() {
+            return Err((
+                format!("{at}.provenance.detail"),
+                "where these costs were measured".into(),
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl HostCpu {
@@ -515,6 +561,11 @@ impl Profile {
                     "network.host_cpu.provenance.detail",
                     "where these costs were measured".into(),
                 ));
+            }
+            if let Some(c) = &h.in_collectives {
+                if let Err((field, expected)) = c.check("network.host_cpu.in_collectives") {
+                    return Err(err(&field, expected));
+                }
             }
         }
         if let Some(w) = &p.network.host_wake_up {

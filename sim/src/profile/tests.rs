@@ -113,6 +113,45 @@ fn host_cpu_round_trips_and_a_bad_core_count_is_refused_by_field() {
 }
 
 #[test]
+fn a_messages_cost_inside_collectives_round_trips_and_is_refused_by_field() {
+    let text = r#"{
+      "schema_version": 1, "name": "x",
+      "provenance": {"source": "measured", "detail": "cpu_costs.py"},
+      "network": {"host_cpu": {"shared_cores": 2, "per_message": "100us", "per_byte_ns": 3.2,
+                  "provenance": {"source": "measured", "detail": "cpu_costs.py"},
+                  "in_collectives": {"per_message": "76us", "per_byte_ns": 1.2,
+                    "provenance": {"source": "measured", "detail": "cpu_costs.py --collective"}}}}}"#;
+    let p = Profile::parse(text, "p.json").unwrap();
+    let c = p
+        .network
+        .host_cpu
+        .as_ref()
+        .unwrap()
+        .in_collectives
+        .as_ref()
+        .unwrap();
+    assert_eq!(c.per_byte_ns, 1.2);
+    let again = Profile::parse(&serde_json::to_string(&p).unwrap(), "q.json").unwrap();
+    assert_eq!(again, p);
+    for (good, bad, field) in [
+        (
+            r#""per_byte_ns": 1.2"#,
+            r#""per_byte_ns": -1.2"#,
+            "network.host_cpu.in_collectives.per_byte_ns",
+        ),
+        (
+            r#""per_message": "76us""#,
+            r#""per_message": "2s""#,
+            "network.host_cpu.in_collectives.per_message",
+        ),
+    ] {
+        let text = text.replace(good, bad);
+        let e = Profile::parse(&text, "p.json").unwrap_err().to_string();
+        assert!(e.contains(field), "{e}");
+    }
+}
+
+#[test]
 fn host_wake_ups_round_trip_and_quantiles_out_of_order_or_range_are_refused_by_field() {
     let text = r#"{
       "schema_version": 1, "name": "x",

@@ -48,6 +48,72 @@ pub(super) fn import_cpu_costs(
         )),
         per_byte_ns: cost.per_byte_secs * 1e9,
         provenance: build::provenance(source, detail),
+        in_collectives: None,
+    });
+    save(&p, &out.out)
+}
+
+/// `calibrate import collective-cpu-costs`: `suite.py cpu_costs --collective` logs: a gloo
+/// message's core time inside gloo's own collectives, fitted over every row of `files`
+/// (`cpu_costs::fit_collectives`), into the profile's `network.host_cpu`, which must be there.
+pub(super) fn import_collective_cpu_costs(
+    files: Vec<PathBuf>,
+    measured_on: Option<String>,
+    out: OutArgs,
+) -> Result<(), Failure> {
+    let logs = files
+        .iter()
+        .map(|f| cpu_costs::load_collectives(f))
+        .collect::<Result<Vec<_>, _>>()?;
+    let names = files
+        .iter()
+        .map(|f| f.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let measured_on = &measured_on;
+    let cost = cpu_costs::fit_collectives(&logs).ok_or_else(|| {
+        Failure(
+            EXIT_INPUT,
+            format!("{names}: rows of at least two payload sizes (results[].bytes / ranks)"),
+        )
+    })?;
+    let rows: Vec<String> = logs
+        .iter()
+        .flat_map(|l| &l.results)
+        .map(|r| format!("{} B on {}", r.bytes, r.ranks))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let detail = format!(
+        "the machine's busy core-seconds per call of gloo collectives run back to back, \
+         spread over the payload messages gloo sends per call (sim::library::gloo::\
+         payload_bytes), fitted as per message + per byte (least squares on the relative \
+         error) over {} rows ({}); {}calibrate import collective-cpu-costs {names}",
+        logs.iter().map(|l| l.results.len()).sum::<usize>(),
+        rows.join(", "),
+        measured_on_phrase(measured_on),
+    );
+    println!(
+        "host CPU in collectives: {:.1} core-µs per message + {:.2} core-ns per byte ({detail})",
+        cost.per_message_secs * 1e6,
+        cost.per_byte_secs * 1e9
+    );
+    let source = source_of(measured_on);
+    let mut p = open_profile(&out, build::provenance(source, detail.clone()))?;
+    let Some(host_cpu) = p.network.host_cpu.as_mut() else {
+        return Err(Failure(
+            EXIT_INPUT,
+            "--out: a profile with network.host_cpu (`calibrate import cpu-costs` first: the \
+             cores shared and the costs of messages over send/recv)"
+                .into(),
+        ));
+    };
+    host_cpu.in_collectives = Some(sim::profile::MessageCost {
+        per_message: sim::units::Duration(sim::engine::SimTime::from_secs_f64(
+            cost.per_message_secs,
+        )),
+        per_byte_ns: cost.per_byte_secs * 1e9,
+        provenance: build::provenance(source, detail),
     });
     save(&p, &out.out)
 }

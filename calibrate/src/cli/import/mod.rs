@@ -259,6 +259,11 @@ pub(super) fn run(cmd: ImportCmd) -> Result<(), Failure> {
             measured_on,
             out,
         } => hosts::import_cpu_costs(file, shared_cores, measured_on, out),
+        ImportCmd::CollectiveCpuCosts {
+            files,
+            measured_on,
+            out,
+        } => hosts::import_collective_cpu_costs(files, measured_on, out),
         ImportCmd::WakeUps {
             files,
             measured_on,

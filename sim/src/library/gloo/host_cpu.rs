@@ -7,7 +7,12 @@
 //! 4 or 8 namespaces on 2 cores) it competes, and with enough messages at once it is what a
 //! collective waits for. Measured on the testbed (`suite.py cpu_costs`: the machine's busy
 //! core-seconds per message by size), the profile gives it as `network.host_cpu`, and this
-//! module charges it:
+//! module charges it. That stream sends over torch's isend/irecv, a python call and a work
+//! object per message; inside gloo's own collectives a message costs about half (gloo's
+//! all-reduce run back to back on 4, 6 and 8 hosts, `suite.py cpu_costs --collective`: 76 µs
+//! and 1.16 ns/B against 101 µs and 3.19 ns/B), the profile's
+//! `network.host_cpu.in_collectives`, which the collectives are charged ([`MessageCpus`]; the
+//! all-reduces written over send/recv and a send_recv pay the stream's):
 //!
 //! - each payload transfer takes `per_message + per_byte × bytes` of core time per pair,
 //!   beside the transfer (from when its dependencies are done): a stack works on packets as
@@ -129,6 +134,26 @@ fn gcd(a: u64, b: u64) -> u64 {
 pub struct MessageCpu {
     pub per_message_secs: f64,
     pub per_byte_secs: f64,
+}
+
+/// What a gloo message costs the cores by how it is sent: over torch's isend/irecv (the
+/// all-reduces written over send/recv, a send_recv), each message a python call and a work
+/// object, or inside gloo's own collectives, none of that (the profile's
+/// `network.host_cpu` and its `in_collectives`; measured on the testbed at about half).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MessageCpus {
+    pub send_recv: MessageCpu,
+    pub in_collectives: MessageCpu,
+}
+
+impl MessageCpus {
+    /// One cost for every message.
+    pub fn same(cpu: MessageCpu) -> Self {
+        MessageCpus {
+            send_recv: cpu,
+            in_collectives: cpu,
+        }
+    }
 }
 
 /// Charges every payload transfer of `s` its host work (see the module), and, with

@@ -92,9 +92,13 @@ pub fn plan(
     opts: &LibraryOptions,
     fabric: &dyn Fabric,
 ) -> Result<Plan, LibraryError> {
-    let mut plan = plan_messages(req, sys, opts, fabric)?;
-    let Some(cpu) = opts.message_cpu else {
+    let (mut plan, sent) = plan_messages(req, sys, opts, fabric)?;
+    let Some(cpus) = opts.message_cpu else {
         return Ok(plan);
+    };
+    let cpu = match sent {
+        Sent::SendRecv => cpus.send_recv,
+        Sent::InCollective => cpus.in_collectives,
     };
     // Every way the call runs (one, or one per entry order), each charged its host work; with
     // wake-ups drawn, played often enough that the ways stay equally likely and there are at
@@ -145,13 +149,56 @@ fn transfer_flows(s: &Schedule) -> usize {
         .sum()
 }
 
+/// Every payload message (one per pair; notifications not counted) one call of `collective`
+/// of `bytes` sends on `n` ranks as gloo runs it, by size: what a measured call's host CPU is
+/// spread over (`calibrate import cpu-costs --collectives`). gloo's own collectives only.
+pub fn payload_bytes(collective: Collective, bytes: u64, n: u32) -> Result<Vec<u64>, LibraryError> {
+    if n < 2 || bytes == 0 {
+        return Err(LibraryError::new(
+            "collective",
+            format!("2 ranks or more and some bytes, got {n} ranks and {bytes} B"),
+        ));
+    }
+    let schedule = match collective {
+        Collective::AllReduce => all_reduce(bytes, n),
+        Collective::AllGather => all_gather(bytes, n, None),
+        Collective::Broadcast => broadcast(bytes, n, 0, &root_children(n)),
+        Collective::Reduce => reduce(bytes, n, 0),
+        other => {
+            return Err(LibraryError::new(
+                "collective",
+                format!("all_reduce, all_gather, broadcast or reduce, got {other}"),
+            ))
+        }
+    };
+    Ok(schedule
+        .ops
+        .iter()
+        .flat_map(|op| match op.kind {
+            OpKind::Transfer { pattern, bytes } if bytes != PREAMBLE_BYTES => {
+                let pairs = schedule.patterns[pattern.0 as usize].pairs.len();
+                vec![bytes; pairs]
+            }
+            _ => Vec::new(),
+        })
+        .collect())
+}
+
 /// The messages gloo sends for `req`, before their host work is charged.
+/// How a plan's messages are sent, which decides their host CPU ([`host_cpu::MessageCpus`]).
+enum Sent {
+    /// Over torch's isend/irecv: the all-reduces written over send/recv, a send_recv.
+    SendRecv,
+    /// By gloo's own collective algorithms.
+    InCollective,
+}
+
 fn plan_messages(
     req: &Request,
     sys: &System,
     opts: &LibraryOptions,
     fabric: &dyn Fabric,
-) -> Result<Plan, LibraryError> {
+) -> Result<(Plan, Sent), LibraryError> {
     if let Some(p) = &opts.protocol {
         return Err(LibraryError::new(
             "collective.protocol",
@@ -173,7 +220,7 @@ fn plan_messages(
     let n = sys.ranks;
     if req.collective == Collective::AllReduce {
         if let Some(plan) = send_recv_all_reduce(req, n, opts, fabric)? {
-            return Ok(plan);
+            return Ok((plan, Sent::SendRecv));
         }
     }
     if !opts.ring_orders.is_empty() {
@@ -244,7 +291,15 @@ fn plan_messages(
             .collect(),
         _ => Vec::new(),
     };
-    Ok(Plan::with_entry_orders(schedule, decision, alternatives))
+    let sent = if req.collective == Collective::SendRecv {
+        Sent::SendRecv
+    } else {
+        Sent::InCollective
+    };
+    Ok((
+        Plan::with_entry_orders(schedule, decision, alternatives),
+        sent,
+    ))
 }
 
 /// The all-reduces written over send/recv ([`p2p`]): rings when the scenario gives `orders`

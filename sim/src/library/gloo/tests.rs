@@ -412,10 +412,12 @@ fn with_wake_ups_a_call_is_played_at_least_101_times_every_entry_order_as_often(
     let hosts = crate::library::testing::Nodes { per: 1 };
     let sys = crate::library::testing::cpu_hosts(8);
     let opts = LibraryOptions {
-        message_cpu: Some(super::host_cpu::MessageCpu {
-            per_message_secs: 1e-4,
-            per_byte_secs: 1e-9,
-        }),
+        message_cpu: Some(super::host_cpu::MessageCpus::same(
+            super::host_cpu::MessageCpu {
+                per_message_secs: 1e-4,
+                per_byte_secs: 1e-9,
+            },
+        )),
         wake_ups: Some(super::host_cpu::WakeUps {
             extra_secs_quantiles: vec![0.0, 4e-3].into(),
             seed: 1,
@@ -453,4 +455,89 @@ fn with_wake_ups_a_call_is_played_at_least_101_times_every_entry_order_as_often(
         p.alternatives_vary,
         "the ranks' entry order and the hosts' wake-ups"
     );
+}
+
+#[test]
+fn messages_inside_gloos_collectives_cost_the_cores_less_than_over_send_recv() {
+    // The profile's two costs: 100 µs + 1 ns/B over isend/irecv, 50 µs + 0.5 ns/B inside
+    // gloo's own algorithms. gloo's ring charges every payload the second, the all-reduce
+    // written over send/recv (ring orders) and a send_recv the first.
+    let sys = crate::library::testing::cpu_hosts(4);
+    let hosts = crate::library::testing::Nodes { per: 1 };
+    let cpus = super::host_cpu::MessageCpus {
+        send_recv: super::host_cpu::MessageCpu {
+            per_message_secs: 1e-4,
+            per_byte_secs: 1e-9,
+        },
+        in_collectives: super::host_cpu::MessageCpu {
+            per_message_secs: 5e-5,
+            per_byte_secs: 5e-10,
+        },
+    };
+    let opts = |orders: Vec<Vec<u32>>| LibraryOptions {
+        message_cpu: Some(cpus),
+        ring_orders: orders,
+        ..LibraryOptions::default()
+    };
+    let req = |collective| Request {
+        collective,
+        bytes: 1 << 20,
+        root: 0,
+        peer: 1,
+    };
+    // Each payload's core time, with its bytes.
+    let work = |s: &Schedule| -> Vec<(f64, u64)> {
+        let bytes: Vec<u64> = s
+            .ops
+            .iter()
+            .filter_map(|op| match op.kind {
+                OpKind::Transfer { bytes, .. } if bytes != super::PREAMBLE_BYTES => Some(bytes),
+                _ => None,
+            })
+            .collect();
+        let core: Vec<f64> = s
+            .ops
+            .iter()
+            .filter_map(|op| match op.kind {
+                OpKind::HostWork { core_time, .. } => Some(core_time.as_secs_f64()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(bytes.len(), core.len());
+        core.into_iter().zip(bytes).collect()
+    };
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+    let ring = plan(&req(Collective::AllReduce), &sys, &opts(vec![]), &hosts).unwrap();
+    for (core, bytes) in work(&ring.schedule) {
+        assert!(
+            close(core, 5e-5 + 5e-10 * bytes as f64),
+            "{core} for {bytes} B"
+        );
+    }
+    let orders = opts(vec![vec![0, 1, 2, 3]]);
+    let over_send_recv = plan(&req(Collective::AllReduce), &sys, &orders, &hosts).unwrap();
+    let one = plan(&req(Collective::SendRecv), &sys, &opts(vec![]), &hosts).unwrap();
+    for s in [&over_send_recv.schedule, &one.schedule] {
+        let charged = work(s);
+        assert!(!charged.is_empty());
+        for (core, bytes) in charged {
+            assert!(
+                close(core, 1e-4 + 1e-9 * bytes as f64),
+                "{core} for {bytes} B"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_ring_all_reduce_sends_4n_n_minus_1_payloads_of_a_2n_th_of_the_buffer() {
+    // gloo's ring up to 2n MiB: 2n segments, each rank sending 2(n - 1) in each phase.
+    let p = super::payload_bytes(Collective::AllReduce, 1 << 18, 4).unwrap();
+    assert_eq!(p.len(), 48);
+    assert!(p.iter().all(|&b| b == 32768), "{p:?}");
+    let p = super::payload_bytes(Collective::AllReduce, 1 << 18, 10).unwrap();
+    assert_eq!(p.len(), 360);
+    assert!(p.iter().all(|&b| (13104..=13108).contains(&b)), "{p:?}");
+    assert!(super::payload_bytes(Collective::Barrier, 4, 4).is_err());
+    assert!(super::payload_bytes(Collective::AllReduce, 1 << 18, 1).is_err());
 }
