@@ -198,7 +198,7 @@ impl FlowModel {
             if left <= 0.0 {
                 continue;
             }
-            takes_bps += self.most_it_takes(link, path, now);
+            takes_bps += self.most_it_takes(link, path, now, at);
             if met.contains(&(slot, f)) {
                 continue;
             }
@@ -213,15 +213,23 @@ impl FlowModel {
         self.packet_wait_secs[link].min(left_secs)
     }
 
-    /// The most a flow on `path` can take at `link`: its even share of the most crowded other
-    /// link of its path (all of `link` where it has no other). Not its rate in force: rates are
-    /// re-solved once the instant settles, so a flow whose sharer ended at this very instant
-    /// still shows its old share.
-    fn most_it_takes(&self, link: usize, path: &[u32], now: SimTime) -> f64 {
+    /// The most a flow on `path` can take at `link` when a message reaches it `at`: its even
+    /// share of the most crowded other link of its path (all of `link` where it has no other),
+    /// among the flows still sending there then (projected at the rates in force). Not its
+    /// rate in force: rates are re-solved once the instant settles, so a flow whose sharer
+    /// ended at this very instant still shows its old share.
+    fn most_it_takes(&self, link: usize, path: &[u32], now: SimTime, at: SimTime) -> f64 {
+        let still_sending = |l: usize| {
+            self.sending_on(l, now)
+                .filter(|(_, b, _, f, rate)| {
+                    b.remaining[*f] - rate / 8.0 * (at - b.last_update).as_secs_f64() > 0.0
+                })
+                .count()
+        };
         path.iter()
             .map(|&l| l as usize)
             .filter(|&l| l != link)
-            .map(|l| self.link_capacity_bps[l] / self.sending_on(l, now).count().max(1) as f64)
+            .map(|l| self.link_capacity_bps[l] / still_sending(l).max(1) as f64)
             .fold(self.link_capacity_bps[link], f64::min)
     }
 
