@@ -73,17 +73,11 @@ def main():
             for r in reqs:
                 r.wait()
 
-        batch()  # warm the connection
-        dist.barrier()
-        b0, t0 = tb.busy_core_secs()
-        for _ in range(batches):
-            batch()
-        dist.barrier()
-        b1, t1 = tb.busy_core_secs()
+        secs, busy = busy_over(batch, batches)
         results.append({"bytes": nbytes, "messages": count, "in_flight": k, "pairs": a.pairs,
-                        "secs": t1 - t0,
-                        "busy_core_secs": b1 - b0,
-                        "core_secs_per_message": (b1 - b0 - idle_cores * (t1 - t0)) / count})
+                        "secs": secs,
+                        "busy_core_secs": busy,
+                        "core_secs_per_message": (busy - idle_cores * secs) / count})
     if me == 0:
         print(json.dumps({"idle_busy_cores": idle_cores, "cpus": os.cpu_count(),
                           "results": results}), flush=True)
@@ -109,17 +103,24 @@ def collective_costs(a, me, idle_cores):
                 dist.reduce(t, 0)
 
         calls = max(8, int(a.stream_secs * a.rate_bytes_per_s / nbytes))
-        call()  # warm the connections
-        dist.barrier()
-        b0, t0 = tb.busy_core_secs()
-        for _ in range(calls):
-            call()
-        dist.barrier()
-        b1, t1 = tb.busy_core_secs()
+        secs, busy = busy_over(call, calls)
         results.append({"collective": a.collective, "bytes": nbytes, "ranks": n, "calls": calls,
-                        "secs": t1 - t0, "busy_core_secs": b1 - b0,
-                        "core_secs_per_call": (b1 - b0 - idle_cores * (t1 - t0)) / calls})
+                        "secs": secs, "busy_core_secs": busy,
+                        "core_secs_per_call": (busy - idle_cores * secs) / calls})
     return results
+
+
+def busy_over(step, times):
+    """(seconds, the machine's busy core-seconds) over `times` runs of `step` on every rank,
+    after one untimed run (the connections warm), between barriers."""
+    step()
+    dist.barrier()
+    b0, t0 = tb.busy_core_secs()
+    for _ in range(times):
+        step()
+    dist.barrier()
+    b1, t1 = tb.busy_core_secs()
+    return t1 - t0, b1 - b0
 
 
 if __name__ == "__main__":
