@@ -151,7 +151,7 @@ fn transfer_flows(s: &Schedule) -> usize {
 
 /// Every payload message (one per pair; notifications not counted) one call of `collective`
 /// of `bytes` sends on `n` ranks as gloo runs it, by size: what a measured call's host CPU is
-/// spread over (`calibrate import cpu-costs --collectives`). gloo's own collectives only.
+/// spread over (`calibrate import collective-cpu-costs`). gloo's own collectives only.
 pub fn payload_bytes(collective: Collective, bytes: u64, n: u32) -> Result<Vec<u64>, LibraryError> {
     if n < 2 || bytes == 0 {
         return Err(LibraryError::new(

@@ -84,6 +84,12 @@ const FILL_TOLERANCE: f64 = 1e-9;
 #[cfg(test)]
 mod tests;
 
+/// Bytes flow `f` of batch `b` has left to send at `at` (not before its last update),
+/// projected at its rate in force `rate_bps`; negative once it would have sent them all.
+fn bytes_left_at(b: &super::Batch, f: usize, rate_bps: f64, at: SimTime) -> f64 {
+    b.remaining[f] - rate_bps / 8.0 * (at - b.last_update).as_secs_f64()
+}
+
 impl FlowModel {
     /// How long a batch posted now waits (the longest wait over its flows): behind the sends
     /// posted before it, at this same instant or standing, on the FIFO egress queues its flows
@@ -194,7 +200,7 @@ impl FlowModel {
                 continue;
             }
             // Its bytes left when the message gets here: none, and it has no packet here.
-            let left = b.remaining[f] - rate / 8.0 * (at - b.last_update).as_secs_f64();
+            let left = bytes_left_at(b, f, rate, at);
             if left <= 0.0 {
                 continue;
             }
@@ -221,9 +227,7 @@ impl FlowModel {
     fn most_it_takes(&self, link: usize, path: &[u32], now: SimTime, at: SimTime) -> f64 {
         let still_sending = |l: usize| {
             self.sending_on(l, now)
-                .filter(|(_, b, _, f, rate)| {
-                    b.remaining[*f] - rate / 8.0 * (at - b.last_update).as_secs_f64() > 0.0
-                })
+                .filter(|&(_, b, _, f, rate)| bytes_left_at(b, f, rate, at) > 0.0)
                 .count()
         };
         path.iter()
@@ -242,7 +246,7 @@ impl FlowModel {
             .sending_on(link, now)
             .filter(|(_, _, path, _, _)| path.first() == Some(&(link as u32)))
             .map(|(_, b, _, f, rate)| {
-                let left = b.remaining[f] - rate / 8.0 * (now - b.last_update).as_secs_f64();
+                let left = bytes_left_at(b, f, rate, now);
                 left.clamp(0.0, head)
             })
             .sum();
@@ -285,7 +289,7 @@ impl FlowModel {
             if upstream <= cap || slowest(&path[k..]) < cap {
                 continue;
             }
-            let left = b.remaining[f] - rate / 8.0 * (at - b.last_update).as_secs_f64().max(0.0);
+            let left = bytes_left_at(b, f, rate, at);
             let sent_secs = (at - b.started).as_secs_f64().max(0.0);
             let ahead = (upstream - rate).max(0.0) / 8.0 * sent_secs;
             queued += left.min(ahead).max(0.0);
