@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Records the testbed datasets in data/runs/ and the testbed profiles in data/profiles/ (root).
 # Usage: testbed/collect.sh [link|collectives|mpi|training|trace|heldout|slow_host|three_leaf_200|
-#   two_leaf_200|two_leaf_mixed|star3|star7|star5_10|captures|barrier|all]
+#   two_leaf_200|two_leaf_mixed|star3|star7|star5_10|captures|barrier|rerecord|all]
 # (default all)
 # The link profiles come from `calibrate import iperf3` on the testbed's own iperf3 --json and
 # ping-pong logs (suite.py link; logs in data/runs/calibration/). The host0-host1 path is two
@@ -808,6 +808,28 @@ if [[ $what == all || $what == barrier ]]; then
     $TB run --set generator.n=$n $STAR -- $PY $S call_gaps --methods barrier --bytes 0 \
       --repeats 200 --out data/runs/calibration/testbed_star4_200mbit_${n}hosts.call_gaps_barrier.json
   done
+fi
+# The star's 4-host rows recorded a second time, set beside the datasets' (not replacing them):
+# how far a recording's medians move from one day to the next (docs/testbed.md, "How
+# reproducible a recorded row is"). Not part of `all`.
+if [[ $what == rerecord ]]; then
+  RR=$(mktemp -d)
+  $TB run --prefix mp $STAR -- $PY $S mpi --op allgather --out $RR/mpi.csv \
+    --profile data/profiles/testbed_star4_200mbit.json --algorithms 0,2,4,5 --repeats 5 \
+    --launches 5 --bytes 262144 1048576 4194304
+  $TB run --prefix mp $STAR -- $PY $S mpi --op reduce_scatter --out $RR/mpi.csv \
+    --profile data/profiles/testbed_star4_200mbit.json --algorithms 0,2,3 --repeats 5 \
+    --launches 5 --bytes 65536 262144 1048576 4194304
+  $TB run --prefix mp $STAR -- $PY $S mpi --out $RR/mpi_allreduce.csv \
+    --profile data/profiles/testbed_star4_200mbit.json --algorithms 0,3,4,6 --repeats 5 \
+    --launches 5 --bytes 262144 1048576 4194304
+  $TB run $STAR -- $PY $S collectives --out $RR/gloo.csv \
+    --profile data/profiles/testbed_star4_200mbit.json \
+    --methods allreduce,broadcast,allgather,reduce --repeats 5 --launches 5 \
+    --bytes 262144 1048576 4194304
+  $PY testbed/workloads/rerecord.py merge $RR/mpi.csv $RR/mpi_allreduce.csv $RR/gloo.csv \
+    --out data/runs/calibration/testbed_star4_200mbit.rerecorded_$(date -u +%Y-%m-%d).csv
+  rm -rf "$RR"
 fi
 if [[ $what == all || $what == training ]]; then
   $TB run --prefix tr $STAR -- $PY $S training --out data/runs/testbed_training.csv \

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""A second recording of rows the testbed datasets already hold, set beside the first.
+
+Usage:
+  rerecord.py merge NEW.csv... --out OUT.csv
+      Each row of NEW.csv (written by `suite.py collectives` or `suite.py mpi`) matched to the
+      row of data/runs/testbed_*.csv it records again (same method, op, bytes, ranks and
+      topology); OUT.csv holds the new rows with `rerecords` (the dataset), `recorded_median_secs`
+      and `recorded_date_utc` added, and the moves of the medians are printed.
+  rerecord.py substitute OUT.csv --dir DIR
+      Copies of the datasets OUT.csv re-records with its medians (and launch medians) in place
+      of the recorded ones, for `dtsim validate DIR/*.csv`: which groups a second recording
+      moves across the bar with the model unchanged (docs/testbed.md, "How reproducible a
+      recorded row is"). The scored datasets are not touched.
+"""
+import argparse
+import csv
+import glob
+import os
+import statistics
+import sys
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+# What a substituted row takes from its second recording.
+MEASURED = ("measured_secs", "measured_min_secs", "measured_max_secs", "launch_medians_secs",
+            "repeats")
+
+
+def key(row):
+    """The row a recording measures: method, op, size, ranks, topology."""
+    return (row["method"], row["op"], row["bytes"], row["ranks"], row["topology"])
+
+
+def datasets():
+    """Every scored testbed dataset: {name: [rows]}."""
+    out = {}
+    for path in sorted(glob.glob(os.path.join(ROOT, "data", "runs", "testbed_*.csv"))):
+        with open(path, newline="") as f:
+            out[os.path.basename(path)[:-4]] = list(csv.DictReader(f))
+    return out
+
+
+def merge(new_paths, out_path):
+    recorded = {}
+    for name, rows in datasets().items():
+        for r in rows:
+            recorded.setdefault(key(r), (name, r))
+    merged, moves = [], []
+    for path in new_paths:
+        with open(path, newline="") as f:
+            for r in csv.DictReader(f):
+                if key(r) not in recorded:
+                    print(f"{path}: {key(r)} records no dataset row, left out", file=sys.stderr)
+                    continue
+                name, old = recorded[key(r)]
+                move = 100 * (float(r["measured_secs"]) / float(old["measured_secs"]) - 1)
+                moves.append(abs(move))
+                print(f"{name:28} {r['method']:38} {int(r['bytes']):>9} B  "
+                      f"{float(old['measured_secs']) * 1e3:9.2f} -> "
+                      f"{float(r['measured_secs']) * 1e3:9.2f} ms ({move:+.1f}%)")
+                r = dict(r, rerecords=name, recorded_median_secs=old["measured_secs"],
+                         recorded_date_utc=old["date_utc"])
+                merged.append(r)
+    if not merged:
+        sys.exit("no row of the new recordings matches a dataset row")
+    fields = []
+    for r in merged:
+        fields += [f for f in r if f not in fields]
+    tmp = out_path + ".tmp"
+    with open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(merged)
+    os.replace(tmp, out_path)
+    m = sorted(moves)
+    print(f"{len(m)} rows: |move| median {statistics.median(m):.1f}%, "
+          f"90th percentile {m[int(0.9 * (len(m) - 1))]:.1f}%, max {m[-1]:.1f}%; "
+          f"over 3%: {sum(x > 3 for x in m)}, over 10%: {sum(x > 10 for x in m)}")
+
+
+def substitute(merged_path, out_dir):
+    with open(merged_path, newline="") as f:
+        again = list(csv.DictReader(f))
+    by_dataset = {}
+    for r in again:
+        by_dataset.setdefault(r["rerecords"], {})[key(r)] = r
+    os.makedirs(out_dir, exist_ok=True)
+    all_rows = datasets()
+    for name, new in by_dataset.items():
+        if name not in all_rows:
+            sys.exit(f"{merged_path}: rerecords {name!r}, which is not in data/runs/")
+        rows = all_rows[name]
+        replaced = 0
+        for i, r in enumerate(rows):
+            if key(r) in new:
+                rows[i] = dict(r, **{f: new[key(r)][f] for f in MEASURED if f in new[key(r)]})
+                replaced += 1
+        path = os.path.join(out_dir, name + ".csv")
+        with open(path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+            w.writeheader()
+            w.writerows(rows)
+        print(f"{path}: {replaced} of {len(rows)} rows from the second recording")
+    print(f"then: dtsim validate data/runs/<dataset>.csv --out A and "
+          f"dtsim validate {out_dir}/<dataset>.csv --out B, and compare their errors.csv")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="what", required=True)
+    m = sub.add_parser("merge")
+    m.add_argument("new", nargs="+")
+    m.add_argument("--out", required=True)
+    s = sub.add_parser("substitute")
+    s.add_argument("merged")
+    s.add_argument("--dir", required=True)
+    a = ap.parse_args()
+    if a.what == "merge":
+        merge(a.new, a.out)
+    else:
+        substitute(a.merged, a.dir)
+
+
+if __name__ == "__main__":
+    main()
