@@ -31,6 +31,16 @@ def key(row):
     return (row["method"], row["op"], row["bytes"], row["ranks"], row["topology"])
 
 
+def write_csv(path, rows, fields):
+    """`rows` to `path` whole or not at all (a temporary file renamed over it)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+    os.replace(tmp, path)
+
+
 def datasets():
     """Every scored testbed dataset: {name: [rows]}."""
     out = {}
@@ -66,12 +76,7 @@ def merge(new_paths, out_path):
     fields = []
     for r in merged:
         fields += [f for f in r if f not in fields]
-    tmp = out_path + ".tmp"
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
-        w.writeheader()
-        w.writerows(merged)
-    os.replace(tmp, out_path)
+    write_csv(out_path, merged, fields)
     m = sorted(moves)
     print(f"{len(m)} rows: |move| median {statistics.median(m):.1f}%, "
           f"90th percentile {m[int(0.9 * (len(m) - 1))]:.1f}%, max {m[-1]:.1f}%; "
@@ -96,10 +101,7 @@ def substitute(merged_path, out_dir):
                 rows[i] = dict(r, **{f: new[key(r)][f] for f in MEASURED if f in new[key(r)]})
                 replaced += 1
         path = os.path.join(out_dir, name + ".csv")
-        with open(path, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
-            w.writeheader()
-            w.writerows(rows)
+        write_csv(path, rows, list(rows[0].keys()))
         print(f"{path}: {replaced} of {len(rows)} rows from the second recording")
     print(f"then: dtsim validate data/runs/<dataset>.csv --out A and "
           f"dtsim validate {out_dir}/<dataset>.csv --out B, and compare their errors.csv")
