@@ -809,7 +809,7 @@ if [[ $what == all || $what == barrier ]]; then
       --repeats 200 --out data/runs/calibration/testbed_star4_200mbit_${n}hosts.call_gaps_barrier.json
   done
 fi
-# The star's 4-host rows recorded a second time, set beside the datasets' (not replacing them):
+# The star's 4- and 8-host rows recorded a second time, set beside the datasets' (not replacing them):
 # how far a recording's medians move from one day to the next (docs/testbed.md, "How
 # reproducible a recorded row is"). Not part of `all`.
 if [[ $what == rerecord ]]; then
@@ -827,7 +827,11 @@ if [[ $what == rerecord ]]; then
     --profile data/profiles/testbed_star4_200mbit.json \
     --methods allreduce,broadcast,allgather,reduce --repeats 5 --launches 5 \
     --bytes 262144 1048576 4194304
-  $PY testbed/workloads/rerecord.py merge $RR/mpi.csv $RR/mpi_allreduce.csv $RR/gloo.csv \
+  $TB run --set generator.n=8 $STAR -- $PY $S collectives --out $RR/gloo8.csv \
+    --profile data/profiles/testbed_star4_200mbit.json \
+    --methods allreduce,broadcast,allgather,reduce --repeats 5 --launches 5 \
+    --bytes 262144 1048576 4194304
+  $PY testbed/workloads/rerecord.py merge $RR/mpi.csv $RR/mpi_allreduce.csv $RR/gloo.csv $RR/gloo8.csv \
     --out data/runs/calibration/testbed_star4_200mbit.rerecorded_$(date -u +%Y-%m-%d).csv
   rm -rf "$RR"
 fi
