@@ -4,9 +4,10 @@
 Usage:
   rerecord.py merge NEW.csv... --out OUT.csv
       Each row of NEW.csv (written by `suite.py collectives` or `suite.py mpi`) matched to the
-      row of data/runs/testbed_*.csv it records again (same method, op, bytes, ranks and
-      topology); OUT.csv holds the new rows with `rerecords` (the dataset), `recorded_median_secs`
-      and `recorded_date_utc` added, and the moves of the medians are printed.
+      row of data/runs/testbed_*.csv it records again (same method, op, bytes, ranks, topology
+      and topology_set; a row two datasets both hold is refused); OUT.csv holds the new rows
+      with `rerecords` (the dataset), `recorded_median_secs` and `recorded_date_utc` added,
+      and the moves of the medians are printed.
   rerecord.py substitute OUT.csv --dir DIR
       Copies of the datasets OUT.csv re-records with its medians (and launch medians) in place
       of the recorded ones, for `dtsim validate DIR/*.csv`: which groups a second recording
@@ -27,8 +28,9 @@ MEASURED = ("measured_secs", "measured_min_secs", "measured_max_secs", "launch_m
 
 
 def key(row):
-    """The row a recording measures: method, op, size, ranks, topology."""
-    return (row["method"], row["op"], row["bytes"], row["ranks"], row["topology"])
+    """The row a recording measures: method, op, size, ranks, topology and what it set on it."""
+    return (row["method"], row["op"], row["bytes"], row["ranks"], row["topology"],
+            row.get("topology_set", ""))
 
 
 def write_csv(path, rows, fields):
@@ -54,7 +56,10 @@ def merge(new_paths, out_path):
     recorded = {}
     for name, rows in datasets().items():
         for r in rows:
-            recorded.setdefault(key(r), (name, r))
+            if key(r) in recorded:
+                sys.exit(f"{key(r)} is a row of both {recorded[key(r)][0]} and {name}: "
+                         "which one a second recording re-records is ambiguous")
+            recorded[key(r)] = (name, r)
     merged, moves = [], []
     for path in new_paths:
         with open(path, newline="") as f:
