@@ -181,6 +181,10 @@ struct Batch {
     started: SimTime,
     /// When the batch was posted (`started` is when it began to send).
     posted: SimTime,
+    /// What it waited at its first links' FIFO queues (module `fifo`), and whether the
+    /// forwarded queues of connections started since it was posted were looked at.
+    first_wait: SimTime,
+    late_checked: bool,
     /// Shaped links the batch has already passed while it waits for a debt further along its
     /// paths (module `burst`): a debt left there later, by a message behind it, is not its.
     debt_passed: Vec<u32>,
@@ -463,6 +467,18 @@ impl FlowModel {
         let now = ctx.now();
         let b = &self.batches[slot as usize];
         let (pattern, bytes, factor_signature) = (b.pattern, b.bytes, b.factor_signature);
+        // A batch that waited at its first links meets, further on, the connections that
+        // started meanwhile (module `fifo`).
+        if !b.late_checked && b.first_wait > SimTime::ZERO {
+            let (posted, first_wait) = (b.posted, b.first_wait);
+            self.batches[slot as usize].late_checked = true;
+            let late = self.late_forwarded_wait(pattern as usize, posted, first_wait, now);
+            if late > SimTime::ZERO {
+                let generation = self.batches[slot as usize].generation;
+                let _ = ctx.schedule(now + late, NetEvent::Start { slot, generation });
+                return;
+            }
+        }
         if self.buckets.enabled() {
             let pat = &self.patterns[pattern as usize];
             let b = &mut self.batches[slot as usize];
@@ -1003,6 +1019,8 @@ impl NetworkModel for FlowModel {
         b.deliver_at = now;
         b.started = now;
         b.posted = now;
+        b.first_wait = SimTime::ZERO;
+        b.late_checked = false;
         b.debt_passed.clear();
         b.recording = None;
         b.replay = None;
@@ -1017,7 +1035,8 @@ impl NetworkModel for FlowModel {
             );
             return;
         }
-        let wait = self.fifo_wait(pattern.0 as usize, bytes, now);
+        let (wait, first_wait) = self.fifo_wait(pattern.0 as usize, bytes, now);
+        self.batches[slot as usize].first_wait = first_wait;
         if wait > SimTime::ZERO {
             let generation = self.batches[slot as usize].generation;
             let _ = ctx.schedule(now + wait, NetEvent::Start { slot, generation });

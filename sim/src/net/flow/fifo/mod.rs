@@ -44,6 +44,16 @@
 //! A queue of one whole segment at every such link, tried on 2026-11-27, moved the star's
 //! rings off (OpenMPI's ring all-reduce to 15.2% at worst, its ring all_gather to 23.2%,
 //! gloo's send/recv multiring to 43.5%); since 2026-11-29 the measured wait below plays it.
+//! A message that first waited at its own link (behind its sender's standing queue) reaches
+//! the links further on later than it was posted, and meets there the connections that
+//! started meanwhile too: it is looked at again when it would start
+//! ([`FlowModel::late_forwarded_wait`]). On the two leaves with a slow leaf
+//! (`testbed_two_leaf_mixed.capture_mpi_ring_ar_4m.json`) rank 4's answers to rank 3 crossed
+//! rank 3's 100 Mbit/s downlink in a median 18.6 ms, behind what rank 2's connection from the
+//! 200 Mbit/s leaf had queued there; held 7 ms behind rank 4's own stream, two of the ten
+//! answers dtsim plays now find rank 2's next block started meanwhile and wait 4.8 and 11.8 ms
+//! more, and the 4 MiB ring all-reduce plays 679.4 ms instead of 600.9 (measured 720.8, its
+//! launches 670.0-729.3).
 //!
 //! Sends crossing a link behind another connection's packet. A shaper (htb, tbf) lets a
 //! packet go whenever its level is not below zero and charges all of it, and TCP hands it GSO
@@ -96,15 +106,23 @@ impl FlowModel {
     /// enter first, then behind the forwarded queues of the FIFO links further on and the
     /// packets other connections have in service there; notes its own head bytes at its
     /// first links for the sends posted after it.
-    pub(super) fn fifo_wait(&mut self, pattern: usize, bytes: u64, now: SimTime) -> SimTime {
+    /// Returns the wait, and the part of it spent at the first links (when the message
+    /// reaches the links further on, where [`Self::late_forwarded_wait`] looks again).
+    pub(super) fn fifo_wait(
+        &mut self,
+        pattern: usize,
+        bytes: u64,
+        now: SimTime,
+    ) -> (SimTime, SimTime) {
         if self.fifo_posted.is_empty() {
-            return SimTime::ZERO;
+            return (SimTime::ZERO, SimTime::ZERO);
         }
         let pat = &self.patterns[pattern];
         let first_links = || (0..pat.flows()).filter_map(|f| pat.path(f).first().copied());
         // What was posted before this batch decides its wait; its own flows do not wait for
         // each other.
         let mut wait_secs: f64 = 0.0;
+        let mut first_wait_secs: f64 = 0.0;
         for f in 0..pat.flows() {
             let path = pat.path(f);
             let Some(&first) = path.first() else { continue };
@@ -116,6 +134,7 @@ impl FlowModel {
                 let ahead = queued + self.standing_queue_bytes(l, now);
                 w += ahead * 8.0 / self.link_capacity_bps[l];
             }
+            first_wait_secs = first_wait_secs.max(w);
             // The other connections whose packet this flow waited for, at an earlier link.
             let mut met: Vec<(u32, usize)> = Vec::new();
             for &l in &path[1..] {
@@ -142,6 +161,40 @@ impl FlowModel {
                 (*at, *queued) = (now, 0.0);
             }
             *queued += head.min(bytes as f64);
+        }
+        (
+            SimTime::from_secs_f64(wait_secs),
+            SimTime::from_secs_f64(first_wait_secs),
+        )
+    }
+
+    /// What a batch posted at `posted`, which waited `first_wait` at its first links, waits
+    /// further on behind the forwarded queues of connections that started sending after it
+    /// was posted and before it reached them (see "Sends posted behind a forwarded queue"):
+    /// [`Self::fifo_wait`] saw only the connections sending when it was posted. Judged when
+    /// the batch would start (`now`), from the batches known then.
+    pub(super) fn late_forwarded_wait(
+        &self,
+        pattern: usize,
+        posted: SimTime,
+        first_wait: SimTime,
+        now: SimTime,
+    ) -> SimTime {
+        let pat = &self.patterns[pattern];
+        let mut wait_secs: f64 = 0.0;
+        for f in 0..pat.flows() {
+            let path = pat.path(f);
+            let mut w = 0.0;
+            for &l in path.iter().skip(1) {
+                let l = l as usize;
+                if self.fifo_head_bytes[l] > 0.0 {
+                    let at = posted + first_wait + SimTime::from_secs_f64(w);
+                    let since = |b: &super::Batch| b.started > posted && b.started <= at;
+                    w += self.forwarded_queue_bytes_of(l, path, now, at, since) * 8.0
+                        / self.link_capacity_bps[l];
+                }
+            }
+            wait_secs = wait_secs.max(w);
         }
         SimTime::from_secs_f64(wait_secs)
     }
@@ -272,6 +325,18 @@ impl FlowModel {
     /// path `own` (see "Sends posted behind a forwarded queue"). Upstream is the slowest
     /// capacity before the link, not the flow's share of it.
     fn forwarded_queue_bytes(&self, link: usize, own: &[u32], now: SimTime, at: SimTime) -> f64 {
+        self.forwarded_queue_bytes_of(link, own, now, at, |_| true)
+    }
+
+    /// [`Self::forwarded_queue_bytes`] of the batches `counted` selects.
+    fn forwarded_queue_bytes_of(
+        &self,
+        link: usize,
+        own: &[u32],
+        now: SimTime,
+        at: SimTime,
+        counted: impl Fn(&super::Batch) -> bool,
+    ) -> f64 {
         let cap = self.link_capacity_bps[link];
         let slowest = |links: &[u32]| {
             links
@@ -282,7 +347,7 @@ impl FlowModel {
         let mut queued = 0.0;
         for (_, b, path, f, rate) in self.sending_on(link, now) {
             let k = path.iter().position(|&x| x as usize == link).unwrap_or(0);
-            if path == own || k == 0 {
+            if path == own || k == 0 || !counted(b) {
                 continue;
             }
             let upstream = slowest(&path[..k]);

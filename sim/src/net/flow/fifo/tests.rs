@@ -366,3 +366,40 @@ fn a_sender_whose_path_slows_further_on_has_pushed_its_bytes_before_they_arrive(
     let (pushed, arrived) = pushed_and_arrived(2, None);
     assert!((pushed - arrived).abs() < 1e-9, "{pushed} {arrived}");
 }
+
+/// On the two leaves, with FIFO heads of 750 MB: g1 streams 1.5 GB to g0 (40 ms alone); at 10
+/// ms g1 posts 1 kB to g3, which waits 20 ms behind g1's standing queue before it reaches the
+/// uplink; g0 starts 1.25 GB to g2 across the uplink once its `lead_bytes` to g1 have gone (12
+/// ms for 450 MB at 300 Gb/s). The message's end time.
+fn posted_before_a_connection_starts_forwarding(lead_bytes: u64) -> f64 {
+    let sched = schedule(
+        4,
+        &[
+            (vec![(1, 0)], 1_500_000_000, vec![]),
+            (vec![(2, 3)], 375_000_000, vec![]),
+            (vec![(0, 1)], lead_bytes, vec![]),
+            (vec![(1, 3)], 1_000, vec![1]),
+            (vec![(0, 2)], 1_250_000_000, vec![2]),
+        ],
+    );
+    let factors = EfficiencyFactors {
+        fifo_head: vec![(LinkClass::Ethernet, 0.75e9)],
+        ..Default::default()
+    };
+    let (out, _) = run(&two_leaves(), &sched, factors);
+    secs(out.ops[3].end)
+}
+
+#[test]
+fn a_message_meets_further_on_the_connections_that_started_while_it_waited() {
+    // g0's bulk starts at 12 ms, while the message still waits on g1's link, and pushes at
+    // 300 Gb/s into the 100 Gb/s uplink: when the message gets there at 30 ms, 18 ms x 200
+    // Gb/s = 450 MB stand queued, 36 ms at the uplink's rate; then it shares the uplink with
+    // the bulk (1 kB at 50 Gb/s).
+    let met = posted_before_a_connection_starts_forwarding(450_000_000);
+    assert!((met - (0.066 + 1.6e-7)).abs() < 1e-9, "{met}");
+    // Started at 32 ms, after the message reached the uplink: nothing to wait behind there
+    // (1 kB alone on the uplink at 100 Gb/s).
+    let passed = posted_before_a_connection_starts_forwarding(1_200_000_000);
+    assert!((passed - (0.030 + 8e-8)).abs() < 1e-9, "{passed}");
+}
