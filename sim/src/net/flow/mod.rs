@@ -45,8 +45,9 @@
 //!
 //! Layout: this file holds the model's state and the life of a batch (start, activation,
 //! re-solve, finishing flows, completion), which read and write the same per-batch state and
-//! are easiest to follow together (~1,110 lines); `fifo` says how long a batch waits behind
-//! FIFO queues when it is posted, `component` finds which
+//! are easiest to follow together (~1,140 lines); `fifo` says how long a batch waits behind
+//! FIFO queues when it is posted (and, for one that waited at its first links, when it
+//! reaches the next), `component` finds which
 //! batches share links, `changed` flags the links a re-solve must look at, `replay` records
 //! and replays trajectories, `traffic` integrates what links carried, `burst` gives transfers
 //! that start on idle shaped links their token buckets' bytes at once (and one-packet messages
