@@ -302,7 +302,11 @@ fn recursive_doubling(s: &mut Schedule, m: u64, n: u32, x: &CallExchanges) {
 ///
 /// Played rank by rank, not step by step: a rank starts its next step once it has received
 /// (and reduced) this step's block and its own send is done, whatever the other ranks do, as
-/// `coll/base` runs it (no synchronisation between steps). So a rank that falls behind sends
+/// `coll/base` runs it (no synchronisation between steps). Its receives are posted as
+/// `coll/base` posts them: in the reduce-scatter one block ahead, at the top of an iteration
+/// that begins once the blocking send before it is done, so a rank answers its predecessor's
+/// next request only then (a rank held in its send holds its predecessor's next block); in the
+/// all-gather (`sendrecv`) when it enters the step. So a rank that falls behind sends
 /// its request while its successor already sends, and the successor's acknowledgement waits
 /// behind its own data in its egress queue (the network model's standing queue); the data it
 /// answers arrives late, the receiver starts its next step late, and the next step repeats it
@@ -340,6 +344,9 @@ pub(super) fn ring_steps(
         .collect();
     // Per rank, what its next step waits for.
     let mut ready = entering(s, n, Phase::ReduceScatter);
+    // Per rank, its send of the step before (the reduce-scatter posts a step's receive once
+    // that send is done).
+    let mut sent_before: Option<Vec<OpId>> = None;
     for k in 0..reduce_steps + gather_steps {
         // Steps are numbered 0.. for the reduce-scatter, one more from the all-gather on.
         let (phase, step) = if k < reduce_steps {
@@ -355,12 +362,13 @@ pub(super) fn ring_steps(
                 (right[r], left[r]),
                 block,
                 ready[r].clone(),
-                // The receive is posted when the receiver enters the step (pre-posted one
-                // step ahead in the reduce-scatter).
-                if phase == Phase::AllGather {
-                    ready[to].clone()
-                } else {
-                    Vec::new()
+                // The receive is posted when the receiver enters the step; in the
+                // reduce-scatter one step ahead: once the receiver's send of the step before
+                // is done (its first receive before it sends at all).
+                match (phase, &sent_before) {
+                    (Phase::AllGather, _) => ready[to].clone(),
+                    (_, Some(before)) => vec![before[to]],
+                    (_, None) => Vec::new(),
                 },
                 phase,
                 step,
@@ -375,6 +383,7 @@ pub(super) fn ring_steps(
             };
             ready[r] = vec![sent[r], got];
         }
+        sent_before = Some(sent);
     }
 }
 
@@ -650,6 +659,40 @@ mod tests {
         // nothing.
         assert_eq!(firsts[3].deps, vec![OpId(lags[0] as u32)]);
         assert!(firsts[..3].iter().all(|op| op.deps.is_empty()));
+    }
+
+    #[test]
+    fn the_reduce_scatter_posts_a_steps_receive_once_the_receivers_send_before_is_done() {
+        // coll/base's ring posts the receive for a block at the top of the iteration, after
+        // the blocking send of the iteration before: rank r + 1 answers rank r's request of
+        // step k (>= 1) only once its own send of step k - 1 is done, its first before it sends.
+        let n = 4usize;
+        let p = plan(&req(1 << 20), &sys(n as u32), &forced("ring")).unwrap();
+        let s = &p.schedule;
+        let bytes_of = |op: &crate::collective::Op| match op.kind {
+            OpKind::Transfer { bytes, .. } => Some(bytes),
+            _ => None,
+        };
+        let ids = |b: u64| -> Vec<OpId> {
+            (0..s.ops.len())
+                .filter(|&i| bytes_of(&s.ops[i]) == Some(b))
+                .map(|i| OpId(i as u32))
+                .collect()
+        };
+        let (acks, requests) = (ids(ACK_BYTES), ids(REQUEST_BYTES));
+        let block = split_even((1 << 20) / ELEMENT_BYTES, n as u64)[0] * ELEMENT_BYTES;
+        let data = ids(block);
+        assert_eq!(acks.len(), 2 * (n - 1) * n);
+        for k in 0..n - 1 {
+            for r in 0..n {
+                let ack = &s.ops[acks[k * n + r].0 as usize];
+                let mut want = vec![requests[k * n + r]];
+                if k > 0 {
+                    want.push(data[(k - 1) * n + (r + 1) % n]);
+                }
+                assert_eq!(ack.deps, want, "step {k}, rank {r}");
+            }
+        }
     }
 
     #[test]
