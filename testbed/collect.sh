@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Records the testbed datasets in data/runs/ and the testbed profiles in data/profiles/ (root).
 # Usage: testbed/collect.sh [link|collectives|mpi|training|trace|heldout|slow_host|three_leaf_200|
-#   two_leaf_200|two_leaf_mixed|star3|star7|star5_10|captures|barrier|rerecord|all]
+#   two_leaf_200|two_leaf_mixed|star3|star7|star5_10|captures|barrier|rerecord|rerecord_mixed|all]
 # (default all)
 # The link profiles come from `calibrate import iperf3` on the testbed's own iperf3 --json and
 # ping-pong logs (suite.py link; logs in data/runs/calibration/). The host0-host1 path is two
@@ -833,6 +833,24 @@ if [[ $what == rerecord ]]; then
     --bytes 262144 1048576 4194304
   $PY testbed/workloads/rerecord.py merge $RR/mpi.csv $RR/mpi_allreduce.csv $RR/gloo.csv $RR/gloo8.csv \
     --out data/runs/calibration/testbed_star4_200mbit.rerecorded_$(date -u +%Y-%m-%d).csv
+  rm -rf "$RR"
+fi
+# The mixed leaves' rows recorded a second time (2026-12-02): both libraries' methods of the
+# held-out datasets, five launches each, merged beside the recorded medians.
+if [[ $what == rerecord_mixed ]]; then
+  RR=$(mktemp -d)
+  MIXED=testbed/topologies/two_leaf_mixed.toml
+  MP_MIXED=data/profiles/testbed_two_leaf_mixed.json
+  for spec in "allreduce 0,4" "allgather 0,4" "reduce_scatter 0" "bcast 0,6"; do
+    set -- $spec
+    $TB run --prefix mp $MIXED -- $PY $S mpi --op $1 --out $RR/mpi.csv --profile $MP_MIXED \
+      --algorithms $2 --repeats 5 --launches 5 --bytes 262144 1048576 4194304
+  done
+  $TB run $MIXED -- $PY $S collectives --out $RR/gloo.csv --profile $MP_MIXED \
+    --methods allreduce,broadcast,allgather,reduce --repeats 5 --launches 5 \
+    --bytes 262144 1048576 4194304
+  $PY testbed/workloads/rerecord.py merge $RR/mpi.csv $RR/gloo.csv \
+    --out data/runs/calibration/testbed_two_leaf_mixed.rerecorded_$(date -u +%Y-%m-%d).csv
   rm -rf "$RR"
 fi
 if [[ $what == all || $what == training ]]; then
