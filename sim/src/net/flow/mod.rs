@@ -182,10 +182,10 @@ struct Batch {
     started: SimTime,
     /// When the batch was posted (`started` is when it began to send).
     posted: SimTime,
-    /// What it waited at its first links' FIFO queues (module `fifo`), and whether the
-    /// forwarded queues of connections started since it was posted were looked at.
+    /// What it waited at its first links' FIFO queues (module `fifo`) while the forwarded
+    /// queues of connections started since it was posted are still to be looked at; zero
+    /// once they were (or when it waited nothing there).
     first_wait: SimTime,
-    late_checked: bool,
     /// Shaped links the batch has already passed while it waits for a debt further along its
     /// paths (module `burst`): a debt left there later, by a message behind it, is not its.
     debt_passed: Vec<u32>,
@@ -470,9 +470,9 @@ impl FlowModel {
         let (pattern, bytes, factor_signature) = (b.pattern, b.bytes, b.factor_signature);
         // A batch that waited at its first links meets, further on, the connections that
         // started meanwhile (module `fifo`).
-        if !b.late_checked && b.first_wait > SimTime::ZERO {
+        if b.first_wait > SimTime::ZERO {
             let (posted, first_wait) = (b.posted, b.first_wait);
-            self.batches[slot as usize].late_checked = true;
+            self.batches[slot as usize].first_wait = SimTime::ZERO;
             let late = self.late_forwarded_wait(pattern as usize, posted, first_wait, now);
             if late > SimTime::ZERO {
                 let generation = self.batches[slot as usize].generation;
@@ -1021,7 +1021,6 @@ impl NetworkModel for FlowModel {
         b.started = now;
         b.posted = now;
         b.first_wait = SimTime::ZERO;
-        b.late_checked = false;
         b.debt_passed.clear();
         b.recording = None;
         b.replay = None;
