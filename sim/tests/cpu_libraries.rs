@@ -783,3 +783,48 @@ fn openmpis_eager_ring_ends_one_message_before_its_steps_bytes_as_htbs_debt_says
         );
     }
 }
+
+#[test]
+fn the_slow_hosts_first_block_waits_for_an_answer_queued_behind_its_successors_block() {
+    // OpenMPI's ring all_gather of 1 MiB on the star whose host 3 runs at half the rate. The
+    // ring's last rank (the slow host) enters a median 0.14 ms after the others (every
+    // OpenMPI capture: `capture_exchanges.py --entry-lags`), longer than an acknowledgement's
+    // round trip, so rank 0 is already sending its own first block to rank 1 when rank 3's
+    // request comes, and its answer leaves behind that block: captured
+    // (testbed_star4_slow_host.capture_mpi_ring_ag_1m_*.json), the slow host's first block
+    // left 10.6-16.4 ms into the call. With a 50 µs lag the answer went first, by 2 µs.
+    let text = format!(
+        "name = \"t\"\nprofile = {:?}\n[topology]\nfile = {:?}\n[collective]\n\
+         op = \"all_gather\"\nbytes = \"1MiB\"\nlibrary = \"mpi\"\nalgorithm = \"ring\"\n",
+        root()
+            .join("data/profiles/testbed_star4_slow_host.json")
+            .display()
+            .to_string(),
+        root()
+            .join("testbed/topologies/star4_slow_host.toml")
+            .display()
+            .to_string()
+    );
+    let s = sim::scenario::parse(&text, Path::new("t.toml"), &[]).unwrap();
+    let r = sim::scenario::run::run(&s).unwrap();
+    let block = 262_144;
+    let first_block_start_ms = |from: u32, to: u32| {
+        r.rank_timeline
+            .as_ref()
+            .unwrap()
+            .iter()
+            .filter(|&&(e, _, role, peer)| e == from && role == "send" && peer == to)
+            .map(|&(_, op, _, _)| &r.timeline[op as usize])
+            .filter(|row| row.bytes_per_pair == block)
+            .map(|row| row.start_us / 1e3)
+            .fold(f64::INFINITY, f64::min)
+    };
+    // Rank 0's block to rank 1: 262,144 B at 200 Mbit/s, about 9 ms.
+    let rank0_ms = first_block_start_ms(0, 1);
+    let slow_ms = first_block_start_ms(3, 0);
+    assert!(rank0_ms < 0.5, "rank 0's first block at {rank0_ms} ms");
+    assert!(
+        (7.0..17.0).contains(&slow_ms),
+        "the slow host's first block at {slow_ms} ms"
+    );
+}

@@ -3,6 +3,7 @@ apart the two partners posted (their requests' departures) and which mode it ran
 
   python3 testbed/workloads/capture_exchanges.py LOG.json [--each] [--chain]
   python3 testbed/workloads/capture_exchanges.py --launches LOG.json [LOG.json ...]
+  python3 testbed/workloads/capture_exchanges.py --entry-lags LOG.json [LOG.json ...]
 
 An exchange is a request each way between two ranks less than 200 ms apart, and the first data
 message each way after them. It ran the slow way when the second way's data left after the first
@@ -23,8 +24,15 @@ totals over calls and over launches. A launch tends to keep one mode, so the lau
 calls, are the independent draws: the last line says how likely that few (or that many)
 mostly-slow launches are if each launch were mostly slow with the pairwise test's share of
 slow repetitions (181 of 320, `testbed_mpi_p2p_4ranks*.json`).
+
+With --entry-lags (OpenMPI captures, gloo's skipped): per log, how much later than the second
+last rank the last one entered each call (its first request's departure; a call is a run of
+requests with no gap over 4 ms in which every rank sent one), the median and quartiles, then
+the median over every call of every log: the number behind dtsim's ENTRY_LAG
+(sim/src/library/mpi/allreduce.rs).
 """
 import json
+import statistics
 import sys
 from collections import Counter, defaultdict
 
@@ -116,7 +124,44 @@ def launches(paths):
           f"or {'fewer' if k < n * p else 'more'}: {tail:.2f})")
 
 
+CALL_GAP_SECS = 0.004
+
+
+def entry_lags(paths):
+    """Per log, the last rank's lag behind the second last at each call's entry (ms)."""
+    every = []
+    for path in paths:
+        log = json.load(open(path))
+        if log.get("algorithm") == "gloo" or "messages" not in log:
+            continue
+        requests = sorted((m for m in log["messages"] if m["kind"] == "request"),
+                          key=lambda m: m["sent_secs"])
+        calls, last = [], None
+        for m in requests:
+            if last is None or m["sent_secs"] - last > CALL_GAP_SECS:
+                calls.append({})
+            calls[-1].setdefault(m["src"], m["sent_secs"])
+            last = m["sent_secs"]
+        lags = []
+        for firsts in calls:
+            if len(firsts) == log["ranks"]:
+                t = sorted(firsts.values())
+                lags.append((t[-1] - t[-2]) * 1e3)
+        if not lags:
+            continue
+        lags.sort()
+        every += lags
+        print(f"{path}: {log['ranks']} ranks, {len(lags)} calls, last rank "
+              f"{statistics.median(lags):.3f} ms behind the second last "
+              f"(quartiles {lags[len(lags) // 4]:.3f}-{lags[3 * len(lags) // 4]:.3f})")
+    if every:
+        print(f"all: {len(every)} calls, median {statistics.median(every):.3f} ms")
+
+
 def main():
+    if sys.argv[1] == "--entry-lags":
+        entry_lags(sys.argv[2:])
+        return
     if sys.argv[1] == "--launches":
         launches(sys.argv[2:])
         return

@@ -230,7 +230,7 @@ fn recursive_doubling(s: &mut Schedule, block: u64, n: u32, x: &CallExchanges) {
 fn bruck(s: &mut Schedule, block: u64, n: u32, x: &CallExchanges) {
     let rank_by_rank = n <= RANK_BY_RANK_MAX;
     let mut ready = Ready::waiting(if rank_by_rank {
-        entering(s, n, Phase::AllGather)
+        entering(s, n, Phase::AllGather, super::allreduce::ENTRY_LAG)
     } else {
         Vec::new()
     });

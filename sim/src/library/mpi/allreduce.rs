@@ -22,10 +22,15 @@ use crate::engine::SimTime;
 /// first requests first, 2 and 5 last, 0.2-0.65 ms later, rank 5 last or second last in 10 of
 /// 11 calls. Rank 0 late instead would have every rank answered before it sends, and the
 /// ring step in lockstep (73.5 ms predicted for that 1 MiB all_gather, 96.0 with the last
-/// rank late, 116-131 measured). Any lag longer than an acknowledgement's round trip gives
-/// the same times: 50 and 300 µs predict that all_gather within 0.3 ms, the star's rings
-/// within 0.45 ms.
-pub(super) const ENTRY_LAG: SimTime = SimTime::from_ps(50_000_000);
+/// rank late, 116-131 measured). How late: the last rank entered a median 0.140 ms after the
+/// second last over the 591 calls of every OpenMPI capture (41 logs, per-log medians
+/// 0.03-0.74 ms; `capture_exchanges.py --entry-lags data/runs/calibration/*capture_mpi*.json`).
+/// The lag was 50 µs before (2026-12-02), shorter than the star's acknowledgement round trip
+/// (~0.10 ms): on the slow-host star the late rank's request then reached its successor 2 µs
+/// before that rank's own first block started, and its answer went ahead of the block, where
+/// every capture has it behind (`testbed_star4_slow_host.capture_mpi_ring_ag_1m_*.json`: the
+/// slow host's first block left 12-16 ms into the call).
+pub(super) const ENTRY_LAG: SimTime = SimTime::from_ps(140_000_000);
 algorithms! {
     /// `coll_tuned_allreduce_algorithm` numbers and names.
     AllReduceAlg,
@@ -343,7 +348,7 @@ pub(super) fn ring_steps(
         .map(|r| s.push_pattern(vec![((r + 1) % n, r)]))
         .collect();
     // Per rank, what its next step waits for.
-    let mut ready = entering(s, n, Phase::ReduceScatter);
+    let mut ready = entering(s, n, Phase::ReduceScatter, ENTRY_LAG);
     // Per rank, its send of the step before (the reduce-scatter posts a step's receive once
     // that send is done).
     let mut sent_before: Option<Vec<OpId>> = None;
@@ -388,13 +393,13 @@ pub(super) fn ring_steps(
 }
 
 /// What each of `n` ranks waits for before its first step when it is played rank by rank:
-/// nothing, but the last rank its [`ENTRY_LAG`].
-pub(super) fn entering(s: &mut Schedule, n: u32, phase: Phase) -> Vec<Vec<OpId>> {
+/// nothing, but the last rank `lag` ([`ENTRY_LAG`] for the collectives).
+pub(super) fn entering(s: &mut Schedule, n: u32, phase: Phase, lag: SimTime) -> Vec<Vec<OpId>> {
     let mut ready: Vec<Vec<OpId>> = vec![Vec::new(); n as usize];
     ready[(n - 1) as usize] = vec![s.push(
         OpKind::Compute {
             endpoints: 1,
-            duration: ENTRY_LAG,
+            duration: lag,
         },
         vec![],
         phase,
