@@ -12,7 +12,8 @@
   suite.py capture --methods allreduce --bytes 262144 --name NAME  (every host's egress, per link)
   suite.py capture_mpi --op allgather --algorithms 4 --bytes 1048560 --name NAME  (OpenMPI's
                                        rendezvous messages, each sent and arrived, every host and
-                                       switch port; --gloo-method M: gloo's, its notifications)
+                                       switch port; --gloo-method M: gloo's, its notifications;
+                                       --tcp-info-ms MS: every connection's TCP state too)
   suite.py shaper_gap --name star  (one send after an idle gap, with or without a small message
                                        first: the shaper's token bucket, what spends it)
   suite.py mpi_call_gaps --bytes 65536 262144 1048576  (OpenMPI: when each rank ends one timed
@@ -606,6 +607,37 @@ def capture(a):
               {"ranks": n, "results": logs}, load0, " ; ".join(cmds))
 
 
+TCP_INFO_FIELDS = ("cwnd", "ssthresh", "unacked", "notsent", "bytes_acked")
+
+
+def tcp_info_sampler(ns, rank, rank_of, period_secs, out, stop):
+    """Samples `ss -tin` in namespace `ns` every `period_secs` until `stop` is set, appending
+    per established connection to a known host: (epoch secs, rank, peer rank, peer port,
+    Send-Q bytes, cwnd, ssthresh, unacked, notsent, bytes_acked, rtt ms, pacing rate bit/s)."""
+    import re
+    # Without a header and for one state, ss prints "Recv-Q Send-Q Local:Port Peer:Port", then
+    # the connection's TCP info on an indented line.
+    head = re.compile(r"^(\d+)\s+(\d+)\s+\S+:\d+\s+([\d.]+):(\d+)")
+    rate = re.compile(r"pacing_rate ([\d.]+)([KMG]?)bps")
+    scale = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9}
+    while not stop.is_set():
+        t = time.time()
+        lines = subprocess.run(["ip", "netns", "exec", ns, "ss", "-tinH", "state", "established"],
+                               capture_output=True, text=True).stdout.splitlines()
+        for conn, info in zip(lines, lines[1:]):
+            m = head.match(conn)
+            if m is None or m.group(3) not in rank_of:
+                continue
+            vals = [int(v.group(1)) if (v := re.search(rf"\b{f}:(\d+)", info)) else None
+                    for f in TCP_INFO_FIELDS]
+            rtt = re.search(r"\brtt:([\d.]+)/", info)
+            pr = rate.search(info)
+            out.append([round(t, 6), rank, rank_of[m.group(3)], int(m.group(4)), int(m.group(2))]
+                       + vals + [float(rtt.group(1)) if rtt else None,
+                                 float(pr.group(1)) * scale[pr.group(2)] if pr else None])
+        stop.wait(period_secs)
+
+
 def capture_mpi(a):
     """One OpenMPI collective (`--op`, the first of `--algorithms`, one launch) with every
     host's packets captured both ways (tcpdump, headers only), written as a JSON log of its
@@ -619,7 +651,9 @@ def capture_mpi(a):
     message also lists its packets (when each left the sender's host, and its bytes: a GSO
     packet is one). With --gloo-method M it captures gloo's collective M
     (gloo_collectives.py) instead, its 48-byte notifications (the receiver's
-    NOTIFY_RECV_READY, which the payload waits for) in the answers' place."""
+    NOTIFY_RECV_READY, which the payload waits for) in the answers' place. With --tcp-info-ms
+    every host's TCP connections to the others are sampled (`ss -tin`: Send-Q, congestion
+    window and threshold, unacknowledged and unsent bytes, round trip) into `tcp_info`."""
     import re
     n = int(os.environ["DTSIM_TESTBED_RANKS"])
     hs = tb.hosts()[:n]
@@ -646,6 +680,13 @@ def capture_mpi(a):
                                os.path.join(workdir, f"port-{port}.pcap")],
                               stderr=subprocess.DEVNULL) for port in ports]
     time.sleep(1.0)
+    import threading
+    tcp_samples, stop = [], threading.Event()
+    samplers = [threading.Thread(target=tcp_info_sampler,
+                                 args=(ns, r, rank_of, a.tcp_info_ms / 1e3, tcp_samples, stop))
+                for r, ns, _, _, _ in hs] if a.tcp_info_ms > 0 else []
+    for th in samplers:
+        th.start()
     if a.gloo_method:
         args = ["--method", a.gloo_method, "--repeats", str(a.repeats), "--bytes"] + \
             [str(b) for b in a.bytes]
@@ -653,6 +694,9 @@ def capture_mpi(a):
         cmd = ["gloo_collectives.py"] + args
     else:
         cmd, out = run_mpi_collective(hs, n, a, alg)
+    stop.set()
+    for th in samplers:
+        th.join()
     time.sleep(0.5)
     for c in caps:
         c.terminate()
@@ -752,7 +796,11 @@ def capture_mpi(a):
                "algorithm": "gloo" if a.gloo_method else MPI_ALGORITHMS[a.op][alg], "ports": ports,
                "bytes": a.bytes, "repeats": a.repeats,
                "call_secs_median_min_max": {str(b): v for b, v in secs.items()},
-               "per_connection": summary, "messages": messages}, load0, " ".join(cmd))
+               "per_connection": summary, "messages": messages,
+               **({"tcp_info_columns": ["secs", "rank", "peer", "peer_port", "send_q"] +
+                   list(TCP_INFO_FIELDS) + ["rtt_ms", "pacing_rate_bps"],
+                   "tcp_info": [[round(x[0] - t0, 6)] + x[1:] for x in tcp_samples]}
+                  if samplers else {})}, load0, " ".join(cmd))
 
 
 def training(a):
@@ -997,6 +1045,9 @@ def main():
     ap.add_argument("--fresh-recv", action="store_true",
                     help="mpi_p2p: the pairwise exchange receives into a buffer allocated for "
                          "each repetition")
+    ap.add_argument("--tcp-info-ms", type=float, default=0.0,
+                    help="capture_mpi: also sample every host's TCP connections (ss -tin: window, "
+                         "Send-Q, round trip) every this many ms (0: not)")
     ap.add_argument("--gloo-method", default="",
                     help="capture_mpi: capture this gloo collective (gloo_collectives.py --method) "
                          "instead of an OpenMPI one")
