@@ -29,7 +29,7 @@ With --entry-lags (OpenMPI captures, gloo's skipped): per log, how much later th
 last rank the last one entered each call (its first request's departure; a call is a run of
 requests with no gap over 4 ms in which every rank sent one), the median and quartiles, then
 the median over every call of every log: the number behind dtsim's ENTRY_LAG
-(sim/src/library/mpi/allreduce.rs).
+(sim/src/library/mpi/allreduce/mod.rs).
 """
 import json
 import statistics

@@ -2,8 +2,8 @@
 //! algorithms they pick, and the ob1 PML's eager and rendezvous messages over the TCP BTL.
 //! Facts read from OpenMPI v4.1.4's sources (no code taken). This module holds the messages
 //! and the dispatch; `exchanges/` the exchanges between partners (their modes and how often
-//! each runs); each collective's rules and algorithms are in its own: `allreduce.rs`
-//! (described here, the first modelled), `bcast.rs`, `allgather.rs`, `reduce_scatter.rs`,
+//! each runs); each collective's rules and algorithms are in its own: `allreduce/`
+//! (described here, the first modelled), `bcast/`, `allgather.rs`, `reduce_scatter.rs`,
 //! `reduce.rs`, `barrier.rs`.
 //!
 //! - **Choice** (`coll_tuned_decision_fixed.c`): by communicator size and message size, for
