@@ -1,6 +1,8 @@
 //! The all-reduce's rules and algorithms as specifications: the fixed rules' choices, the
 //! bytes each algorithm moves, and the order its ranks post their messages in.
 
+#![cfg(test)]
+
 use super::super::exchanges::{head_bytes, Partners, StepPairs};
 use super::super::Exchanges;
 use super::*;
