@@ -23,13 +23,15 @@ use crate::engine::SimTime;
 /// 11 calls. Rank 0 late instead would have every rank answered before it sends, and the
 /// ring step in lockstep (73.5 ms predicted for that 1 MiB all_gather, 96.0 with the last
 /// rank late, 116-131 measured). How late: the last rank entered a median 0.140 ms after the
-/// second last over the 591 calls of every OpenMPI capture (41 logs, per-log medians
-/// 0.03-0.74 ms; `capture_exchanges.py --entry-lags data/runs/calibration/*capture_mpi*.json`).
-/// The lag was 50 µs before (2026-12-02), shorter than the star's acknowledgement round trip
-/// (~0.10 ms): on the slow-host star the late rank's request then reached its successor 2 µs
-/// before that rank's own first block started, and its answer went ahead of the block, where
-/// every capture has it behind (`testbed_star4_slow_host.capture_mpi_ring_ag_1m_*.json`: the
-/// slow host's first block left 12-16 ms into the call).
+/// second last over the 591 calls of the 41 OpenMPI captures there were on 2026-12-02
+/// (per-log medians 0.03-0.74 ms; `capture_exchanges.py --entry-lags
+/// data/runs/calibration/*capture_mpi*.json`; with the seven captured after it, four of them
+/// under the load of sampling TCP's state, 0.150 ms over 649 calls). The lag was 50 µs before,
+/// shorter than the star's acknowledgement round trip (~0.10 ms): on the slow-host star the
+/// late rank's request then reached its successor 2 µs before that rank's own first block
+/// started, and its answer went ahead of the block, where the captures have it behind
+/// (`testbed_star4_slow_host.capture_mpi_ring_ag_1m_after_256k_{1,2}.json`: the slow host's
+/// first block left 10.6-16.4 ms into the call).
 pub(super) const ENTRY_LAG: SimTime = SimTime::from_ps(140_000_000);
 algorithms! {
     /// `coll_tuned_allreduce_algorithm` numbers and names.
