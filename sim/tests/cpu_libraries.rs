@@ -393,6 +393,11 @@ fn openmpis_exchange_modes_bound_the_median_and_the_expected_one() {
 /// A `[collective]` of `lines` on the testbed topology `stem` with its measured profile:
 /// seconds.
 fn on_testbed(stem: &str, lines: &str) -> f64 {
+    testbed_report(stem, lines).summary.time_ps as f64 * 1e-12
+}
+
+/// The run of the `[collective]` `lines` on testbed topology `stem` with its measured profile.
+fn testbed_report(stem: &str, lines: &str) -> sim::metrics::RunReport {
     let text = format!(
         "name = \"t\"\nprofile = {:?}\n[topology]\nfile = {:?}\n[collective]\n{lines}",
         root()
@@ -405,7 +410,7 @@ fn on_testbed(stem: &str, lines: &str) -> f64 {
             .to_string()
     );
     let s = sim::scenario::parse(&text, Path::new("t.toml"), &[]).unwrap();
-    sim::scenario::run::run(&s).unwrap().summary.time_ps as f64 * 1e-12
+    sim::scenario::run::run(&s).unwrap()
 }
 
 /// OpenMPI's ring all_gather of `bytes` on the three leaves (6 hosts, 300 Mbit/s host links,
@@ -793,20 +798,10 @@ fn the_slow_hosts_first_block_waits_for_an_answer_queued_behind_its_successors_b
     // request comes, and its answer leaves behind that block: captured
     // (testbed_star4_slow_host.capture_mpi_ring_ag_1m_*.json), the slow host's first block
     // left 10.6-16.4 ms into the call. With a 50 µs lag the answer went first, by 2 µs.
-    let text = format!(
-        "name = \"t\"\nprofile = {:?}\n[topology]\nfile = {:?}\n[collective]\n\
-         op = \"all_gather\"\nbytes = \"1MiB\"\nlibrary = \"mpi\"\nalgorithm = \"ring\"\n",
-        root()
-            .join("data/profiles/testbed_star4_slow_host.json")
-            .display()
-            .to_string(),
-        root()
-            .join("testbed/topologies/star4_slow_host.toml")
-            .display()
-            .to_string()
+    let r = testbed_report(
+        "star4_slow_host",
+        "op = \"all_gather\"\nbytes = \"1MiB\"\nlibrary = \"mpi\"\nalgorithm = \"ring\"\n",
     );
-    let s = sim::scenario::parse(&text, Path::new("t.toml"), &[]).unwrap();
-    let r = sim::scenario::run::run(&s).unwrap();
     let block = 262_144;
     let first_block_start_ms = |from: u32, to: u32| {
         r.rank_timeline

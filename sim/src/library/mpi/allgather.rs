@@ -20,7 +20,7 @@
 //! Not modelled, and refused: linear (a tuned gather then a tuned broadcast); the fixed rules
 //! never pick it.
 
-use super::allreduce::{entering, ring_steps, RANK_BY_RANK_MAX};
+use super::allreduce::{entering, ring_steps, ENTRY_LAG, RANK_BY_RANK_MAX};
 use super::Algorithm as _;
 use super::{
     exchange, message, message_on, reversed, LibraryError, LibraryOptions, Plan, Request, System,
@@ -230,7 +230,7 @@ fn recursive_doubling(s: &mut Schedule, block: u64, n: u32, x: &CallExchanges) {
 fn bruck(s: &mut Schedule, block: u64, n: u32, x: &CallExchanges) {
     let rank_by_rank = n <= RANK_BY_RANK_MAX;
     let mut ready = Ready::waiting(if rank_by_rank {
-        entering(s, n, Phase::AllGather, super::allreduce::ENTRY_LAG)
+        entering(s, n, Phase::AllGather, ENTRY_LAG)
     } else {
         Vec::new()
     });
