@@ -148,14 +148,16 @@ fn hosts_sharing_one_core_wait_for_it_and_two_cores_hold_the_testbeds_gloo_work(
         one_looped > 1.25 * two_looped && one_looped < 41.3e-3,
         "{one_looped} against {two_looped}"
     );
-    // Each step's work (8 messages of 16 KiB, and the reductions) does not fit beside its
+    // Each step's work (8 messages of 16 KiB, and the reductions) does not all fit beside its
     // transfers once the shapers' bursts carry their first bytes: 2 cores hold the call back
-    // too, and 1 core much more.
+    // too (19.2 ms against 18.5 on a core per host), and 1 core much more (26.0). Played rank
+    // by rank (2026-12-02) the ranks' work spreads over each step; in lockstep batches, when
+    // every rank's came at once, 2 cores held it back by more than 10%.
     let two = eight_hosts_256k(&[]).unwrap();
     let one = eight_hosts_256k(&["network.shared_cores=1"]).unwrap();
     let own_cores = eight_hosts_256k(&["network.shared_cores=1000"]).unwrap();
-    assert!(two > 1.1 * own_cores, "{two} against {own_cores}");
-    assert!(one > 1.4 * two, "{one} against {two}");
+    assert!(two > 1.02 * own_cores, "{two} against {own_cores}");
+    assert!(one > 1.3 * two, "{one} against {two}");
 }
 
 #[test]
@@ -655,10 +657,12 @@ fn a_call_timed_in_its_benchmark_loop_starts_with_the_buckets_the_last_one_left(
     // with a 2 ms burst; timed as the harness times it (the call, a barrier, the call again)
     // the links have refilled only over the barrier. Measured 16.28 ms over five launches
     // (testbed_gloo_collectives.csv, 2026-11-29). Since the shapers pass one-packet messages
-    // whole (each 32 KiB segment, as captured) the loop's call comes 5-8% fast: the captured
+    // whole (each 32 KiB segment, as captured) the loop's call came 5-8% fast: the captured
     // hosts reacted a mean 0.31-0.89 ms after each segment, dtsim's wake-ups are drawn at the
     // unloaded level (0.19 ms mean; docs/testbed.md, "htb's debt, played"); since gloo's
-    // messages cost the core time measured inside its collectives (2026-12-02), 8.2% fast.
+    // messages cost the core time measured inside its collectives (2026-12-02), 8.2% fast;
+    // since its ranks run their loops on their own (2026-12-02, later), 1.9% slow (16.6 ms),
+    // and 14.0 ms alone.
     let all_reduce = "op = \"all_reduce\"\nbytes = \"256KiB\"\nlibrary = \"gloo\"\n";
     let alone = on_testbed("star4_200mbit", all_reduce);
     let in_loop = on_testbed(
@@ -669,8 +673,8 @@ fn a_call_timed_in_its_benchmark_loop_starts_with_the_buckets_the_last_one_left(
         in_loop > alone + 1e-3,
         "{in_loop} s against {alone} s alone"
     );
-    assert!((in_loop / 16.28e-3 - 1.0).abs() < 0.10, "{in_loop} s");
-    assert!((alone / 16.28e-3 - 1.0).abs() > 0.15, "{alone} s");
+    assert!((in_loop / 16.28e-3 - 1.0).abs() < 0.05, "{in_loop} s");
+    assert!((alone / 16.28e-3 - 1.0).abs() > 0.10, "{alone} s");
     // Without shapers' buckets (nominal links, no profile) nothing carries from one call to
     // the next: an ideal ring all-reduce times the same in its loop as alone.
     let star = root().join("testbed/topologies/star4_200mbit.toml");

@@ -160,6 +160,10 @@ pub struct Op {
     /// path whose slowest link comes after a faster one ends before the bytes arrive. `None`
     /// for every other op.
     pub pushed_of: Option<OpId>,
+    /// Payloads of one step that a library's hosts are woken for as one: a receiver's wake-up
+    /// drawn once for the group and shared by its members (gloo's all-reduce iteration, played
+    /// rank by rank: `crate::library::gloo::host_cpu`). `None`: each payload draws its own.
+    pub wake_up_group: Option<u32>,
 }
 
 /// What a library's protocol costs on one transfer op, beyond moving its bytes over the
@@ -244,6 +248,7 @@ impl Schedule {
             transport: None,
             in_order: false,
             pushed_of: None,
+            wake_up_group: None,
         });
         OpId(self.ops.len() as u32 - 1)
     }
@@ -362,6 +367,8 @@ impl Schedule {
             self.ops[id.0 as usize].transport = op.transport;
             self.ops[id.0 as usize].in_order = op.in_order;
             self.ops[id.0 as usize].pushed_of = op.pushed_of.map(|o| OpId(o.0 + base));
+            // Group ids are op ids of their schedule: shifted, they stay apart from this one's.
+            self.ops[id.0 as usize].wake_up_group = op.wake_up_group.map(|g| g + base);
         }
         (0..sub.ops.len())
             .filter(|&i| !has_succ[i])

@@ -347,6 +347,7 @@ mod tests {
                     transport: None,
                     in_order: false,
                     pushed_of: None,
+                    wake_up_group: None,
                 },
                 Op {
                     kind: OpKind::Compute {
@@ -360,6 +361,7 @@ mod tests {
                     transport: None,
                     in_order: false,
                     pushed_of: None,
+                    wake_up_group: None,
                 },
             ],
         };

@@ -35,11 +35,13 @@
 //! median was 0 in half of them, 0.14 ms at the 90th percentile and 3.4-3.8 ms at the 99th: a
 //! tail, which a constant stands for badly (it costs the many messages that wait for none).
 //! Each payload's join waits one draw from that distribution ([`WakeUps`]) after the payload
-//! and its work: a collective step's messages, which the play moves as one batch, share it.
+//! and its work: where the play moves a collective step's messages as one batch (a broadcast's
+//! level, the all-reduce's iteration past [`super::ALL_REDUCE_BY_RANK_MAX`] ranks) they
+//! share it; where it plays them rank by rank (the all-reduce's and reduce's rings, the
+//! all_gather) each receiver draws its own.
 //! A call is then one random realisation, so the plan carries [`WAKE_UP_PLAYS`] of them (each
 //! its own draws, from the scenario's seed) and a run reports the median
-//! ([`crate::library::Plan::alternatives`]); what stays unmodelled is a draw per receiving
-//! rank within a batch.
+//! ([`crate::library::Plan::alternatives`]).
 
 use std::sync::Arc;
 
@@ -172,6 +174,8 @@ pub fn charge(s: &mut Schedule, cpu: MessageCpu, mut wake_up: Option<&mut dyn Fn
             _ => None,
         })
         .collect();
+    // The draw of each wake-up group met so far.
+    let mut group_draws: std::collections::BTreeMap<u32, SimTime> = Default::default();
     for (i, pattern, bytes) in payloads {
         let core_secs = cpu.per_message_secs + cpu.per_byte_secs * bytes as f64;
         if core_secs <= 0.0 {
@@ -190,8 +194,19 @@ pub fn charge(s: &mut Schedule, cpu: MessageCpu, mut wake_up: Option<&mut dyn Fn
             channel,
             step,
         );
-        // A join: what waited for the transfer waits for it, its work and the wake-up drawn.
-        let woken = wake_up.as_mut().map_or(SimTime::ZERO, |draw| draw());
+        // A join: what waited for the transfer waits for it, its work and the wake-up drawn
+        // (once per wake-up group).
+        let group = s.ops[i].wake_up_group;
+        let woken = match group.and_then(|g| group_draws.get(&g)) {
+            Some(&drawn) => drawn,
+            None => {
+                let drawn = wake_up.as_mut().map_or(SimTime::ZERO, |draw| draw());
+                if let Some(g) = group {
+                    group_draws.insert(g, drawn);
+                }
+                drawn
+            }
+        };
         after[i] = Some(s.push(
             OpKind::Compute {
                 endpoints: 0,
@@ -361,6 +376,45 @@ mod tests {
             .collect();
         assert!(draws.iter().all(|d| q.contains(d)));
         assert!(draws.contains(&SimTime::from_secs_f64(4e-3)));
+    }
+
+    #[test]
+    fn payloads_of_one_wake_up_group_share_one_draw_and_others_draw_their_own() {
+        // Three payloads: the first two one group (one step's receivers woken as one), the
+        // third alone. Draws come 1 ms, 2 ms, 3 ms...: the group takes the first, the lone
+        // payload the second.
+        let mut s = Schedule::new(Collective::SendRecv, "test", 3, 1000);
+        let p = s.add_pattern(vec![(0, 1)]);
+        let q = s.add_pattern(vec![(1, 2)]);
+        for (pattern, group) in [(p, Some(7)), (q, Some(7)), (p, None)] {
+            let op = s.push(
+                OpKind::Transfer {
+                    pattern,
+                    bytes: 1000,
+                },
+                vec![],
+                Phase::SendRecv,
+                0,
+                0,
+            );
+            s.ops[op.0 as usize].wake_up_group = group;
+        }
+        let mut next = 0.0;
+        let mut draw = || {
+            next += 1e-3;
+            SimTime::from_secs_f64(next)
+        };
+        charge(&mut s, CPU, Some(&mut draw));
+        let woken: Vec<SimTime> = s
+            .ops
+            .iter()
+            .filter_map(|op| match op.kind {
+                OpKind::Compute { duration, .. } => Some(duration),
+                _ => None,
+            })
+            .collect();
+        let ms = |x: f64| SimTime::from_secs_f64(x * 1e-3);
+        assert_eq!(woken, vec![ms(1.0), ms(1.0), ms(2.0)]);
     }
 
     #[test]

@@ -9,6 +9,8 @@
 //!   i is issued once iteration i − 2 is done, and a received segment is reduced on the CPU
 //!   before it is forwarded. The two in flight share one TCP connection, so they leave one
 //!   after the other: the window keeps the connection busy, it does not add a second flow.
+//!   Each rank runs the two loops on its own, and so does the play (rank by rank, up to
+//!   [`ALL_REDUCE_BY_RANK_MAX`] ranks; in lockstep batches beyond).
 //! - **broadcast**: binomial tree of the whole message (`broadcast.cc`). A rank forwards only
 //!   after it received everything, and posts the sends to all its children at once, one
 //!   message each (the root of 8 to ranks 1, 2 and 4): on a FIFO egress queue (the profile's
@@ -66,7 +68,7 @@ pub mod p2p;
 mod ring;
 
 pub use all_gather::StagingCopies;
-pub use ring::{reduce_segments, ring_segments, REDUCE_BY_RANK_MAX};
+pub use ring::{reduce_segments, ring_segments, ALL_REDUCE_BY_RANK_MAX, REDUCE_BY_RANK_MAX};
 
 use all_gather::all_gather;
 use broadcast::{broadcast, root_children, root_orders};

@@ -67,29 +67,126 @@ fn ring_all_reduce_moves_two_n_minus_one_over_n_of_the_buffer_per_rank() {
 
 #[test]
 fn ring_messages_wait_for_their_notification_and_leave_the_socket_in_order() {
+    // Rank by rank: every payload waits for its receiver's notification, and for the
+    // previous payload on its connection (or, across the two loops, for its write).
     let s = all_reduce(4 << 20, 4);
-    let mut previous: Option<usize> = None;
+    let mut previous: std::collections::BTreeMap<(Endpoint, Endpoint), usize> = Default::default();
+    let mut payloads = 0;
     for (i, op) in s.ops.iter().enumerate() {
-        if let OpKind::Transfer { bytes, .. } = op.kind {
-            if bytes != PREAMBLE_BYTES {
-                let dep = &s.ops[op.deps[0].0 as usize];
-                assert!(
-                    matches!(
-                        dep.kind,
-                        OpKind::Transfer {
-                            bytes: PREAMBLE_BYTES,
-                            ..
-                        }
-                    ),
-                    "op {i}"
-                );
-                if let Some(p) = previous {
-                    assert!(op.deps.contains(&OpId(p as u32)), "op {i} after op {p}");
+        let OpKind::Transfer { pattern, bytes } = op.kind else {
+            continue;
+        };
+        if bytes == PREAMBLE_BYTES {
+            continue;
+        }
+        payloads += 1;
+        let dep = &s.ops[op.deps[0].0 as usize];
+        assert!(
+            matches!(
+                dep.kind,
+                OpKind::Transfer {
+                    bytes: PREAMBLE_BYTES,
+                    ..
                 }
-                previous = Some(i);
+            ),
+            "op {i}"
+        );
+        let pairs = &s.patterns[pattern.0 as usize].pairs;
+        assert_eq!(pairs.len(), 1, "op {i} is one rank's segment");
+        if let Some(&p) = previous.get(&pairs[0]) {
+            let follows = op.deps.iter().any(|d| {
+                d.0 as usize == p || s.ops[d.0 as usize].pushed_of == Some(OpId(p as u32))
+            });
+            assert!(follows, "op {i} after op {p} on {:?}", pairs[0]);
+        }
+        previous.insert(pairs[0], i);
+    }
+    // 8 segments of 512 KiB, 2 per rank: 6 iterations per loop, two loops, four ranks.
+    assert_eq!(payloads, 6 * 2 * 4);
+}
+
+#[test]
+fn a_ranks_all_gather_loop_starts_when_its_own_reduce_scatter_is_done() {
+    // gloo's ranks run their two loops on their own (`allreduce.cc` has no barrier between
+    // them): the first all-gather payload waits for its own rank's reduce-scatter and, through
+    // the ring, for what fed it, but not for every reduction of the call, as a lockstep play
+    // (the all-gather after every rank's reduce-scatter) would have it. On 4 ranks of 8
+    // segments, rank 2's last reduction feeds nothing rank 0 sends first.
+    let s = all_reduce(256 << 10, 4);
+    s.validate().unwrap();
+    let last_reduce: Vec<usize> = (0..s.ops.len())
+        .filter(|&i| matches!(s.ops[i].kind, OpKind::Reduce { .. }))
+        .collect();
+    let first_gather = (0..s.ops.len())
+        .find(|&i| {
+            s.ops[i].phase == Phase::AllGather
+                && matches!(s.ops[i].kind, OpKind::Transfer { bytes, .. } if bytes != PREAMBLE_BYTES)
+        })
+        .unwrap();
+    // Everything the first all-gather payload waits for, transitively.
+    let mut seen = vec![false; s.ops.len()];
+    let mut stack = vec![first_gather];
+    while let Some(i) = stack.pop() {
+        for d in &s.ops[i].deps {
+            if !seen[d.0 as usize] {
+                seen[d.0 as usize] = true;
+                stack.push(d.0 as usize);
             }
         }
     }
+    let waited = last_reduce.iter().filter(|&&i| seen[i]).count();
+    assert!(
+        waited < last_reduce.len(),
+        "the first all-gather payload waits for {waited} of {} reductions",
+        last_reduce.len()
+    );
+}
+
+#[test]
+fn an_all_reduce_iterations_receivers_share_a_wake_up_and_reduces_receivers_do_not() {
+    // The all-reduce keeps one wake-up per iteration, as when each was one batch: its payloads
+    // carry their iteration's group (one per loop and iteration, 4 ranks each). reduce's
+    // receivers each draw their own.
+    let groups = |s: &Schedule| -> Vec<Option<u32>> {
+        s.ops
+            .iter()
+            .filter(
+                |op| matches!(op.kind, OpKind::Transfer { bytes, .. } if bytes != PREAMBLE_BYTES),
+            )
+            .map(|op| op.wake_up_group)
+            .collect()
+    };
+    let all_reduce_groups = groups(&all_reduce(256 << 10, 4));
+    assert_eq!(all_reduce_groups.len(), 48);
+    let mut distinct: std::collections::BTreeMap<u32, usize> = Default::default();
+    for g in &all_reduce_groups {
+        *distinct
+            .entry(g.expect("every payload in a group"))
+            .or_default() += 1;
+    }
+    assert_eq!(distinct.len(), 12, "6 iterations in each of the two loops");
+    assert!(distinct.values().all(|&members| members == 4));
+    assert!(groups(&reduce(256 << 10, 4, 0)).iter().all(Option::is_none));
+}
+
+#[test]
+fn past_the_by_rank_limit_the_all_reduce_runs_in_lockstep_batches() {
+    let n = ALL_REDUCE_BY_RANK_MAX + 1;
+    let s = all_reduce(256 << 10, n);
+    s.validate().unwrap();
+    let payload = s
+        .ops
+        .iter()
+        .find_map(|op| match op.kind {
+            OpKind::Transfer { pattern, bytes } if bytes != PREAMBLE_BYTES => {
+                Some(s.patterns[pattern.0 as usize].pairs.len())
+            }
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(payload, n as usize, "one batch of every rank's segment");
+    let by_rank = all_reduce(256 << 10, ALL_REDUCE_BY_RANK_MAX);
+    assert!(by_rank.patterns.iter().all(|p| p.pairs.len() == 1));
 }
 
 #[test]
@@ -537,7 +634,11 @@ fn a_ring_all_reduce_sends_4n_n_minus_1_payloads_of_a_2n_th_of_the_buffer() {
     assert!(p.iter().all(|&b| b == 32768), "{p:?}");
     let p = super::payload_bytes(Collective::AllReduce, 1 << 18, 10).unwrap();
     assert_eq!(p.len(), 360);
-    assert!(p.iter().all(|&b| (13104..=13108).contains(&b)), "{p:?}");
+    // 20 segments of 13,108 B (whole fp32 elements) and the last one 13,092: each rank sends
+    // each segment's bytes as they are, 2(n - 1) buffers' worth in all.
+    assert!(p.iter().all(|&b| b == 13108 || b == 13092), "{p:?}");
+    assert_eq!(p.iter().filter(|&&b| b == 13092).count(), 18);
+    assert_eq!(p.iter().sum::<u64>(), 2 * 9 * (1 << 18));
     assert!(super::payload_bytes(Collective::Barrier, 4, 4).is_err());
     assert!(super::payload_bytes(Collective::AllReduce, 1 << 18, 1).is_err());
 }
