@@ -109,9 +109,9 @@ pub const ALL_REDUCE_BY_RANK_MAX: u32 = 16;
 /// rank − 1, iteration i of the all-gather segment `(r·per_rank + i) mod segments` (the last
 /// ones short or empty where the size does not divide), and a rank starts its all-gather once
 /// its own reduce-scatter is done (its last receive reduced, its last send written), not when
-/// every rank's is. Each rank's receive then wakes its own thread (one wake-up drawn per
-/// message, [`super::host_cpu`]) and a late rank holds up only the ranks its segments feed,
-/// as far as the two in flight do not cover it.
+/// every rank's is: a late rank holds up only the ranks its segments feed, as far as the two
+/// in flight do not cover it. An iteration's receivers still share one wake-up draw (a wake-up
+/// group, [`super::host_cpu`]), as when the iteration was one batch.
 pub(super) fn all_reduce(bytes: u64, n: u32) -> Schedule {
     if n > ALL_REDUCE_BY_RANK_MAX {
         return all_reduce_lockstep(bytes, n);
@@ -130,14 +130,7 @@ pub(super) fn all_reduce(bytes: u64, n: u32) -> Schedule {
     let idle = vec![Vec::new(); n as usize];
     let (rs_done, rs_sent) = ring_loop_by_rank(
         &mut s,
-        RingLoop {
-            n,
-            iterations,
-            per_rank,
-            received: Received::Reduced,
-            phase: Phase::ReduceScatter,
-            one_wake_up_per_iteration: true,
-        },
+        RingLoop::reduce_scatter(n, iterations, per_rank, true),
         scattered,
         &idle,
         vec![None; n as usize],
@@ -230,14 +223,7 @@ pub(super) fn reduce(bytes: u64, n: u32, root: u32) -> Schedule {
     let (loop_done, last_sent) = if n <= REDUCE_BY_RANK_MAX {
         ring_loop_by_rank(
             &mut s,
-            RingLoop {
-                n,
-                iterations,
-                per_rank,
-                received: Received::Reduced,
-                phase: Phase::ReduceScatter,
-                one_wake_up_per_iteration: false,
-            },
+            RingLoop::reduce_scatter(n, iterations, per_rank, false),
             own,
             &vec![Vec::new(); n as usize],
             vec![None; n as usize],
@@ -289,6 +275,20 @@ struct RingLoop {
     /// [`super::host_cpu`]), as the all-reduce's did when its iterations were played as
     /// batches; otherwise each receiver draws its own (reduce, as before).
     one_wake_up_per_iteration: bool,
+}
+
+impl RingLoop {
+    /// A reduce-scatter loop: every received segment reduced before it is forwarded.
+    fn reduce_scatter(n: u32, iterations: u64, per_rank: u64, one_wake_up: bool) -> Self {
+        RingLoop {
+            n,
+            iterations,
+            per_rank,
+            received: Received::Reduced,
+            phase: Phase::ReduceScatter,
+            one_wake_up_per_iteration: one_wake_up,
+        }
+    }
 }
 
 /// One of gloo's ring loops (`allreduce.cc`'s reduce-scatter and all-gather, `reduce.cc`'s
