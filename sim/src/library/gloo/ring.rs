@@ -1,7 +1,8 @@
 //! gloo's ring collectives on the all-reduce's segments (`allreduce.cc`, `reduce.cc`): the
 //! all-reduce's reduce-scatter then all-gather loops, and reduce's reduce-scatter followed by
-//! its gather to the root, each loop played rank by rank ([`ring_loop_by_rank`]) up to a few
-//! hundred ranks and in lockstep batches beyond. See [`super`] for what gloo runs.
+//! its gather to the root, each loop played rank by rank ([`ring_loop_by_rank`]; the
+//! all-reduce up to [`ALL_REDUCE_BY_RANK_MAX`] ranks, reduce up to [`REDUCE_BY_RANK_MAX`]) and
+//! in lockstep batches beyond. See [`super`] for what gloo runs.
 
 use super::{
     in_order_transfer, message, message_parts, to_left, MAX_SEGMENT_BYTES, PREAMBLE_BYTES,
@@ -113,11 +114,12 @@ pub const ALL_REDUCE_BY_RANK_MAX: u32 = 16;
 /// in flight do not cover it. An iteration's receivers still share one wake-up draw (a wake-up
 /// group, [`super::host_cpu`]), as when the iteration was one batch.
 pub(super) fn all_reduce(bytes: u64, n: u32) -> Schedule {
-    if n > ALL_REDUCE_BY_RANK_MAX {
-        return all_reduce_lockstep(bytes, n);
-    }
     let mut s = Schedule::new(Collective::AllReduce, "gloo ring", n, bytes);
     if n < 2 || bytes == 0 {
+        return s;
+    }
+    if n > ALL_REDUCE_BY_RANK_MAX {
+        all_reduce_lockstep(&mut s, bytes, n);
         return s;
     }
     let ranks = u64::from(n);
@@ -155,15 +157,14 @@ pub(super) fn all_reduce(bytes: u64, n: u32) -> Schedule {
 /// gloo's all-reduce in lockstep batches, for rings past [`ALL_REDUCE_BY_RANK_MAX`]: iteration
 /// i of each loop is one batch of every rank's segment carrying the longest of them, and the
 /// all-gather loop starts once every rank's reduce-scatter is done.
-fn all_reduce_lockstep(bytes: u64, n: u32) -> Schedule {
-    let mut s = Schedule::new(Collective::AllReduce, "gloo ring", n, bytes);
+fn all_reduce_lockstep(s: &mut Schedule, bytes: u64, n: u32) {
     let (segments, seg) = ring_segments(bytes, u64::from(n));
     let per_rank = segments / u64::from(n);
     let iterations = segments - per_rank;
     let longest = |i: u64| longest_segment(bytes, per_rank, seg, i);
     let left = to_left(n);
     let (mut last_sent, last_reduced) =
-        ring_reduce_scatter(&mut s, &left, n, iterations, per_rank, longest);
+        ring_reduce_scatter(s, &left, n, iterations, per_rank, longest);
     // The all-gather loop starts once the reduce-scatter loop has waited for everything.
     let rs_done: Vec<OpId> = last_reduced.into_iter().collect();
     let mut gathered: Vec<Option<OpId>> = Vec::new();
@@ -180,19 +181,10 @@ fn all_reduce_lockstep(bytes: u64, n: u32) -> Schedule {
             gathered.push(None);
             continue;
         }
-        let op = message(
-            &mut s,
-            &left,
-            b,
-            deps,
-            last_sent,
-            Phase::AllGather,
-            i as u32,
-        );
+        let op = message(s, &left, b, deps, last_sent, Phase::AllGather, i as u32);
         gathered.push(Some(op));
         last_sent = Some(op);
     }
-    s
 }
 
 /// Most ranks whose reduce loop is played rank by rank: 3 ops per rank and iteration, about
