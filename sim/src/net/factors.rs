@@ -52,6 +52,12 @@ pub struct EfficiencyFactors {
     /// debt.
     #[serde(default)]
     pub shaper_packet_bytes: Vec<(LinkClass, f64)>,
+    /// Whether a message passes a shaper whole only if its TCP connection's congestion window
+    /// covers it, each connection's window kept as TCP grows it: see [`crate::net::flow`] on
+    /// congestion windows. A profile that measured its shapers' packets (TCP's GSO packets)
+    /// keeps them.
+    #[serde(default)]
+    pub tcp_windows: bool,
 }
 
 impl EfficiencyFactors {

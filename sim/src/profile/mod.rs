@@ -679,6 +679,7 @@ impl Profile {
                 .iter()
                 .map(|(c, b)| (*c, b.value.0 as f64))
                 .collect(),
+            tcp_windows: !self.network.shaper_packet.is_empty(),
         }
     }
 

@@ -37,9 +37,11 @@
 //! (`suite.py capture_mpi`, tcpdump at the hosts): every eager message of OpenMPI's 6-rank ring
 //! all-reduce of 256 KiB on the star left as one 43,7xx-byte packet and the connection's next
 //! one 1.83 ms later, its bytes at the rate; a ring of S steps takes S - 1 messages at the
-//! rate, not S. What is not modelled: a link carrying less than its rate refilling while busy,
-//! a bucket's bytes taking time at line rate, and how TCP cuts a message into packets when
-//! its window or pacing does not cover it (it passes whole here whenever it fits one packet).
+//! rate, not S. Where the factors keep TCP's windows (module `window`), a message passes whole
+//! only if its connection's congestion window covers it too. What is not modelled: a link
+//! carrying less than its rate refilling while busy, a bucket's bytes taking time at line
+//! rate, a message cut into a first packet of its window and the rest (one beyond its window
+//! streams), and pacing.
 
 use super::{Batch, FlowModel};
 use crate::engine::SimTime;
@@ -142,7 +144,7 @@ impl Buckets {
     pub(super) fn start<'a>(
         &mut self,
         now: SimTime,
-        flows: impl Iterator<Item = (&'a [u32], f64)> + Clone,
+        flows: impl Iterator<Item = (&'a [u32], f64, f64)> + Clone,
         passed: &[u32],
         head_bytes: &mut Vec<f64>,
     ) {
@@ -150,7 +152,7 @@ impl Buckets {
         // One-packet messages: on each link, the first starting idle and out of debt passes
         // whole (the shaper's level may go below zero).
         let mut whole = Vec::new();
-        for (path, bytes) in flows.clone() {
+        for (path, bytes, whole_max) in flows.clone() {
             let mut bucketed = path
                 .iter()
                 .map(|&l| l as usize)
@@ -158,7 +160,7 @@ impl Buckets {
                 .peekable();
             let passes = bucketed.peek().is_some()
                 && bucketed.all(|l| {
-                    bytes <= self.packet_bytes[l]
+                    bytes <= self.packet_bytes[l].min(whole_max)
                         && !self.whole_on[l]
                         && (passed.contains(&(l as u32))
                             || (self.flows_on[l] == 0
@@ -171,7 +173,7 @@ impl Buckets {
             }
             whole.push(passes);
         }
-        for (i, (path, bytes)) in flows.clone().enumerate() {
+        for (i, (path, bytes, _)) in flows.clone().enumerate() {
             for &l in path {
                 let l = l as usize;
                 if self.depth_bytes[l] > 0.0 {
@@ -204,7 +206,7 @@ impl Buckets {
             }
             self.cap_bytes[l] = cap;
         }
-        for (i, (path, bytes)) in flows.clone().enumerate() {
+        for (i, (path, bytes, _)) in flows.clone().enumerate() {
             if whole[i] {
                 head_bytes.push(bytes);
                 continue;
@@ -238,7 +240,7 @@ impl Buckets {
             self.whole_bytes[l as usize] = 0.0;
         }
         self.starting_links.clear();
-        for (path, _) in flows {
+        for (path, _, _) in flows {
             for &l in path {
                 let l = l as usize;
                 if self.depth_bytes[l] > 0.0 {
@@ -336,9 +338,15 @@ impl FlowModel {
             ..
         } = &mut self.batches[slot as usize];
         let pat = &self.patterns[*pattern as usize];
+        self.whole_max.clear();
+        for &f in live.iter() {
+            let max = self.windows.whole_max_bytes(pat.path(f as usize), now);
+            self.whole_max.push(max);
+        }
         let flows = live
             .iter()
-            .map(|&f| (pat.path(f as usize), remaining[f as usize]));
+            .zip(&self.whole_max)
+            .map(|(&f, &max)| (pat.path(f as usize), remaining[f as usize], max));
         self.buckets
             .start(now, flows, debt_passed, &mut self.head_bytes);
         let mut signature = 0u64;

@@ -51,8 +51,9 @@
 //! batches share links, `changed` flags the links a re-solve must look at, `replay` records
 //! and replays trajectories, `traffic` integrates what links carried, `burst` gives transfers
 //! that start on idle shaped links their token buckets' bytes at once (and one-packet messages
-//! all of theirs, leaving the links in debt, which a batch waits out before it starts), `push`
-//! says when a batch's bytes have all left their senders' hosts.
+//! all of theirs, leaving the links in debt, which a batch waits out before it starts), `window`
+//! keeps each TCP connection's congestion window, which a message must fit to pass whole,
+//! `push` says when a batch's bytes have all left their senders' hosts.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -64,11 +65,13 @@ mod fifo;
 mod push;
 mod replay;
 mod traffic;
+mod window;
 
 use self::burst::Buckets;
 use self::changed::ChangedLinks;
 use self::replay::{Recording, Trajectory, TrajectoryKey};
 pub(crate) use self::traffic::utilization;
+use self::window::Windows;
 use super::factors::EfficiencyFactors;
 use super::maxmin::{Problem, SplitSolver};
 use super::series::{IntervalLog, LinkSeries, SeriesOptions};
@@ -251,6 +254,11 @@ pub struct FlowModel {
     /// their bytes are queued on their first links already.
     debt_waiting: Vec<u32>,
     head_bytes: Vec<f64>,
+    /// Per connection, TCP's congestion window (module `window`): what a shaper may pass
+    /// whole. Kept where links pass one-packet messages whole.
+    windows: Windows,
+    /// Scratch: per live flow of a starting batch, the most it may pass whole.
+    whole_max: Vec<f64>,
     // Scratch for building problems.
     p_offsets: Vec<u32>,
     p_links: Vec<u32>,
@@ -292,6 +300,7 @@ impl FlowModel {
             .iter()
             .map(|l| factors.shaper_packet_bytes(l.class))
             .collect();
+        let windows = Windows::new(factors.tcp_windows);
         let buckets = Buckets::new(&burst_secs, &packet_bytes, &link_capacity_bps);
         let fifo_head_bytes: Vec<f64> = topo
             .links()
@@ -346,6 +355,8 @@ impl FlowModel {
             changed_parts_only: true,
             buckets,
             head_bytes: Vec::new(),
+            windows,
+            whole_max: Vec::new(),
             debt_waiting: Vec::new(),
             p_offsets: Vec::new(),
             p_links: Vec::new(),
@@ -788,6 +799,13 @@ impl FlowModel {
                 if self.buckets.enabled() {
                     self.buckets.finish(pat.path(f), now);
                 }
+                self.windows.sent(
+                    pat.path(f),
+                    b.bytes as f64,
+                    pat.bottleneck_bps[f],
+                    b.posted,
+                    now,
+                );
                 b.live_signature ^= flow_key(f as u32);
                 let lat = pat.latency_ps[f] as f64
                     * b.latency_factor[class_index(pat.bottleneck_class[f])];

@@ -598,6 +598,29 @@ fn a_message_of_one_packet_passes_whole_and_the_links_next_message_waits_out_its
 }
 
 #[test]
+fn with_tcp_windows_a_message_passes_whole_only_once_its_connection_has_grown_a_window_for_it() {
+    // The same 1.2 MB twice on one connection, the second once the first arrived. A new
+    // connection's window is 10 segments, so the first streams as a message beyond a packet
+    // does (the 1 MB bucket at once, 0.2 MB at the rate); slow start grows the window by what
+    // it sent, and the second passes whole (2 us after it is posted).
+    let ops = [
+        (vec![(0, 1)], 1_200_000, vec![]),
+        (vec![(0, 1)], 1_200_000, vec![0]),
+    ];
+    let factors = EfficiencyFactors {
+        tcp_windows: true,
+        ..one_packet_shapers(0.0)
+    };
+    let (ends, _) = with_shapers(factors, &ops);
+    assert!((ends[0] - (0.2e-3 + 2e-6)).abs() < 1e-9, "{ends:?}");
+    assert!((ends[1] - (ends[0] + 2e-6)).abs() < 1e-9, "{ends:?}");
+    // Without windows the first passes whole and the second waits out its debt.
+    let (plain, _) = with_shapers(one_packet_shapers(0.0), &ops);
+    assert!((plain[0] - 2e-6).abs() < 1e-9, "{plain:?}");
+    assert!(plain[1] > plain[0] + 0.15e-3, "{plain:?}");
+}
+
+#[test]
 fn a_message_larger_than_a_packet_streams_from_the_bucket_as_before() {
     let ops = [(vec![(0, 1)], 1_600_000, vec![])];
     let (ends, _) = with_shapers(one_packet_shapers(0.0), &ops);
