@@ -827,3 +827,31 @@ fn the_slow_hosts_first_block_waits_for_an_answer_queued_behind_its_successors_b
         "the slow host's first block at {slow_ms} ms"
     );
 }
+
+#[test]
+fn a_benchmark_loop_reports_the_median_of_its_timed_calls_and_refuses_none() {
+    // The star's 4-rank OpenMPI ring of 4 MiB: every call in its loop the same, so the
+    // median of five is the one call's time; said in the run's library line.
+    let ring = |calls: &str| {
+        mpi_on_star(
+            "all_reduce",
+            "4MiB",
+            &format!("algorithm = \"ring\"\ntiming = \"after_barrier\"\n{calls}"),
+        )
+    };
+    let one = ring("").unwrap();
+    let five = ring("timed_calls = 5\n").unwrap();
+    assert!(
+        five.library.contains("the median of 5 calls"),
+        "{}",
+        five.library
+    );
+    assert!(!one.library.contains("the median of"), "{}", one.library);
+    let rel = (five.time_us / one.time_us - 1.0).abs();
+    assert!(rel < 0.02, "{} against {}", five.time_us, one.time_us);
+    let e = ring("timed_calls = 0\n").unwrap_err();
+    assert!(
+        e.contains("collective.timed_calls") && e.contains("from 1 to 100"),
+        "{e}"
+    );
+}

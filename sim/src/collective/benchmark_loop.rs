@@ -23,17 +23,22 @@
 //! lets its ranks out a median 0.19 ms apart on 4 hosts (mean 1.0, 90th percentile 3.2), 1.8
 //! on 6 and 2.5 on 8.
 //!
-//! [`after_barrier`] lays the loop out as one schedule ([`BenchmarkLoop`]): the call once, the
-//! barrier once every op of it is done, each rank's exit (once every op of the barrier it waits
-//! for is done: the messages it receives, their host work, its wake-ups), then the call again
-//! once the whole barrier is done; the timed call is that last copy, and up to
-//! [`PER_RANK_ENTRY_MAX`] ranks it is timed as the harness times it
-//! ([`BenchmarkLoop::timed`]; above, from the barrier's end to the copy's last op). The
-//! ranks still start the call together, at the barrier's end: the libraries' own entry skews
-//! (OpenMPI's ring's last rank, gloo's rank 0) stand for who starts first, and played from
-//! their own exits instead (tried 2026-12-01) the OpenMPI rings' step order moved with the
-//! barrier's exit order, some 20% either way. [`timed_call`] cuts the copy's op times out of
-//! the loop's play, on the timed call's own clock (its last op ending at the harness's time).
+//! [`after_barrier`] lays the loop out as one schedule ([`BenchmarkLoop`]): the call once (the
+//! harness's warm-up), then for each timed call the barrier once every op before it is done,
+//! each rank's exit (once every op of the barrier it waits for is done: the messages it
+//! receives, their host work, its wake-ups), and the call again once the whole barrier is
+//! done. Each timed copy is timed as the harness times it up to [`PER_RANK_ENTRY_MAX`] ranks
+//! ([`BenchmarkLoop::timed`]; above, from its barrier's end to its last op), and the loop's time
+//! is their median, as the harness reports the median of its timed calls: the testbed's rows
+//! are five to twenty timed calls after one warm-up, and what a call leaves (the buckets, the
+//! TCP windows, who is late in a ring) changes from call to call, so one copy's time depends on
+//! where in that sequence it falls (docs/testbed.md, "TCP's windows decide which messages pass
+//! whole"). The ranks still start each call together, at the barrier's end: the libraries' own
+//! entry skews (OpenMPI's ring's last rank, gloo's rank 0) stand for who starts first, and
+//! played from their own exits instead (tried 2026-12-01) the OpenMPI rings' step order moved
+//! with the barrier's exit order, some 20% either way. [`timed_call`] cuts the median copy's op
+//! times out of the loop's play, on that call's own clock (its last op ending at the harness's
+//! time).
 
 use super::play::{play_watched, OpTiming, PlayError, PlayOptions, PlayOutcome, Watch};
 use super::{Endpoint, OpId, OpKind, Phase, Schedule};
@@ -50,36 +55,77 @@ pub const PER_RANK_ENTRY_MAX: u32 = 256;
 #[derive(Debug, Clone)]
 pub struct BenchmarkLoop {
     pub schedule: Schedule,
-    /// The op after which every rank has left the barrier.
+    /// The timed calls, in the order played (at least one).
+    pub copies: Vec<TimedCopy>,
+    /// Per op of a timed copy (every copy alike): the ranks whose end of the call waits for it
+    /// (a transfer's receivers; for other ops, the ranks of what it waits for). Empty above
+    /// [`PER_RANK_ENTRY_MAX`] ranks.
+    ranks_of: Vec<Vec<Endpoint>>,
+    /// How many ops the call has (each copy's).
+    call_ops: usize,
+}
+
+/// One timed call of a [`BenchmarkLoop`]: the barrier before it and where its ops start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimedCopy {
+    /// The op after which every rank has left the barrier before this call.
     pub barrier_done: OpId,
-    /// Per rank: the op after which it has left the barrier. Empty above
+    /// Per rank: the op after which it has left that barrier. Empty above
     /// [`PER_RANK_ENTRY_MAX`] ranks (all leave at `barrier_done`).
     pub exits: Vec<OpId>,
-    /// The timed copy's first op.
+    /// The copy's first op.
     pub first: usize,
-    /// Per op of the timed copy: the ranks whose end of the call waits for it (a transfer's
-    /// receivers; for other ops, the ranks of what it waits for). Empty with `exits`.
-    ranks_of: Vec<Vec<Endpoint>>,
 }
 
 impl BenchmarkLoop {
-    /// The timed call's time in `played` as the harness measures it: the longest over the
+    /// The loop's time in `played` as the harness reports it: the median over the timed calls
+    /// (the mean of the middle two for an even count) of each one's time
+    /// ([`BenchmarkLoop::copy_time`]).
+    pub fn timed(&self, played: &PlayOutcome) -> SimTime {
+        let mut times: Vec<SimTime> = (0..self.copies.len())
+            .map(|c| self.copy_time(played, c))
+            .collect();
+        times.sort_unstable();
+        let n = times.len();
+        if n == 0 {
+            return SimTime::ZERO;
+        }
+        let (lo, hi) = (times[(n - 1) / 2].as_ps(), times[n / 2].as_ps());
+        SimTime::from_ps(lo + (hi - lo) / 2)
+    }
+
+    /// The timed call whose time is the median's (the lower of the middle two for an even
+    /// count; the first of equals).
+    pub fn median_copy(&self, played: &PlayOutcome) -> usize {
+        let mut order: Vec<(SimTime, usize)> = (0..self.copies.len())
+            .map(|c| (self.copy_time(played, c), c))
+            .collect();
+        order.sort_unstable();
+        order
+            .get(order.len().saturating_sub(1) / 2)
+            .map_or(0, |&(_, c)| c)
+    }
+
+    /// Timed call `copy`'s time in `played` as the harness measures it: the longest over the
     /// ranks from its own exit of the barrier to the end of its own last op (above
     /// [`PER_RANK_ENTRY_MAX`] ranks: from the barrier's end to the call's last op).
-    pub fn timed(&self, played: &PlayOutcome) -> SimTime {
+    pub fn copy_time(&self, played: &PlayOutcome, copy: usize) -> SimTime {
         let since =
             |from: SimTime, to: SimTime| SimTime::from_ps(to.as_ps().saturating_sub(from.as_ps()));
-        if self.exits.is_empty() {
-            return since(played.ops[self.barrier_done.0 as usize].end, played.end);
+        let c = &self.copies[copy];
+        let end_of = |i: usize| played.ops[i].end;
+        if c.exits.is_empty() {
+            let last = self
+                .copy_ops(copy)
+                .map(end_of)
+                .max()
+                .unwrap_or(SimTime::ZERO);
+            return since(end_of(c.barrier_done.0 as usize), last);
         }
-        let mut ends: Vec<SimTime> = self
-            .exits
-            .iter()
-            .map(|e| played.ops[e.0 as usize].end)
-            .collect();
+        let mut ends: Vec<SimTime> = c.exits.iter().map(|e| end_of(e.0 as usize)).collect();
         let starts = ends.clone();
         for (i, ranks) in self.ranks_of.iter().enumerate() {
-            let end = played.ops[self.first + i].end;
+            let end = end_of(c.first + i);
             for &r in ranks {
                 let e = &mut ends[r as usize];
                 *e = (*e).max(end);
@@ -92,13 +138,19 @@ impl BenchmarkLoop {
             .max()
             .unwrap_or(SimTime::ZERO)
     }
+
+    /// The op indices of timed call `copy` (laid out contiguously, as many as the call has).
+    fn copy_ops(&self, copy: usize) -> std::ops::Range<usize> {
+        let first = self.copies[copy].first;
+        first..first + self.call_ops
+    }
 }
 
-/// `call`, then `barrier` once all of it is done, then `call` again once the barrier is, with
-/// each rank's exit of the barrier noted (see the module). The barrier is the communicator's:
-/// its endpoints are the call's ranks, the call's first endpoints (a parameter server's extra
-/// endpoints take no part in it).
-pub fn after_barrier(call: &Schedule, barrier: &Schedule) -> BenchmarkLoop {
+/// `call`, then `timed_calls` times (at least once): `barrier` once all before it is done, and
+/// `call` again once the barrier is, with each rank's exit of each barrier noted (see the
+/// module). The barrier is the communicator's: its endpoints are the call's ranks, the call's
+/// first endpoints (a parameter server's extra endpoints take no part in it).
+pub fn after_barrier(call: &Schedule, barrier: &Schedule, timed_calls: u32) -> BenchmarkLoop {
     let mut s = call.clone();
     let endpoints: Vec<u32> = (0..call.endpoints()).collect();
     let ranks: Vec<u32> = (0..barrier.ranks.min(call.ranks)).collect();
@@ -108,50 +160,58 @@ pub fn after_barrier(call: &Schedule, barrier: &Schedule) -> BenchmarkLoop {
         // A barrier over other ranks than the call's: none (the calls only follow each other).
         &Schedule::new(barrier.collective, "none", ranks.len() as u32, 0)
     };
-    let call_done = join(&mut s, (0..call.ops.len() as u32).map(OpId).collect());
-    let barrier_first = s.ops.len();
-    let mut barrier_ends = s.embed(barrier, &[&ranks], &[call_done], &|op| op.kind.clone());
-    if barrier_ends.is_empty() {
-        barrier_ends.push(call_done);
-    }
-    let barrier_ops = barrier_first..s.ops.len();
-    let barrier_done = join(&mut s, barrier_ends);
     let per_rank = !ranks.is_empty() && ranks.len() as u32 <= PER_RANK_ENTRY_MAX;
-    // Each rank leaves once every op of the barrier it waits for is done: the messages it
-    // receives, their host work and its wake-ups.
-    let exits: Vec<OpId> = if per_rank {
-        let mut mine: Vec<Vec<OpId>> = vec![Vec::new(); ranks.len()];
-        let of = ranks_of_ops(&s, barrier_ops.clone(), ranks.len());
-        for (i, rs) in barrier_ops.zip(&of) {
-            for &r in rs {
-                mine[r as usize].push(OpId(i as u32));
-            }
+    let mut copies = Vec::new();
+    let mut before = 0..call.ops.len();
+    for _ in 0..timed_calls.max(1) {
+        let call_done = join(&mut s, before.map(|i| OpId(i as u32)).collect());
+        let barrier_first = s.ops.len();
+        let mut barrier_ends = s.embed(barrier, &[&ranks], &[call_done], &|op| op.kind.clone());
+        if barrier_ends.is_empty() {
+            barrier_ends.push(call_done);
         }
-        mine.into_iter()
-            .map(|ops| {
-                if ops.is_empty() {
-                    barrier_done
-                } else {
-                    join(&mut s, ops)
+        let barrier_ops = barrier_first..s.ops.len();
+        let barrier_done = join(&mut s, barrier_ends);
+        // Each rank leaves once every op of the barrier it waits for is done: the messages it
+        // receives, their host work and its wake-ups.
+        let exits: Vec<OpId> = if per_rank {
+            let mut mine: Vec<Vec<OpId>> = vec![Vec::new(); ranks.len()];
+            let of = ranks_of_ops(&s, barrier_ops.clone(), ranks.len());
+            for (i, rs) in barrier_ops.zip(&of) {
+                for &r in rs {
+                    mine[r as usize].push(OpId(i as u32));
                 }
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let first = s.ops.len();
-    s.embed(call, &[&endpoints], &[barrier_done], &|op| op.kind.clone());
-    let ranks_of = if per_rank {
-        ranks_of_ops(&s, first..s.ops.len(), exits.len())
-    } else {
-        Vec::new()
+            }
+            mine.into_iter()
+                .map(|ops| {
+                    if ops.is_empty() {
+                        barrier_done
+                    } else {
+                        join(&mut s, ops)
+                    }
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let first = s.ops.len();
+        s.embed(call, &[&endpoints], &[barrier_done], &|op| op.kind.clone());
+        before = first..s.ops.len();
+        copies.push(TimedCopy {
+            barrier_done,
+            exits,
+            first,
+        });
+    }
+    let ranks_of = match copies.first() {
+        Some(c) if per_rank => ranks_of_ops(&s, c.first..c.first + call.ops.len(), ranks.len()),
+        _ => Vec::new(),
     };
     BenchmarkLoop {
         schedule: s,
-        barrier_done,
-        exits,
-        first,
+        copies,
         ranks_of,
+        call_ops: call.ops.len(),
     }
 }
 
@@ -238,41 +298,49 @@ fn common_or_first(theirs: &[&Vec<Endpoint>], first_else: bool) -> Vec<Endpoint>
     common
 }
 
-/// `call`'s loop ([`after_barrier`]) played on `net`: the loop's outcome and its layout.
+/// `call`'s loop of `timed_calls` ([`after_barrier`]) played on `net`: the loop's outcome and
+/// its layout.
 pub fn play_after_barrier(
     call: &Schedule,
     barrier: &Schedule,
+    timed_calls: u32,
     endpoints: &[DeviceId],
     net: &mut dyn NetworkModel,
     options: PlayOptions,
     watch: Watch,
 ) -> Result<(PlayOutcome, BenchmarkLoop), PlayError> {
-    let looped = after_barrier(call, barrier);
+    let looped = after_barrier(call, barrier, timed_calls);
     Ok((
         play_watched(&looped.schedule, endpoints, net, options, watch)?,
         looped,
     ))
 }
 
-/// The timed call of a loop laid out by [`after_barrier`] and played as `played`: the second
-/// copy's `call_ops` op times on the call's own clock, whose last op ends at the harness's time
-/// ([`BenchmarkLoop::timed`]): the barrier's end where every rank left it at once; where the
-/// longest clock started earlier, the ops start that much after zero. The rest (bytes per
-/// pattern, counters) is `alone`'s, the call played by itself: the loop's would count the
-/// first call and the barrier too.
+/// The timed call of a loop laid out by [`after_barrier`] and played as `played`: the median
+/// copy's op times ([`BenchmarkLoop::median_copy`]) on that call's own clock, whose last op ends
+/// at its harness time ([`BenchmarkLoop::copy_time`]): its barrier's end where every rank left
+/// it at once; where the longest clock started earlier, the ops start that much after zero.
+/// Its end is the loop's time ([`BenchmarkLoop::timed`], the copy's own but for an even count
+/// of copies, where it is the middle two's mean). The rest (bytes per pattern, counters) is
+/// `alone`'s, the call played by itself: the loop's would count every copy and the barriers.
 pub fn timed_call(
     played: &PlayOutcome,
     looped: &BenchmarkLoop,
-    call_ops: usize,
     alone: &PlayOutcome,
 ) -> PlayOutcome {
-    let time = looped.timed(played);
-    let start = SimTime::from_ps(played.end.as_ps().saturating_sub(time.as_ps()));
+    let copy = looped.median_copy(played);
+    let ops = looped.copy_ops(copy);
+    let last = played.ops[ops.clone()]
+        .iter()
+        .map(|o| o.end)
+        .max()
+        .unwrap_or(SimTime::ZERO);
+    let own = looped.copy_time(played, copy);
+    let start = SimTime::from_ps(last.as_ps().saturating_sub(own.as_ps()));
     let since = |t: SimTime| SimTime::from_ps(t.as_ps().saturating_sub(start.as_ps()));
-    let first = looped.first;
     PlayOutcome {
-        end: time,
-        ops: played.ops[first..first + call_ops]
+        end: looped.timed(played),
+        ops: played.ops[ops]
             .iter()
             .map(|o| OpTiming {
                 start: since(o.start),
@@ -338,20 +406,70 @@ mod tests {
     fn the_timed_call_waits_for_the_first_and_the_barrier() {
         let call = one_send(1000);
         let barrier = one_message_barrier();
-        let l = after_barrier(&call, &barrier);
+        let l = after_barrier(&call, &barrier, 1);
         let s = &l.schedule;
         // send, join, barrier message, join (the barrier's end), rank 0's exit (the message it
         // receives; rank 1 waits for none of the barrier's: its exit is the end), send.
         assert_eq!(s.ops.len(), 6);
         assert_eq!(s.ops[1].deps, vec![OpId(0)]);
         assert_eq!(s.ops[2].deps, vec![OpId(1)]);
-        assert_eq!(l.barrier_done, OpId(3));
+        assert_eq!(l.copies[0].barrier_done, OpId(3));
         assert_eq!(s.ops[3].deps, vec![OpId(2)]);
-        assert_eq!(l.exits, vec![OpId(4), OpId(3)]);
+        assert_eq!(l.copies[0].exits, vec![OpId(4), OpId(3)]);
         assert_eq!(s.ops[4].deps, vec![OpId(2)]);
-        assert_eq!(l.first, 5);
-        assert_eq!(s.ops[5].deps, vec![l.barrier_done]);
+        assert_eq!(l.copies[0].first, 5);
+        assert_eq!(s.ops[5].deps, vec![l.copies[0].barrier_done]);
         assert_eq!(s.total_transfer_bytes(), 2001);
+    }
+
+    #[test]
+    fn each_timed_call_follows_its_own_barrier_and_the_loop_reports_their_median() {
+        let call = one_send(1000);
+        let barrier = one_message_barrier();
+        let l = after_barrier(&call, &barrier, 3);
+        let s = &l.schedule;
+        // The warm-up's send, then per timed call: join, barrier message, its end, rank 0's
+        // exit, send.
+        assert_eq!(s.ops.len(), 1 + 3 * 5);
+        assert_eq!(l.copies.len(), 3);
+        for (k, c) in l.copies.iter().enumerate() {
+            assert_eq!(c.first, 5 + 5 * k);
+            assert_eq!(s.ops[c.first].deps, vec![c.barrier_done]);
+            // The barrier before call k + 1 waits for call k's ops (its join's deps).
+            let join = c.barrier_done.0 as usize - 2;
+            let before = if k == 0 { 0 } else { l.copies[k - 1].first };
+            assert_eq!(s.ops[join].deps, vec![OpId(before as u32)]);
+        }
+        assert_eq!(s.total_transfer_bytes(), 4 * 1000 + 3);
+        // Three calls of 5, 9 and 7 ms after their barriers: the median, 7 ms, and its copy.
+        let mut ends = Vec::new();
+        let mut t = 0.0;
+        for (c, ms) in l.copies.iter().zip([5.0, 9.0, 7.0]) {
+            t += 1.0;
+            ends.extend([(c.barrier_done, t), (c.exits[0], t)]);
+            t += ms;
+            ends.push((OpId(c.first as u32), t));
+        }
+        let out = played(&l, &ends);
+        let ms = |v: f64| SimTime::from_secs_f64(v * 1e-3);
+        assert_eq!(l.copy_time(&out, 1), ms(9.0));
+        assert_eq!(l.timed(&out), ms(7.0));
+        assert_eq!(l.median_copy(&out), 2);
+        let timed = timed_call(&out, &l, &out);
+        assert_eq!((timed.end, timed.ops[0].end), (ms(7.0), ms(7.0)));
+        // An even count: the middle two's mean, the timeline the lower one's.
+        let two = after_barrier(&call, &barrier, 2);
+        let mut ends = Vec::new();
+        let mut t = 0.0;
+        for (c, ms) in two.copies.iter().zip([4.0, 8.0]) {
+            t += 1.0;
+            ends.extend([(c.barrier_done, t), (c.exits[0], t)]);
+            t += ms;
+            ends.push((OpId(c.first as u32), t));
+        }
+        let out = played(&two, &ends);
+        let timed = timed_call(&out, &two, &out);
+        assert_eq!((timed.end, timed.ops[0].end), (ms(6.0), ms(4.0)));
     }
 
     /// `l`'s ops played at the given ends (every other op at time zero).
@@ -391,18 +509,18 @@ mod tests {
             let mut call = Schedule::new(Collective::AllReduce, "test", 2, 1000);
             let p = call.add_pattern(vec![(from, to)]);
             call.push(transfer(p), vec![], Phase::SendRecv, 0, 0);
-            let l = after_barrier(&call, &barrier);
+            let l = after_barrier(&call, &barrier, 1);
             let ends = [
                 (told, 1.0),
                 (answered, 3.0),
-                (l.barrier_done, 3.0),
-                (l.exits[0], 1.0),
-                (l.exits[1], 3.0),
-                (OpId(l.first as u32), 10.0),
+                (l.copies[0].barrier_done, 3.0),
+                (l.copies[0].exits[0], 1.0),
+                (l.copies[0].exits[1], 3.0),
+                (OpId(l.copies[0].first as u32), 10.0),
             ];
             let out = played(&l, &ends);
             // The call's message on the call's own clock, and the call's time.
-            let timed = timed_call(&out, &l, 1, &out);
+            let timed = timed_call(&out, &l, &out);
             (timed.end, timed.ops[0].end)
         };
         let ms = |v: f64| SimTime::from_secs_f64(v * 1e-3);
@@ -477,26 +595,30 @@ mod tests {
             1,
         );
         let barrier = one_message_barrier();
-        let l = after_barrier(&call, &barrier);
-        let (s, start) = (&l.schedule, l.barrier_done);
+        let l = after_barrier(&call, &barrier, 1);
+        let (s, start) = (&l.schedule, l.copies[0].barrier_done);
         let OpKind::Transfer { pattern, .. } = s.ops[start.0 as usize - 1].kind else {
             panic!("the barrier's message: {:?}", s.ops);
         };
         assert_eq!(&*s.patterns[pattern.0 as usize].pairs, &[(1, 0)]);
         assert_eq!(s.total_transfer_bytes(), 2 * 20 + 1);
-        assert_eq!(l.exits.len(), 2, "the ranks' exits, not the server's");
+        assert_eq!(
+            l.copies[0].exits.len(),
+            2,
+            "the ranks' exits, not the server's"
+        );
     }
 
     #[test]
     fn an_empty_barrier_still_orders_the_calls() {
         let call = one_send(10);
         let barrier = Schedule::new(Collective::Barrier, "test", 2, 0);
-        let l = after_barrier(&call, &barrier);
-        let (s, start) = (&l.schedule, l.barrier_done);
+        let l = after_barrier(&call, &barrier, 1);
+        let (s, start) = (&l.schedule, l.copies[0].barrier_done);
         assert_eq!(s.ops[start.0 as usize].deps, vec![OpId(1)]);
         assert_eq!(s.ops.last().unwrap().deps, vec![start]);
         assert_eq!(
-            l.exits,
+            l.copies[0].exits,
             vec![start, start],
             "every rank leaves at the barrier's end"
         );

@@ -70,6 +70,12 @@ pub struct CollectiveTable {
     /// after the same call and the library's barrier (the templates': every rank messages
     /// every other; NCCL's: torch's one-float all-reduce).
     pub timing: Option<CallTiming>,
+    /// With `timing = "after_barrier"`: how many calls the loop times after its warm-up call,
+    /// each after a barrier, the run reporting their median as a benchmark harness does (the
+    /// testbed's: five to twenty; default 1). What a call leaves (shaper buckets, TCP windows,
+    /// which rank of a ring runs late) changes from call to call, so one call's time depends
+    /// on where in the loop it falls; the median of several does less.
+    pub timed_calls: Option<u32>,
     /// Ring: number of rings (rotations 0..k of the rank order) when neither `permutations`
     /// nor `orders` is given.
     pub rings: Option<u32>,

@@ -44,6 +44,7 @@ pub mod trace;
 pub mod workload;
 
 pub use collective::*;
+pub use plays::TIMED_CALLS_MAX;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -11,6 +11,8 @@ use crate::engine::SimTime;
 use crate::net::NetworkModel;
 use crate::topology::DeviceId;
 
+use super::{Scenario, ScenarioError};
+
 /// The median of plays' ends (each play's end and index; `per_way` consecutive plays one way
 /// the call runs): each way's lower-median play stands for it, and the median of those is
 /// the time (the mean of the middle two for an even count of ways), with the index of the
@@ -37,15 +39,38 @@ fn median_low(plays: &[(SimTime, usize)]) -> (SimTime, usize) {
     sorted[(sorted.len() - 1) / 2]
 }
 
+/// The most calls a benchmark loop times (`collective.timed_calls`): each is the whole call
+/// played again, and the testbed's harness times at most twenty.
+pub const TIMED_CALLS_MAX: u32 = 100;
+
+/// The scenario's `collective.timed_calls` (default 1), checked against 1..=[`TIMED_CALLS_MAX`].
+pub(super) fn timed_calls_of(s: &Scenario, file: &str) -> Result<u32, ScenarioError> {
+    let n = s
+        .file
+        .collective
+        .as_ref()
+        .and_then(|c| c.timed_calls)
+        .unwrap_or(1);
+    if !(1..=TIMED_CALLS_MAX).contains(&n) {
+        return Err(ScenarioError::new(
+            file,
+            "collective.timed_calls",
+            format!("a count of timed calls from 1 to {TIMED_CALLS_MAX}, not {n}"),
+        ));
+    }
+    Ok(n)
+}
+
 /// Mixed into the scenario's seed for the harness barrier's wake-ups, so that barrier play k
 /// does not draw what call play k draws.
 pub(super) const BARRIER_SEED: u64 = 0x0062_6172_7269_6572; // "barrier" in ASCII
 
-/// When `schedule` ends played on `net`: alone, or with a `barrier`, as the second of two calls
-/// a barrier apart, from the barrier's end ([`benchmark_loop`]).
+/// When `schedule` ends played on `net`: alone, or with a `barrier`, as the median of
+/// `timed_calls` calls after a first, each after the barrier ([`benchmark_loop`]).
 pub(super) fn play_timed(
     schedule: &Schedule,
     barrier: Option<&Schedule>,
+    timed_calls: u32,
     endpoints: &[DeviceId],
     net: &mut dyn NetworkModel,
     options: PlayOptions,
@@ -54,8 +79,15 @@ pub(super) fn play_timed(
     let Some(barrier) = barrier else {
         return Ok(play_watched(schedule, endpoints, net, options, watch)?.end);
     };
-    let (out, looped) =
-        benchmark_loop::play_after_barrier(schedule, barrier, endpoints, net, options, watch)?;
+    let (out, looped) = benchmark_loop::play_after_barrier(
+        schedule,
+        barrier,
+        timed_calls,
+        endpoints,
+        net,
+        options,
+        watch,
+    )?;
     Ok(looped.timed(&out))
 }
 

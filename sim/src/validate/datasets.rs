@@ -11,10 +11,35 @@ use super::{
 };
 use crate::workload::catalog::TransformerConfig;
 
+/// How many calls one launch of a testbed row timed after its warm-up: its command's
+/// `--repeats`, else its pooled `repeats` over its launches (`launch_medians_secs`); none where
+/// neither says (the scenario's default, one).
+fn timed_calls(row: &Row) -> Option<u32> {
+    let command = row.get("command").map(String::as_str).unwrap_or("");
+    let mut words = command.split_whitespace();
+    let from_command = std::iter::from_fn(|| words.next())
+        .collect::<Vec<_>>()
+        .windows(2)
+        .find(|w| w[0] == "--repeats")
+        .and_then(|w| w[1].parse::<u32>().ok());
+    let launches = row
+        .get("launch_medians_secs")
+        .map(|l| l.split(';').filter(|x| !x.trim().is_empty()).count() as u32)
+        .unwrap_or(0);
+    let pooled = row
+        .get("repeats")
+        .and_then(|r| r.trim().parse::<u32>().ok());
+    from_command
+        .or_else(|| pooled.filter(|_| launches > 0).map(|p| p / launches))
+        .filter(|&n| n >= 1)
+        .map(|n| n.min(crate::scenario::TIMED_CALLS_MAX))
+}
+
 /// A testbed row (a collective or a training step) replayed as the scenario its columns
 /// describe, then `extra` overrides; an OpenMPI collective's run also gives its exchange
 /// modes' bounds. A collective is timed as the harness times it, after the same call and a
-/// barrier (`collective.timing`).
+/// barrier (`collective.timing`), the median of as many calls as each launch timed
+/// ([`timed_calls`]).
 pub(super) fn testbed_row(row: &Row, root: &Path, extra: &[String]) -> Replayed {
     let sim_set = row.get("sim_set").map(String::as_str).unwrap_or("");
     let method = row.get("method").cloned().unwrap_or_default();
@@ -33,8 +58,12 @@ pub(super) fn testbed_row(row: &Row, root: &Path, extra: &[String]) -> Replayed 
     let kind = row.get("kind").map(String::as_str).unwrap_or("collective");
     let workload = kind == "training";
     if !workload {
-        // The harness times each call after the previous one and a barrier (`tb.timed`).
+        // The harness times each call after the previous one and a barrier (`tb.timed`), and
+        // a launch reports the median of its timed calls.
         set.push("collective.timing=after_barrier".into());
+        if let Some(n) = timed_calls(row) {
+            set.push(format!("collective.timed_calls={n}"));
+        }
     }
     set.extend(
         sim_set
@@ -403,4 +432,38 @@ pub(super) fn tf_cnn_row(row: &Row, root: &Path) -> Replayed {
         measured,
         sim,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(fields: &[(&str, &str)]) -> Row {
+        fields
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_row_is_timed_over_as_many_calls_as_each_of_its_launches_timed() {
+        // The command says it: ten timed calls per launch, fifty pooled over five launches.
+        let r = row(&[
+            ("command", "python3 gloo_collectives.py --method allreduce --repeats 10 --bytes 262144  (x5 launches)"),
+            ("repeats", "50"),
+            ("launch_medians_secs", "0.1;0.1;0.1;0.1;0.1"),
+        ]);
+        assert_eq!(timed_calls(&r), Some(10));
+        // Without it in the command: the pooled count over the launches.
+        let r = row(&[
+            ("repeats", "25"),
+            ("launch_medians_secs", "0.1;0.1;0.1;0.1;0.1"),
+        ]);
+        assert_eq!(timed_calls(&r), Some(5));
+        // Neither: the scenario's default.
+        assert_eq!(timed_calls(&row(&[("repeats", "25")])), None);
+        // A count past the loop's limit is held to it.
+        let r = row(&[("command", "x.py --repeats 5000")]);
+        assert_eq!(timed_calls(&r), Some(crate::scenario::TIMED_CALLS_MAX));
+    }
 }

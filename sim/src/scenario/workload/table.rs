@@ -235,6 +235,7 @@ impl WorkloadTable {
             tuner_config: a.tuner_config.clone(),
             exchanges: a.exchanges.clone(),
             timing: None,
+            timed_calls: None,
             rings: a.rings,
             permutations: a.permutations.clone(),
             orders: a.orders.clone(),
