@@ -849,6 +849,27 @@ fn a_benchmark_loop_reports_the_median_of_its_timed_calls_and_refuses_none() {
     assert!(!one.library.contains("the median of"), "{}", one.library);
     let rel = (five.time_us / one.time_us - 1.0).abs();
     assert!(rel < 0.02, "{} against {}", five.time_us, one.time_us);
+    // 1 MiB: the calls differ in the loop (the buckets each leaves the next); the line says
+    // the fastest and the slowest, and the median lies between them.
+    let mib = mpi_on_star(
+        "all_reduce",
+        "1MiB",
+        "algorithm = \"ring\"\ntiming = \"after_barrier\"\ntimed_calls = 4\n",
+    )
+    .unwrap();
+    let span = mib
+        .library
+        .split("the median of 4 calls (")
+        .nth(1)
+        .and_then(|rest| rest.split(" ms)").next())
+        .unwrap_or_else(|| panic!("no span of calls in {}", mib.library));
+    let ms: Vec<f64> = span.split(" to ").filter_map(|x| x.parse().ok()).collect();
+    assert_eq!(ms.len(), 2, "{span}");
+    let median_ms = mib.time_us / 1e3;
+    assert!(
+        ms[0] <= median_ms + 1e-3 && median_ms <= ms[1] + 1e-3,
+        "{median_ms} ms outside {span}"
+    );
     let e = ring("timed_calls = 0\n").unwrap_err();
     assert!(
         e.contains("collective.timed_calls") && e.contains("from 1 to 100"),

@@ -578,6 +578,8 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
     // Timed in its loop: the report's times and timeline are the timed call's; the traffic
     // and the link series stay the call's alone (the loop's would count the call twice).
     let mut alone_end: Option<SimTime> = None;
+    // The fastest and slowest of the timed calls (several timed calls only).
+    let mut calls_span: Option<(SimTime, SimTime)> = None;
     if let Some(barrier) = barrier_of(median_index).filter(|_| !watch.estimate_only) {
         alone_end = Some(outcome.end);
         // The call in its loop (the median play's, where there are several): its timeline.
@@ -592,6 +594,11 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
             limits(),
         )
         .map_err(play_error)?;
+        let times = (0..looped.copies.len()).map(|c| looped.copy_time(&played, c));
+        calls_span = times.fold(None, |span, t| match span {
+            None => Some((t, t)),
+            Some((lo, hi)) => Some((t.min(lo), t.max(hi))),
+        });
         outcome = benchmark_loop::timed_call(&played, &looped, &outcome);
     }
     // One mode at a time.
@@ -654,10 +661,13 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
         None => "ideal (dtsim's templates as configured)".into(),
     };
     if let Some(alone) = alone_end {
-        let calls = if timed_calls > 1 {
-            format!("the median of {timed_calls} calls, each ")
-        } else {
-            String::new()
+        let calls = match calls_span {
+            Some((fastest, slowest)) if timed_calls > 1 => format!(
+                "the median of {timed_calls} calls ({:.3} to {:.3} ms), each ",
+                fastest.as_secs_f64() * 1e3,
+                slowest.as_secs_f64() * 1e3
+            ),
+            _ => String::new(),
         };
         report.summary.library.push_str(&format!(
             "; timed as a benchmark loop times it, {calls}after the same call and the \
