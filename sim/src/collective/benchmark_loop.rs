@@ -28,16 +28,16 @@
 //! each rank's exit (once every op of the barrier it waits for is done: the messages it
 //! receives, their host work, its wake-ups), and the call again once the whole barrier is
 //! done. Each timed copy is timed as the harness times it up to [`PER_RANK_ENTRY_MAX`] ranks
-//! ([`BenchmarkLoop::timed`]; above, from its barrier's end to its last op), and the loop's time
-//! is their median, as the harness reports the median of its timed calls: the testbed's rows
-//! are five to twenty timed calls after one warm-up, and what a call leaves (the buckets, the
-//! TCP windows, who is late in a ring) changes from call to call, so one copy's time depends on
-//! where in that sequence it falls (docs/testbed.md, "TCP's windows decide which messages pass
-//! whole"). The ranks still start each call together, at the barrier's end: the libraries' own
-//! entry skews (OpenMPI's ring's last rank, gloo's rank 0) stand for who starts first, and
-//! played from their own exits instead (tried 2026-12-01) the OpenMPI rings' step order moved
-//! with the barrier's exit order, some 20% either way. [`timed_call`] cuts the median copy's op
-//! times out of the loop's play, on that call's own clock (its last op ending at the harness's
+//! ([`BenchmarkLoop::copy_time`]; above, from its barrier's end to its last op), and the
+//! loop's time is their median, as the harness reports the median of its timed calls: the
+//! testbed's rows are five to twenty timed calls after one warm-up, and what a call leaves (the
+//! buckets, the TCP windows, who is late in a ring) changes from call to call, so one copy's
+//! time depends on where in that sequence it falls (docs/testbed.md, "TCP's windows decide
+//! which messages pass whole"). The ranks still start each call together, at the barrier's end: the
+//! libraries' own entry skews (OpenMPI's ring's last rank, gloo's rank 0) stand for who starts
+//! first, and played from their own exits instead (tried 2026-12-01) the OpenMPI rings' step order
+//! moved with the barrier's exit order, some 20% either way. [`timed_call`] cuts the median copy's
+//! op times out of the loop's play, on that call's own clock (its last op ending at the harness's
 //! time).
 
 use super::play::{play_watched, OpTiming, PlayError, PlayOptions, PlayOutcome, Watch};
@@ -46,8 +46,8 @@ use crate::engine::SimTime;
 use crate::net::NetworkModel;
 use crate::topology::DeviceId;
 
-/// Most ranks whose timed call is timed per rank ([`BenchmarkLoop::timed`]): the ranks each of
-/// the call's ops delivers to are kept, a few per op rank by rank but every rank for each op
+/// Most ranks whose timed call is timed per rank ([`BenchmarkLoop::copy_time`]): the ranks each
+/// of the call's ops delivers to are kept, a few per op rank by rank but every rank for each op
 /// of a lockstep batch.
 pub const PER_RANK_ENTRY_MAX: u32 = 256;
 
@@ -78,32 +78,24 @@ pub struct TimedCopy {
 }
 
 impl BenchmarkLoop {
-    /// The loop's time in `played` as the harness reports it: the median over the timed calls
-    /// (the mean of the middle two for an even count) of each one's time
-    /// ([`BenchmarkLoop::copy_time`]).
-    pub fn timed(&self, played: &PlayOutcome) -> SimTime {
-        let mut times: Vec<SimTime> = (0..self.copies.len())
+    /// Each timed call's time in `played`, in the order played ([`BenchmarkLoop::copy_time`]).
+    pub fn copy_times(&self, played: &PlayOutcome) -> Vec<SimTime> {
+        (0..self.copies.len())
             .map(|c| self.copy_time(played, c))
-            .collect();
-        times.sort_unstable();
-        let n = times.len();
-        if n == 0 {
-            return SimTime::ZERO;
-        }
-        let (lo, hi) = (times[(n - 1) / 2].as_ps(), times[n / 2].as_ps());
-        SimTime::from_ps(lo + (hi - lo) / 2)
+            .collect()
     }
 
-    /// The timed call whose time is the median's (the lower of the middle two for an even
-    /// count; the first of equals).
-    pub fn median_copy(&self, played: &PlayOutcome) -> usize {
-        let mut order: Vec<(SimTime, usize)> = (0..self.copies.len())
-            .map(|c| (self.copy_time(played, c), c))
+    /// The loop's time in `played` as the harness reports it, the median over the timed calls
+    /// of each one's time (the mean of the middle two for an even count), and the timed call
+    /// whose time is the median's (the lower of the middle two; the first of equals).
+    pub fn median(&self, played: &PlayOutcome) -> (SimTime, usize) {
+        let indexed: Vec<(SimTime, usize)> = self
+            .copy_times(played)
+            .into_iter()
+            .enumerate()
+            .map(|(c, t)| (t, c))
             .collect();
-        order.sort_unstable();
-        order
-            .get(order.len().saturating_sub(1) / 2)
-            .map_or(0, |&(_, c)| c)
+        crate::stats::median_time(&indexed)
     }
 
     /// Timed call `copy`'s time in `played` as the harness measures it: the longest over the
@@ -317,18 +309,18 @@ pub fn play_after_barrier(
 }
 
 /// The timed call of a loop laid out by [`after_barrier`] and played as `played`: the median
-/// copy's op times ([`BenchmarkLoop::median_copy`]) on that call's own clock, whose last op ends
+/// copy's op times ([`BenchmarkLoop::median`]) on that call's own clock, whose last op ends
 /// at its harness time ([`BenchmarkLoop::copy_time`]): its barrier's end where every rank left
 /// it at once; where the longest clock started earlier, the ops start that much after zero.
-/// Its end is the loop's time ([`BenchmarkLoop::timed`], the copy's own but for an even count
-/// of copies, where it is the middle two's mean). The rest (bytes per pattern, counters) is
+/// Its end is the loop's time (the copy's own but for an even count of copies, where it is the
+/// middle two's mean). The rest (bytes per pattern, counters) is
 /// `alone`'s, the call played by itself: the loop's would count every copy and the barriers.
 pub fn timed_call(
     played: &PlayOutcome,
     looped: &BenchmarkLoop,
     alone: &PlayOutcome,
 ) -> PlayOutcome {
-    let copy = looped.median_copy(played);
+    let (time, copy) = looped.median(played);
     let ops = looped.copy_ops(copy);
     let last = played.ops[ops.clone()]
         .iter()
@@ -339,7 +331,7 @@ pub fn timed_call(
     let start = SimTime::from_ps(last.as_ps().saturating_sub(own.as_ps()));
     let since = |t: SimTime| SimTime::from_ps(t.as_ps().saturating_sub(start.as_ps()));
     PlayOutcome {
-        end: looped.timed(played),
+        end: time,
         ops: played.ops[ops]
             .iter()
             .map(|o| OpTiming {
@@ -453,8 +445,7 @@ mod tests {
         let out = played(&l, &ends);
         let ms = |v: f64| SimTime::from_secs_f64(v * 1e-3);
         assert_eq!(l.copy_time(&out, 1), ms(9.0));
-        assert_eq!(l.timed(&out), ms(7.0));
-        assert_eq!(l.median_copy(&out), 2);
+        assert_eq!(l.median(&out), (ms(7.0), 2));
         let timed = timed_call(&out, &l, &out);
         assert_eq!((timed.end, timed.ops[0].end), (ms(7.0), ms(7.0)));
         // An even count: the middle two's mean, the timeline the lower one's.

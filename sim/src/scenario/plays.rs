@@ -24,11 +24,8 @@ pub(super) fn median_play(ends: &[(SimTime, usize)], per_way: usize) -> (SimTime
     } else {
         1
     };
-    let mut ways: Vec<(SimTime, usize)> = ends.chunks(per_way).map(median_low).collect();
-    ways.sort();
-    let w = ways.len();
-    let (lo, hi) = (ways[(w - 1) / 2], ways[w / 2]);
-    (SimTime::from_ps((lo.0.as_ps() + hi.0.as_ps()) / 2), lo.1)
+    let ways: Vec<(SimTime, usize)> = ends.chunks(per_way).map(median_low).collect();
+    crate::stats::median_time(&ways)
 }
 
 /// The lower median of some plays' ends (a play's end and index): the middle one for an odd
@@ -88,7 +85,7 @@ pub(super) fn play_timed(
         options,
         watch,
     )?;
-    Ok(looped.timed(&out))
+    Ok(looped.median(&out).0)
 }
 
 #[cfg(test)]

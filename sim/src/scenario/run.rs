@@ -594,11 +594,12 @@ pub fn run_prepared(s: &Scenario, prep: Prepared, watch: Watch) -> Result<RunRep
             limits(),
         )
         .map_err(play_error)?;
-        let times = (0..looped.copies.len()).map(|c| looped.copy_time(&played, c));
-        calls_span = times.fold(None, |span, t| match span {
-            None => Some((t, t)),
-            Some((lo, hi)) => Some((t.min(lo), t.max(hi))),
-        });
+        let times = looped.copy_times(&played);
+        calls_span = times
+            .iter()
+            .min()
+            .zip(times.iter().max())
+            .map(|(&lo, &hi)| (lo, hi));
         outcome = benchmark_loop::timed_call(&played, &looped, &outcome);
     }
     // One mode at a time.

@@ -16,8 +16,8 @@ use crate::workload::catalog::TransformerConfig;
 /// neither says (the scenario's default, one).
 fn timed_calls(row: &Row) -> Option<u32> {
     let command = row.get("command").map(String::as_str).unwrap_or("");
-    let mut words = command.split_whitespace();
-    let from_command = std::iter::from_fn(|| words.next())
+    let from_command = command
+        .split_whitespace()
         .collect::<Vec<_>>()
         .windows(2)
         .find(|w| w[0] == "--repeats")
