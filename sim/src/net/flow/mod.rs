@@ -53,7 +53,6 @@
 //! that start on idle shaped links their token buckets' bytes at once (and one-packet messages
 //! all of theirs, leaving the links in debt, which a batch waits out before it starts), `window`
 //! keeps each TCP connection's congestion window, which a message must fit to pass whole,
-//! `slow_start` says how long a connection restarted after idle takes to open it again,
 //! `push` says when a batch's bytes have all left their senders' hosts.
 
 use std::collections::BTreeMap;
@@ -65,7 +64,6 @@ mod component;
 mod fifo;
 mod push;
 mod replay;
-mod slow_start;
 mod traffic;
 mod window;
 
@@ -101,11 +99,6 @@ struct RoutedPattern {
     /// Per link class, the longest path latency of the flows whose bottleneck is of that
     /// class (`None`: no such flow): when every flow ends at once, the batch's delivery.
     max_latency_ps: [Option<u64>; LinkClass::ALL.len()],
-    /// Where TCP windows are kept (module `slow_start`): flow f's acknowledgements cross
-    /// `ack_links[ack_offsets[f]..ack_offsets[f+1]]` (its destination's route back); empty
-    /// otherwise.
-    ack_offsets: Vec<u32>,
-    ack_links: Vec<u32>,
 }
 
 impl RoutedPattern {
@@ -114,13 +107,6 @@ impl RoutedPattern {
     }
     fn path(&self, f: usize) -> &[u32] {
         &self.links[self.offsets[f] as usize..self.offsets[f + 1] as usize]
-    }
-    /// The links flow f's acknowledgements cross (empty where they are not kept).
-    fn ack_path(&self, f: usize) -> &[u32] {
-        if self.ack_offsets.is_empty() {
-            return &[];
-        }
-        &self.ack_links[self.ack_offsets[f] as usize..self.ack_offsets[f + 1] as usize]
     }
 }
 
@@ -206,8 +192,6 @@ struct Batch {
     /// Shaped links the batch has already passed while it waits for a debt further along its
     /// paths (module `burst`): a debt left there later, by a message behind it, is not its.
     debt_passed: Vec<u32>,
-    /// Whether its connections' slow start was waited out (module `slow_start`).
-    slow_start_waited: bool,
     /// Segments so far while the batch has run alone since its start.
     recording: Option<Recording>,
     /// Set while the batch replays a recorded trajectory (per-flow state not maintained).
@@ -524,15 +508,6 @@ impl FlowModel {
                 return;
             }
             self.debt_waiting.retain(|&s| s != slot);
-        }
-        if self.windows.enabled() && !self.batches[slot as usize].slow_start_waited {
-            self.batches[slot as usize].slow_start_waited = true;
-            let wait = self.slow_start_wait(pattern as usize, bytes, now);
-            if wait > SimTime::ZERO {
-                let generation = self.batches[slot as usize].generation;
-                let _ = ctx.schedule(now + wait, NetEvent::Start { slot, generation });
-                return;
-            }
         }
         let b = &mut self.batches[slot as usize];
         b.last_update = now;
@@ -976,15 +951,6 @@ impl NetworkModel for FlowModel {
             bottleneck_class.push(class);
             full_signature ^= flow_key(f as u32);
         }
-        let mut ack_offsets = Vec::new();
-        let mut ack_links = Vec::new();
-        if self.windows.enabled() {
-            ack_offsets.push(0u32);
-            for &(src, dst) in pairs {
-                ack_links.extend(self.router.path(&self.topo, dst, src)?.iter().map(|l| l.0));
-                ack_offsets.push(ack_links.len() as u32);
-            }
-        }
         let mut link_set = links.clone();
         link_set.sort_unstable();
         link_set.dedup();
@@ -1013,8 +979,6 @@ impl NetworkModel for FlowModel {
             link_pos,
             full_signature,
             max_latency_ps,
-            ack_offsets,
-            ack_links,
         });
         Ok(NetPatternId(self.patterns.len() as u32 - 1))
     }
@@ -1076,7 +1040,6 @@ impl NetworkModel for FlowModel {
         b.posted = now;
         b.first_wait = SimTime::ZERO;
         b.debt_passed.clear();
-        b.slow_start_waited = false;
         b.recording = None;
         b.replay = None;
         b.mark = false;

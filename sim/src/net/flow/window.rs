@@ -31,9 +31,8 @@
 //! median timed call follows three; docs/testbed.md, "TCP's windows decide which messages
 //! pass whole").
 //!
-//! A connection restarted after idle also costs the time its window takes to double up to its
-//! share's round trip (module `slow_start`). Not modelled: the window as a limit on a flow's
-//! rate otherwise (the fluid flows run at their max-min rates whatever their windows), losses, CUBIC's growth curve, HyStart's ACK-train test, and
+//! Not modelled: the window as a limit on a flow's rate (the fluid flows run at their max-min
+//! rates whatever their windows), losses, CUBIC's growth curve, HyStart's ACK-train test, and
 //! the spread of exit windows between connections.
 
 use std::collections::HashMap;
@@ -76,8 +75,6 @@ struct Window {
     slow_start: bool,
     /// When its last message's bytes were sent.
     last_sent: SimTime,
-    /// Restarted (new or after idle) and not grown since.
-    restarted: bool,
 }
 
 /// Every connection's window, keyed by its path's first and last link.
@@ -100,20 +97,6 @@ impl Windows {
         }
     }
 
-    /// Whether windows are kept.
-    pub(super) fn enabled(&self) -> bool {
-        self.enabled
-    }
-
-    /// Whether `path`'s connection is in slow start from a restart (new, or idle for longer
-    /// than [`RTO_MIN`]) and has sent no message since that grew its window (false where
-    /// windows are not kept). Call [`Self::whole_max_bytes`] first: it applies the restart.
-    pub(super) fn restarted(&self, path: &[u32]) -> bool {
-        key(path)
-            .and_then(|k| self.by_connection.get(&k))
-            .is_some_and(|w| w.restarted)
-    }
-
     /// The most a message over `path` starting at `now` may pass whole: its connection's
     /// window after any idle restart (unbounded where windows are not kept).
     pub(super) fn whole_max_bytes(&mut self, path: &[u32], now: SimTime) -> f64 {
@@ -128,7 +111,6 @@ impl Windows {
             bytes: initial,
             slow_start: true,
             last_sent: now,
-            restarted: false,
         });
         let idle = now.saturating_sub(w.last_sent);
         if idle > RTO_MIN {
@@ -136,7 +118,6 @@ impl Windows {
             let restart = initial.min(w.bytes);
             w.bytes = (w.bytes / 2f64.powi(rtos)).max(restart);
             w.last_sent = now;
-            w.restarted = true;
         }
         w.bytes
     }
@@ -162,7 +143,6 @@ impl Windows {
         if bytes < w.bytes / 2.0 {
             return;
         }
-        w.restarted = false;
         if w.slow_start {
             let at_rate = SimTime::from_secs_f64(bytes * 8.0 / bottleneck_bps);
             let delayed = now.saturating_sub(posted).saturating_sub(at_rate);
@@ -234,28 +214,6 @@ mod tests {
         assert_eq!(w.whole_max_bytes(&PATH, ms(465.0)), 50_000.0);
         // Idle a second more: never below the initial window.
         assert_eq!(w.whole_max_bytes(&PATH, ms(1_465.0)), 14_480.0);
-    }
-
-    #[test]
-    fn a_connection_is_restarted_after_idle_until_a_message_grows_its_window() {
-        let mut w = Windows::new(true);
-        // New: what the harness's connections were before its timed calls, not a restart.
-        w.whole_max_bytes(&PATH, ms(0.0));
-        assert!(!w.restarted(&PATH));
-        w.sent(&PATH, 100_000.0, 100e6, ms(0.0), ms(8.5));
-        // Idle 300 ms: restarted, and a 40-byte request on it does not end that.
-        w.whole_max_bytes(&PATH, ms(308.5));
-        assert!(w.restarted(&PATH));
-        w.sent(&PATH, 40.0, 100e6, ms(308.5), ms(308.6));
-        w.whole_max_bytes(&PATH, ms(310.0));
-        assert!(w.restarted(&PATH));
-        // The data that follows grows the window: no longer restarted.
-        w.sent(&PATH, 500_000.0, 100e6, ms(310.0), ms(360.0));
-        w.whole_max_bytes(&PATH, ms(361.0));
-        assert!(!w.restarted(&PATH));
-        // Below `RTO_MIN` of idle nothing restarts.
-        w.whole_max_bytes(&PATH, ms(540.0));
-        assert!(!w.restarted(&PATH));
     }
 
     #[test]

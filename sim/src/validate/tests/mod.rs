@@ -317,7 +317,7 @@ fn star_rows(
 fn openmpi_rows_give_the_bounds_of_their_exchange_modes() {
     // A 16 MiB all_gather by recursive doubling on the testbed's star: both ways at once its
     // exchanges move 12 MiB one way (~0.53 s at the star's measured rate), one way after the
-    // other nearly twice that (less the slow starts after idle, which both modes pay alike); the median call, slow from its first step (two pairs entering
+    // other nearly twice that; the median call, slow from its first step (two pairs entering
     // run slow 181 times in 320), is the slow bound within 1% (the bound sends every lower
     // rank's data first, the median way as its coins fall: on the star that moves only the
     // shapers' buckets). A ring exchanges with no partner: no modes.
@@ -337,7 +337,7 @@ fn openmpi_rows_give_the_bounds_of_their_exchange_modes() {
     assert!(both < median, "{both} {median}");
     assert!((median - serial).abs() < 0.01 * serial, "{median} {serial}");
     assert!((0.5..0.6).contains(&both), "{both}");
-    assert!(serial > 1.85 * both, "{serial} vs {both}");
+    assert!(serial > 1.9 * both, "{serial} vs {both}");
     assert_eq!(r.predictions[1].exchange_modes_secs, None);
     assert!(r.to_string().contains("exchange modes"), "{r}");
 }

@@ -190,8 +190,7 @@ impl FlowModel {
                 if self.fifo_head_bytes[l] > 0.0 {
                     let at = posted + first_wait + SimTime::from_secs_f64(w);
                     let since = |b: &super::Batch| b.started > posted && b.started <= at;
-                    w += self.forwarded_queue_bytes_of(l, path, now, at, since, f64::INFINITY)
-                        * 8.0
+                    w += self.forwarded_queue_bytes_of(l, path, now, at, since) * 8.0
                         / self.link_capacity_bps[l];
                 }
             }
@@ -202,7 +201,7 @@ impl FlowModel {
 
     /// The flows crossing `link` in batches posted before `now` that send (solved, flows
     /// ready): each as (batch slot, batch, its path, flow position, rate in bits/s).
-    pub(super) fn sending_on(
+    fn sending_on(
         &self,
         link: usize,
         now: SimTime,
@@ -294,7 +293,7 @@ impl FlowModel {
     /// Bytes the connections sending on `link` (flows that enter their path there, in batches
     /// posted before `now`) keep queued in its FIFO egress queue: `min(bytes left, H)` each,
     /// those of batches waiting there for a shaper's debt to be paid (module `burst`) included.
-    pub(super) fn standing_queue_bytes(&self, link: usize, now: SimTime) -> f64 {
+    fn standing_queue_bytes(&self, link: usize, now: SimTime) -> f64 {
         let head = self.fifo_head_bytes[link];
         let sending: f64 = self
             .sending_on(link, now)
@@ -325,25 +324,18 @@ impl FlowModel {
     /// flows that reach it as their slowest link behind a faster one, other than those on the
     /// path `own` (see "Sends posted behind a forwarded queue"). Upstream is the slowest
     /// capacity before the link, not the flow's share of it.
-    pub(super) fn forwarded_queue_bytes(
-        &self,
-        link: usize,
-        own: &[u32],
-        now: SimTime,
-        at: SimTime,
-    ) -> f64 {
-        self.forwarded_queue_bytes_of(link, own, now, at, |_| true, f64::INFINITY)
+    fn forwarded_queue_bytes(&self, link: usize, own: &[u32], now: SimTime, at: SimTime) -> f64 {
+        self.forwarded_queue_bytes_of(link, own, now, at, |_| true)
     }
 
     /// [`Self::forwarded_queue_bytes`] of the batches `counted` selects.
-    pub(super) fn forwarded_queue_bytes_of(
+    fn forwarded_queue_bytes_of(
         &self,
         link: usize,
         own: &[u32],
         now: SimTime,
         at: SimTime,
         counted: impl Fn(&super::Batch) -> bool,
-        most_each: f64,
     ) -> f64 {
         let cap = self.link_capacity_bps[link];
         let slowest = |links: &[u32]| {
@@ -365,7 +357,7 @@ impl FlowModel {
             let left = bytes_left_at(b, f, rate, at);
             let sent_secs = (at - b.started).as_secs_f64().max(0.0);
             let ahead = (upstream - rate).max(0.0) / 8.0 * sent_secs;
-            queued += left.min(ahead).min(most_each).max(0.0);
+            queued += left.min(ahead).max(0.0);
         }
         queued
     }
