@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Records the testbed datasets in data/runs/ and the testbed profiles in data/profiles/ (root).
 # Usage: testbed/collect.sh [link|collectives|mpi|training|trace|heldout|slow_host|three_leaf_200|
-#   two_leaf_200|two_leaf_mixed|star3|star7|star5_10|captures|barrier|rerecord|rerecord_mixed|all]
+#   two_leaf_200|two_leaf_mixed|star3|star7|star5_10|captures|barrier|rerecord|rerecord_mixed|
+#   rerecord_three_leaf|rerecord_two_level|all]
 # (default all)
 # The link profiles come from `calibrate import iperf3` on the testbed's own iperf3 --json and
 # ping-pong logs (suite.py link; logs in data/runs/calibration/). The host0-host1 path is two
@@ -851,6 +852,47 @@ if [[ $what == rerecord_mixed ]]; then
     --bytes 262144 1048576 4194304
   $PY testbed/workloads/rerecord.py merge $RR/mpi.csv $RR/gloo.csv \
     --out data/runs/calibration/testbed_two_leaf_mixed.rerecorded_$(date -u +%Y-%m-%d).csv
+  rm -rf "$RR"
+fi
+# The three leaves' (100 Mbit/s uplinks) scored rows recorded a second time (2026-12-03): every
+# row of the three datasets that hold them, as each was recorded (gloo's four collectives five
+# launches of 10, OpenMPI's five launches of 5), merged beside the recorded medians.
+if [[ $what == rerecord_three_leaf ]]; then
+  RR=$(mktemp -d)
+  MP_LEAF3=data/profiles/testbed_three_leaf_100mbit_uplinks.json
+  for spec in "bcast 0,6" "allgather 0,4" "reduce_scatter 0,2"; do
+    set -- $spec
+    $TB run --prefix mp $LEAF3 -- $PY $S mpi --op $1 --out $RR/mpi.csv --profile $MP_LEAF3 \
+      --algorithms $2 --repeats 5 --launches 5 --bytes 262144 1048576 4194304
+  done
+  for spec in "allgather 4,2" "reduce_scatter 0"; do
+    set -- $spec
+    $TB run --prefix mp $LEAF3 -- $PY $S mpi --op $1 --out $RR/mpi.csv --profile $MP_LEAF3 \
+      --algorithms $2 --repeats 5 --launches 5 --bytes 524280 2097144
+  done
+  $TB run $LEAF3 -- $PY $S collectives --out $RR/gloo.csv --profile $MP_LEAF3 \
+    --methods allreduce,broadcast,allgather,reduce --repeats 10 --launches 5 \
+    --bytes 262144 1048576 4194304 16777216
+  $PY testbed/workloads/rerecord.py merge $RR/mpi.csv $RR/gloo.csv \
+    --out data/runs/calibration/testbed_three_leaf_100mbit_uplinks.rerecorded_$(date -u +%Y-%m-%d).csv
+  rm -rf "$RR"
+fi
+# The OpenMPI rows of the 2:1 leaves and of their 1:1 what-if recorded a second time
+# (2026-12-03), as recorded (the rules' and the ring all-reduce and all_gather, five launches of
+# 5, both naming the 2:1 profile), merged beside the recorded medians: what a what-if's two
+# sides move by between recordings.
+if [[ $what == rerecord_two_level ]]; then
+  RR=$(mktemp -d)
+  for t in $TWO testbed/topologies/two_level_1to1.toml; do
+    for op_algs in "allreduce 0,4" "allgather 0,4"; do
+      set -- $op_algs
+      $TB run --prefix mp $t -- $PY $S mpi --op $1 --out $RR/mpi.csv \
+        --profile data/profiles/testbed_two_level_2to1.json --algorithms $2 \
+        --bytes 262144 1048576 4194304 --repeats 5 --launches 5
+    done
+  done
+  $PY testbed/workloads/rerecord.py merge $RR/mpi.csv \
+    --out data/runs/calibration/testbed_two_level.rerecorded_$(date -u +%Y-%m-%d).csv
   rm -rf "$RR"
 fi
 if [[ $what == all || $what == training ]]; then

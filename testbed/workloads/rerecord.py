@@ -13,6 +13,12 @@ Usage:
       of the recorded ones, for `dtsim validate DIR/*.csv`: which groups a second recording
       moves across the bar with the model unchanged (docs/testbed.md, "How reproducible a
       recorded row is"). The scored datasets are not touched.
+  rerecord.py pool OUT.csv [OUT.csv ...] --dir DIR
+      The same copies with each re-recorded row measured by both recordings together: its
+      median the mean of the recordings' medians, its min and max theirs, its launch medians
+      all of theirs (where both have them), its repetitions summed: what `dtsim validate`
+      scores when a row's one recording is not taken as its truth (docs/testbed.md, "Three
+      leaves and the 2:1 what-if recorded a second time").
 """
 import argparse
 import csv
@@ -88,26 +94,47 @@ def merge(new_paths, out_path):
           f"over 3%: {sum(x > 3 for x in m)}, over 10%: {sum(x > 10 for x in m)}")
 
 
-def substitute(merged_path, out_dir):
-    with open(merged_path, newline="") as f:
-        again = list(csv.DictReader(f))
+def pooled(old, new):
+    """`old`'s measured fields with `new`'s recording pooled in (module doc, `pool`)."""
+    both = [float(old["measured_secs"]), float(new["measured_secs"])]
+    out = {"measured_secs": repr(statistics.mean(both))}
+    for f, pick in (("measured_min_secs", min), ("measured_max_secs", max)):
+        vals = [float(r[f]) for r in (old, new) if r.get(f)]
+        if vals:
+            out[f] = repr(pick(vals))
+    launches = [r.get("launch_medians_secs", "") for r in (old, new)]
+    out["launch_medians_secs"] = ";".join(launches) if all(launches) else ""
+    out["repeats"] = str(int(old["repeats"]) + int(new["repeats"]))
+    return out
+
+
+def substitute(merged_paths, out_dir, pool=False):
+    again = []
+    for merged_path in merged_paths:
+        with open(merged_path, newline="") as f:
+            again += list(csv.DictReader(f))
     by_dataset = {}
     for r in again:
+        if key(r) in by_dataset.get(r["rerecords"], {}):
+            sys.exit(f"{key(r)} is re-recorded twice in {', '.join(merged_paths)}")
         by_dataset.setdefault(r["rerecords"], {})[key(r)] = r
     os.makedirs(out_dir, exist_ok=True)
     all_rows = datasets()
     for name, new in by_dataset.items():
         if name not in all_rows:
-            sys.exit(f"{merged_path}: rerecords {name!r}, which is not in data/runs/")
+            sys.exit(f"{', '.join(merged_paths)}: rerecords {name!r}, which is not in data/runs/")
         rows = all_rows[name]
         replaced = 0
         for i, r in enumerate(rows):
             if key(r) in new:
-                rows[i] = dict(r, **{f: new[key(r)][f] for f in MEASURED if f in new[key(r)]})
+                if pool:
+                    rows[i] = dict(r, **pooled(r, new[key(r)]))
+                else:
+                    rows[i] = dict(r, **{f: new[key(r)][f] for f in MEASURED if f in new[key(r)]})
                 replaced += 1
         path = os.path.join(out_dir, name + ".csv")
         write_csv(path, rows, list(rows[0].keys()))
-        print(f"{path}: {replaced} of {len(rows)} rows from the second recording")
+        print(f"{path}: {replaced} of {len(rows)} rows " + ("pooled with" if pool else "from") + " the second recording")
     print(f"then: dtsim validate data/runs/<dataset>.csv --out A and "
           f"dtsim validate {out_dir}/<dataset>.csv --out B, and compare their errors.csv")
 
@@ -118,14 +145,15 @@ def main():
     m = sub.add_parser("merge")
     m.add_argument("new", nargs="+")
     m.add_argument("--out", required=True)
-    s = sub.add_parser("substitute")
-    s.add_argument("merged")
-    s.add_argument("--dir", required=True)
+    for name in ("substitute", "pool"):
+        s = sub.add_parser(name)
+        s.add_argument("merged", nargs="+")
+        s.add_argument("--dir", required=True)
     a = ap.parse_args()
     if a.what == "merge":
         merge(a.new, a.out)
     else:
-        substitute(a.merged, a.dir)
+        substitute(a.merged, a.dir, pool=a.what == "pool")
 
 
 if __name__ == "__main__":
