@@ -2,7 +2,7 @@
 # Records the testbed datasets in data/runs/ and the testbed profiles in data/profiles/ (root).
 # Usage: testbed/collect.sh [link|collectives|mpi|training|trace|heldout|slow_host|three_leaf_200|
 #   two_leaf_200|two_leaf_mixed|star3|star7|star5_10|captures|barrier|rerecord|rerecord_mixed|
-#   rerecord_three_leaf|rerecord_two_level|all]
+#   rerecord_three_leaf|rerecord_two_level|rerecord_held_out|all]
 # (default all)
 # The link profiles come from `calibrate import iperf3` on the testbed's own iperf3 --json and
 # ping-pong logs (suite.py link; logs in data/runs/calibration/). The host0-host1 path is two
@@ -84,17 +84,17 @@ own_egress() {
 # all_gather (the rules, ring), broadcast (the rules and BCAST_ALGS) and reduce_scatter (the
 # rules), at 256 KiB, 1 MiB and 4 MiB, five launches of 5, into
 # data/runs/testbed_{gloo,mpi}_NAME_heldout.csv. Usage: held_out_collectives TOPOLOGY PROFILE
-# NAME BCAST_ALGS
+# NAME BCAST_ALGS [FOLDER, instead of data/runs]
 held_out_collectives() {
-  local topo=$1 prof=$2 name=$3 bcast=$4
-  $TB run $topo -- $PY $S collectives --out data/runs/testbed_gloo_${name}_heldout.csv \
+  local topo=$1 prof=$2 name=$3 bcast=$4 dir=${5:-data/runs}
+  $TB run $topo -- $PY $S collectives --out $dir/testbed_gloo_${name}_heldout.csv \
     --profile $prof --methods allreduce,broadcast,allgather,reduce --bytes 262144 1048576 4194304 \
     --repeats 5 --launches 5
   local op_algs
   for op_algs in "allreduce 0,4" "allgather 0,4" "bcast $bcast" "reduce_scatter 0"; do
     set -- $op_algs
     $TB run --prefix mp $topo -- $PY $S mpi --op $1 \
-      --out data/runs/testbed_mpi_${name}_heldout.csv --profile $prof --algorithms $2 \
+      --out $dir/testbed_mpi_${name}_heldout.csv --profile $prof --algorithms $2 \
       --bytes 262144 1048576 4194304 --repeats 5 --launches 5
   done
 }
@@ -893,6 +893,18 @@ if [[ $what == rerecord_two_level ]]; then
   done
   $PY testbed/workloads/rerecord.py merge $RR/mpi.csv \
     --out data/runs/calibration/testbed_two_level.rerecorded_$(date -u +%Y-%m-%d).csv
+  rm -rf "$RR"
+fi
+# Two held-out topologies' rows recorded a second time (2026-12-03), as recorded
+# (held_out_collectives into a scratch folder), merged beside the recorded medians.
+if [[ $what == rerecord_held_out ]]; then
+  RR=$(mktemp -d)
+  for spec in "three_leaf_200mbit three_leaf_200 0,6" "two_leaf_200mbit two_leaf_200 0,6"; do
+    set -- $spec
+    held_out_collectives testbed/topologies/$1.toml data/profiles/testbed_$1.json $2 $3 $RR
+  done
+  $PY testbed/workloads/rerecord.py merge $RR/*.csv \
+    --out data/runs/calibration/testbed_held_out_200mbit_leaves.rerecorded_$(date -u +%Y-%m-%d).csv
   rm -rf "$RR"
 fi
 if [[ $what == all || $what == training ]]; then
