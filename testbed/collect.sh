@@ -2,7 +2,7 @@
 # Records the testbed datasets in data/runs/ and the testbed profiles in data/profiles/ (root).
 # Usage: testbed/collect.sh [link|collectives|mpi|training|trace|heldout|slow_host|three_leaf_200|
 #   two_leaf_200|two_leaf_mixed|star3|star7|star5_10|captures|barrier|rerecord|rerecord_mixed|
-#   rerecord_three_leaf|rerecord_two_level|rerecord_held_out|all]
+#   rerecord_three_leaf|rerecord_two_level|rerecord_held_out|rerecord_star_held_out|all]
 # (default all)
 # The link profiles come from `calibrate import iperf3` on the testbed's own iperf3 --json and
 # ping-pong logs (suite.py link; logs in data/runs/calibration/). The host0-host1 path is two
@@ -681,17 +681,18 @@ if [[ $what == all || $what == heldout || $what == two_leaf_mixed ]]; then
 fi
 # Held-out collectives on N hosts of the star with the star's profile as it is: gloo's four and
 # OpenMPI's rules and rings at 256 KiB, 1 and 4 MiB, five launches of 5 (testbed_*_starN_heldout).
+# Usage: star_hosts_collectives N [NAME, instead of starN] [FOLDER, instead of data/runs]
 star_hosts_collectives() {
-  local n=$1 name=${2:-star$1}
+  local n=$1 name=${2:-star$1} dir=${3:-data/runs}
   $TB run --set generator.n=$n $STAR -- $PY $S collectives \
-    --out data/runs/testbed_gloo_${name}_heldout.csv --profile data/profiles/testbed_star4_200mbit.json \
+    --out $dir/testbed_gloo_${name}_heldout.csv --profile data/profiles/testbed_star4_200mbit.json \
     --methods allreduce,broadcast,allgather,reduce --bytes 262144 1048576 4194304 --repeats 5 \
     --launches 5
   local op_algs
   for op_algs in "allreduce 0,4" "allgather 0,4" "bcast 0" "reduce_scatter 0"; do
     set -- $op_algs
     $TB run --prefix mp --set generator.n=$n $STAR -- $PY $S mpi --op $1 \
-      --out data/runs/testbed_mpi_${name}_heldout.csv \
+      --out $dir/testbed_mpi_${name}_heldout.csv \
       --profile data/profiles/testbed_star4_200mbit.json --algorithms $2 \
       --bytes 262144 1048576 4194304 --repeats 5 --launches 5
   done
@@ -905,6 +906,19 @@ if [[ $what == rerecord_held_out ]]; then
   done
   $PY testbed/workloads/rerecord.py merge $RR/*.csv \
     --out data/runs/calibration/testbed_held_out_200mbit_leaves.rerecorded_$(date -u +%Y-%m-%d).csv
+  rm -rf "$RR"
+fi
+# Three held-out star datasets recorded a second time (2026-12-03; the star's that record
+# fastest, about 22 minutes of calls together: 4 hosts at 400 Mbit/s, 3 and 5 hosts at 200),
+# as recorded, merged beside the recorded medians.
+if [[ $what == rerecord_star_held_out ]]; then
+  RR=$(mktemp -d)
+  held_out_collectives testbed/topologies/star4_400mbit.toml data/profiles/testbed_star4_400mbit.json \
+    star400 0,6 $RR
+  star_hosts_collectives 3 star3 $RR
+  star_hosts_collectives 5 star5_200 $RR
+  $PY testbed/workloads/rerecord.py merge $RR/*.csv \
+    --out data/runs/calibration/testbed_held_out_stars.rerecorded_$(date -u +%Y-%m-%d).csv
   rm -rf "$RR"
 fi
 if [[ $what == all || $what == training ]]; then
