@@ -2,7 +2,8 @@
 # Records the testbed datasets in data/runs/ and the testbed profiles in data/profiles/ (root).
 # Usage: testbed/collect.sh [link|collectives|mpi|training|trace|heldout|slow_host|three_leaf_200|
 #   two_leaf_200|two_leaf_mixed|star3|star7|star5_10|captures|barrier|rerecord|rerecord_mixed|
-#   rerecord_three_leaf|rerecord_two_level|rerecord_held_out|rerecord_star_held_out|all]
+#   rerecord_three_leaf|rerecord_two_level|rerecord_held_out|rerecord_star_held_out|
+#   rerecord_star7_10|all]
 # (default all)
 # The link profiles come from `calibrate import iperf3` on the testbed's own iperf3 --json and
 # ping-pong logs (suite.py link; logs in data/runs/calibration/). The host0-host1 path is two
@@ -920,6 +921,17 @@ if [[ $what == rerecord_star_held_out ]]; then
   $PY testbed/workloads/rerecord.py merge $RR/*.csv \
     --out data/runs/calibration/testbed_held_out_stars.rerecorded_$(date -u +%Y-%m-%d).csv
   rm -rf "$RR"
+fi
+# The star's 7- and 10-host held-out datasets recorded a second time (2026-12-03), each merged
+# beside its recorded medians as soon as it is done.
+if [[ $what == rerecord_star7_10 ]]; then
+  for n in 7 10; do
+    RR=$(mktemp -d)
+    star_hosts_collectives $n star$n $RR
+    $PY testbed/workloads/rerecord.py merge $RR/*.csv \
+      --out data/runs/calibration/testbed_star$n.rerecorded_$(date -u +%Y-%m-%d).csv
+    rm -rf "$RR"
+  done
 fi
 if [[ $what == all || $what == training ]]; then
   $TB run --prefix tr $STAR -- $PY $S training --out data/runs/testbed_training.csv \
