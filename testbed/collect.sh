@@ -3,7 +3,7 @@
 # Usage: testbed/collect.sh [link|collectives|mpi|training|trace|heldout|slow_host|three_leaf_200|
 #   two_leaf_200|two_leaf_mixed|star3|star7|star5_10|captures|barrier|rerecord|rerecord_mixed|
 #   rerecord_three_leaf|rerecord_two_level|rerecord_held_out|rerecord_star_held_out|
-#   rerecord_star7_10|all]
+#   rerecord_star7_10|rerecord_two_leaf120|all]
 # (default all)
 # The link profiles come from `calibrate import iperf3` on the testbed's own iperf3 --json and
 # ping-pong logs (suite.py link; logs in data/runs/calibration/). The host0-host1 path is two
@@ -932,6 +932,16 @@ if [[ $what == rerecord_star7_10 ]]; then
       --out data/runs/calibration/testbed_star$n.rerecorded_$(date -u +%Y-%m-%d).csv
     rm -rf "$RR"
   done
+fi
+# The 120 Mbit/s two leaves' held-out datasets recorded a second time (2026-12-03), as recorded,
+# merged beside the recorded medians.
+if [[ $what == rerecord_two_leaf120 ]]; then
+  RR=$(mktemp -d)
+  held_out_collectives testbed/topologies/two_leaf_120mbit.toml \
+    data/profiles/testbed_two_leaf_120mbit.json two_leaf120 0 $RR
+  $PY testbed/workloads/rerecord.py merge $RR/*.csv \
+    --out data/runs/calibration/testbed_two_leaf_120mbit.rerecorded_$(date -u +%Y-%m-%d).csv
+  rm -rf "$RR"
 fi
 if [[ $what == all || $what == training ]]; then
   $TB run --prefix tr $STAR -- $PY $S training --out data/runs/testbed_training.csv \

@@ -17,7 +17,7 @@ Usage:
       The same copies with each re-recorded row measured by both recordings together: its
       median the mean of the recordings' medians, its min and max theirs, its launch medians
       all of theirs (where both have them), its repetitions summed: what `dtsim validate`
-      scores when a row's one recording is not taken as its truth (docs/testbed.md, "Ten
+      scores when a row's one recording is not taken as its truth (docs/testbed.md, "Eleven
       more topologies recorded a second time").
 """
 import argparse
