@@ -8,7 +8,7 @@ Usage:
       and topology_set; a row two datasets both hold is refused); OUT.csv holds the new rows
       with `rerecords` (the dataset), `recorded_median_secs` and `recorded_date_utc` added,
       and the moves of the medians are printed.
-  rerecord.py substitute OUT.csv --dir DIR
+  rerecord.py substitute OUT.csv [OUT.csv ...] --dir DIR
       Copies of the datasets OUT.csv re-records with its medians (and launch medians) in place
       of the recorded ones, for `dtsim validate DIR/*.csv`: which groups a second recording
       moves across the bar with the model unchanged (docs/testbed.md, "How reproducible a
@@ -94,6 +94,11 @@ def merge(new_paths, out_path):
           f"over 3%: {sum(x > 3 for x in m)}, over 10%: {sum(x > 10 for x in m)}")
 
 
+def second(old, new):
+    """`new`'s measured fields in place of `old`'s (module doc, `substitute`)."""
+    return {f: new[f] for f in MEASURED if f in new}
+
+
 def pooled(old, new):
     """`old`'s measured fields with `new`'s recording pooled in (module doc, `pool`)."""
     both = [float(old["measured_secs"]), float(new["measured_secs"])]
@@ -109,6 +114,7 @@ def pooled(old, new):
 
 
 def substitute(merged_paths, out_dir, pool=False):
+    measured = pooled if pool else second
     again = []
     for merged_path in merged_paths:
         with open(merged_path, newline="") as f:
@@ -127,14 +133,12 @@ def substitute(merged_paths, out_dir, pool=False):
         replaced = 0
         for i, r in enumerate(rows):
             if key(r) in new:
-                if pool:
-                    rows[i] = dict(r, **pooled(r, new[key(r)]))
-                else:
-                    rows[i] = dict(r, **{f: new[key(r)][f] for f in MEASURED if f in new[key(r)]})
+                rows[i] = dict(r, **measured(r, new[key(r)]))
                 replaced += 1
         path = os.path.join(out_dir, name + ".csv")
         write_csv(path, rows, list(rows[0].keys()))
-        print(f"{path}: {replaced} of {len(rows)} rows " + ("pooled with" if pool else "from") + " the second recording")
+        how = "pooled with" if pool else "from"
+        print(f"{path}: {replaced} of {len(rows)} rows {how} the second recording")
     print(f"then: dtsim validate data/runs/<dataset>.csv --out A and "
           f"dtsim validate {out_dir}/<dataset>.csv --out B, and compare their errors.csv")
 
