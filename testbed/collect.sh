@@ -3,7 +3,7 @@
 # Usage: testbed/collect.sh [link|collectives|mpi|training|trace|heldout|slow_host|three_leaf_200|
 #   two_leaf_200|two_leaf_mixed|star3|star7|star5_10|captures|barrier|rerecord|rerecord_mixed|
 #   rerecord_three_leaf|rerecord_two_level|rerecord_held_out|rerecord_star_held_out|
-#   rerecord_star7_10|rerecord_two_leaf120|all]
+#   rerecord_star7_10|rerecord_two_leaf120|rerecord_last_topologies|all]
 # (default all)
 # The link profiles come from `calibrate import iperf3` on the testbed's own iperf3 --json and
 # ping-pong logs (suite.py link; logs in data/runs/calibration/). The host0-host1 path is two
@@ -941,6 +941,50 @@ if [[ $what == rerecord_two_leaf120 ]]; then
     data/profiles/testbed_two_leaf_120mbit.json two_leaf120 0 $RR
   $PY testbed/workloads/rerecord.py merge $RR/*.csv \
     --out data/runs/calibration/testbed_two_leaf_120mbit.rerecorded_$(date -u +%Y-%m-%d).csv
+  rm -rf "$RR"
+fi
+# The last four topologies' rows recorded a second time (2026-12-03), as recorded, each merged
+# beside its recorded medians as soon as it is done: the slow host (both libraries), gloo on
+# the 2:1 leaves and their 1:1 what-if (both naming the 2:1 profile, five launches of 10), the
+# five hosts at 100 Mbit/s, and the two leaves at 150 Mbit/s (gloo's four and OpenMPI's rules
+# and rings at 256 KiB-16 MiB, its binary-tree and binomial broadcasts at 256 KiB-4 MiB).
+if [[ $what == rerecord_last_topologies ]]; then
+  RR=$(mktemp -d)
+  held_out_collectives testbed/topologies/star4_slow_host.toml \
+    data/profiles/testbed_star4_slow_host.json slow_host 0,6 $RR
+  $PY testbed/workloads/rerecord.py merge $RR/*.csv \
+    --out data/runs/calibration/testbed_star4_slow_host.rerecorded_$(date -u +%Y-%m-%d).csv
+  rm -rf "$RR"
+  RR=$(mktemp -d)
+  $TB run $TWO -- $PY $S collectives --out $RR/gloo_2to1.csv \
+    --profile data/profiles/testbed_two_level_2to1.json --methods allreduce,multiring,hierarchical,ps \
+    --orders '[[0,1,2,3],[0,2,1,3]]' --groups '[[0,1],[2,3]]' --repeats 10 --launches 5
+  $TB run testbed/topologies/two_level_1to1.toml -- $PY $S collectives --out $RR/gloo_1to1.csv \
+    --profile data/profiles/testbed_two_level_2to1.json --methods allreduce,multiring,hierarchical,ps \
+    --orders '[[0,1,2,3],[0,2,1,3]]' --groups '[[0,1],[2,3]]' --repeats 10 --launches 5
+  $PY testbed/workloads/rerecord.py merge $RR/*.csv \
+    --out data/runs/calibration/testbed_two_level_gloo.rerecorded_$(date -u +%Y-%m-%d).csv
+  rm -rf "$RR"
+  RR=$(mktemp -d)
+  held_out_collectives testbed/topologies/star5_100mbit.toml \
+    data/profiles/testbed_star5_100mbit.json star5 0,6 $RR
+  $PY testbed/workloads/rerecord.py merge $RR/*.csv \
+    --out data/runs/calibration/testbed_star5_100mbit.rerecorded_$(date -u +%Y-%m-%d).csv
+  rm -rf "$RR"
+  RR=$(mktemp -d)
+  TWOLEAF=testbed/topologies/two_leaf_150mbit.toml
+  PTWO=data/profiles/testbed_two_leaf_150mbit.json
+  $TB run $TWOLEAF -- $PY $S collectives --out $RR/gloo.csv --profile $PTWO \
+    --methods allreduce,broadcast,allgather,reduce --repeats 5 --launches 5
+  for op_algs in "allreduce 0,4" "allgather 0,4" "bcast 0" "reduce_scatter 0"; do
+    set -- $op_algs
+    $TB run --prefix mp $TWOLEAF -- $PY $S mpi --op $1 --out $RR/mpi.csv --profile $PTWO \
+      --algorithms $2 --repeats 5 --launches 5
+  done
+  $TB run --prefix mp $TWOLEAF -- $PY $S mpi --op bcast --out $RR/mpi_bcast.csv --profile $PTWO \
+    --algorithms 5,6 --repeats 5 --launches 5 --bytes 262144 1048576 4194304
+  $PY testbed/workloads/rerecord.py merge $RR/*.csv \
+    --out data/runs/calibration/testbed_two_leaf_150mbit.rerecorded_$(date -u +%Y-%m-%d).csv
   rm -rf "$RR"
 fi
 if [[ $what == all || $what == training ]]; then
