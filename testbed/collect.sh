@@ -3,7 +3,8 @@
 # Usage: testbed/collect.sh [link|collectives|mpi|training|trace|heldout|slow_host|three_leaf_200|
 #   two_leaf_200|two_leaf_mixed|star3|star7|star5_10|captures|barrier|rerecord|rerecord_mixed|
 #   rerecord_three_leaf|rerecord_two_level|rerecord_held_out|rerecord_star_held_out|
-#   rerecord_star7_10|rerecord_two_leaf120|rerecord_last_topologies|all]
+#   rerecord_star7_10|rerecord_two_leaf120|rerecord_last_topologies|
+#   rerecord_star_rest|all]
 # (default all)
 # The link profiles come from `calibrate import iperf3` on the testbed's own iperf3 --json and
 # ping-pong logs (suite.py link; logs in data/runs/calibration/). The host0-host1 path is two
@@ -985,6 +986,102 @@ if [[ $what == rerecord_last_topologies ]]; then
     --algorithms 5,6 --repeats 5 --launches 5 --bytes 262144 1048576 4194304
   $PY testbed/workloads/rerecord.py merge $RR/*.csv \
     --out data/runs/calibration/testbed_two_leaf_150mbit.rerecorded_$(date -u +%Y-%m-%d).csv
+  rm -rf "$RR"
+fi
+# The star's remaining rows recorded a second time (2026-12-03), as recorded, in four parts each
+# merged beside its recorded medians as soon as it is done: (1) the 4- and 8-host datasets'
+# rows the `rerecord` target left (gloo's parameter server and 16 MiB rows, OpenMPI's
+# broadcasts, basic-linear and segmented-ring all-reduces and 16 MiB rows; a row recorded
+# within a larger loop is recorded here alone at its size), (2) the held-out sizes and
+# OpenMPI's reduce, (3) 6 and 8 hosts and the butterfly on 2 and 3, (4) 16 hosts, the folds
+# and the median call. Not re-recorded: the training steps.
+if [[ $what == rerecord_star_rest ]]; then
+  MP=data/profiles/testbed_star4_200mbit.json
+  RR=$(mktemp -d)
+  $TB run $STAR -- $PY $S collectives --out $RR/gloo.csv --profile $MP --methods ps \
+    --repeats 10 --launches 5
+  $TB run $STAR -- $PY $S collectives --out $RR/gloo.csv --profile $MP \
+    --methods allreduce,broadcast,allgather,reduce --repeats 10 --launches 5 --bytes 16777216
+  $TB run --set generator.n=8 $STAR -- $PY $S collectives --out $RR/gloo.csv --profile $MP \
+    --methods allreduce,broadcast,allgather,reduce --repeats 10 --launches 5 --bytes 16777216
+  $TB run --prefix mp $STAR -- $PY $S mpi --out $RR/mpi_allreduce.csv --profile $MP \
+    --algorithms 1,5 --repeats 10 --launches 5
+  $TB run --prefix mp $STAR -- $PY $S mpi --out $RR/mpi_allreduce.csv --profile $MP \
+    --algorithms 0,3,4,6 --repeats 10 --launches 5 --bytes 16777216
+  $TB run --prefix mp $STAR -- $PY $S mpi --op bcast --out $RR/mpi.csv --profile $MP \
+    --algorithms 0,1,2,3,5,6 --repeats 5 --launches 5
+  $TB run --prefix mp $STAR -- $PY $S mpi --op allgather --out $RR/mpi.csv --profile $MP \
+    --algorithms 0,2,4,5 --repeats 5 --launches 5 --bytes 16777216
+  $TB run --prefix mp $STAR -- $PY $S mpi --op reduce_scatter --out $RR/mpi.csv --profile $MP \
+    --algorithms 0,2,3 --repeats 5 --launches 5 --bytes 16777216
+  $PY testbed/workloads/rerecord.py merge $RR/*.csv \
+    --out data/runs/calibration/testbed_star4_200mbit_rest.rerecorded_$(date -u +%Y-%m-%d).csv
+  rm -rf "$RR"
+  RR=$(mktemp -d)
+  $TB run $STAR -- $PY $S collectives --out $RR/gloo_sizes.csv --profile $MP \
+    --methods allreduce,allgather,broadcast,reduce --bytes 131072 524288 2097152 --repeats 10 \
+    --launches 5
+  for op_algs in "bcast 0,2,3,6" "allreduce 0,4"; do
+    set -- $op_algs
+    $TB run --prefix mp $STAR -- $PY $S mpi --op $1 --algorithms $2 \
+      --bytes 131072 524288 2097152 --repeats 10 --launches 5 --out $RR/mpi_sizes.csv --profile $MP
+  done
+  $TB run --prefix mp $STAR -- $PY $S mpi --op reduce --out $RR/mpi_reduce.csv --profile $MP \
+    --algorithms 0,1,2,3,4,5 --repeats 10 --launches 5 --bytes 262144 1048576 4194304
+  $PY testbed/workloads/rerecord.py merge $RR/*.csv \
+    --out data/runs/calibration/testbed_star4_200mbit_sizes.rerecorded_$(date -u +%Y-%m-%d).csv
+  rm -rf "$RR"
+  RR=$(mktemp -d)
+  $TB run --set generator.n=6 $STAR -- $PY $S collectives --out $RR/gloo6.csv --profile $MP \
+    --methods allreduce,broadcast,allgather,reduce --repeats 5 --launches 5
+  $TB run --prefix mp --set generator.n=6 $STAR -- $PY $S mpi --op allreduce --out $RR/mpi6.csv \
+    --profile $MP --algorithms 0,4 --repeats 5 --launches 5 --bytes 262144 1048576 4194304
+  $TB run --set generator.n=8 $STAR -- $PY $S collectives --out $RR/gloo8.csv --profile $MP \
+    --methods allreduce,allgather --bytes 524288 2097152 --repeats 5 --launches 5
+  for op in allreduce allgather; do
+    $TB run --prefix mp --set generator.n=8 $STAR -- $PY $S mpi --op $op --out $RR/mpi8_rings.csv \
+      --profile $MP --algorithms 4 --bytes 524288 2097152 --repeats 5 --launches 5
+  done
+  for op_algs in "allgather 0,2,5 5" "allreduce 0,3,6 5" "bcast 0,1,5,6 10"; do
+    set -- $op_algs
+    $TB run --prefix mp --set generator.n=8 $STAR -- $PY $S mpi --op $1 --out $RR/mpi8_$1.csv \
+      --profile $MP --algorithms $2 --repeats $3 --launches 5 --bytes 262144 1048576 4194304
+  done
+  for n in 3 2; do
+    $TB run --prefix mp --set generator.n=$n $STAR -- $PY $S mpi --op reduce_scatter \
+      --out $RR/mpi_butterfly.csv --profile $MP --algorithms 0 --repeats 20 --launches 5 \
+      --bytes 65544 98304 131064
+  done
+  $PY testbed/workloads/rerecord.py merge $RR/*.csv \
+    --out data/runs/calibration/testbed_star4_200mbit_hosts.rerecorded_$(date -u +%Y-%m-%d).csv
+  rm -rf "$RR"
+  RR=$(mktemp -d)
+  for op in "allreduce 0,3,6" "allgather 0,2,3"; do
+    set -- $op
+    $TB run --prefix mp --set generator.n=16 $STAR -- $PY $S mpi --op $1 --out $RR/mpi16.csv \
+      --profile $MP --algorithms $2 --repeats 5 --launches 5 --bytes 262144 1048576 4194304
+  done
+  $TB run --prefix mp --set generator.n=16 $STAR -- $PY $S mpi --op bcast --out $RR/mpi16_bcast.csv \
+    --profile $MP --algorithms 0,4,8,9 --repeats 10 --launches 5 --bytes 262144 1048576 4194304
+  for n in 6 7; do
+    for op in "allreduce 3,6" "reduce_scatter 2"; do
+      set -- $op
+      $TB run --prefix mp --set generator.n=$n $STAR -- $PY $S mpi --op $1 --out $RR/mpi_folds.csv \
+        --profile $MP --algorithms $2 --repeats 5 --launches 5 --bytes 1048576 4194304
+    done
+  done
+  for nb in "4 2097152 8388608" "5 2097152 8388608" "12 1048576 2097152"; do
+    set -- $nb
+    $TB run --prefix mp --set generator.n=$1 $STAR -- $PY $S mpi --op allreduce \
+      --out $RR/mpi_median.csv --profile $MP --algorithms 3,6 --repeats 5 --launches 5 --bytes $2 $3
+  done
+  for n in 4 6; do
+    $TB run --prefix mp --set generator.n=$n $STAR -- $PY $S mpi --op allgather \
+      --out $RR/mpi_median.csv --profile $MP --algorithms 5 --repeats 5 --launches 5 \
+      --bytes 2097152 8388608
+  done
+  $PY testbed/workloads/rerecord.py merge $RR/*.csv \
+    --out data/runs/calibration/testbed_star4_200mbit_many.rerecorded_$(date -u +%Y-%m-%d).csv
   rm -rf "$RR"
 fi
 if [[ $what == all || $what == training ]]; then
