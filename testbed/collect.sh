@@ -989,34 +989,14 @@ if [[ $what == rerecord_last_topologies ]]; then
   rm -rf "$RR"
 fi
 # The star's remaining rows recorded a second time (2026-12-03), as recorded, in four parts each
-# merged beside its recorded medians as soon as it is done: (1) the 4- and 8-host datasets'
-# rows the `rerecord` target left (gloo's parameter server and 16 MiB rows, OpenMPI's
+# merged beside its recorded medians as soon as it is done, those with the most groups per
+# minute of calls first: (1) the held-out sizes and OpenMPI's reduce, (2) 6 and 8 hosts and the
+# butterfly on 2 and 3, (3) 16 hosts, the folds and the median call, (4) the 4- and 8-host
+# datasets' rows the `rerecord` target left (gloo's parameter server and 16 MiB rows, OpenMPI's
 # broadcasts, basic-linear and segmented-ring all-reduces and 16 MiB rows; a row recorded
-# within a larger loop is recorded here alone at its size), (2) the held-out sizes and
-# OpenMPI's reduce, (3) 6 and 8 hosts and the butterfly on 2 and 3, (4) 16 hosts, the folds
-# and the median call. Not re-recorded: the training steps.
+# within a larger loop is recorded here alone at its size). Not re-recorded: the training steps.
 if [[ $what == rerecord_star_rest ]]; then
   MP=data/profiles/testbed_star4_200mbit.json
-  RR=$(mktemp -d)
-  $TB run $STAR -- $PY $S collectives --out $RR/gloo.csv --profile $MP --methods ps \
-    --repeats 10 --launches 5
-  $TB run $STAR -- $PY $S collectives --out $RR/gloo.csv --profile $MP \
-    --methods allreduce,broadcast,allgather,reduce --repeats 10 --launches 5 --bytes 16777216
-  $TB run --set generator.n=8 $STAR -- $PY $S collectives --out $RR/gloo.csv --profile $MP \
-    --methods allreduce,broadcast,allgather,reduce --repeats 10 --launches 5 --bytes 16777216
-  $TB run --prefix mp $STAR -- $PY $S mpi --out $RR/mpi_allreduce.csv --profile $MP \
-    --algorithms 1,5 --repeats 10 --launches 5
-  $TB run --prefix mp $STAR -- $PY $S mpi --out $RR/mpi_allreduce.csv --profile $MP \
-    --algorithms 0,3,4,6 --repeats 10 --launches 5 --bytes 16777216
-  $TB run --prefix mp $STAR -- $PY $S mpi --op bcast --out $RR/mpi.csv --profile $MP \
-    --algorithms 0,1,2,3,5,6 --repeats 5 --launches 5
-  $TB run --prefix mp $STAR -- $PY $S mpi --op allgather --out $RR/mpi.csv --profile $MP \
-    --algorithms 0,2,4,5 --repeats 5 --launches 5 --bytes 16777216
-  $TB run --prefix mp $STAR -- $PY $S mpi --op reduce_scatter --out $RR/mpi.csv --profile $MP \
-    --algorithms 0,2,3 --repeats 5 --launches 5 --bytes 16777216
-  $PY testbed/workloads/rerecord.py merge $RR/*.csv \
-    --out data/runs/calibration/testbed_star4_200mbit_rest.rerecorded_$(date -u +%Y-%m-%d).csv
-  rm -rf "$RR"
   RR=$(mktemp -d)
   $TB run $STAR -- $PY $S collectives --out $RR/gloo_sizes.csv --profile $MP \
     --methods allreduce,allgather,broadcast,reduce --bytes 131072 524288 2097152 --repeats 10 \
@@ -1082,6 +1062,26 @@ if [[ $what == rerecord_star_rest ]]; then
   done
   $PY testbed/workloads/rerecord.py merge $RR/*.csv \
     --out data/runs/calibration/testbed_star4_200mbit_many.rerecorded_$(date -u +%Y-%m-%d).csv
+  rm -rf "$RR"
+  RR=$(mktemp -d)
+  $TB run $STAR -- $PY $S collectives --out $RR/gloo.csv --profile $MP --methods ps \
+    --repeats 10 --launches 5
+  $TB run $STAR -- $PY $S collectives --out $RR/gloo.csv --profile $MP \
+    --methods allreduce,broadcast,allgather,reduce --repeats 10 --launches 5 --bytes 16777216
+  $TB run --set generator.n=8 $STAR -- $PY $S collectives --out $RR/gloo.csv --profile $MP \
+    --methods allreduce,broadcast,allgather,reduce --repeats 10 --launches 5 --bytes 16777216
+  $TB run --prefix mp $STAR -- $PY $S mpi --out $RR/mpi_allreduce.csv --profile $MP \
+    --algorithms 1,5 --repeats 10 --launches 5
+  $TB run --prefix mp $STAR -- $PY $S mpi --out $RR/mpi_allreduce.csv --profile $MP \
+    --algorithms 0,3,4,6 --repeats 10 --launches 5 --bytes 16777216
+  $TB run --prefix mp $STAR -- $PY $S mpi --op bcast --out $RR/mpi.csv --profile $MP \
+    --algorithms 0,1,2,3,5,6 --repeats 5 --launches 5
+  $TB run --prefix mp $STAR -- $PY $S mpi --op allgather --out $RR/mpi.csv --profile $MP \
+    --algorithms 0,2,4,5 --repeats 5 --launches 5 --bytes 16777216
+  $TB run --prefix mp $STAR -- $PY $S mpi --op reduce_scatter --out $RR/mpi.csv --profile $MP \
+    --algorithms 0,2,3 --repeats 5 --launches 5 --bytes 16777216
+  $PY testbed/workloads/rerecord.py merge $RR/*.csv \
+    --out data/runs/calibration/testbed_star4_200mbit_rest.rerecorded_$(date -u +%Y-%m-%d).csv
   rm -rf "$RR"
 fi
 if [[ $what == all || $what == training ]]; then
