@@ -4,7 +4,8 @@
 #   two_leaf_200|two_leaf_mixed|star3|star7|star5_10|captures|barrier|rerecord|rerecord_mixed|
 #   rerecord_three_leaf|rerecord_two_level|rerecord_held_out|rerecord_star_held_out|
 #   rerecord_star7_10|rerecord_two_leaf120|rerecord_last_topologies|
-#   rerecord_star_rest|all]
+#   rerecord_star_rest|rerecord_star_sizes|rerecord_star_hosts|rerecord_star_many|
+#   rerecord_star_main_rest|all]
 # (default all)
 # The link profiles come from `calibrate import iperf3` on the testbed's own iperf3 --json and
 # ping-pong logs (suite.py link; logs in data/runs/calibration/). The host0-host1 path is two
@@ -995,7 +996,9 @@ fi
 # datasets' rows the `rerecord` target left (gloo's parameter server and 16 MiB rows, OpenMPI's
 # broadcasts, basic-linear and segmented-ring all-reduces and 16 MiB rows; a row recorded
 # within a larger loop is recorded here alone at its size). Not re-recorded: the training steps.
-if [[ $what == rerecord_star_rest ]]; then
+# Each part is also a target of its own: rerecord_star_sizes, rerecord_star_hosts,
+# rerecord_star_many and rerecord_star_main_rest.
+if [[ $what == rerecord_star_rest || $what == rerecord_star_sizes ]]; then
   MP=data/profiles/testbed_star4_200mbit.json
   RR=$(mktemp -d)
   $TB run $STAR -- $PY $S collectives --out $RR/gloo_sizes.csv --profile $MP \
@@ -1011,6 +1014,9 @@ if [[ $what == rerecord_star_rest ]]; then
   $PY testbed/workloads/rerecord.py merge $RR/*.csv \
     --out data/runs/calibration/testbed_star4_200mbit_sizes.rerecorded_$(date -u +%Y-%m-%d).csv
   rm -rf "$RR"
+fi
+if [[ $what == rerecord_star_rest || $what == rerecord_star_hosts ]]; then
+  MP=data/profiles/testbed_star4_200mbit.json
   RR=$(mktemp -d)
   $TB run --set generator.n=6 $STAR -- $PY $S collectives --out $RR/gloo6.csv --profile $MP \
     --methods allreduce,broadcast,allgather,reduce --repeats 5 --launches 5
@@ -1035,6 +1041,9 @@ if [[ $what == rerecord_star_rest ]]; then
   $PY testbed/workloads/rerecord.py merge $RR/*.csv \
     --out data/runs/calibration/testbed_star4_200mbit_hosts.rerecorded_$(date -u +%Y-%m-%d).csv
   rm -rf "$RR"
+fi
+if [[ $what == rerecord_star_rest || $what == rerecord_star_many ]]; then
+  MP=data/profiles/testbed_star4_200mbit.json
   RR=$(mktemp -d)
   for op in "allreduce 0,3,6" "allgather 0,2,3"; do
     set -- $op
@@ -1063,6 +1072,9 @@ if [[ $what == rerecord_star_rest ]]; then
   $PY testbed/workloads/rerecord.py merge $RR/*.csv \
     --out data/runs/calibration/testbed_star4_200mbit_many.rerecorded_$(date -u +%Y-%m-%d).csv
   rm -rf "$RR"
+fi
+if [[ $what == rerecord_star_rest || $what == rerecord_star_main_rest ]]; then
+  MP=data/profiles/testbed_star4_200mbit.json
   RR=$(mktemp -d)
   $TB run $STAR -- $PY $S collectives --out $RR/gloo.csv --profile $MP --methods ps \
     --repeats 10 --launches 5
