@@ -5,7 +5,7 @@
 #   rerecord_three_leaf|rerecord_two_level|rerecord_held_out|rerecord_star_held_out|
 #   rerecord_star7_10|rerecord_two_leaf120|rerecord_last_topologies|
 #   rerecord_star_rest|rerecord_star_sizes|rerecord_star_hosts|rerecord_star_many|
-#   rerecord_star_main_rest|all]
+#   rerecord_star_main_rest|rerecord_training|all]
 # (default all)
 # The link profiles come from `calibrate import iperf3` on the testbed's own iperf3 --json and
 # ping-pong logs (suite.py link; logs in data/runs/calibration/). The host0-host1 path is two
@@ -1094,6 +1094,16 @@ if [[ $what == rerecord_star_rest || $what == rerecord_star_main_rest ]]; then
     --algorithms 0,2,3 --repeats 5 --launches 5 --bytes 16777216
   $PY testbed/workloads/rerecord.py merge $RR/*.csv \
     --out data/runs/calibration/testbed_star4_200mbit_rest.rerecorded_$(date -u +%Y-%m-%d).csv
+  rm -rf "$RR"
+fi
+# The training steps recorded a second time (2026-12-03), as recorded: the last scored rows
+# the re-recordings above had left.
+if [[ $what == rerecord_training ]]; then
+  RR=$(mktemp -d)
+  $TB run --prefix tr $STAR -- $PY $S training --out $RR/training.csv \
+    --methods ddp,allreduce_after_backward,parameter_server --repeats $((R + 2))
+  $PY testbed/workloads/rerecord.py merge $RR/training.csv \
+    --out data/runs/calibration/testbed_training.rerecorded_$(date -u +%Y-%m-%d).csv
   rm -rf "$RR"
 fi
 if [[ $what == all || $what == training ]]; then
