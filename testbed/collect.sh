@@ -1101,7 +1101,7 @@ fi
 if [[ $what == rerecord_training ]]; then
   RR=$(mktemp -d)
   $TB run --prefix tr $STAR -- $PY $S training --out $RR/training.csv \
-    --methods ddp,allreduce_after_backward,parameter_server --repeats $((R + 2))
+    --methods ddp,allreduce_after_backward,parameter_server --repeats $((R + 2)) --keep-files
   $PY testbed/workloads/rerecord.py merge $RR/training.csv \
     --out data/runs/calibration/testbed_training.rerecorded_$(date -u +%Y-%m-%d).csv
   rm -rf "$RR"

@@ -810,6 +810,8 @@ def training(a):
         load0 = tb.load1()
         args = ["--method", method, "--steps", str(a.repeats), "--batch", str(a.batch),
                 "--model", a.model, "--bucket-mib", str(a.bucket_mib)]
+        if a.keep_files:
+            args.append("--keep-files")
         out = tb.launch("train.py", args, n, timeout=900)
         load1 = tb.load1()
         med, lo, hi = tb.summary(out["step_secs"])
@@ -1019,6 +1021,8 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--model", default="mlp")
     ap.add_argument("--bucket-mib", type=int, default=25)
+    ap.add_argument("--keep-files", action="store_true",
+                    help="training: leave the model file and compute profiles as they are")
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--pairs", default="0:2,1:3", help="pairs, gloo_p2p: src:dst host pairs at once")
     ap.add_argument("--pairs-streaming", type=int, default=1,

@@ -67,6 +67,10 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--model", default="mlp")
     ap.add_argument("--bucket-mib", type=int, default=25)
+    # A second recording of the steps (`collect.sh rerecord_training`) leaves the model file and
+    # the compute profile the first recording wrote, which its scored rows name, as they are.
+    ap.add_argument("--keep-files", action="store_true",
+                    help="measure and report, but write neither the model file nor the profile")
     a = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -165,8 +169,9 @@ def main():
         mdir = os.path.join(ROOT, "data", "runs", "models")
         os.makedirs(mdir, exist_ok=True)
         mfile = os.path.join(mdir, "testbed_mlp.toml")
-        with open(mfile, "w") as f:
-            f.write(model_toml(model, names, width))
+        if not a.keep_files:
+            with open(mfile, "w") as f:
+                f.write(model_toml(model, names, width))
         topo = os.path.splitext(os.path.basename(os.environ.get("DTSIM_TESTBED_TOPOLOGY", "x")))[0]
         link_profile = os.path.join(ROOT, "data", "profiles", f"testbed_{topo}.json")
         prof = json.load(open(link_profile)) if os.path.exists(link_profile) else {
@@ -202,14 +207,18 @@ def main():
                              "provenance": pv} for nm, f, b in layer_times],
         }
         pfile = os.path.join(ROOT, "data", "profiles", f"testbed_{topo}_{a.method}.json")
-        with open(pfile + ".tmp", "w") as f:
-            json.dump(prof, f, indent=2)
-            f.write("\n")
-        os.replace(pfile + ".tmp", pfile)
+        if not a.keep_files:
+            with open(pfile + ".tmp", "w") as f:
+                json.dump(prof, f, indent=2)
+                f.write("\n")
+            os.replace(pfile + ".tmp", pfile)
         print(json.dumps({"step_secs": tt.tolist(), "compute_secs": compute_secs,
                           "gradient_bytes": 4 * nparams,
                           "model_file": os.path.relpath(mfile, ROOT),
                           "profile": os.path.relpath(pfile, ROOT)}), flush=True)
+    # Every rank leaves together: a rank torn down while rank 0 (the rendezvous store's host)
+    # still writes its files spun at exit on 2026-12-03 until the launch's timeout.
+    dist.barrier()
     dist.destroy_process_group()
 
 
