@@ -19,6 +19,13 @@ Usage:
       all of theirs (where both have them), its repetitions summed: what `dtsim validate`
       scores when a row's one recording is not taken as its truth (docs/testbed.md, "Eleven
       more topologies recorded a second time").
+  rerecord.py compare RECORDED SECOND [POOLED] [--median-pct 3] [--max-pct 10]
+      Reads `dtsim validate --out` folders of the datasets as recorded, of the substituted
+      copies and (optionally) of the pooled ones, and prints per folder the groups within the
+      bar and the rows' mean |error|, then for the groups whose measured rows differ (recorded
+      twice): how many are within in both, outside in both, within in one only; the same by
+      topology; and every group outside in both with its worst row's error in each
+      (docs/testbed.md, "Every topology recorded a second time").
 """
 import argparse
 import csv
@@ -143,6 +150,68 @@ def substitute(merged_paths, out_dir, pool=False):
           f"dtsim validate {out_dir}/<dataset>.csv --out B, and compare their errors.csv")
 
 
+def read_validation(folder):
+    """A `dtsim validate --out` folder: ({group: errors.csv row}, {group: [scored rows]}), groups
+    keyed by (dataset, group) and the unscored barrier dataset left out."""
+    groups, rows = {}, {}
+    with open(os.path.join(folder, "errors.csv"), newline="") as f:
+        for r in csv.DictReader(f):
+            if r["dataset"] != "testbed_barrier":
+                groups[(r["dataset"], r["group"])] = r
+    with open(os.path.join(folder, "predictions.csv"), newline="") as f:
+        for r in csv.DictReader(f):
+            if r["scored"] == "true" and r["dataset"] != "testbed_barrier":
+                rows.setdefault((r["dataset"], r["group"]), []).append(r)
+    return groups, rows
+
+
+def topology_of(group):
+    """`allreduce @ star4_200mbit (generator.n=8)` -> `star4_200mbit n=8`."""
+    _, _, where = group.partition(" @ ")
+    name, _, sets = where.partition(" (")
+    for s in sets.rstrip(")").split(";"):
+        if s.strip().startswith("generator.n="):
+            name += " n=" + s.strip().split("=")[1]
+    return name
+
+
+def compare(folders, median_pct, max_pct):
+    def within(g):
+        return (float(g["median_abs_error_pct"]) <= median_pct
+                and float(g["max_abs_error_pct"]) <= max_pct)
+
+    def mean_abs(rows):
+        return statistics.mean(abs(float(r["error_pct"])) for r in rows)
+
+    runs = [read_validation(f) for f in folders]
+    for folder, (groups, rows) in zip(folders, runs):
+        every = [r for rs in rows.values() for r in rs]
+        print(f"{folder}: {sum(map(within, groups.values()))} of {len(groups)} groups within, "
+              f"mean |error| {mean_abs(every):.3f}% over {len(every)} rows")
+    (g0, r0), (g1, r1) = runs[0], runs[1]
+    twice = [k for k in g0 if k in g1 and any(
+        a["measured_secs"] != b["measured_secs"] for a, b in zip(r0[k], r1[k]))]
+    sides = {(a, b): sum(1 for k in twice if (within(g0[k]), within(g1[k])) == (a, b))
+             for a in (True, False) for b in (True, False)}
+    print(f"{len(twice)} groups recorded twice: within in both {sides[True, True]}, outside in "
+          f"both {sides[False, False]}, within the first only {sides[True, False]}, the second "
+          f"only {sides[False, True]}")
+    by_topology = {}
+    for k in twice:
+        by_topology.setdefault(topology_of(k[1]), []).append(k)
+    print("topology, groups, within and mean |error| per folder:")
+    for t, keys in sorted(by_topology.items()):
+        cells = [f"{sum(within(g[k]) for k in keys)} / "
+                 f"{mean_abs([r for k in keys for r in rs[k]]):.2f}%" for g, rs in runs]
+        print(f"  {t:34} {len(keys):3}  " + "  ".join(cells))
+    print("outside in both (worst row's error, recorded / second):")
+    for k in sorted(twice):
+        if not within(g0[k]) and not within(g1[k]):
+            w0, w1 = (max(rs[k], key=lambda r: abs(float(r["error_pct"]))) for rs in (r0, r1))
+            print(f"  {k[0]:36} {k[1]:64} {w0['label']} {float(w0['error_pct']):+.1f}% / "
+                  f"{w1['label']} {float(w1['error_pct']):+.1f}%")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="what", required=True)
@@ -153,9 +222,17 @@ def main():
         s = sub.add_parser(name)
         s.add_argument("merged", nargs="+")
         s.add_argument("--dir", required=True)
+    c = sub.add_parser("compare")
+    c.add_argument("folders", nargs="+", help="validate folders: recorded, second [, pooled]")
+    c.add_argument("--median-pct", type=float, default=3.0)
+    c.add_argument("--max-pct", type=float, default=10.0)
     a = ap.parse_args()
     if a.what == "merge":
         merge(a.new, a.out)
+    elif a.what == "compare":
+        if len(a.folders) < 2:
+            sys.exit("compare: give at least the recorded and the second recording's folders")
+        compare(a.folders, a.median_pct, a.max_pct)
     else:
         substitute(a.merged, a.dir, pool=a.what == "pool")
 
