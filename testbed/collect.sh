@@ -20,6 +20,7 @@ TB=${DTSIM_TESTBED_BIN:-target/debug/dtsim-testbed}
 PY=/usr/bin/python3
 S=testbed/workloads/suite.py
 STAR=testbed/topologies/star4_200mbit.toml
+MP=data/profiles/testbed_star4_200mbit.json
 TWO=testbed/topologies/two_level_2to1.toml
 LEAF3=testbed/topologies/three_leaf_100mbit_uplinks.toml
 # A gloo message's core time inside gloo's own collectives (docs/testbed.md, "A message's core
@@ -114,6 +115,17 @@ held_out_topology() {
     262144 393216 524288 786432 1048576 1572864 2097152 4194304
   own_egress $t $mbps $ping $through $beside $prof
   held_out_collectives $topo $prof $name $bcast
+}
+# A second recording's rows ($RR's CSVs, or the files named) merged beside the datasets' as
+# data/runs/calibration/testbed_NAME.rerecorded_<date>.csv (`rerecord.py merge`); $RR removed.
+# Usage: merge_rerecording NAME [FILE...]
+merge_rerecording() {
+  local name=$1
+  shift
+  (($#)) || set -- "$RR"/*.csv
+  $PY testbed/workloads/rerecord.py merge "$@" \
+    --out data/runs/calibration/testbed_$name.rerecorded_$(date -u +%Y-%m-%d).csv
+  rm -rf "$RR"
 }
 what=${1:-all}
 R=${REPEATS:-10}
@@ -602,7 +614,7 @@ if [[ $what == all || $what == heldout ]]; then
   # The median call, held out (recorded on 2026-11-30 after OpenMPI played it): recursive
   # doubling and rabenseifner all-reduces on 4, 5 and 12 hosts of the star and neighbor
   # exchange all_gathers on 4 and 6 (2 and 8 MiB; 1 and 2 MiB on 12 hosts).
-  M=data/runs/testbed_mpi_median_heldout.csv; MP=data/profiles/testbed_star4_200mbit.json
+  M=data/runs/testbed_mpi_median_heldout.csv
   for nb in "4 2097152 8388608" "5 2097152 8388608" "12 1048576 2097152"; do
     set -- $nb
     $TB run --prefix mp --set generator.n=$1 $STAR -- $PY $S mpi --op allreduce --out $M \
@@ -836,9 +848,7 @@ if [[ $what == rerecord ]]; then
     --profile data/profiles/testbed_star4_200mbit.json \
     --methods allreduce,broadcast,allgather,reduce --repeats 5 --launches 5 \
     --bytes 262144 1048576 4194304
-  $PY testbed/workloads/rerecord.py merge $RR/mpi.csv $RR/mpi_allreduce.csv $RR/gloo.csv $RR/gloo8.csv \
-    --out data/runs/calibration/testbed_star4_200mbit.rerecorded_$(date -u +%Y-%m-%d).csv
-  rm -rf "$RR"
+  merge_rerecording star4_200mbit $RR/mpi.csv $RR/mpi_allreduce.csv $RR/gloo.csv $RR/gloo8.csv
 fi
 # The mixed leaves' rows recorded a second time (2026-12-02): both libraries' methods of the
 # held-out datasets, five launches each, merged beside the recorded medians.
@@ -854,9 +864,7 @@ if [[ $what == rerecord_mixed ]]; then
   $TB run $MIXED -- $PY $S collectives --out $RR/gloo.csv --profile $MP_MIXED \
     --methods allreduce,broadcast,allgather,reduce --repeats 5 --launches 5 \
     --bytes 262144 1048576 4194304
-  $PY testbed/workloads/rerecord.py merge $RR/mpi.csv $RR/gloo.csv \
-    --out data/runs/calibration/testbed_two_leaf_mixed.rerecorded_$(date -u +%Y-%m-%d).csv
-  rm -rf "$RR"
+  merge_rerecording two_leaf_mixed $RR/mpi.csv $RR/gloo.csv
 fi
 # The three leaves' (100 Mbit/s uplinks) scored rows recorded a second time (2026-12-03): every
 # row of the three datasets that hold them, as each was recorded (gloo's four collectives five
@@ -877,9 +885,7 @@ if [[ $what == rerecord_three_leaf ]]; then
   $TB run $LEAF3 -- $PY $S collectives --out $RR/gloo.csv --profile $MP_LEAF3 \
     --methods allreduce,broadcast,allgather,reduce --repeats 10 --launches 5 \
     --bytes 262144 1048576 4194304 16777216
-  $PY testbed/workloads/rerecord.py merge $RR/mpi.csv $RR/gloo.csv \
-    --out data/runs/calibration/testbed_three_leaf_100mbit_uplinks.rerecorded_$(date -u +%Y-%m-%d).csv
-  rm -rf "$RR"
+  merge_rerecording three_leaf_100mbit_uplinks $RR/mpi.csv $RR/gloo.csv
 fi
 # The OpenMPI rows of the 2:1 leaves and of their 1:1 what-if recorded a second time
 # (2026-12-03), as recorded (the rules' and the ring all-reduce and all_gather, five launches of
@@ -895,9 +901,7 @@ if [[ $what == rerecord_two_level ]]; then
         --bytes 262144 1048576 4194304 --repeats 5 --launches 5
     done
   done
-  $PY testbed/workloads/rerecord.py merge $RR/mpi.csv \
-    --out data/runs/calibration/testbed_two_level.rerecorded_$(date -u +%Y-%m-%d).csv
-  rm -rf "$RR"
+  merge_rerecording two_level $RR/mpi.csv
 fi
 # Two held-out topologies' rows recorded a second time (2026-12-03), as recorded
 # (held_out_collectives into a scratch folder), merged beside the recorded medians.
@@ -907,9 +911,7 @@ if [[ $what == rerecord_held_out ]]; then
     set -- $spec
     held_out_collectives testbed/topologies/$1.toml data/profiles/testbed_$1.json $2 $3 $RR
   done
-  $PY testbed/workloads/rerecord.py merge $RR/*.csv \
-    --out data/runs/calibration/testbed_held_out_200mbit_leaves.rerecorded_$(date -u +%Y-%m-%d).csv
-  rm -rf "$RR"
+  merge_rerecording held_out_200mbit_leaves
 fi
 # Three held-out star datasets recorded a second time (2026-12-03; the star's that record
 # fastest, about 22 minutes of calls together: 4 hosts at 400 Mbit/s, 3 and 5 hosts at 200),
@@ -920,9 +922,7 @@ if [[ $what == rerecord_star_held_out ]]; then
     star400 0,6 $RR
   star_hosts_collectives 3 star3 $RR
   star_hosts_collectives 5 star5_200 $RR
-  $PY testbed/workloads/rerecord.py merge $RR/*.csv \
-    --out data/runs/calibration/testbed_held_out_stars.rerecorded_$(date -u +%Y-%m-%d).csv
-  rm -rf "$RR"
+  merge_rerecording held_out_stars
 fi
 # The star's 7- and 10-host held-out datasets recorded a second time (2026-12-03), each merged
 # beside its recorded medians as soon as it is done.
@@ -930,9 +930,7 @@ if [[ $what == rerecord_star7_10 ]]; then
   for n in 7 10; do
     RR=$(mktemp -d)
     star_hosts_collectives $n star$n $RR
-    $PY testbed/workloads/rerecord.py merge $RR/*.csv \
-      --out data/runs/calibration/testbed_star$n.rerecorded_$(date -u +%Y-%m-%d).csv
-    rm -rf "$RR"
+    merge_rerecording star$n
   done
 fi
 # The 120 Mbit/s two leaves' held-out datasets recorded a second time (2026-12-03), as recorded,
@@ -941,9 +939,7 @@ if [[ $what == rerecord_two_leaf120 ]]; then
   RR=$(mktemp -d)
   held_out_collectives testbed/topologies/two_leaf_120mbit.toml \
     data/profiles/testbed_two_leaf_120mbit.json two_leaf120 0 $RR
-  $PY testbed/workloads/rerecord.py merge $RR/*.csv \
-    --out data/runs/calibration/testbed_two_leaf_120mbit.rerecorded_$(date -u +%Y-%m-%d).csv
-  rm -rf "$RR"
+  merge_rerecording two_leaf_120mbit
 fi
 # The last four topologies' rows recorded a second time (2026-12-03), as recorded, each merged
 # beside its recorded medians as soon as it is done: the slow host (both libraries), gloo on
@@ -954,25 +950,19 @@ if [[ $what == rerecord_last_topologies ]]; then
   RR=$(mktemp -d)
   held_out_collectives testbed/topologies/star4_slow_host.toml \
     data/profiles/testbed_star4_slow_host.json slow_host 0,6 $RR
-  $PY testbed/workloads/rerecord.py merge $RR/*.csv \
-    --out data/runs/calibration/testbed_star4_slow_host.rerecorded_$(date -u +%Y-%m-%d).csv
-  rm -rf "$RR"
+  merge_rerecording star4_slow_host
   RR=$(mktemp -d)
-  $TB run $TWO -- $PY $S collectives --out $RR/gloo_2to1.csv \
-    --profile data/profiles/testbed_two_level_2to1.json --methods allreduce,multiring,hierarchical,ps \
-    --orders '[[0,1,2,3],[0,2,1,3]]' --groups '[[0,1],[2,3]]' --repeats 10 --launches 5
-  $TB run testbed/topologies/two_level_1to1.toml -- $PY $S collectives --out $RR/gloo_1to1.csv \
-    --profile data/profiles/testbed_two_level_2to1.json --methods allreduce,multiring,hierarchical,ps \
-    --orders '[[0,1,2,3],[0,2,1,3]]' --groups '[[0,1],[2,3]]' --repeats 10 --launches 5
-  $PY testbed/workloads/rerecord.py merge $RR/*.csv \
-    --out data/runs/calibration/testbed_two_level_gloo.rerecorded_$(date -u +%Y-%m-%d).csv
-  rm -rf "$RR"
+  for t in two_level_2to1 two_level_1to1; do
+    $TB run testbed/topologies/$t.toml -- $PY $S collectives --out $RR/gloo_$t.csv \
+      --profile data/profiles/testbed_two_level_2to1.json \
+      --methods allreduce,multiring,hierarchical,ps --orders '[[0,1,2,3],[0,2,1,3]]' \
+      --groups '[[0,1],[2,3]]' --repeats 10 --launches 5
+  done
+  merge_rerecording two_level_gloo
   RR=$(mktemp -d)
   held_out_collectives testbed/topologies/star5_100mbit.toml \
     data/profiles/testbed_star5_100mbit.json star5 0,6 $RR
-  $PY testbed/workloads/rerecord.py merge $RR/*.csv \
-    --out data/runs/calibration/testbed_star5_100mbit.rerecorded_$(date -u +%Y-%m-%d).csv
-  rm -rf "$RR"
+  merge_rerecording star5_100mbit
   RR=$(mktemp -d)
   TWOLEAF=testbed/topologies/two_leaf_150mbit.toml
   PTWO=data/profiles/testbed_two_leaf_150mbit.json
@@ -985,9 +975,7 @@ if [[ $what == rerecord_last_topologies ]]; then
   done
   $TB run --prefix mp $TWOLEAF -- $PY $S mpi --op bcast --out $RR/mpi_bcast.csv --profile $PTWO \
     --algorithms 5,6 --repeats 5 --launches 5 --bytes 262144 1048576 4194304
-  $PY testbed/workloads/rerecord.py merge $RR/*.csv \
-    --out data/runs/calibration/testbed_two_leaf_150mbit.rerecorded_$(date -u +%Y-%m-%d).csv
-  rm -rf "$RR"
+  merge_rerecording two_leaf_150mbit
 fi
 # The star's remaining rows recorded a second time (2026-12-03), as recorded, in four parts each
 # merged beside its recorded medians as soon as it is done, those with the most groups per
@@ -995,11 +983,10 @@ fi
 # butterfly on 2 and 3, (3) 16 hosts, the folds and the median call, (4) the 4- and 8-host
 # datasets' rows the `rerecord` target left (gloo's parameter server and 16 MiB rows, OpenMPI's
 # broadcasts, basic-linear and segmented-ring all-reduces and 16 MiB rows; a row recorded
-# within a larger loop is recorded here alone at its size). Not re-recorded: the training steps.
+# within a larger loop is recorded here alone at its size). The training steps: rerecord_training.
 # Each part is also a target of its own: rerecord_star_sizes, rerecord_star_hosts,
 # rerecord_star_many and rerecord_star_main_rest.
 if [[ $what == rerecord_star_rest || $what == rerecord_star_sizes ]]; then
-  MP=data/profiles/testbed_star4_200mbit.json
   RR=$(mktemp -d)
   $TB run $STAR -- $PY $S collectives --out $RR/gloo_sizes.csv --profile $MP \
     --methods allreduce,allgather,broadcast,reduce --bytes 131072 524288 2097152 --repeats 10 \
@@ -1011,12 +998,9 @@ if [[ $what == rerecord_star_rest || $what == rerecord_star_sizes ]]; then
   done
   $TB run --prefix mp $STAR -- $PY $S mpi --op reduce --out $RR/mpi_reduce.csv --profile $MP \
     --algorithms 0,1,2,3,4,5 --repeats 10 --launches 5 --bytes 262144 1048576 4194304
-  $PY testbed/workloads/rerecord.py merge $RR/*.csv \
-    --out data/runs/calibration/testbed_star4_200mbit_sizes.rerecorded_$(date -u +%Y-%m-%d).csv
-  rm -rf "$RR"
+  merge_rerecording star4_200mbit_sizes
 fi
 if [[ $what == rerecord_star_rest || $what == rerecord_star_hosts ]]; then
-  MP=data/profiles/testbed_star4_200mbit.json
   RR=$(mktemp -d)
   $TB run --set generator.n=6 $STAR -- $PY $S collectives --out $RR/gloo6.csv --profile $MP \
     --methods allreduce,broadcast,allgather,reduce --repeats 5 --launches 5
@@ -1038,12 +1022,9 @@ if [[ $what == rerecord_star_rest || $what == rerecord_star_hosts ]]; then
       --out $RR/mpi_butterfly.csv --profile $MP --algorithms 0 --repeats 20 --launches 5 \
       --bytes 65544 98304 131064
   done
-  $PY testbed/workloads/rerecord.py merge $RR/*.csv \
-    --out data/runs/calibration/testbed_star4_200mbit_hosts.rerecorded_$(date -u +%Y-%m-%d).csv
-  rm -rf "$RR"
+  merge_rerecording star4_200mbit_hosts
 fi
 if [[ $what == rerecord_star_rest || $what == rerecord_star_many ]]; then
-  MP=data/profiles/testbed_star4_200mbit.json
   RR=$(mktemp -d)
   for op in "allreduce 0,3,6" "allgather 0,2,3"; do
     set -- $op
@@ -1069,12 +1050,9 @@ if [[ $what == rerecord_star_rest || $what == rerecord_star_many ]]; then
       --out $RR/mpi_median.csv --profile $MP --algorithms 5 --repeats 5 --launches 5 \
       --bytes 2097152 8388608
   done
-  $PY testbed/workloads/rerecord.py merge $RR/*.csv \
-    --out data/runs/calibration/testbed_star4_200mbit_many.rerecorded_$(date -u +%Y-%m-%d).csv
-  rm -rf "$RR"
+  merge_rerecording star4_200mbit_many
 fi
 if [[ $what == rerecord_star_rest || $what == rerecord_star_main_rest ]]; then
-  MP=data/profiles/testbed_star4_200mbit.json
   RR=$(mktemp -d)
   $TB run $STAR -- $PY $S collectives --out $RR/gloo.csv --profile $MP --methods ps \
     --repeats 10 --launches 5
@@ -1092,9 +1070,7 @@ if [[ $what == rerecord_star_rest || $what == rerecord_star_main_rest ]]; then
     --algorithms 0,2,4,5 --repeats 5 --launches 5 --bytes 16777216
   $TB run --prefix mp $STAR -- $PY $S mpi --op reduce_scatter --out $RR/mpi.csv --profile $MP \
     --algorithms 0,2,3 --repeats 5 --launches 5 --bytes 16777216
-  $PY testbed/workloads/rerecord.py merge $RR/*.csv \
-    --out data/runs/calibration/testbed_star4_200mbit_rest.rerecorded_$(date -u +%Y-%m-%d).csv
-  rm -rf "$RR"
+  merge_rerecording star4_200mbit_rest
 fi
 # The training steps recorded a second time (2026-12-03), as recorded: the last scored rows
 # the re-recordings above had left.
@@ -1102,9 +1078,7 @@ if [[ $what == rerecord_training ]]; then
   RR=$(mktemp -d)
   $TB run --prefix tr $STAR -- $PY $S training --out $RR/training.csv \
     --methods ddp,allreduce_after_backward,parameter_server --repeats $((R + 2)) --keep-files
-  $PY testbed/workloads/rerecord.py merge $RR/training.csv \
-    --out data/runs/calibration/testbed_training.rerecorded_$(date -u +%Y-%m-%d).csv
-  rm -rf "$RR"
+  merge_rerecording training $RR/training.csv
 fi
 if [[ $what == all || $what == training ]]; then
   $TB run --prefix tr $STAR -- $PY $S training --out data/runs/testbed_training.csv \
