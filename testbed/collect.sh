@@ -5,7 +5,7 @@
 #   rerecord_three_leaf|rerecord_two_level|rerecord_held_out|rerecord_star_held_out|
 #   rerecord_star7_10|rerecord_two_leaf120|rerecord_last_topologies|
 #   rerecord_star_rest|rerecord_star_sizes|rerecord_star_hosts|rerecord_star_many|
-#   rerecord_star_main_rest|rerecord_training|all]
+#   rerecord_star_main_rest|rerecord_training|rd_chain|all]
 # (default all)
 # The link profiles come from `calibrate import iperf3` on the testbed's own iperf3 --json and
 # ping-pong logs (suite.py link; logs in data/runs/calibration/). The host0-host1 path is two
@@ -1079,6 +1079,16 @@ if [[ $what == rerecord_training ]]; then
   $TB run --prefix tr $STAR -- $PY $S training --out $RR/training.csv \
     --methods ddp,allreduce_after_backward,parameter_server --repeats $((R + 2)) --keep-files
   merge_rerecording training $RR/training.csv
+fi
+# A recursive-doubling all-reduce's steps call by call, without a packet capture (2026-12-03):
+# written out in mpi4py with every rank's clock at each step (mpi_p2p.py rd_steps), beside
+# OpenMPI's own recursive doubling in the same launch; counted by exchange_modes.py --steps.
+if [[ $what == rd_chain ]]; then
+  for k in $(seq 1 ${LAUNCHES:-20}); do
+    $TB run --prefix mp $STAR -- $PY $S mpi_p2p --ranks 4 --repeats 10 \
+      --p2p-modes oneway,rd_steps,rd_library --bytes 1048576 4194304 \
+      --out data/runs/calibration/testbed_mpi_rd_steps_4ranks_launch$k.json
+  done
 fi
 if [[ $what == all || $what == training ]]; then
   $TB run --prefix tr $STAR -- $PY $S training --out data/runs/testbed_training.csv \

@@ -8,6 +8,15 @@ A repetition of a rendezvous exchange of M bytes each way either runs both ways 
 (about 2 - T/M). Prints, per size and pooled, how many repetitions ran the slow way (above the
 midpoint of the two modes, with T = 82.5 KB) and the median tail of the slow ones: the numbers
 behind dtsim's SLOW_EXCHANGES, EXCHANGES and SLOW_EXCHANGE_TAIL_BYTES (sim/src/library/mpi/exchanges.rs).
+
+  python3 testbed/workloads/exchange_modes.py --steps LOG.json [LOG.json ...]
+
+With --steps (mpi_p2p logs with mode rd_steps, one per launch): each written-out recursive-doubling
+all-reduce's steps, a pair's exchange timed from the later partner's entry to the later one's
+return and slow as above; a step is slow where any pair was. Prints per launch the calls by
+which of their steps ran slow, then over all launches: how often each step ran slow, how often a
+step ran slow after a slow step and after a fast one, the calls by number of slow steps, and the
+library's own recursive doubling (rd_library, same launches) by how many one-way times it took.
 """
 import glob
 import json
@@ -46,5 +55,52 @@ def main():
           f"{len(upto4)} slow ones up to 4 MiB {statistics.median(upto4) / 1e3:.1f} KB")
 
 
+def slow_exchange(span_secs, one_way_secs, m):
+    return span_secs / one_way_secs > 1 + 0.5 * (m - TAIL) / m
+
+
+def steps(logs):
+    from collections import Counter
+    by_steps, after, first, calls_by_slow, library = Counter(), Counter(), Counter(), Counter(), Counter()
+    for path in logs:
+        for r in json.load(open(path))["results"]:
+            m, one_way = r["bytes"], r["oneway_secs"]
+            n = len(r["rd_steps_marks"][0])
+            patterns = []
+            for call in r["rd_steps_marks"]:
+                pattern = []
+                for k in range(len(call[0])):
+                    d = 1 << k
+                    slow = False
+                    for a in range(n):
+                        b = a ^ d
+                        if b < a:
+                            continue
+                        span = max(call[a][k][1], call[b][k][1]) - max(call[a][k][0], call[b][k][0])
+                        slow |= slow_exchange(span, one_way, m)
+                    pattern.append(slow)
+                patterns.append("".join("S" if x else "f" for x in pattern))
+                for k, x in enumerate(pattern):
+                    by_steps[(k, x)] += 1
+                    if k:
+                        after[(pattern[k - 1], x)] += 1
+                calls_by_slow[sum(pattern)] += 1
+            for t in r.get("rd_library_calls_secs", []):
+                library[round(t / one_way)] += 1
+            lib = " ".join(f"{t / one_way:.1f}" for t in r.get("rd_library_calls_secs", []))
+            print(f"{os.path.basename(path)} {m} B: steps {' '.join(patterns)}  library x one-way {lib}")
+    k_max = max(k for k, _ in by_steps) + 1
+    for k in range(k_max):
+        print(f"step {k + 1}: slow {by_steps[(k, True)]} of {by_steps[(k, True)] + by_steps[(k, False)]}")
+    for prev in (True, False):
+        tot = after[(prev, True)] + after[(prev, False)]
+        print(f"after a {'slow' if prev else 'fast'} step: slow {after[(prev, True)]} of {tot}")
+    print("calls by slow steps: " + ", ".join(f"{k}: {calls_by_slow[k]}" for k in sorted(calls_by_slow)))
+    print("library calls by one-way times: " + ", ".join(f"{k}x: {library[k]}" for k in sorted(library)))
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--steps"]:
+        steps(sys.argv[2:])
+    else:
+        main()

@@ -12,7 +12,13 @@ With --copy-first B every rank copies B bytes into freshly allocated memory betw
 and the pairwise exchange; with --fresh-recv the pairwise exchange receives into a buffer
 allocated for that repetition (as OpenMPI's all-reduces and reduce_scatters receive their
 first exchange into a temporary buffer they allocate per call), not into one kept across
-repetitions."""
+repetitions. Mode rd_steps (only when asked) is a recursive-doubling all-reduce written out
+(log2 n steps, each a Sendrecv with rank ^ 2^k into a temporary buffer, then the sum into the
+vector, after a copy of the vector into fresh memory, as coll/base's recursive doubling does),
+each rank's clock (CLOCK_MONOTONIC) kept as it enters each step and as its exchange returns, so
+each step's exchanges can be classed fast or slow call by call; mode rd_library is OpenMPI's own
+Allreduce in the same launch (suite.py forces recursive doubling when asked for it), timed as
+mpi_collectives.py times it."""
 import argparse
 import json
 import time
@@ -42,8 +48,26 @@ n = comm.Get_size()
 modes = ["oneway", "sendrecv"] + (["ring", "ring_steps"] if n >= 3 else []) + \
     (["pairwise"] if n >= 4 and n % 2 == 0 else [])
 if a.modes:
-    modes = [m for m in modes + ["send_return"] if m in a.modes.split(",")]
+    modes = [m for m in modes + ["send_return", "rd_steps", "rd_library"]
+             if m in a.modes.split(",")]
 src = np.ones(a.copy_first // 4, dtype=np.float32)
+
+
+def rd_steps(x):
+    """A recursive-doubling all-reduce of x written out; returns this rank's (entered, exchange
+    returned) CLOCK_MONOTONIC pair for each step."""
+    v = np.empty_like(x)
+    np.copyto(v, x)
+    tmp = np.empty_like(x)
+    steps = []
+    k = 1
+    while k < n:
+        entered = time.clock_gettime(time.CLOCK_MONOTONIC)
+        comm.Sendrecv(v, me ^ k, recvbuf=tmp, source=me ^ k)
+        steps.append((entered, time.clock_gettime(time.CLOCK_MONOTONIC)))
+        np.add(v, tmp, out=v)
+        k <<= 1
+    return steps
 results = []
 for nbytes in a.bytes:
     x = np.ones(nbytes // 4, dtype=np.float32)
@@ -55,6 +79,14 @@ for nbytes in a.bytes:
         for i in range(a.warmup + a.repeats):
             comm.Barrier()
             t = MPI.Wtime()
+            if mode == "rd_steps":
+                marks.append(rd_steps(x))
+                ts.append(MPI.Wtime() - t)
+                continue
+            if mode == "rd_library":
+                comm.Allreduce(x, y, op=MPI.SUM)
+                ts.append(MPI.Wtime() - t)
+                continue
             if mode == "send_return":
                 m0 = time.clock_gettime(time.CLOCK_MONOTONIC)
                 if me == 0:
@@ -84,9 +116,21 @@ for nbytes in a.bytes:
                     comm.Recv(y, 0)
             comm.Barrier()
             ts.append(MPI.Wtime() - t)
+        if mode in ("rd_steps", "rd_library"):
+            # Timed per rank, as mpi_collectives.py does: the slowest rank's time per call.
+            mine = np.array(ts[a.warmup:])
+            worst = np.empty_like(mine)
+            comm.Allreduce(mine, worst, op=MPI.MAX)
+            row[f"{mode}_calls_secs"] = worst.tolist()
+            ts = [0.0] * a.warmup + worst.tolist()
         ts = sorted(ts[a.warmup:])
         row[f"{mode}_secs"] = ts[len(ts) // 2]
         row[f"{mode}_all_secs"] = ts
+        if mode == "rd_steps":
+            # Per call, per rank: [(entered step k, its exchange returned), ...].
+            every = comm.gather(marks[a.warmup:], root=0)
+            if me == 0:
+                row["rd_steps_marks"] = [[every[r][i] for r in range(n)] for i in range(a.repeats)]
         if mode == "send_return":
             # Per repetition: rank 0's (start, Send returned), rank 1's (start, Recv done).
             both = comm.gather(marks[a.warmup:], root=0)

@@ -282,7 +282,9 @@ def mpi_p2p(a):
             "--copy-first", str(a.copy_first), "--bytes"] + [str(b) for b in a.bytes]
     if a.fresh_recv:
         args.append("--fresh-recv")
-    cmd, hostfile = mpirun(hs, n, [], "mpi_p2p.py", args)
+    # rd_library: OpenMPI's own recursive doubling, beside rd_steps' written-out one.
+    mca = forced_algorithm("allreduce", 3) if "rd_library" in a.p2p_modes.split(",") else []
+    cmd, hostfile = mpirun(hs, n, mca, "mpi_p2p.py", args)
     # The pairwise exchange's partners (rank ^ 1) on one core, on different cores, or free.
     cmd = pinned(cmd, a.bind)
     load0 = tb.load1()
