@@ -69,7 +69,10 @@ pub const POLLING_EXCHANGES: u32 = 106;
 /// partners posting apart run slow (13 of 13 at 5 ms or more). After a fast first step the
 /// second ran slow 8 of 37 times in the all-reduces and 2 of 7 in the reduce_scatters, which
 /// reduce between steps, and 13 of 13 in the all_gathers, which do not: dtsim plays those at
-/// the shares above (`Partners`).
+/// the shares above (`Partners`). Not the capture's doing: four ranks' recursive-doubling
+/// all-reduce written out with every rank's clock per step and no capture (`suite.py mpi_p2p
+/// --p2p-modes rd_steps`, `testbed_mpi_rd_steps_4ranks_launch{1..20}.json`, 2026-12-03) ran its
+/// second step slow after a slow first 158 times in 158 (`exchange_modes.py --steps`).
 pub const SLOW_STEPS_AFTER_SLOW: u32 = 53;
 /// All the calls counted in [`SLOW_STEPS_AFTER_SLOW`].
 pub const STEPS_AFTER_SLOW: u32 = 53;
