@@ -60,8 +60,10 @@ def slow_exchange(span_secs, one_way_secs, m):
 
 
 def steps(logs):
-    from collections import Counter
-    by_steps, after, first, calls_by_slow, library = Counter(), Counter(), Counter(), Counter(), Counter()
+    from collections import Counter, defaultdict
+    # Per size and pooled (key None): counters of (step, slow?), (previous slow?, slow?),
+    # calls by slow steps, library calls by one-way times.
+    by_steps, after, calls_by_slow, library = (defaultdict(Counter) for _ in range(4))
     for path in logs:
         for r in json.load(open(path))["results"]:
             m, one_way = r["bytes"], r["oneway_secs"]
@@ -80,23 +82,30 @@ def steps(logs):
                         slow |= slow_exchange(span, one_way, m)
                     pattern.append(slow)
                 patterns.append("".join("S" if x else "f" for x in pattern))
-                for k, x in enumerate(pattern):
-                    by_steps[(k, x)] += 1
-                    if k:
-                        after[(pattern[k - 1], x)] += 1
-                calls_by_slow[sum(pattern)] += 1
+                for key in (m, None):
+                    for k, x in enumerate(pattern):
+                        by_steps[key][(k, x)] += 1
+                        if k:
+                            after[key][(pattern[k - 1], x)] += 1
+                    calls_by_slow[key][sum(pattern)] += 1
             for t in r.get("rd_library_calls_secs", []):
-                library[round(t / one_way)] += 1
+                for key in (m, None):
+                    library[key][round(t / one_way)] += 1
             lib = " ".join(f"{t / one_way:.1f}" for t in r.get("rd_library_calls_secs", []))
             print(f"{os.path.basename(path)} {m} B: steps {' '.join(patterns)}  library x one-way {lib}")
-    k_max = max(k for k, _ in by_steps) + 1
-    for k in range(k_max):
-        print(f"step {k + 1}: slow {by_steps[(k, True)]} of {by_steps[(k, True)] + by_steps[(k, False)]}")
-    for prev in (True, False):
-        tot = after[(prev, True)] + after[(prev, False)]
-        print(f"after a {'slow' if prev else 'fast'} step: slow {after[(prev, True)]} of {tot}")
-    print("calls by slow steps: " + ", ".join(f"{k}: {calls_by_slow[k]}" for k in sorted(calls_by_slow)))
-    print("library calls by one-way times: " + ", ".join(f"{k}x: {library[k]}" for k in sorted(library)))
+    for key in sorted(k for k in by_steps if k is not None) + [None]:
+        print(f"== {'pooled' if key is None else f'{key} B'}")
+        k_max = max(k for k, _ in by_steps[key]) + 1
+        for k in range(k_max):
+            slow, fast = by_steps[key][(k, True)], by_steps[key][(k, False)]
+            print(f"step {k + 1}: slow {slow} of {slow + fast}")
+        for prev in (True, False):
+            slow, fast = after[key][(prev, True)], after[key][(prev, False)]
+            print(f"after a {'slow' if prev else 'fast'} step: slow {slow} of {slow + fast}")
+        c = calls_by_slow[key]
+        print("calls by slow steps: " + ", ".join(f"{k}: {c[k]}" for k in sorted(c)))
+        lib = library[key]
+        print("library calls by one-way times: " + ", ".join(f"{k}x: {lib[k]}" for k in sorted(lib)))
 
 
 if __name__ == "__main__":
