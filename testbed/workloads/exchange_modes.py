@@ -14,9 +14,10 @@ behind dtsim's SLOW_EXCHANGES, EXCHANGES and SLOW_EXCHANGE_TAIL_BYTES (sim/src/l
 With --steps (mpi_p2p logs with mode rd_steps, one per launch): each written-out recursive-doubling
 all-reduce's steps, a pair's exchange timed from the later partner's entry to the later one's
 return and slow as above; a step is slow where any pair was. Prints per launch the calls by
-which of their steps ran slow, then over all launches: how often each step ran slow, how often a
-step ran slow after a slow step and after a fast one, the calls by number of slow steps, and the
-library's own recursive doubling (rd_library, same launches) by how many one-way times it took.
+which of their steps ran slow, then per size and pooled over all launches: how often each step
+ran slow, how often a step ran slow after a slow step and after a fast one, the calls by number
+of slow steps, and the library's own recursive doubling (rd_library, same launches) by how many
+one-way times it took (docs/testbed.md, "Four ranks' recursive doubling step by step").
 """
 import glob
 import json
