@@ -5,7 +5,7 @@
 #   rerecord_three_leaf|rerecord_two_level|rerecord_held_out|rerecord_star_held_out|
 #   rerecord_star7_10|rerecord_two_leaf120|rerecord_last_topologies|
 #   rerecord_star_rest|rerecord_star_sizes|rerecord_star_hosts|rerecord_star_many|
-#   rerecord_star_main_rest|rerecord_training|rd_chain|all]
+#   rerecord_star_main_rest|rerecord_training|rd_chain|two_level_4to1|all]
 # (default all)
 # The link profiles come from `calibrate import iperf3` on the testbed's own iperf3 --json and
 # ping-pong logs (suite.py link; logs in data/runs/calibration/). The host0-host1 path is two
@@ -1088,6 +1088,22 @@ if [[ $what == rd_chain ]]; then
     $TB run --prefix mp $STAR -- $PY $S mpi_p2p --ranks 4 --repeats 10 \
       --p2p-modes oneway,rd_steps,rd_library --bytes 1048576 4194304 \
       --out data/runs/calibration/testbed_mpi_rd_steps_4ranks_launch$k.json
+  done
+fi
+# The 2:1 topology's second what-if, recorded on 2026-12-03 (session 60) with the models as they
+# were: its uplinks halved (4:1 at each leaf), the same collectives as the 1:1 what-if's, the
+# rows naming the 2:1 profile as a user asking "what if the uplinks were twice as
+# oversubscribed?" would (testbed/topologies/two_level_4to1.toml).
+if [[ $what == all || $what == two_level_4to1 ]]; then
+  FOUR=testbed/topologies/two_level_4to1.toml
+  $TB run $FOUR -- $PY $S collectives --out data/runs/testbed_gloo_two_level_4to1_whatif.csv \
+    --profile data/profiles/testbed_two_level_2to1.json --methods allreduce,multiring,hierarchical,ps \
+    --orders '[[0,1,2,3],[0,2,1,3]]' --groups '[[0,1],[2,3]]' --repeats 10 --launches 5
+  for op_algs in "allreduce 0,4" "allgather 0,4"; do
+    set -- $op_algs
+    $TB run --prefix mp $FOUR -- $PY $S mpi --op $1 --out data/runs/testbed_mpi_two_level_4to1_whatif.csv \
+      --profile data/profiles/testbed_two_level_2to1.json --algorithms $2 \
+      --bytes 262144 1048576 4194304 --repeats 5 --launches 5
   done
 fi
 if [[ $what == all || $what == training ]]; then
