@@ -127,6 +127,25 @@ merge_rerecording() {
     --out data/runs/calibration/testbed_$name.rerecorded_$(date -u +%Y-%m-%d).csv
   rm -rf "$RR"
 }
+# The 2:1 leaves' rows and their what-ifs' (the uplinks doubled, halved), every row naming the
+# 2:1 profile as a user asking "what if the uplinks were ...?" would: gloo's all-reduce,
+# multiring, hierarchical and parameter server, five launches of 10 (two_level_gloo_rows), and
+# OpenMPI's rules' and ring all-reduce and all_gather at 256 KiB-4 MiB, five launches of 5
+# (two_level_mpi_rows). Usage: two_level_{gloo,mpi}_rows TOPOLOGY DATASET_CSV
+two_level_gloo_rows() {
+  $TB run $1 -- $PY $S collectives --out $2 \
+    --profile data/profiles/testbed_two_level_2to1.json --methods allreduce,multiring,hierarchical,ps \
+    --orders '[[0,1,2,3],[0,2,1,3]]' --groups '[[0,1],[2,3]]' --repeats 10 --launches 5
+}
+two_level_mpi_rows() {
+  local topo=$1 out=$2 op_algs
+  for op_algs in "allreduce 0,4" "allgather 0,4"; do
+    set -- $op_algs
+    $TB run --prefix mp $topo -- $PY $S mpi --op $1 --out $out \
+      --profile data/profiles/testbed_two_level_2to1.json --algorithms $2 \
+      --bytes 262144 1048576 4194304 --repeats 5 --launches 5
+  done
+}
 what=${1:-all}
 R=${REPEATS:-10}
 LINK="--nominal-bw 200Mbps --nominal-latency 50us --seconds 10"
@@ -549,20 +568,11 @@ if [[ $what == all || $what == heldout ]]; then
   # oversubscribed), the same gloo methods as its own rows, the rows naming the 2:1 profile as a
   # user asking "what if the uplinks were not oversubscribed?" would.
   ONE=testbed/topologies/two_level_1to1.toml
-  $TB run $ONE -- $PY $S collectives --out data/runs/testbed_gloo_two_level_1to1_whatif.csv \
-    --profile data/profiles/testbed_two_level_2to1.json --methods allreduce,multiring,hierarchical,ps \
-    --orders '[[0,1,2,3],[0,2,1,3]]' --groups '[[0,1],[2,3]]' --repeats 10 --launches 5
+  two_level_gloo_rows $ONE data/runs/testbed_gloo_two_level_1to1_whatif.csv
   # OpenMPI on the 2:1 leaves (no OpenMPI row had them) and on their what-if, both rows naming
   # the 2:1 profile: the rules' and the ring all-reduce and all_gather.
-  for pair in "$TWO testbed_mpi_two_level_2to1_heldout" "$ONE testbed_mpi_two_level_1to1_whatif"; do
-    set -- $pair
-    for op_algs in "allreduce 0,4" "allgather 0,4"; do
-      set -- $1 $2 $op_algs
-      $TB run --prefix mp $1 -- $PY $S mpi --op $3 --out data/runs/$2.csv \
-        --profile data/profiles/testbed_two_level_2to1.json --algorithms $4 \
-        --bytes 262144 1048576 4194304 --repeats 5 --launches 5
-    done
-  done
+  two_level_mpi_rows $TWO data/runs/testbed_mpi_two_level_2to1_heldout.csv
+  two_level_mpi_rows $ONE data/runs/testbed_mpi_two_level_1to1_whatif.csv
   # What the night's two studies rest on (logs in data/runs/calibration/, not imported): the
   # hierarchical and multiring all-reduces captured on both leaf topologies, a two-host send/recv
   # ring against gloo's own, OpenMPI's ring all-reduce captured on the star at 400 and 200
@@ -894,12 +904,7 @@ fi
 if [[ $what == rerecord_two_level ]]; then
   RR=$(mktemp -d)
   for t in $TWO testbed/topologies/two_level_1to1.toml; do
-    for op_algs in "allreduce 0,4" "allgather 0,4"; do
-      set -- $op_algs
-      $TB run --prefix mp $t -- $PY $S mpi --op $1 --out $RR/mpi.csv \
-        --profile data/profiles/testbed_two_level_2to1.json --algorithms $2 \
-        --bytes 262144 1048576 4194304 --repeats 5 --launches 5
-    done
+    two_level_mpi_rows $t $RR/mpi.csv
   done
   merge_rerecording two_level $RR/mpi.csv
 fi
@@ -953,10 +958,7 @@ if [[ $what == rerecord_last_topologies ]]; then
   merge_rerecording star4_slow_host
   RR=$(mktemp -d)
   for t in two_level_2to1 two_level_1to1; do
-    $TB run testbed/topologies/$t.toml -- $PY $S collectives --out $RR/gloo_$t.csv \
-      --profile data/profiles/testbed_two_level_2to1.json \
-      --methods allreduce,multiring,hierarchical,ps --orders '[[0,1,2,3],[0,2,1,3]]' \
-      --groups '[[0,1],[2,3]]' --repeats 10 --launches 5
+    two_level_gloo_rows testbed/topologies/$t.toml $RR/gloo_$t.csv
   done
   merge_rerecording two_level_gloo
   RR=$(mktemp -d)
@@ -1096,15 +1098,8 @@ fi
 # oversubscribed?" would (testbed/topologies/two_level_4to1.toml).
 if [[ $what == all || $what == two_level_4to1 ]]; then
   FOUR=testbed/topologies/two_level_4to1.toml
-  $TB run $FOUR -- $PY $S collectives --out data/runs/testbed_gloo_two_level_4to1_whatif.csv \
-    --profile data/profiles/testbed_two_level_2to1.json --methods allreduce,multiring,hierarchical,ps \
-    --orders '[[0,1,2,3],[0,2,1,3]]' --groups '[[0,1],[2,3]]' --repeats 10 --launches 5
-  for op_algs in "allreduce 0,4" "allgather 0,4"; do
-    set -- $op_algs
-    $TB run --prefix mp $FOUR -- $PY $S mpi --op $1 --out data/runs/testbed_mpi_two_level_4to1_whatif.csv \
-      --profile data/profiles/testbed_two_level_2to1.json --algorithms $2 \
-      --bytes 262144 1048576 4194304 --repeats 5 --launches 5
-  done
+  two_level_gloo_rows $FOUR data/runs/testbed_gloo_two_level_4to1_whatif.csv
+  two_level_mpi_rows $FOUR data/runs/testbed_mpi_two_level_4to1_whatif.csv
 fi
 if [[ $what == all || $what == training ]]; then
   $TB run --prefix tr $STAR -- $PY $S training --out data/runs/testbed_training.csv \
