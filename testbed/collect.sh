@@ -5,7 +5,7 @@
 #   rerecord_three_leaf|rerecord_two_level|rerecord_held_out|rerecord_star_held_out|
 #   rerecord_star7_10|rerecord_two_leaf120|rerecord_last_topologies|
 #   rerecord_star_rest|rerecord_star_sizes|rerecord_star_hosts|rerecord_star_many|
-#   rerecord_star_main_rest|rerecord_training|rd_chain|two_level_4to1|all]
+#   rerecord_star_main_rest|rerecord_training|rd_chain|two_level_4to1|rerecord_two_level_4to1|all]
 # (default all)
 # The link profiles come from `calibrate import iperf3` on the testbed's own iperf3 --json and
 # ping-pong logs (suite.py link; logs in data/runs/calibration/). The host0-host1 path is two
@@ -1100,6 +1100,14 @@ if [[ $what == all || $what == two_level_4to1 ]]; then
   FOUR=testbed/topologies/two_level_4to1.toml
   two_level_gloo_rows $FOUR data/runs/testbed_gloo_two_level_4to1_whatif.csv
   two_level_mpi_rows $FOUR data/runs/testbed_mpi_two_level_4to1_whatif.csv
+fi
+# The 4:1 what-if's rows recorded a second time (2026-12-03, the same session, after the first
+# was scored), as recorded, merged beside the recorded medians.
+if [[ $what == rerecord_two_level_4to1 ]]; then
+  RR=$(mktemp -d)
+  two_level_gloo_rows testbed/topologies/two_level_4to1.toml $RR/gloo.csv
+  two_level_mpi_rows testbed/topologies/two_level_4to1.toml $RR/mpi.csv
+  merge_rerecording two_level_4to1
 fi
 if [[ $what == all || $what == training ]]; then
   $TB run --prefix tr $STAR -- $PY $S training --out data/runs/testbed_training.csv \
