@@ -24,10 +24,16 @@ import json
 import os
 import statistics
 import sys
+from collections import Counter, defaultdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EAGER_LIMIT = 64 << 10
 TAIL = 82_500
+
+
+def slow_exchange(span_secs, one_way_secs, m):
+    """An exchange of m bytes each way ran the slow way: above the midpoint of its two modes."""
+    return span_secs / one_way_secs > 1 + 0.5 * (m - TAIL) / m
 
 
 def main():
@@ -42,11 +48,10 @@ def main():
                 continue
             one_way = r["oneway_secs"]
             for t in r["pairwise_all_secs"]:
-                ratio = t / one_way
                 total[m] = total.get(m, 0) + 1
-                if ratio > 1 + 0.5 * (m - TAIL) / m:
+                if slow_exchange(t, one_way, m):
                     slow[m] = slow.get(m, 0) + 1
-                    tails.setdefault(m, []).append(m * (2 - ratio))
+                    tails.setdefault(m, []).append(m * (2 - t / one_way))
     for m in sorted(total):
         t = tails.get(m, [])
         tail = f"median tail {statistics.median(t) / 1e3:.1f} KB" if t else ""
@@ -56,12 +61,7 @@ def main():
           f"{len(upto4)} slow ones up to 4 MiB {statistics.median(upto4) / 1e3:.1f} KB")
 
 
-def slow_exchange(span_secs, one_way_secs, m):
-    return span_secs / one_way_secs > 1 + 0.5 * (m - TAIL) / m
-
-
 def steps(logs):
-    from collections import Counter, defaultdict
     # Per size and pooled (key None): counters of (step, slow?), (previous slow?, slow?),
     # calls by slow steps, library calls by one-way times.
     by_steps, after, calls_by_slow, library = (defaultdict(Counter) for _ in range(4))

@@ -116,14 +116,14 @@ for nbytes in a.bytes:
                     comm.Recv(y, 0)
             comm.Barrier()
             ts.append(MPI.Wtime() - t)
+        ts = ts[a.warmup:]
         if mode in ("rd_steps", "rd_library"):
             # Timed per rank, as mpi_collectives.py does: the slowest rank's time per call.
-            mine = np.array(ts[a.warmup:])
-            worst = np.empty_like(mine)
-            comm.Allreduce(mine, worst, op=MPI.MAX)
-            row[f"{mode}_calls_secs"] = worst.tolist()
-            ts = [0.0] * a.warmup + worst.tolist()
-        ts = sorted(ts[a.warmup:])
+            worst = np.empty(len(ts))
+            comm.Allreduce(np.array(ts), worst, op=MPI.MAX)
+            ts = worst.tolist()
+            row[f"{mode}_calls_secs"] = ts
+        ts = sorted(ts)
         row[f"{mode}_secs"] = ts[len(ts) // 2]
         row[f"{mode}_all_secs"] = ts
         if mode == "rd_steps":
