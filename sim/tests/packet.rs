@@ -572,9 +572,8 @@ fn bad_packet_options_are_refused_naming_the_field() {
 fn a_testbed_profile_plays_in_the_packet_model_and_a_size_table_is_refused() {
     // gloo's ring all-reduce of 4 MiB on the testbed star with its measured profile: the
     // packet model plays each link at its measured payload rate (95.65% of 200 Mbit/s), within
-    // 2% of the flow model, where the nominal rate would be 4% faster. (The flow model also
-    // plays the shapers' 2 ms bursts, which the packet model does not: 1.1% of this call; and
-    // each reports the median of its own 101 plays of the hosts' wake-ups: 1.7% apart here.)
+    // 2% of the flow model, where the nominal rate would be 4% faster. (Both play the shapers'
+    // 2 ms buckets; each reports the median of its own 101 plays of the hosts' wake-ups.)
     let dir = std::env::temp_dir().join(format!("dtsim-packet-profile-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -606,6 +605,30 @@ fn a_testbed_profile_plays_in_the_packet_model_and_a_size_table_is_refused() {
     assert!((packet / flow - 1.0).abs() < 0.02, "{packet} vs {flow}");
     let wire = 1.5 * 4.0 * 8.0 * 1048576.0 / 200e6 * 1e12;
     assert!(packet > wire / 0.9565 * 0.99, "{packet} vs {wire}");
+
+    // A 32 KiB message between two idle hosts fits the shapers' buckets (47.2 KB, 1.98 ms
+    // of the link's rate): in both models it crosses in about its path's latency, where its
+    // bytes at the rate would take 1.37 ms.
+    let small = |model: &str| {
+        time(&[
+            "--set",
+            &format!("network.model={model}"),
+            "--set",
+            "collective.op=broadcast",
+            "--set",
+            "collective.bytes=32KiB",
+            "--set",
+            "placement.ranks=2",
+        ])
+    };
+    let at_rate = 32768.0 * 8.0 / (200e6 * 0.9565) * 1e12;
+    for model in ["flow", "packet"] {
+        let t = small(model);
+        assert!(
+            t < 0.2 * at_rate,
+            "{model}: {t} ps vs {at_rate} at the rate"
+        );
+    }
 
     // The same profile with a bandwidth factor that depends on the size.
     let mut p: serde_json::Value =

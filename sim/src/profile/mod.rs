@@ -85,12 +85,12 @@ pub struct NetworkCalibration {
     /// Bytes each TCP connection keeps queued ahead in the FIFO egress queue of a link of a
     /// class (TCP small queues in front of a shaper): sends posted together on that link leave
     /// in the order posted, each that far ahead of the next (see [`crate::net::flow`]; the
-    /// packet model, which has no TCP, does not play it).
+    /// packet model with CUBIC keeps that much of a connection queued at its own link).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub fifo_head_bytes: BTreeMap<LinkClass, MeasuredBytes>,
     /// Depth of the token bucket of a shaper on every link of a class, as time at the link's
     /// rate (tc's `burst`): a transfer that starts on idle links sends that much at once (see
-    /// [`crate::net::flow`]; the packet model does not play it).
+    /// [`crate::net::flow`]; the packet model plays it at each such link's port).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub shaper_burst: BTreeMap<LinkClass, MeasuredDuration>,
     /// Mean time a small message waits at a shaped link of a class for the packet another
@@ -101,7 +101,9 @@ pub struct NetworkCalibration {
     /// Largest packet TCP hands the shaper of a link of a class at once (a GSO packet): a
     /// message no larger passes whole while the shaper is not in debt, and the shaper then
     /// holds the link's next packets until its debt is paid (`calibrate import
-    /// shaper-packet`; see [`crate::net::flow`]; the packet model does not play it).
+    /// shaper-packet`; see [`crate::net::flow`]; the packet model's packets stay the MTU's, and
+    /// with CUBIC its receivers acknowledge once per this many bytes, as the testbed's hosts
+    /// get such packets whole).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub shaper_packet: BTreeMap<LinkClass, MeasuredBytes>,
     /// Rate at which one GPU (or one host, for gloo) reduces received data when reductions

@@ -278,6 +278,18 @@ pub fn network_model(s: &Scenario, prep: &Prepared) -> Result<Box<dyn NetworkMod
                     ),
                 )
             })?;
+            // The shapers the profile measured: their buckets, and (CUBIC) the GSO packets
+            // their receivers get whole and acknowledge one by one.
+            for &class in LinkClass::ALL.iter() {
+                config.set_shaper_burst_secs(class, factors.shaper_burst_secs(class));
+            }
+            if config.congestion_control == CongestionControl::Cubic {
+                let gso = LinkClass::ALL
+                    .iter()
+                    .map(|&c| factors.shaper_packet_bytes(c))
+                    .fold(0.0, f64::max);
+                config.ack_every_bytes = gso.round() as u64;
+            }
             if config.congestion_control == CongestionControl::Cubic
                 && s.file.network.host_queue.is_none()
             {
@@ -301,7 +313,7 @@ pub fn network_model(s: &Scenario, prep: &Prepared) -> Result<Box<dyn NetworkMod
 
 /// The topology as the packet model plays it under `factors`: every link at its class's
 /// payload rate (bandwidth factor × link efficiency) and latency (× latency factor), or the
-/// class whose factors depend on the size. The shapers' token buckets are not played.
+/// class whose factors depend on the size. The shapers' buckets come with the packet config.
 fn packet_topology(
     topo: &Arc<Topology>,
     factors: &EfficiencyFactors,

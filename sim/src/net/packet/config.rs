@@ -79,6 +79,16 @@ pub struct PacketConfig {
     /// CUBIC: most bytes a connection keeps queued at its sender's own link (Linux's TCP small
     /// queues; the testbed's measured FIFO head). One packet may always wait there.
     pub host_queue_bytes: u64,
+    /// Per link class, in the order of [`LinkClass::ALL`]: the depth of the token bucket of a
+    /// shaper (tc's htb) on its links, as seconds at the link's rate; 0 for links without one
+    /// (the profile's `network.shaper_burst`).
+    pub shaper_burst_secs: [f64; LinkClass::ALL.len()],
+    /// CUBIC: a receiver acknowledges once this many bytes of a connection have arrived since
+    /// its last acknowledgement, at a message's last packet, and when everything its sender
+    /// has sent so far has arrived; 0 acknowledges every packet. The testbed's receivers get
+    /// whole GSO packets (veth does not cut them) and acknowledge each: the profile's
+    /// `network.shaper_packet`.
+    pub ack_every_bytes: u64,
 }
 
 /// A connection's queue at its sender's link when the scenario gives none: two 64 KiB
@@ -99,6 +109,8 @@ impl Default for PacketConfig {
             window_bytes: None,
             congestion_control: CongestionControl::None,
             host_queue_bytes: DEFAULT_HOST_QUEUE_BYTES,
+            shaper_burst_secs: [0.0; LinkClass::ALL.len()],
+            ack_every_bytes: 0,
         }
     }
 }
@@ -106,6 +118,16 @@ impl Default for PacketConfig {
 impl PacketConfig {
     pub fn mtu(&self, class: LinkClass) -> u32 {
         self.mtu_bytes[class_index(class)]
+    }
+
+    /// Seconds of a link's rate the bucket of a shaper on links of `class` holds; 0 for none.
+    pub fn shaper_burst_secs(&self, class: LinkClass) -> f64 {
+        self.shaper_burst_secs[class_index(class)]
+    }
+
+    /// Gives links of `class` a shaper whose bucket holds `secs` of their rate.
+    pub fn set_shaper_burst_secs(&mut self, class: LinkClass, secs: f64) {
+        self.shaper_burst_secs[class_index(class)] = secs;
     }
 }
 

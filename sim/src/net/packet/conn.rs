@@ -17,6 +17,8 @@ pub(super) struct Conn {
     pub(super) host_queued: u64,
     /// Bytes the receiver has got so far.
     pub(super) delivered: u64,
+    /// Of those, bytes it has not acknowledged yet.
+    pub(super) unacknowledged: u64,
 }
 
 impl PacketModel {
@@ -31,12 +33,28 @@ impl PacketModel {
         v
     }
 
-    /// CUBIC: the receiver got data packet `pkt_id` of a flow of `conn`; the packet turns into
-    /// its acknowledgement, sent back at once through the receiver's own link.
-    pub(super) fn acknowledge(&mut self, ctx: &mut dyn NetContext, pkt_id: u32, conn: u32) {
+    /// CUBIC: the receiver got data packet `pkt_id` of a flow of `conn` (`message_end`: its
+    /// flow's last). The packet turns into an acknowledgement of everything delivered so far,
+    /// sent back at once through the receiver's own link, when the receiver acknowledges every
+    /// packet, when `ack_every_bytes` have arrived since its last one, at a message's end, or
+    /// when nothing the sender has sent is still on its way; otherwise it is consumed.
+    pub(super) fn acknowledge(
+        &mut self,
+        ctx: &mut dyn NetContext,
+        pkt_id: u32,
+        conn: u32,
+        message_end: bool,
+    ) {
+        let every = self.config.ack_every_bytes;
         let c = &mut self.conns[conn as usize];
         let pkt = &mut self.packets[pkt_id as usize];
         c.delivered += pkt.bytes as u64;
+        c.unacknowledged += pkt.bytes as u64;
+        if c.unacknowledged < every && !message_end && c.delivered < c.sender.sent {
+            self.free_packet(pkt_id);
+            return;
+        }
+        c.unacknowledged = 0;
         let rev = self.routes[pkt.route as usize].rev;
         *pkt = Packet {
             flow: conn,
@@ -109,6 +127,7 @@ impl PacketModel {
                 sending: VecDeque::new(),
                 host_queued: 0,
                 delivered: 0,
+                unacknowledged: 0,
             });
         }
         id

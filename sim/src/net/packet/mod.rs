@@ -6,6 +6,12 @@
 //! link rate (integer picoseconds, rounded per packet), then the packet propagates for the
 //! link's latency and is stored at the next hop's output port (store-and-forward) or delivered.
 //!
+//! A link whose profile measured a shaper (tc's htb, the testbed's links: `shaper_burst`) has
+//! a token bucket at its port instead of serializing at its rate: a packet leaves at once while
+//! the bucket's level is not below zero and is charged whole, else it waits until the level,
+//! refilling at the link's rate up to the bucket's depth, is back at zero (`Port::transmit_ps`).
+//! So a stream leaves at the rate, and after idle time its first bucket's worth at once.
+//!
 //! Sources inject lazily: each flow keeps at most one packet waiting at its first port (it
 //! queues the next one when the previous starts transmitting), so flows sharing a port are
 //! served round-robin, which approximates the fair sharing of the flow model. Packets waiting
@@ -30,7 +36,9 @@
 //! per (source, destination) pair, kept across transfers, carrying its flows one after the
 //! other as one byte stream; each delivered packet turns into a 64-byte acknowledgement that
 //! travels the reverse route through the same FIFO queues (behind the data going that way),
-//! and the sender's CUBIC window grows by what comes back. A connection keeps at most
+//! and the sender's CUBIC window grows by what comes back. A receiver may acknowledge several
+//! packets at once (`ack_every_bytes`: the testbed's receivers get whole GSO packets and
+//! acknowledge each), and does at a message's end and once all its sender sent is in. A connection keeps at most
 //! `host_queue` bytes queued at its own first link (Linux's TCP small queues), so flows from
 //! one host interleave there in bursts, and data a receiver is sending delays the
 //! acknowledgements it sends.
@@ -151,6 +159,11 @@ struct Port {
     low: u64,
     ps_per_byte: f64,
     latency_ps: u64,
+    /// A shaper's token bucket (module doc): depth in bytes (0: no shaper, packets serialize at
+    /// the link's rate), its level (below zero while in debt) and when that level was taken.
+    bucket_bytes: f64,
+    level_bytes: f64,
+    level_at_ps: u64,
     /// Ports waiting for room here (FIFO through `waiter_next`).
     waiters_head: u32,
     waiters_tail: u32,
@@ -162,6 +175,31 @@ struct Port {
     last_change: u64,
     area_byte_ps: f64,
     stats: PortStats,
+}
+
+impl Port {
+    /// How long from `now` a packet of `bytes` that starts at this port takes to leave it. An
+    /// unshaped port serializes it at the link's rate. A shaped one (tc's htb) lets it go at
+    /// once (at line rate, far above the shaped one) when its level is not below zero and
+    /// charges all of it, which may leave the level below zero; otherwise it holds the packet
+    /// until the level, refilling at the link's rate up to the bucket's depth, is back at zero.
+    /// A stream thus leaves at the link's rate, and after idle time its first bucket's worth
+    /// (and one packet) at once.
+    fn transmit_ps(&mut self, now_ps: u64, bytes: u32) -> u64 {
+        if self.bucket_bytes <= 0.0 {
+            return (bytes as f64 * self.ps_per_byte).round() as u64;
+        }
+        let refilled = now_ps.saturating_sub(self.level_at_ps) as f64 / self.ps_per_byte;
+        let level = (self.level_bytes + refilled).min(self.bucket_bytes);
+        let wait_ps = if level < 0.0 {
+            (-level * self.ps_per_byte).ceil() as u64
+        } else {
+            0
+        };
+        self.level_bytes = level.max(0.0) - bytes as f64;
+        self.level_at_ps = now_ps + wait_ps;
+        wait_ps
+    }
 }
 
 /// The packet-level model over one topology.
@@ -224,6 +262,7 @@ impl PacketModel {
                 ));
             }
             let cap = l.buffer_bytes;
+            let bucket_bytes = config.shaper_burst_secs(l.class) * l.bandwidth_bps / 8.0;
             let high = ((cap as f64 * config.high_water) as u64).clamp(1, cap);
             let low = ((cap as f64 * config.low_water) as u64).min(high - 1);
             ports.push(Port {
@@ -239,6 +278,9 @@ impl PacketModel {
                 low,
                 ps_per_byte: 8e12 / l.bandwidth_bps,
                 latency_ps: l.latency.as_ps(),
+                bucket_bytes,
+                level_bytes: bucket_bytes,
+                level_at_ps: 0,
                 waiters_head: NONE,
                 waiters_tail: NONE,
                 waiter_next: NONE,
@@ -430,7 +472,7 @@ impl PacketModel {
         p.busy = true;
         p.current = pkt_id;
         p.stats.packets += 1;
-        let ser_ps = (pkt.bytes as f64 * p.ps_per_byte).round() as u64;
+        let ser_ps = p.transmit_ps(now, pkt.bytes);
         self.link_bytes[port as usize] += pkt.bytes as u64;
         self.series
             .add_bytes(port, now, now + ser_ps, pkt.bytes as f64);
@@ -600,7 +642,9 @@ impl PacketModel {
         }
         let conn = self.flows[pkt.flow as usize].conn;
         if conn != NONE {
-            self.acknowledge(ctx, pkt_id, conn);
+            let f = &self.flows[pkt.flow as usize];
+            let message_end = f.delivered + 1 == f.packets;
+            self.acknowledge(ctx, pkt_id, conn, message_end);
         } else {
             self.free_packet(pkt_id);
         }

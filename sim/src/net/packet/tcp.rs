@@ -23,8 +23,10 @@
 //!   initial window, and keeps three quarters of the old window as its threshold
 //!   (`tcp_cwnd_restart`, `net.ipv4.tcp_slow_start_after_idle = 1`).
 //!
-//! Not modelled: delayed acknowledgements (one per data packet here), pacing, segmentation
-//! offload, receive windows, fast retransmit and recovery.
+//! Acknowledgements: one per data packet, or one per `ack_every_bytes` of them (module `conn`;
+//! the testbed's receivers get whole GSO packets and acknowledge each). Not modelled: the
+//! delayed-acknowledgement timer, pacing, segmentation offload (packets are the MTU's),
+//! receive windows, fast retransmit and recovery.
 
 use crate::engine::SimTime;
 

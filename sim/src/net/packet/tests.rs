@@ -365,3 +365,87 @@ fn a_receiver_sending_delays_the_acknowledgements_it_sends() {
     assert!(alone < 0.1e-3, "{alone}");
     assert!(behind > 0.7e-3, "{behind}");
 }
+
+/// `PacketConfig::default()` with a shaper on every Ethernet link whose bucket holds 0.1 ms of
+/// its rate: 12,500 B at 1 Gb/s.
+fn shaped() -> PacketConfig {
+    let mut c = PacketConfig::default();
+    c.set_shaper_burst_secs(LinkClass::Ethernet, 100e-6);
+    c
+}
+
+/// g0 → sw → g1 at 1 Gb/s, 1 us per hop, 1500 B packets (12 us each at the rate).
+fn gigabit_pair() -> Arc<Topology> {
+    star(2, GBPS, SimTime::from_us(1), 1 << 20, LinkClass::Ethernet)
+}
+
+#[test]
+fn a_message_within_a_full_bucket_crosses_shaped_links_in_their_latency_alone() {
+    // 12,000 B: eight packets, all let through at once by each hop's full bucket.
+    let t = gigabit_pair();
+    let one = schedule(2, &[(vec![(0, 1)], 12_000, vec![])]);
+    let (out, _) = run(&t, &one, shaped());
+    assert_eq!(out.end.as_ps(), 2_000_000);
+    // Unshaped: 96 us of bytes, 2 us of latency, one packet's store and forward.
+    let (out, _) = run(&t, &one, PacketConfig::default());
+    assert_eq!(out.end.as_ps(), 96_000_000 + 2_000_000 + 12_000_000);
+}
+
+#[test]
+fn a_shaped_stream_leaves_at_the_rate_after_its_first_bucket() {
+    // 1.5 MB = 1000 packets. At g0's port the full bucket lets 9 packets go at once (htb
+    // lets a packet go while its level is not below zero: 12,500 B covers 8 and a ninth
+    // starts at 500 B), the tenth waits 8 us for the level to come back to zero and every
+    // later one 12 us: the last leaves at 8 + 990 × 12 us. The switch's port receives them
+    // at its own rate after a burst its bucket covered, so it holds none: 1 us later the last
+    // reaches the switch and 1 us after that g1.
+    let t = gigabit_pair();
+    let (out, _) = run(
+        &t,
+        &schedule(2, &[(vec![(0, 1)], 1_500_000, vec![])]),
+        shaped(),
+    );
+    let want_ps: u64 = (8 + 990 * 12 + 2) * 1_000_000;
+    assert!(
+        out.end.as_ps().abs_diff(want_ps) <= 10,
+        "{}",
+        out.end.as_ps()
+    );
+}
+
+#[test]
+fn a_shaped_links_bucket_refills_at_the_rate_while_it_idles() {
+    // 12,000 B leave g0's bucket 500 B; 48 us of idle refill 6,000 B more. The second
+    // 12,000 B message then sends five packets at once (6,500 B of level), the sixth after
+    // 8 us (its 1,000 B of debt), the seventh and eighth 12 us apart: the last leaves 32 us
+    // after the message started and reaches g1 2 us later (the switch's bucket refilled
+    // alike and holds none of them).
+    let t = gigabit_pair();
+    let mut s = schedule(2, &[(vec![(0, 1)], 12_000, vec![])]);
+    transfer_after(&mut s, vec![], 48, (0, 1), 12_000);
+    let (out, _) = run(&t, &s, shaped());
+    let second = out.ops[2].end - out.ops[2].start;
+    assert!(second.as_ps().abs_diff(34_000_000) <= 10, "{second:?}");
+}
+
+#[test]
+fn a_receiver_that_gets_whole_gso_packets_acknowledges_once_per_packet_of_them() {
+    // 1.5 MB in 1500 B packets, the receiver acknowledging every 15,000 B (ten packets), at
+    // the message's end and whenever all its sender has sent is in: far fewer
+    // acknowledgements than packets, every byte still delivered, the same bytes sent.
+    let t = slow_start_star();
+    let one = schedule(2, &[(vec![(0, 1)], 1_500_000, vec![])]);
+    let coalesced = PacketConfig {
+        ack_every_bytes: 15_000,
+        ..cubic()
+    };
+    let (out, ports) = run(&t, &one, coalesced);
+    let acks = ports.ports[port(&t, "g1", "sw")].packets;
+    assert!((100..200).contains(&acks), "{acks} acknowledgements");
+    assert_eq!(ports.ports[port(&t, "sw", "g1")].packets, 1000);
+    // Slow start grows by the bytes acknowledged, not by the acknowledgements: the transfer
+    // takes about as long as with one acknowledgement per packet.
+    let (every, _) = run(&t, &one, cubic());
+    let (a, b) = (out.end.as_secs_f64(), every.end.as_secs_f64());
+    assert!((a - b).abs() / b < 0.05, "{a} vs {b}");
+}
